@@ -96,9 +96,11 @@ class HostBuffer {
   uint64_t byte_size() const { return bytes_; }
   TensorView view() const { return TensorView{data_, dtype_, shape_}; }
 
+  struct Arena;  // opaque: the session arena's allocator
+
  private:
   friend class Client;
-  struct Arena;
+  friend class ClientImpl;
   HostBuffer(std::shared_ptr<Arena> arena, void* data, uint64_t bytes,
              DType dtype, std::vector<int64_t> shape)
       : arena_(std::move(arena)), data_(data), bytes_(bytes), dtype_(dtype),

@@ -4,7 +4,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <string_view>
 
 namespace kolo {
 
@@ -58,7 +57,7 @@ constexpr bool IsFloatingPoint(DType t) {
          t == DType::kFloat32 || t == DType::kFloat64;
 }
 
-constexpr std::string_view DTypeName(DType t) {
+constexpr const char* DTypeName(DType t) {
   switch (t) {
     case DType::kUint8: return "uint8";
     case DType::kInt8: return "int8";
@@ -72,7 +71,7 @@ constexpr std::string_view DTypeName(DType t) {
   return "invalid-dtype";
 }
 
-constexpr std::string_view ReduceOpName(ReduceOp op) {
+constexpr const char* ReduceOpName(ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum: return "sum";
     case ReduceOp::kAverage: return "average";
@@ -83,7 +82,7 @@ constexpr std::string_view ReduceOpName(ReduceOp op) {
   return "invalid-op";
 }
 
-constexpr std::string_view CollectiveKindName(CollectiveKind k) {
+constexpr const char* CollectiveKindName(CollectiveKind k) {
   switch (k) {
     case CollectiveKind::kAllreduce: return "allreduce";
     case CollectiveKind::kBroadcast: return "broadcast";

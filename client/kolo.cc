@@ -1,0 +1,172 @@
+// libkolo's C++ API over ClientImpl.
+#include "kolo/kolo.h"
+
+#include <cstdlib>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "client/client_impl.h"
+
+namespace kolo {
+namespace {
+
+absl::Status EnvInt(const char* name, int* out) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return absl::OkStatus();
+  if (!absl::SimpleAtoi(v, out)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, "=\"", v, "\" is not an integer"));
+  }
+  return absl::OkStatus();
+}
+
+uint64_t ElementsOf(const std::vector<int64_t>& shape) {
+  uint64_t n = 1;
+  for (int64_t d : shape) n *= static_cast<uint64_t>(d < 0 ? 0 : d);
+  return n;
+}
+
+}  // namespace
+
+absl::StatusOr<ClientOptions> ClientOptions::FromEnv() {
+  ClientOptions o;
+  if (const char* v = std::getenv("KOLO_SOCKET"); v != nullptr && *v) {
+    o.socket_path = v;
+  }
+  if (const char* v = std::getenv("KOLO_JOB_ID"); v != nullptr && *v) o.job_id = v;
+  if (const char* v = std::getenv("KOLO_JOB_TOKEN"); v != nullptr) o.job_token = v;
+  for (auto [name, field] : {std::pair{"KOLO_RANK", &o.rank},
+                             std::pair{"KOLO_SIZE", &o.size},
+                             std::pair{"KOLO_LOCAL_RANK", &o.local_rank},
+                             std::pair{"KOLO_LOCAL_SIZE", &o.local_size}}) {
+    if (absl::Status s = EnvInt(name, field); !s.ok()) return s;
+  }
+  // Without local values, a job is one node.
+  if (std::getenv("KOLO_LOCAL_SIZE") == nullptr) o.local_size = o.size;
+  if (std::getenv("KOLO_LOCAL_RANK") == nullptr) o.local_rank = o.rank;
+  if (o.size < 1 || o.rank < 0 || o.rank >= o.size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "KOLO_RANK=", o.rank, " must lie in [0, KOLO_SIZE=", o.size, ")"));
+  }
+  if (const char* v = std::getenv("KOLO_ARENA_BYTES"); v != nullptr && *v) {
+    uint64_t bytes = 0;
+    if (!absl::SimpleAtoi(v, &bytes) || bytes == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("KOLO_ARENA_BYTES=\"", v, "\" is not a positive byte count"));
+    }
+    o.arena_bytes = bytes;
+  }
+  return o;
+}
+
+int64_t TensorView::num_elements() const {
+  return static_cast<int64_t>(ElementsOf(shape));
+}
+uint64_t TensorView::byte_size() const {
+  return ElementsOf(shape) * DTypeSize(dtype);
+}
+int64_t ConstTensorView::num_elements() const {
+  return static_cast<int64_t>(ElementsOf(shape));
+}
+uint64_t ConstTensorView::byte_size() const {
+  return ElementsOf(shape) * DTypeSize(dtype);
+}
+
+HostBuffer::HostBuffer(HostBuffer&& o) noexcept
+    : arena_(std::move(o.arena_)),
+      data_(std::exchange(o.data_, nullptr)),
+      bytes_(std::exchange(o.bytes_, 0)),
+      dtype_(o.dtype_),
+      shape_(std::move(o.shape_)) {}
+
+HostBuffer& HostBuffer::operator=(HostBuffer&& o) noexcept {
+  if (this != &o) {
+    Release();
+    arena_ = std::move(o.arena_);
+    data_ = std::exchange(o.data_, nullptr);
+    bytes_ = std::exchange(o.bytes_, 0);
+    dtype_ = o.dtype_;
+    shape_ = std::move(o.shape_);
+  }
+  return *this;
+}
+
+HostBuffer::~HostBuffer() { Release(); }
+
+void HostBuffer::Release() {
+  if (arena_ != nullptr && data_ != nullptr) {
+    absl::MutexLock l(&arena_->mu);
+    arena_->alloc.Free(static_cast<uint8_t*>(data_) - arena_->base);
+  }
+  arena_.reset();
+  data_ = nullptr;
+}
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(
+    const ClientOptions& options) {
+  auto impl = ClientImpl::Connect(options);
+  if (!impl.ok()) return impl.status();
+  return std::unique_ptr<Client>(new Client(std::move(*impl)));
+}
+
+Client::Client(std::unique_ptr<ClientImpl> impl) : impl_(std::move(impl)) {}
+Client::~Client() = default;
+
+int Client::rank() const { return impl_->options().rank; }
+int Client::size() const { return impl_->options().size; }
+int Client::local_rank() const { return impl_->options().local_rank; }
+int Client::local_size() const { return impl_->options().local_size; }
+const std::string& Client::session_id() const { return impl_->session_id(); }
+
+absl::StatusOr<HostBuffer> Client::Allocate(DType dtype,
+                                            std::vector<int64_t> shape) {
+  return impl_->Allocate(dtype, std::move(shape));
+}
+
+absl::StatusOr<Handle> Client::AllreduceAsync(const ConstTensorView& input,
+                                              const TensorView& output,
+                                              std::string_view name,
+                                              const AllreduceOptions& options) {
+  return impl_->Submit(CollectiveKind::kAllreduce, input, output, name, options,
+                       0);
+}
+
+absl::Status Client::Allreduce(const ConstTensorView& input,
+                               const TensorView& output, std::string_view name,
+                               const AllreduceOptions& options) {
+  auto h = AllreduceAsync(input, output, name, options);
+  if (!h.ok()) return h.status();
+  return Wait(*h);
+}
+
+absl::StatusOr<Handle> Client::BroadcastAsync(const TensorView& tensor,
+                                              std::string_view name,
+                                              int root_rank) {
+  if (root_rank < 0 || root_rank >= size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "broadcast \"", std::string(name), "\": root rank ", root_rank,
+        " outside [0, ", size(), ")"));
+  }
+  return impl_->Submit(CollectiveKind::kBroadcast, tensor, tensor, name,
+                       AllreduceOptions{}, root_rank);
+}
+
+absl::Status Client::Broadcast(const TensorView& tensor, std::string_view name,
+                               int root_rank) {
+  auto h = BroadcastAsync(tensor, name, root_rank);
+  if (!h.ok()) return h.status();
+  return Wait(*h);
+}
+
+absl::Status Client::Wait(Handle handle) {
+  return impl_->WaitFor(handle, absl::InfiniteDuration());
+}
+
+absl::Status Client::WaitFor(Handle handle, absl::Duration timeout) {
+  return impl_->WaitFor(handle, timeout);
+}
+
+absl::StatusOr<bool> Client::Test(Handle handle) { return impl_->Test(handle); }
+
+}  // namespace kolo

@@ -1,0 +1,32 @@
+// Splits kolorun's argv into its own flags, the values of the repeatable
+// --kolod_arg flag, and the command the ranks run.
+//
+//   kolorun -np 2 --kolod_arg=--verbose -- python3 train.py --epochs 3
+//     flag_args:  {"kolorun", "-np", "2"}
+//     kolod_args: {"--verbose"}
+//     command:    {"python3", "train.py", "--epochs", "3"}
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace kolo::kolorun {
+
+struct CommandLine {
+  // argv[0] and kolorun's flags (and any positional arguments before "--"),
+  // for absl::ParseCommandLine.
+  std::vector<std::string> flag_args;
+  // Each --kolod_arg value, in order. The flag is taken out here because a
+  // flag library keeps only the last value of a repeated flag.
+  std::vector<std::string> kolod_args;
+  // Everything after the first "--", verbatim.
+  std::vector<std::string> command;
+};
+
+// Accepts --kolod_arg=V, --kolod_arg V and the single-dash forms.
+// INVALID_ARGUMENT when --kolod_arg has no value.
+absl::StatusOr<CommandLine> SplitCommandLine(const std::vector<std::string>& argv);
+
+}  // namespace kolo::kolorun

@@ -1,0 +1,51 @@
+#include "client/kolorun/command_line.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kolo::kolorun {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+TEST(SplitCommandLineTest, SplitsAtFirstDoubleDash) {
+  auto cl = SplitCommandLine(
+      {"kolorun", "-np", "2", "--", "python3", "t.py", "--", "--epochs=3"});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_THAT(cl->flag_args, ElementsAre("kolorun", "-np", "2"));
+  EXPECT_THAT(cl->command, ElementsAre("python3", "t.py", "--", "--epochs=3"));
+  EXPECT_THAT(cl->kolod_args, IsEmpty());
+}
+
+TEST(SplitCommandLineTest, CollectsEveryKolodArgInOrder) {
+  auto cl = SplitCommandLine({"kolorun", "--kolod_arg=--a=1", "-np=2",
+                              "--kolod_arg", "--b", "-kolod_arg=c", "--",
+                              "--kolod_arg=not-ours"});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_THAT(cl->kolod_args, ElementsAre("--a=1", "--b", "c"));
+  EXPECT_THAT(cl->flag_args, ElementsAre("kolorun", "-np=2"));
+  EXPECT_THAT(cl->command, ElementsAre("--kolod_arg=not-ours"));
+}
+
+TEST(SplitCommandLineTest, KolodArgWithoutValueIsAnError) {
+  EXPECT_FALSE(SplitCommandLine({"kolorun", "--kolod_arg"}).ok());
+  EXPECT_FALSE(SplitCommandLine({"kolorun", "--kolod_arg", "--", "x"}).ok());
+}
+
+TEST(SplitCommandLineTest, SimilarFlagNamesAndPositionalsPassThrough) {
+  auto cl = SplitCommandLine({"kolorun", "--kolod_argx=1", "--kolod=/k", "cmd"});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_THAT(cl->flag_args,
+              ElementsAre("kolorun", "--kolod_argx=1", "--kolod=/k", "cmd"));
+  EXPECT_THAT(cl->command, IsEmpty());
+}
+
+TEST(SplitCommandLineTest, EmptyCommandAfterDoubleDash) {
+  auto cl = SplitCommandLine({"kolorun", "-np", "1", "--"});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_THAT(cl->command, IsEmpty());
+}
+
+}  // namespace
+}  // namespace kolo::kolorun

@@ -1,0 +1,106 @@
+// kolorun's launcher: starts N local ranks of a command with the Kolo
+// environment, a private kolod when no daemon answers, and supervises them to
+// the end.
+//
+// The job's life, as RunJob drives it:
+//   1. Probe options.socket_path; if nothing accepts there (or
+//      private_daemon is set), start a private kolod on a socket in a fresh
+//      temporary directory and wait, bounded, until it accepts.
+//   2. Spawn ranks 0..N-1, each in its own process group, with KOLO_SOCKET,
+//      KOLO_JOB_ID, KOLO_JOB_TOKEN, KOLO_RANK, KOLO_SIZE, KOLO_LOCAL_RANK and
+//      KOLO_LOCAL_SIZE set (single node: local = global).
+//   3. Copy every line the ranks (and the private kolod) write, prefixed
+//      "[R] " (or "[kolod] "), to kolorun's stdout/stderr; forward SIGINT,
+//      SIGTERM and SIGHUP to every rank's group.
+//   4. When a rank fails, report it and start shutdown: the others get
+//      `grace` to finish, then SIGTERM, then SIGKILL after `kill_grace`.
+//      A forwarded signal starts the same shutdown.
+//   5. Once every rank is reaped and its output drained, stop the private
+//      kolod (SIGTERM, SIGKILL after `daemon_stop_grace`) and remove its
+//      directory.
+#pragma once
+
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace kolo::kolorun {
+
+inline constexpr char kDefaultSocketPath[] = "/run/kolo/kolod.sock";
+
+// Where to look for kolod when a private one is needed, in this order:
+// `flag_path`, `env_path`, "kolod" beside `self_exe`, "../../daemon/kolod"
+// from `self_exe`'s directory (the bazel-bin layout), then each directory of
+// `path_env`. An explicit flag or env path must be executable: it is never
+// silently replaced by a later candidate.
+struct KolodLocator {
+  std::string flag_path;  // --kolod
+  std::string env_path;   // KOLO_KOLOD
+  std::string self_exe;   // kolorun's own executable (/proc/self/exe)
+  std::string path_env;   // PATH
+};
+absl::StatusOr<std::string> FindKolod(const KolodLocator& locator);
+
+struct LaunchOptions {
+  int num_ranks = 0;
+  std::vector<std::string> command;  // argv of every rank; not empty.
+  std::string job_id;                // Empty: a fresh random id.
+  std::string socket_path = kDefaultSocketPath;
+  bool private_daemon = false;  // Start a private kolod even if one answers.
+  KolodLocator kolod;
+  std::vector<std::string> kolod_args;  // Extra arguments for a private kolod.
+  // Where the private daemon's directory is made; "/tmp" is used instead when
+  // the socket path under it would not fit in a sockaddr_un.
+  std::string temp_root = "/tmp";
+  // The environment every child starts from ("NAME=value"); the KOLO_*
+  // variables listed above are replaced, other KOLO_* ones pass through.
+  std::vector<std::string> base_env;
+
+  absl::Duration grace = absl::Seconds(10);
+  absl::Duration kill_grace = absl::Seconds(5);
+  absl::Duration daemon_start_timeout = absl::Seconds(10);
+  absl::Duration daemon_stop_grace = absl::Seconds(5);
+  // How long output is still read after the last rank exited, for the pipes
+  // that something the rank started keeps open.
+  absl::Duration output_drain_timeout = absl::Seconds(2);
+
+  // Where prefixed rank stdout goes; rank stderr, kolod output and kolorun's
+  // own messages go to `stderr_fd`. Not owned.
+  int stdout_fd = STDOUT_FILENO;
+  int stderr_fd = STDERR_FILENO;
+};
+
+absl::Status ValidateOptions(const LaunchOptions& options);
+
+// `base_env` with the per-rank KOLO_* variables replaced.
+std::vector<std::string> RankEnvironment(const std::vector<std::string>& base_env,
+                                         const std::string& socket_path,
+                                         const std::string& job_id,
+                                         const std::string& job_token, int rank,
+                                         int size);
+
+// `bytes` random bytes from the kernel, as 2*bytes lowercase hex digits.
+absl::StatusOr<std::string> RandomHex(size_t bytes);
+
+// True when something accepts connections on the Unix socket `path`.
+bool SocketAccepts(const std::string& path);
+
+// Runs the job to the end (steps 1-5 above) and returns the exit code
+// kolorun should exit with: 0 when every rank exited 0, else the first
+// failing rank's shell code (its exit status, or 128 + signal), or 128 +
+// signal when a signal arrived before the ranks were started. An error means
+// the job could not be started (no kolod, a command that cannot be run);
+// whatever was already started has then been stopped.
+//
+// Must be called from the process's only thread that does not block SIGINT,
+// SIGTERM and SIGHUP (kolorun's main), with SIGCHLD not ignored. While it
+// runs those signals are blocked in the calling thread and read from a
+// signalfd; the previous mask is restored on return.
+absl::StatusOr<int> RunJob(const LaunchOptions& options);
+
+}  // namespace kolo::kolorun

@@ -1,0 +1,182 @@
+// kolorun: starts N local ranks of a command attached to a kolod and
+// supervises them. See launcher.h for what a run does.
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "client/kolorun/command_line.h"
+#include "client/kolorun/launcher.h"
+
+ABSL_FLAG(int, np, 0, "Number of ranks to start (at least 1).");
+ABSL_FLAG(std::string, job_id, "",
+          "Job id given to the ranks (KOLO_JOB_ID); default: a fresh random "
+          "one.");
+ABSL_FLAG(std::string, socket, "",
+          "kolod's Unix socket (KOLO_SOCKET for the ranks); default: "
+          "$KOLO_SOCKET, else /run/kolo/kolod.sock. When nothing accepts "
+          "connections there, a private kolod is started for the job.");
+ABSL_FLAG(bool, private_daemon, false,
+          "Start a private kolod for this job even if one answers on the "
+          "socket.");
+ABSL_FLAG(std::string, kolod, "",
+          "The kolod binary for a private daemon; default: $KOLO_KOLOD, else "
+          "kolod beside kolorun, else ../../daemon/kolod from kolorun's "
+          "directory, else kolod in PATH.");
+ABSL_FLAG(std::string, kolod_arg, "",
+          "An extra argument for a private kolod (after --socket PATH); "
+          "repeat the flag for several, e.g. --kolod_arg=--verbose.");
+ABSL_FLAG(double, grace_s, 10,
+          "When a rank fails, seconds the other ranks get to finish before "
+          "they are sent SIGTERM.");
+ABSL_FLAG(double, kill_grace_s, 5,
+          "Seconds between SIGTERM and SIGKILL for ranks still running.");
+ABSL_FLAG(double, daemon_start_timeout_s, 10,
+          "Seconds to wait for a private kolod to accept connections.");
+
+namespace kolo::kolorun {
+namespace {
+
+constexpr int kUsageExit = 2;
+constexpr int kStartFailureExit = 1;
+
+std::string GetEnv(const char* name) {
+  const char* value = ::getenv(name);
+  return value == nullptr ? std::string() : std::string(value);
+}
+
+std::string SelfExecutable() {
+  std::string buf(4096, '\0');
+  const ssize_t n = ::readlink("/proc/self/exe", buf.data(), buf.size());
+  if (n <= 0 || static_cast<size_t>(n) >= buf.size()) return "";
+  buf.resize(static_cast<size_t>(n));
+  return buf;
+}
+
+std::vector<std::string> CurrentEnvironment() {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
+  return env;
+}
+
+// Children inherit descriptors 0-2 by number: make sure each is open, so a
+// pipe created later cannot land on one of them.
+void EnsureStandardFds() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) < 0) ::open("/dev/null", O_RDWR);
+  }
+}
+
+absl::StatusOr<absl::Duration> Seconds(const char* flag, double s) {
+  if (!std::isfinite(s) || s < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, " must be a non-negative number, got ", s));
+  }
+  return absl::Seconds(s);
+}
+
+int Fail(int code, absl::string_view message) {
+  std::fprintf(stderr, "kolorun: %.*s\n", static_cast<int>(message.size()),
+               message.data());
+  return code;
+}
+
+int Main(int argc, char** argv) {
+  EnsureStandardFds();
+  // A closed stdout must not kill kolorun; SIGCHLD must not be ignored or the
+  // ranks' statuses are lost. Children get default dispositions back.
+  ::signal(SIGPIPE, SIG_IGN);
+  ::signal(SIGCHLD, SIG_DFL);
+
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view file) {
+    return absl::EndsWith(file, "client/kolorun/main.cc");
+  };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage);
+  absl::SetProgramUsageMessage(
+      "kolorun -np N [flags] -- CMD [ARGS...]\n\n"
+      "Starts N ranks of CMD on this node with KOLO_SOCKET, KOLO_JOB_ID,\n"
+      "KOLO_JOB_TOKEN, KOLO_RANK, KOLO_SIZE, KOLO_LOCAL_RANK and\n"
+      "KOLO_LOCAL_SIZE set, prefixes each line they print with [RANK],\n"
+      "forwards SIGINT/SIGTERM/SIGHUP to them, and exits with the first\n"
+      "failing rank's status (0 when all succeed).");
+
+  absl::StatusOr<CommandLine> split =
+      SplitCommandLine(std::vector<std::string>(argv, argv + argc));
+  if (!split.ok()) return Fail(kUsageExit, split.status().message());
+  std::vector<char*> flag_argv;
+  for (std::string& arg : split->flag_args) flag_argv.push_back(arg.data());
+  std::vector<char*> positional = absl::ParseCommandLine(
+      static_cast<int>(flag_argv.size()), flag_argv.data());
+
+  LaunchOptions options;
+  options.num_ranks = absl::GetFlag(FLAGS_np);
+  options.command = split->command;
+  if (positional.size() > 1) {
+    if (!options.command.empty()) {
+      return Fail(kUsageExit,
+                  absl::StrCat("unexpected argument `", positional[1],
+                               "` before --; usage: kolorun -np N [flags] -- "
+                               "CMD [ARGS...]"));
+    }
+    options.command.assign(positional.begin() + 1, positional.end());
+  }
+  options.job_id = absl::GetFlag(FLAGS_job_id);
+  options.socket_path = absl::GetFlag(FLAGS_socket);
+  if (options.socket_path.empty()) options.socket_path = GetEnv("KOLO_SOCKET");
+  if (options.socket_path.empty()) options.socket_path = kDefaultSocketPath;
+  options.private_daemon = absl::GetFlag(FLAGS_private_daemon);
+  options.kolod = KolodLocator{
+      .flag_path = absl::GetFlag(FLAGS_kolod),
+      .env_path = GetEnv("KOLO_KOLOD"),
+      .self_exe = SelfExecutable(),
+      .path_env = GetEnv("PATH"),
+  };
+  options.kolod_args = split->kolod_args;
+  options.temp_root = GetEnv("TMPDIR");
+  if (options.temp_root.empty()) options.temp_root = "/tmp";
+  options.base_env = CurrentEnvironment();
+
+  const struct {
+    const char* name;
+    double value;
+    absl::Duration* out;
+  } durations[] = {
+      {"grace_s", absl::GetFlag(FLAGS_grace_s), &options.grace},
+      {"kill_grace_s", absl::GetFlag(FLAGS_kill_grace_s), &options.kill_grace},
+      {"daemon_start_timeout_s", absl::GetFlag(FLAGS_daemon_start_timeout_s),
+       &options.daemon_start_timeout},
+  };
+  for (const auto& d : durations) {
+    absl::StatusOr<absl::Duration> parsed = Seconds(d.name, d.value);
+    if (!parsed.ok()) return Fail(kUsageExit, parsed.status().message());
+    *d.out = *parsed;
+  }
+  if (absl::Status valid = ValidateOptions(options); !valid.ok()) {
+    return Fail(kUsageExit, valid.message());
+  }
+
+  absl::StatusOr<int> code = RunJob(options);
+  if (!code.ok()) return Fail(kStartFailureExit, code.status().message());
+  return *code;
+}
+
+}  // namespace
+}  // namespace kolo::kolorun
+
+int main(int argc, char** argv) { return kolo::kolorun::Main(argc, argv); }

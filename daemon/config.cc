@@ -1,0 +1,67 @@
+#include "daemon/config.h"
+
+#include <cstdlib>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+
+namespace kolo::daemon {
+
+absl::StatusOr<uint64_t> ParseBytes(const std::string& text) {
+  absl::string_view s = absl::StripAsciiWhitespace(text);
+  uint64_t mult = 1;
+  std::string lower = absl::AsciiStrToLower(s);
+  absl::string_view body = lower;
+  struct Suffix {
+    const char* text;
+    uint64_t mult;
+  };
+  for (const Suffix& suf : {Suffix{"kib", 1ull << 10}, Suffix{"mib", 1ull << 20},
+                            Suffix{"gib", 1ull << 30}, Suffix{"k", 1ull << 10},
+                            Suffix{"m", 1ull << 20}, Suffix{"g", 1ull << 30},
+                            Suffix{"b", 1}}) {
+    if (absl::EndsWith(body, suf.text)) {
+      body.remove_suffix(std::char_traits<char>::length(suf.text));
+      mult = suf.mult;
+      break;
+    }
+  }
+  uint64_t value = 0;
+  if (!absl::SimpleAtoi(body, &value) || value > UINT64_MAX / mult) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", text, "\" is not a byte count (e.g. 64M)"));
+  }
+  return value * mult;
+}
+
+absl::Status ApplyEnvironment(DaemonConfig* config) {
+  if (const char* v = std::getenv("KOLO_SOCKET"); v != nullptr && *v) {
+    config->socket_path = v;
+  }
+  if (const char* v = std::getenv("KOLO_FUSION_THRESHOLD"); v != nullptr && *v) {
+    auto bytes = ParseBytes(v);
+    if (!bytes.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("KOLO_FUSION_THRESHOLD: ", bytes.status().message()));
+    }
+    config->fusion_threshold_bytes = *bytes;
+  }
+  if (const char* v = std::getenv("KOLO_SPIN_US"); v != nullptr && *v) {
+    int us = 0;
+    if (!absl::SimpleAtoi(v, &us) || us < 0 || us > 100000) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("KOLO_SPIN_US=\"", v, "\": want 0..100000"));
+    }
+    config->spin = absl::Microseconds(us);
+  }
+  if (const char* v = std::getenv("KOLO_LOG_LEVEL"); v != nullptr && *v) {
+    config->log_level = v;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kolo::daemon

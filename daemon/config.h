@@ -1,0 +1,29 @@
+// DaemonConfig: everything kolod is told, parsed once from flags and the
+// environment (flags win) and passed down.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace kolo::daemon {
+
+struct DaemonConfig {
+  std::string socket_path = "/run/kolo/kolod.sock";
+  uint32_t socket_mode = 0660;
+  uint64_t fusion_threshold_bytes = uint64_t{64} << 20;  // KOLO_FUSION_THRESHOLD
+  int worker_threads = 0;  // 0: one per core, minus the caller
+  absl::Duration spin = absl::Microseconds(50);  // KOLO_SPIN_US
+  std::string log_level = "info";  // KOLO_LOG_LEVEL
+  uint64_t max_segment_bytes = uint64_t{64} << 30;
+};
+
+// Parses a byte count such as "67108864", "64M", "64MiB" or "1G".
+absl::StatusOr<uint64_t> ParseBytes(const std::string& text);
+
+// Applies the KOLO_* environment to `config` (called before flags apply).
+absl::Status ApplyEnvironment(DaemonConfig* config);
+
+}  // namespace kolo::daemon

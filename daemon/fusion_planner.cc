@@ -1,0 +1,60 @@
+#include "daemon/fusion_planner.h"
+
+#include <utility>
+
+namespace kolo::daemon {
+namespace {
+
+// Members of one fused buffer start on 64-byte boundaries so SIMD kernels
+// and device copies see aligned data.
+constexpr uint64_t kMemberAlignment = 64;
+
+uint64_t Align(uint64_t v) {
+  return (v + kMemberAlignment - 1) & ~(kMemberAlignment - 1);
+}
+
+bool SameGroup(const Response& g, const Request& r) {
+  if (g.kind != r.kind || g.dtype != r.dtype) return false;
+  if (r.kind == CollectiveKind::kBroadcast) return g.root_rank == r.root_rank;
+  return g.op == r.op && g.prescale == r.prescale && g.postscale == r.postscale;
+}
+
+}  // namespace
+
+std::vector<Response> PlanFusion(std::vector<ReadySet> ready,
+                                 uint64_t fusion_threshold_bytes) {
+  std::vector<Response> out;
+  // Groups still accepting members, by index into `out`.
+  std::vector<size_t> open;
+  for (ReadySet& set : ready) {
+    const Request& r = set.requests.front();
+    Response* target = nullptr;
+    for (size_t i : open) {
+      Response& g = out[i];
+      if (SameGroup(g, r) &&
+          Align(g.total_bytes) + r.bytes <= fusion_threshold_bytes) {
+        target = &g;
+        break;
+      }
+    }
+    if (target == nullptr) {
+      Response g;
+      g.kind = r.kind;
+      g.dtype = r.dtype;
+      g.op = r.op;
+      g.prescale = r.prescale;
+      g.postscale = r.postscale;
+      g.root_rank = r.root_rank;
+      out.push_back(std::move(g));
+      open.push_back(out.size() - 1);
+      target = &out.back();
+    }
+    uint64_t offset = Align(target->total_bytes);
+    uint64_t bytes = r.bytes;
+    target->members.push_back(FusedMember{std::move(set), offset});
+    target->total_bytes = offset + bytes;
+  }
+  return out;
+}
+
+}  // namespace kolo::daemon

@@ -1,0 +1,41 @@
+// FusionPlanner: a pure planner from agreed, ready names to fused responses.
+//
+// Ready sets are grouped, in ready order, with others of the same collective,
+// dtype, op, scale factors and root, until a group would exceed the fusion
+// threshold; a set larger than the threshold is a group of its own. Each
+// response lists its members with their offsets in a notional fused buffer,
+// so a backend that stages data (an inter-node transfer) packs them there,
+// while the shared-memory backend reduces members in place at no copy.
+// Responses come out ordered by their first member, so every daemon that
+// plans the same ready list executes the same sequence.
+//
+// Thread-safety: stateless; Plan may be called from any thread.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "daemon/request_table.h"
+
+namespace kolo::daemon {
+
+struct FusedMember {
+  ReadySet set;
+  uint64_t offset = 0;  // in the fused buffer
+};
+
+struct Response {
+  CollectiveKind kind = CollectiveKind::kAllreduce;
+  DType dtype = DType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  double prescale = 1.0;
+  double postscale = 1.0;
+  int root_rank = 0;
+  std::vector<FusedMember> members;
+  uint64_t total_bytes = 0;
+};
+
+std::vector<Response> PlanFusion(std::vector<ReadySet> ready,
+                                 uint64_t fusion_threshold_bytes);
+
+}  // namespace kolo::daemon

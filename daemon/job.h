@@ -1,0 +1,99 @@
+// Job: the state of one training job on this node — its ranks, the request
+// table, the queue of ready names and the order in which they execute.
+//
+// Dispatch is event-driven: the thread whose submission makes a name ready
+// (an ingress thread) becomes the job's executor if none is running and
+// drains the ready queue — fusing whatever became ready meanwhile — until it
+// is empty; otherwise it leaves the name for the running executor. A small
+// allreduce therefore costs one doorbell in, a reduction and one doorbell
+// out, with no hand-off between threads and no polling cycle. Responses of a
+// job run one at a time, in ready order, so every rank sees the same order.
+//
+// Thread-safety: thread-safe; the mutable state is guarded by mu_ (a job is
+// reached from several ingress threads, and a mutex costs less than posting
+// every request to an owner thread on this latency-bound path).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "daemon/backend/backend.h"
+#include "daemon/request_table.h"
+
+namespace kolo::daemon {
+
+struct RankSnapshot {
+  int rank = 0;
+  std::string session_id;
+  int64_t pid = 0;
+  uint64_t submitted = 0;
+  uint64_t completed = 0;
+  bool attached = false;
+};
+
+struct JobSnapshot {
+  std::string job_id;
+  int size = 0;
+  bool aborted = false;
+  std::string error;
+  std::vector<RankSnapshot> ranks;
+  std::vector<PendingView> pending;
+  uint64_t responses = 0;
+  uint64_t fused_tensors = 0;
+  uint64_t bytes_reduced = 0;
+};
+
+class Job {
+ public:
+  // `backend` must outlive the job.
+  Job(std::string id, std::string token, int size, Backend* backend,
+      uint64_t fusion_threshold_bytes);
+
+  const std::string& id() const { return id_; }
+  const std::string& token() const { return token_; }
+  int size() const { return size_; }
+
+  // Registers rank `rank` as attached (by `session_id`, process `pid`).
+  // ALREADY_EXISTS if that rank is attached; ABORTED if the job was aborted.
+  absl::Status AttachRank(int rank, const std::string& session_id, int64_t pid);
+  // The rank's session ended (clean: it detached; else it died or misbehaved
+  // with `why`). Aborts the job for the remaining ranks. Returns the number
+  // of ranks still attached.
+  int RankLeft(int rank, bool clean, const absl::Status& why);
+
+  // Takes one validated request of an attached rank.
+  void Submit(Request request);
+  // Fails every pending and future collective with `status`.
+  void Abort(const absl::Status& status);
+
+  JobSnapshot Snapshot() const;
+
+ private:
+  void RunReady();
+  void Fail(std::vector<Request> requests, const absl::Status& status);
+
+  const std::string id_;
+  const std::string token_;
+  const int size_;
+  Backend* const backend_;
+  const uint64_t fusion_threshold_;
+
+  mutable absl::Mutex mu_;
+  RequestTable table_ ABSL_GUARDED_BY(mu_);
+  std::vector<ReadySet> ready_ ABSL_GUARDED_BY(mu_);
+  bool executing_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status abort_status_ ABSL_GUARDED_BY(mu_);
+  std::vector<RankSnapshot> ranks_ ABSL_GUARDED_BY(mu_);
+  int attached_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t responses_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t fused_tensors_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t bytes_reduced_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace kolo::daemon

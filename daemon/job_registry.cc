@@ -1,0 +1,72 @@
+#include "daemon/job_registry.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace kolo::daemon {
+namespace {
+
+bool TokensEqual(const std::string& a, const std::string& b) {
+  // Constant time in the contents, so a token cannot be guessed bytewise.
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= a[i] ^ b[i];
+  return diff == 0;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<Job>> JobRegistry::Join(
+    const JoinRequest& request) {
+  std::shared_ptr<Job> job;
+  {
+    absl::MutexLock l(&mu_);
+    auto it = jobs_.find(request.job_id);
+    if (it == jobs_.end()) {
+      job = std::make_shared<Job>(request.job_id, request.job_token,
+                                  request.size, backend_, fusion_threshold_);
+      jobs_[request.job_id] = job;
+    } else {
+      job = it->second;
+      if (!TokensEqual(job->token(), request.job_token)) {
+        return absl::PermissionDeniedError(absl::StrCat(
+            "job ", request.job_id, ": wrong job token for rank ",
+            request.rank));
+      }
+      if (job->size() != request.size) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "job ", request.job_id, " has size ", job->size(), ", rank ",
+            request.rank, " says ", request.size));
+      }
+    }
+    // Under mu_ so that a rank cannot join a job that is being dropped.
+    absl::Status attached =
+        job->AttachRank(request.rank, request.session_id, request.pid);
+    if (!attached.ok()) {
+      if (it == jobs_.end()) jobs_.erase(request.job_id);
+      return attached;
+    }
+  }
+  return job;
+}
+
+void JobRegistry::Leave(const std::shared_ptr<Job>& job, int rank, bool clean,
+                        const absl::Status& why) {
+  absl::MutexLock l(&mu_);
+  if (job->RankLeft(rank, clean, why) == 0) {
+    auto it = jobs_.find(job->id());
+    if (it != jobs_.end() && it->second == job) jobs_.erase(it);
+  }
+}
+
+std::vector<JobSnapshot> JobRegistry::Snapshot() const {
+  std::vector<std::shared_ptr<Job>> jobs;
+  {
+    absl::MutexLock l(&mu_);
+    for (const auto& [id, job] : jobs_) jobs.push_back(job);
+  }
+  std::vector<JobSnapshot> out;
+  for (const auto& job : jobs) out.push_back(job->Snapshot());
+  return out;
+}
+
+}  // namespace kolo::daemon

@@ -1,0 +1,53 @@
+// JobRegistry: the jobs of this node by id. A job exists while at least one
+// of its ranks is attached; jobs are isolated from each other by id and token.
+//
+// Thread-safety: thread-safe (one mutex around the map; jobs lock themselves).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/backend/backend.h"
+#include "daemon/job.h"
+
+namespace kolo::daemon {
+
+struct JoinRequest {
+  std::string job_id;
+  std::string job_token;
+  int rank = 0;
+  int size = 0;
+  std::string session_id;
+  int64_t pid = 0;
+};
+
+class JobRegistry {
+ public:
+  // `backend` must outlive the registry.
+  JobRegistry(Backend* backend, uint64_t fusion_threshold_bytes)
+      : backend_(backend), fusion_threshold_(fusion_threshold_bytes) {}
+
+  // Creates the job on its first rank, or joins it: the token and size must
+  // match the job's, and the rank must be free.
+  absl::StatusOr<std::shared_ptr<Job>> Join(const JoinRequest& request);
+  // The rank's session ended; the job is dropped when its last rank leaves.
+  void Leave(const std::shared_ptr<Job>& job, int rank, bool clean,
+             const absl::Status& why);
+
+  std::vector<JobSnapshot> Snapshot() const;
+
+ private:
+  Backend* const backend_;
+  const uint64_t fusion_threshold_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<Job>> jobs_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace kolo::daemon

@@ -1,0 +1,101 @@
+// kolod: the per-node Kolo daemon.
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
+#include "daemon/config.h"
+#include "daemon/daemon.h"
+#include "spdlog/spdlog.h"
+
+ABSL_FLAG(std::string, socket, "",
+          "Unix socket to serve on (env KOLO_SOCKET; default "
+          "/run/kolo/kolod.sock)");
+ABSL_FLAG(std::string, socket_mode, "0660",
+          "permissions of the socket file, octal; who may connect");
+ABSL_FLAG(std::string, fusion_threshold, "",
+          "largest fused response, bytes with optional K/M/G suffix (env "
+          "KOLO_FUSION_THRESHOLD; default 64M)");
+ABSL_FLAG(int, workers, 0,
+          "threads that reduce large tensors besides the executing one; 0 = "
+          "one per core minus one");
+ABSL_FLAG(int, spin_us, -1,
+          "microseconds a session's ingress spins after activity before it "
+          "sleeps (env KOLO_SPIN_US; default 50)");
+ABSL_FLAG(std::string, log_level, "",
+          "trace, debug, info, warn, error (env KOLO_LOG_LEVEL; default info)");
+
+namespace {
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "kolod: %s\n", message.c_str());
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "kolod: the Kolo node daemon.\n  kolod --socket PATH [flags]");
+  absl::ParseCommandLine(argc, argv);
+
+  kolo::daemon::DaemonConfig config;
+  if (absl::Status s = kolo::daemon::ApplyEnvironment(&config); !s.ok()) {
+    return Fail(std::string(s.message()));
+  }
+  if (!absl::GetFlag(FLAGS_socket).empty()) {
+    config.socket_path = absl::GetFlag(FLAGS_socket);
+  }
+  {
+    const std::string mode = absl::GetFlag(FLAGS_socket_mode);
+    char* end = nullptr;
+    unsigned long m = std::strtoul(mode.c_str(), &end, 8);
+    if (mode.empty() || *end != '\0' || m > 0777) {
+      return Fail("--socket_mode wants an octal mode such as 0660");
+    }
+    config.socket_mode = static_cast<uint32_t>(m);
+  }
+  if (!absl::GetFlag(FLAGS_fusion_threshold).empty()) {
+    auto bytes = kolo::daemon::ParseBytes(absl::GetFlag(FLAGS_fusion_threshold));
+    if (!bytes.ok()) return Fail("--fusion_threshold: " + std::string(bytes.status().message()));
+    config.fusion_threshold_bytes = *bytes;
+  }
+  if (absl::GetFlag(FLAGS_workers) < 0) return Fail("--workers must be >= 0");
+  config.worker_threads = absl::GetFlag(FLAGS_workers);
+  if (int spin = absl::GetFlag(FLAGS_spin_us); spin >= 0) {
+    config.spin = absl::Microseconds(spin);
+  }
+  if (!absl::GetFlag(FLAGS_log_level).empty()) {
+    config.log_level = absl::GetFlag(FLAGS_log_level);
+  }
+  spdlog::level::level_enum level = spdlog::level::from_str(config.log_level);
+  if (level == spdlog::level::off && config.log_level != "off") {
+    return Fail("unknown log level " + config.log_level);
+  }
+  spdlog::set_level(level);
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ kolod: %v");
+
+  // Signals are taken synchronously by this thread; every other thread
+  // inherits the blocked mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  auto daemon = kolo::daemon::Daemon::Start(config);
+  if (!daemon.ok()) return Fail(daemon.status().ToString());
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  spdlog::info("signal {}: shutting down", sig);
+  (*daemon)->Shutdown();
+  daemon->reset();
+  return 0;
+}

@@ -1,0 +1,118 @@
+#include "daemon/slot_validator.h"
+
+#include <cmath>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace kolo::daemon {
+namespace {
+
+bool ValidName(const char* name, uint32_t length) {
+  if (length == 0) return false;
+  for (uint32_t i = 0; i < length; ++i) {
+    unsigned char c = static_cast<unsigned char>(name[i]);
+    if (c < 0x20 || c == 0x7f) return false;  // no control characters
+  }
+  return true;
+}
+
+bool RangeInArena(uint64_t offset, uint64_t length, uint64_t arena_bytes) {
+  return offset <= arena_bytes && length <= arena_bytes - offset;
+}
+
+}  // namespace
+
+absl::StatusOr<Request> ValidateSlot(const abi::v1::SubmitSlot& slot,
+                                     const ArenaBounds& arena, int job_size) {
+  using abi::v1::kMaxDims;
+  using abi::v1::kMaxNameBytes;
+  if (slot.name_length > kMaxNameBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "slot name length ", slot.name_length, " exceeds ", kMaxNameBytes));
+  }
+  if (!ValidName(slot.name, slot.name_length)) {
+    return absl::InvalidArgumentError(
+        "slot name is empty or holds control characters");
+  }
+  Request r;
+  r.request_id = slot.request_id;
+  r.name.assign(slot.name, slot.name_length);
+  const std::string& name = r.name;
+
+  if (slot.kind != static_cast<uint32_t>(CollectiveKind::kAllreduce) &&
+      slot.kind != static_cast<uint32_t>(CollectiveKind::kBroadcast)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", name, "\": unknown collective kind ", slot.kind));
+  }
+  r.kind = static_cast<CollectiveKind>(slot.kind);
+  if (slot.dtype >= kNumDTypes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", name, "\": unknown dtype ", slot.dtype));
+  }
+  r.dtype = static_cast<DType>(slot.dtype);
+  if (r.kind == CollectiveKind::kAllreduce) {
+    if (slot.reduce_op >= kNumReduceOps) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"", name, "\": unknown reduce op ", slot.reduce_op));
+    }
+    r.op = static_cast<ReduceOp>(slot.reduce_op);
+    if (!std::isfinite(slot.prescale) || !std::isfinite(slot.postscale)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"", name, "\": scale factors must be finite"));
+    }
+    r.prescale = slot.prescale;
+    r.postscale = slot.postscale;
+  } else {
+    if (slot.root_rank < 0 || slot.root_rank >= job_size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("broadcast \"", name, "\": root rank ", slot.root_rank,
+                       " outside [0, ", job_size, ")"));
+    }
+    r.root_rank = slot.root_rank;
+  }
+  if (slot.ndim > kMaxDims) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "\"", name, "\": ", slot.ndim, " dimensions, at most ", kMaxDims));
+  }
+  uint64_t elements = 1;
+  for (uint32_t d = 0; d < slot.ndim; ++d) {
+    int64_t dim = slot.shape[d];
+    if (dim < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"", name, "\": negative dimension ", dim));
+    }
+    if (dim != 0 && elements > (uint64_t{1} << 62) / static_cast<uint64_t>(dim)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"", name, "\": shape overflows"));
+    }
+    elements *= static_cast<uint64_t>(dim);
+    r.shape.push_back(dim);
+  }
+  uint64_t expected = elements * DTypeSize(r.dtype);
+  if (slot.byte_length != expected) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "\"", name, "\": byte length ", slot.byte_length, " but shape and ",
+        DTypeName(r.dtype), " need ", expected));
+  }
+  r.bytes = expected;
+  if (!RangeInArena(slot.input_offset, r.bytes, arena.bytes) ||
+      !RangeInArena(slot.output_offset, r.bytes, arena.bytes)) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "\"", name, "\": tensor [", slot.input_offset, ", +", r.bytes,
+        ") or output [", slot.output_offset, ", +", r.bytes,
+        ") outside the arena of ", arena.bytes, " bytes"));
+  }
+  if (slot.input_offset != slot.output_offset && r.bytes > 0 &&
+      slot.input_offset < slot.output_offset + r.bytes &&
+      slot.output_offset < slot.input_offset + r.bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "\"", name, "\": input and output overlap without being the same"));
+  }
+  r.input = arena.base + slot.input_offset;
+  r.output = arena.base + slot.output_offset;
+  return r;
+}
+
+}  // namespace kolo::daemon

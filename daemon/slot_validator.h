@@ -1,0 +1,25 @@
+// Turns an untrusted submission slot into a Request, or says exactly what is
+// wrong with it. Nothing in a slot is trusted: enums, counts, shape, lengths,
+// overflow of shape products and every arena range are checked.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "daemon/request.h"
+#include "proto/kolo/abi/shm_abi_v1.h"
+
+namespace kolo::daemon {
+
+struct ArenaBounds {
+  uint8_t* base = nullptr;
+  uint64_t bytes = 0;
+};
+
+// `slot` is the daemon's private copy. `job_size` bounds root ranks. The
+// returned Request has input/output resolved inside `arena`; `rank` and
+// `session` are left for the caller to fill.
+absl::StatusOr<Request> ValidateSlot(const abi::v1::SubmitSlot& slot,
+                                     const ArenaBounds& arena, int job_size);
+
+}  // namespace kolo::daemon

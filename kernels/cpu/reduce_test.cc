@@ -1,0 +1,651 @@
+#include "kernels/cpu/reduce.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+#include <limits>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "gtest/gtest.h"
+#include "hwy/targets.h"
+#include "kernels/cpu/half.h"
+#include "proto/kolo/abi/types.h"
+
+namespace kolo::kernels {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// ---------------------------------------------------------------------------
+// Test-side model of each dtype: storage type S, the type C the reference
+// computes in, and reference conversions written here from the formats'
+// definitions (not taken from the library).
+
+double RefHalfValue(uint16_t h) {
+  const int exponent = (h >> 10) & 0x1F;
+  const int mantissa = h & 0x3FF;
+  const double sign = (h & 0x8000) ? -1.0 : 1.0;
+  if (exponent == 31) return mantissa ? NAN : sign * INFINITY;
+  if (exponent == 0) return sign * std::ldexp(mantissa, -24);
+  return sign * std::ldexp(1024 + mantissa, exponent - 25);
+}
+
+// Rounds to nearest even in a format with `mantissa_bits` stored bits,
+// smallest normal exponent `min_exponent` and largest finite value `max`.
+double RefNarrow(double x, int mantissa_bits, int min_exponent, double max) {
+  if (std::isnan(x) || std::isinf(x) || x == 0) return x;
+  const double a = std::fabs(x);
+  const int exponent = std::max(std::ilogb(a), min_exponent);
+  const double ulp = std::ldexp(1.0, exponent - mantissa_bits);
+  double r = std::nearbyint(a / ulp) * ulp;
+  if (r > max) r = INFINITY;
+  return std::copysign(r, x);
+}
+
+struct Float32Model {
+  static constexpr DType kDType = DType::kFloat32;
+  using S = float;
+  using C = float;
+  static C Decode(S s) { return s; }
+  static C Narrow(C c) { return c; }
+  static S Encode(float f) { return f; }
+};
+
+struct Float64Model {
+  static constexpr DType kDType = DType::kFloat64;
+  using S = double;
+  using C = double;
+  static C Decode(S s) { return s; }
+  static C Narrow(C c) { return c; }
+  static S Encode(float f) { return f; }
+};
+
+struct HalfModel {
+  static constexpr DType kDType = DType::kFloat16;
+  using S = uint16_t;
+  using C = float;
+  static C Decode(S s) { return static_cast<float>(RefHalfValue(s)); }
+  static C Narrow(C c) {
+    return static_cast<float>(RefNarrow(c, 10, -14, 65504.0));
+  }
+  // Only used for inputs that are exact in the format.
+  static S Encode(float f) { return FloatToHalf(f); }
+};
+
+struct BFloat16Model {
+  static constexpr DType kDType = DType::kBFloat16;
+  using S = uint16_t;
+  using C = float;
+  static C Decode(S s) {
+    return std::bit_cast<float>(static_cast<uint32_t>(s) << 16);
+  }
+  static C Narrow(C c) {
+    return static_cast<float>(RefNarrow(c, 7, -126, std::ldexp(255.0, 120)));
+  }
+  static S Encode(float f) { return FloatToBFloat16(f); }
+};
+
+template <typename T, DType kD>
+struct IntModel {
+  static constexpr DType kDType = kD;
+  using S = T;
+  using C = T;
+  static C Decode(S s) { return s; }
+  static C Narrow(C c) { return c; }
+};
+
+using Uint8Model = IntModel<uint8_t, DType::kUint8>;
+using Int8Model = IntModel<int8_t, DType::kInt8>;
+using Int32Model = IntModel<int32_t, DType::kInt32>;
+using Int64Model = IntModel<int64_t, DType::kInt64>;
+
+// Scaling as the contract states it: floats multiply in C; integers go
+// through double, truncate, and clamp.
+template <typename C>
+C RefScale(C value, double scale) {
+  if constexpr (std::is_floating_point_v<C>) {
+    return value * static_cast<C>(scale);
+  } else {
+    const double x = std::trunc(static_cast<double>(value) * scale);
+    if (std::isnan(x)) return 0;
+    if (x <= static_cast<double>(std::numeric_limits<C>::min())) {
+      return std::numeric_limits<C>::min();
+    }
+    if (x >= static_cast<double>(std::numeric_limits<C>::max())) {
+      return std::numeric_limits<C>::max();
+    }
+    return static_cast<C>(x);
+  }
+}
+
+template <typename C>
+C RefCombine(ReduceOp op, C a, C b) {
+  if constexpr (std::is_floating_point_v<C>) {
+    if ((op == ReduceOp::kMin || op == ReduceOp::kMax) &&
+        (std::isnan(a) || std::isnan(b))) {
+      return std::numeric_limits<C>::quiet_NaN();
+    }
+    switch (op) {
+      case ReduceOp::kSum:
+        return a + b;
+      case ReduceOp::kProduct:
+        return a * b;
+      case ReduceOp::kMin:
+        return std::min(a, b);
+      case ReduceOp::kMax:
+        return std::max(a, b);
+      default:
+        break;
+    }
+  } else {
+    // Wrap by working modulo 2^64 and truncating (modular since C++20).
+    const uint64_t ua = static_cast<uint64_t>(a), ub = static_cast<uint64_t>(b);
+    switch (op) {
+      case ReduceOp::kSum:
+        return static_cast<C>(ua + ub);
+      case ReduceOp::kProduct:
+        return static_cast<C>(ua * ub);
+      case ReduceOp::kMin:
+        return std::min(a, b);
+      case ReduceOp::kMax:
+        return std::max(a, b);
+      default:
+        break;
+    }
+  }
+  ADD_FAILURE() << "bad op";
+  return a;
+}
+
+template <class M>
+typename M::C RefReduceElement(
+    ReduceOp op, const std::vector<std::vector<typename M::S>>& srcs, size_t i,
+    double pre, double post) {
+  using C = typename M::C;
+  auto input = [&](size_t k) {
+    const C c = M::Decode(srcs[k][i]);
+    return pre == 1.0 ? c : RefScale<C>(c, pre);
+  };
+  C acc = input(0);
+  for (size_t k = 1; k < srcs.size(); ++k)
+    acc = RefCombine<C>(op, acc, input(k));
+  if (post != 1.0) acc = RefScale<C>(acc, post);
+  return M::Narrow(acc);
+}
+
+template <typename C>
+bool SameResult(C got, C want) {
+  if constexpr (std::is_floating_point_v<C>) {
+    if (std::isnan(got) || std::isnan(want))
+      return std::isnan(got) && std::isnan(want);
+  }
+  return got == want;
+}
+
+// ---------------------------------------------------------------------------
+// Inputs: deterministic (fixed seed), shaped per op so that products do not
+// all overflow; with `specials`, floats are sprinkled with NaN and +-inf.
+
+template <class M>
+typename M::S RandomInput(std::mt19937_64& rng, ReduceOp op, bool specials) {
+  using S = typename M::S;
+  if constexpr (std::is_integral_v<typename M::C>) {
+    return static_cast<S>(rng());  // Full range: exercises wrap/saturation.
+  } else {
+    if (specials && rng() % 16 == 0) {
+      const float pick[] = {kNaN, kInf, -kInf, -0.0f};
+      return M::Encode(pick[rng() % 4]);
+    }
+    // A value exact in every float format: 8 significant bits.
+    const int mantissa = static_cast<int>(rng() % 256) + 1;
+    const int exponent = op == ReduceOp::kProduct
+                             ? static_cast<int>(rng() % 3) - 8
+                             : static_cast<int>(rng() % 12) - 10;
+    const float sign = (rng() & 1) ? -1.0f : 1.0f;
+    return M::Encode(sign * std::ldexp(static_cast<float>(mantissa), exponent));
+  }
+}
+
+// Where results go, relative to the sources.
+enum class Layout {
+  kOneDst,        // one separate buffer
+  kThreeDsts,     // three separate buffers
+  kInPlaceFirst,  // dst0 is src0, plus one separate buffer
+  kInPlaceLast,   // dst0 is the last src, plus one separate buffer
+};
+
+std::string LayoutName(Layout l) {
+  switch (l) {
+    case Layout::kOneDst:
+      return "one-dst";
+    case Layout::kThreeDsts:
+      return "three-dsts";
+    case Layout::kInPlaceFirst:
+      return "in-place-first";
+    case Layout::kInPlaceLast:
+      return "in-place-last";
+  }
+  return "?";
+}
+
+template <class M>
+void CheckOneCall(ReduceOp op, size_t count, size_t num_srcs, Layout layout,
+                  double pre, double post, bool specials,
+                  std::mt19937_64& rng) {
+  using S = typename M::S;
+  using C = typename M::C;
+  SCOPED_TRACE(std::string(DTypeName(M::kDType)) + " " +
+               std::string(ReduceOpName(op)) +
+               " count=" + std::to_string(count) +
+               " srcs=" + std::to_string(num_srcs) + " " + LayoutName(layout) +
+               " pre=" + std::to_string(pre) + " post=" + std::to_string(post));
+  std::vector<std::vector<S>> srcs(num_srcs, std::vector<S>(count));
+  for (auto& s : srcs) {
+    for (auto& x : s) x = RandomInput<M>(rng, op, specials);
+  }
+  std::vector<C> want(count);
+  for (size_t i = 0; i < count; ++i)
+    want[i] = RefReduceElement<M>(op, srcs, i, pre, post);
+
+  // Buffers the kernel sees; separate dsts start filled with garbage.
+  std::vector<std::vector<S>> work = srcs;
+  const size_t separate = layout == Layout::kThreeDsts ? 3 : 1;
+  std::vector<std::vector<S>> extra(
+      separate, std::vector<S>(count, static_cast<S>(0x5A)));
+  std::vector<const void*> src_ptrs;
+  for (auto& w : work) src_ptrs.push_back(w.data());
+  std::vector<void*> dst_ptrs;
+  if (layout == Layout::kInPlaceFirst) dst_ptrs.push_back(work.front().data());
+  if (layout == Layout::kInPlaceLast) dst_ptrs.push_back(work.back().data());
+  for (auto& e : extra) dst_ptrs.push_back(e.data());
+
+  ASSERT_TRUE(Reduce(M::kDType, op, src_ptrs, dst_ptrs, count, pre, post).ok());
+  for (void* dst : dst_ptrs) {
+    const S* out = static_cast<const S*>(dst);
+    for (size_t i = 0; i < count; ++i) {
+      const C got = M::Decode(out[i]);
+      ASSERT_TRUE(SameResult(got, want[i]))
+          << "element " << i << ": got " << +got << ", want " << +want[i];
+    }
+  }
+  // Sources that are not destinations are untouched.
+  for (size_t k = 0; k < num_srcs; ++k) {
+    const bool is_dst = (layout == Layout::kInPlaceFirst && k == 0) ||
+                        (layout == Layout::kInPlaceLast && k == num_srcs - 1);
+    if (!is_dst) {
+      ASSERT_EQ(std::memcmp(work[k].data(), srcs[k].data(), count * sizeof(S)),
+                0);
+    }
+  }
+}
+
+struct Scales {
+  double pre;
+  double post;
+};
+
+template <class M>
+void CheckMatrix(ReduceOp op, std::initializer_list<Scales> scales,
+                 bool specials) {
+  std::mt19937_64 rng(1234 + static_cast<int>(op));
+  for (size_t count : {0, 1, 7, 1000, 4099}) {
+    for (size_t num_srcs = 1; num_srcs <= 8; ++num_srcs) {
+      for (Layout layout : {Layout::kOneDst, Layout::kThreeDsts,
+                            Layout::kInPlaceFirst, Layout::kInPlaceLast}) {
+        for (const Scales& s : scales) {
+          CheckOneCall<M>(op, count, num_srcs, layout, s.pre, s.post, specials,
+                          rng);
+          if (::testing::Test::HasFatalFailure()) return;
+        }
+      }
+    }
+  }
+}
+
+// Runs `body` once with each SIMD target this binary has and the CPU runs,
+// so every compiled kernel variant is checked, not only the best one.
+template <class Body>
+void ForEachTarget(Body body) {
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    body();
+    if (::testing::Test::HasFatalFailure()) break;
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax,
+                             ReduceOp::kProduct};
+
+template <class M>
+void CheckFloatType() {
+  ForEachTarget([] {
+    for (ReduceOp op : kOps) {
+      CheckMatrix<M>(op, {{1.0, 1.0}, {0.5, 1.0}, {1.0, 0.1}, {-3.0, 0.25}},
+                     /*specials=*/false);
+      CheckMatrix<M>(op, {{1.0, 1.0}}, /*specials=*/true);
+    }
+  });
+}
+
+template <class M>
+void CheckIntType() {
+  for (ReduceOp op : kOps) {
+    CheckMatrix<M>(op, {{1.0, 1.0}, {1.0, 0.5}, {2.5, 1.0}, {-1.5, 0.3}},
+                   false);
+  }
+}
+
+TEST(ReduceMatrixTest, Float32) { CheckFloatType<Float32Model>(); }
+TEST(ReduceMatrixTest, Float64) { CheckFloatType<Float64Model>(); }
+TEST(ReduceMatrixTest, Float16) { CheckFloatType<HalfModel>(); }
+TEST(ReduceMatrixTest, BFloat16) { CheckFloatType<BFloat16Model>(); }
+TEST(ReduceMatrixTest, Uint8) { CheckIntType<Uint8Model>(); }
+TEST(ReduceMatrixTest, Int8) { CheckIntType<Int8Model>(); }
+TEST(ReduceMatrixTest, Int32) { CheckIntType<Int32Model>(); }
+TEST(ReduceMatrixTest, Int64) { CheckIntType<Int64Model>(); }
+
+// ---------------------------------------------------------------------------
+// Hand-written cases: each states its expected values outright.
+
+// Reduces two arrays of float values stored as dtype M, returns decoded out.
+template <class M>
+std::vector<float> ReduceTwo(ReduceOp op, const std::vector<float>& a,
+                             const std::vector<float>& b, double pre = 1.0,
+                             double post = 1.0) {
+  std::vector<typename M::S> sa, sb, out(a.size());
+  for (float x : a) sa.push_back(M::Encode(x));
+  for (float x : b) sb.push_back(M::Encode(x));
+  const void* srcs[] = {sa.data(), sb.data()};
+  void* dsts[] = {out.data()};
+  EXPECT_TRUE(Reduce(M::kDType, op, srcs, dsts, a.size(), pre, post).ok());
+  std::vector<float> result;
+  for (auto s : out) result.push_back(static_cast<float>(M::Decode(s)));
+  return result;
+}
+
+template <class M>
+void CheckSpecialValues() {
+  // 19 elements: a full vector on every target plus a tail.
+  const std::vector<float> a = {kNaN,  1,  kInf, -kInf, kInf, 2, kNaN,
+                                -kInf, 3,  4,    5,     6,    7, 8,
+                                9,     10, 11,   12,    kNaN};
+  const std::vector<float> b = {1, kNaN, 1, -1, -kInf, kInf, kNaN, 5,  -3, 4,
+                                5, 6,    7, 8,  9,     10,   11,   12, 0};
+  auto is_nan = [](float x) { return std::isnan(x); };
+  const auto sum = ReduceTwo<M>(ReduceOp::kSum, a, b);
+  EXPECT_TRUE(is_nan(sum[0]) && is_nan(sum[1]) && is_nan(sum[4]) &&
+              is_nan(sum[6]));
+  EXPECT_EQ(sum[2], kInf);
+  EXPECT_EQ(sum[3], -kInf);
+  EXPECT_EQ(sum[5], kInf);
+  EXPECT_EQ(sum[8], 0.0f);
+  EXPECT_TRUE(is_nan(sum[18]));
+  const auto mn = ReduceTwo<M>(ReduceOp::kMin, a, b);
+  const auto mx = ReduceTwo<M>(ReduceOp::kMax, a, b);
+  for (size_t i : {0, 1, 6, 18}) {
+    EXPECT_TRUE(is_nan(mn[i])) << i;
+    EXPECT_TRUE(is_nan(mx[i])) << i;
+  }
+  EXPECT_EQ(mn[2], 1.0f);
+  EXPECT_EQ(mx[2], kInf);
+  EXPECT_EQ(mn[3], -kInf);
+  EXPECT_EQ(mx[3], -1.0f);
+  EXPECT_EQ(mn[7], -kInf);
+  EXPECT_EQ(mx[7], 5.0f);
+  EXPECT_EQ(mn[8], -3.0f);
+  EXPECT_EQ(mx[8], 3.0f);
+  const auto prod = ReduceTwo<M>(ReduceOp::kProduct, a, b);
+  EXPECT_TRUE(is_nan(prod[0]));
+  EXPECT_EQ(prod[3], kInf);
+  EXPECT_EQ(prod[4], -kInf);
+  EXPECT_TRUE(is_nan(prod[18]));  // NaN * 0.
+}
+
+TEST(ReduceSpecialTest, NaNAndInfinity) {
+  ForEachTarget([] {
+    CheckSpecialValues<Float32Model>();
+    CheckSpecialValues<Float64Model>();
+    CheckSpecialValues<HalfModel>();
+    CheckSpecialValues<BFloat16Model>();
+  });
+}
+
+// Repeats `x` to 19 elements so that vector body and tail both see it.
+std::vector<float> Fill(float x) { return std::vector<float>(19, x); }
+
+TEST(ReduceRoundingTest, Float16RoundsOnceToNearestEven) {
+  ForEachTarget([] {
+    // 2048 + 1 is halfway between 2048 and 2050: even is 2048.
+    EXPECT_EQ(ReduceTwo<HalfModel>(ReduceOp::kSum, Fill(2048), Fill(1))[18],
+              2048.0f);
+    // 2050 + 1 is halfway between 2050 and 2052: even is 2052.
+    EXPECT_EQ(ReduceTwo<HalfModel>(ReduceOp::kSum, Fill(2050), Fill(1))[18],
+              2052.0f);
+    // Overflow: 65504 + 16 = 65520, the tie between 65504 and 65536 -> inf.
+    EXPECT_EQ(ReduceTwo<HalfModel>(ReduceOp::kSum, Fill(65504), Fill(16))[0],
+              kInf);
+    EXPECT_EQ(ReduceTwo<HalfModel>(ReduceOp::kSum, Fill(65504), Fill(15))[0],
+              65504.0f);
+    EXPECT_EQ(ReduceTwo<HalfModel>(ReduceOp::kSum, Fill(-65504), Fill(-16))[0],
+              -kInf);
+    // Subnormals: 2^-24 + 2^-24 = 2^-23 exactly; scaling 2^-24 by 0.5 is a
+    // tie between 0 and 2^-24, which goes to 0; by 0.75 rounds up.
+    const float tiny = std::ldexp(1.0f, -24);
+    EXPECT_EQ(ReduceTwo<HalfModel>(ReduceOp::kSum, Fill(tiny), Fill(tiny))[0],
+              std::ldexp(1.0f, -23));
+    EXPECT_EQ(
+        ReduceTwo<HalfModel>(ReduceOp::kSum, Fill(tiny), Fill(0), 1.0, 0.5)[0],
+        0.0f);
+    EXPECT_EQ(
+        ReduceTwo<HalfModel>(ReduceOp::kSum, Fill(tiny), Fill(0), 1.0, 0.75)[0],
+        tiny);
+    // Accumulation is in float32: 2048 + 0.75 + 0.75 = 2049.5 rounds to 2050,
+    // while rounding after each step would stay at 2048.
+    std::vector<uint16_t> one(19, FloatToHalf(2048)),
+        part(19, FloatToHalf(0.75f));
+    std::vector<uint16_t> out(19);
+    const void* srcs[] = {one.data(), part.data(), part.data()};
+    void* dsts[] = {out.data()};
+    ASSERT_TRUE(Reduce(DType::kFloat16, ReduceOp::kSum, srcs, dsts, 19).ok());
+    EXPECT_EQ(HalfToFloat(out[18]), 2050.0f);  // 2049.5 -> 2050, not 2048.
+  });
+}
+
+TEST(ReduceRoundingTest, BFloat16RoundsOnceToNearestEven) {
+  ForEachTarget([] {
+    const float half_ulp = std::ldexp(1.0f, -8);  // bf16 ulp at 1.0 is 2^-7.
+    EXPECT_EQ(
+        ReduceTwo<BFloat16Model>(ReduceOp::kSum, Fill(1), Fill(half_ulp))[18],
+        1.0f);
+    EXPECT_EQ(ReduceTwo<BFloat16Model>(ReduceOp::kSum, Fill(1 + 2 * half_ulp),
+                                       Fill(half_ulp))[18],
+              1.0f + 4 * half_ulp);
+    // Two parts of 0.75 half-ulp each: per-step rounding would stay at 1.0.
+    std::vector<uint16_t> one(19, FloatToBFloat16(1.0f));
+    std::vector<uint16_t> part(19, FloatToBFloat16(0.75f * half_ulp));
+    std::vector<uint16_t> out(19);
+    const void* srcs[] = {one.data(), part.data(), part.data()};
+    void* dsts[] = {out.data()};
+    ASSERT_TRUE(Reduce(DType::kBFloat16, ReduceOp::kSum, srcs, dsts, 19).ok());
+    EXPECT_EQ(BFloat16ToFloat(out[0]), 1.0f + 2 * half_ulp);
+    // Overflow to infinity.
+    const float big = std::numeric_limits<float>::max();
+    EXPECT_EQ(ReduceTwo<BFloat16Model>(ReduceOp::kSum, Fill(big), Fill(big))[0],
+              kInf);
+  });
+}
+
+TEST(ReduceIntegerTest, SumAndProductWrap) {
+  std::vector<int8_t> a = {127, -128, 100, -1, 16};
+  std::vector<int8_t> b = {1, -1, 100, -1, 16};
+  std::vector<int8_t> out(5);
+  const void* srcs[] = {a.data(), b.data()};
+  void* dsts[] = {out.data()};
+  ASSERT_TRUE(Reduce(DType::kInt8, ReduceOp::kSum, srcs, dsts, 5).ok());
+  EXPECT_EQ(out, (std::vector<int8_t>{-128, 127, -56, -2, 32}));
+  ASSERT_TRUE(Reduce(DType::kInt8, ReduceOp::kProduct, srcs, dsts, 5).ok());
+  EXPECT_EQ(out, (std::vector<int8_t>{127, -128, 16, 1, 0}));
+
+  std::vector<uint8_t> ua = {255, 200}, ub = {1, 2}, uout(2);
+  const void* usrcs[] = {ua.data(), ub.data()};
+  void* udsts[] = {uout.data()};
+  ASSERT_TRUE(Reduce(DType::kUint8, ReduceOp::kSum, usrcs, udsts, 2).ok());
+  EXPECT_EQ(uout, (std::vector<uint8_t>{0, 202}));
+  ASSERT_TRUE(Reduce(DType::kUint8, ReduceOp::kProduct, usrcs, udsts, 2).ok());
+  EXPECT_EQ(uout, (std::vector<uint8_t>{255, 144}));
+
+  const int64_t max64 = std::numeric_limits<int64_t>::max();
+  std::vector<int64_t> la = {max64, max64}, lb = {1, 2}, lout(2);
+  const void* lsrcs[] = {la.data(), lb.data()};
+  void* ldsts[] = {lout.data()};
+  ASSERT_TRUE(Reduce(DType::kInt64, ReduceOp::kSum, lsrcs, ldsts, 2).ok());
+  EXPECT_EQ(lout,
+            (std::vector<int64_t>{std::numeric_limits<int64_t>::min(),
+                                  std::numeric_limits<int64_t>::min() + 1}));
+  ASSERT_TRUE(Reduce(DType::kInt64, ReduceOp::kProduct, lsrcs, ldsts, 2).ok());
+  EXPECT_EQ(lout, (std::vector<int64_t>{max64, -2}));
+
+  std::vector<int32_t> ia = {std::numeric_limits<int32_t>::max()}, ib = {1},
+                       iout(1);
+  const void* isrcs[] = {ia.data(), ib.data()};
+  void* idsts[] = {iout.data()};
+  ASSERT_TRUE(Reduce(DType::kInt32, ReduceOp::kSum, isrcs, idsts, 1).ok());
+  EXPECT_EQ(iout[0], std::numeric_limits<int32_t>::min());
+}
+
+TEST(ReduceIntegerTest, ScalingTruncatesAndSaturates) {
+  std::vector<int8_t> a = {100, -100, 7, -7, 3};
+  std::vector<int8_t> out(5);
+  void* dsts[] = {out.data()};
+  ASSERT_TRUE(ScaleCopy(DType::kInt8, a.data(), dsts, 5, 2.0).ok());
+  EXPECT_EQ(out, (std::vector<int8_t>{127, -128, 14, -14, 6}));
+  ASSERT_TRUE(ScaleCopy(DType::kInt8, a.data(), dsts, 5, 0.5).ok());
+  EXPECT_EQ(out, (std::vector<int8_t>{50, -50, 3, -3, 1}));  // Toward zero.
+  ASSERT_TRUE(ScaleCopy(DType::kInt8, a.data(), dsts, 5, std::nan("")).ok());
+  EXPECT_EQ(out, (std::vector<int8_t>{0, 0, 0, 0, 0}));
+
+  std::vector<uint8_t> u = {10, 200}, uout(2);
+  void* udsts[] = {uout.data()};
+  ASSERT_TRUE(ScaleCopy(DType::kUint8, u.data(), udsts, 2, -1.0).ok());
+  EXPECT_EQ(uout, (std::vector<uint8_t>{0, 0}));
+  ASSERT_TRUE(ScaleCopy(DType::kUint8, u.data(), udsts, 2, 1.5).ok());
+  EXPECT_EQ(uout, (std::vector<uint8_t>{15, 255}));
+
+  const int64_t max64 = std::numeric_limits<int64_t>::max();
+  const int64_t min64 = std::numeric_limits<int64_t>::min();
+  std::vector<int64_t> l = {max64, min64, max64}, lout(3);
+  void* ldsts[] = {lout.data()};
+  ASSERT_TRUE(ScaleCopy(DType::kInt64, l.data(), ldsts, 3, 2.0).ok());
+  EXPECT_EQ(lout, (std::vector<int64_t>{max64, min64, max64}));
+  ASSERT_TRUE(ScaleCopy(DType::kInt64, l.data(), ldsts, 3, -1.0).ok());
+  EXPECT_EQ(lout, (std::vector<int64_t>{min64, max64, min64}));
+
+  // Prescale applies to each input before the (wrapping) sum.
+  std::vector<int8_t> b = {100, 100}, c = {100, -100}, sum(2);
+  const void* srcs[] = {b.data(), c.data()};
+  void* sdsts[] = {sum.data()};
+  ASSERT_TRUE(Reduce(DType::kInt8, ReduceOp::kSum, srcs, sdsts, 2, 2.0).ok());
+  EXPECT_EQ(sum, (std::vector<int8_t>{-2, -1}));  // 127+127 wraps; 127-128.
+}
+
+TEST(ReduceScaleTest, PrescaleAndPostscaleFloat) {
+  ForEachTarget([] {
+    const auto r =
+        ReduceTwo<Float32Model>(ReduceOp::kSum, Fill(3), Fill(5), 2.0, 0.25);
+    EXPECT_EQ(r[0], 4.0f);
+    EXPECT_EQ(r[18], 4.0f);
+    const auto m =
+        ReduceTwo<Float64Model>(ReduceOp::kMax, Fill(3), Fill(5), -1.0, 1.0);
+    EXPECT_EQ(m[18], -3.0f);
+    const auto p =
+        ReduceTwo<HalfModel>(ReduceOp::kProduct, Fill(3), Fill(5), 0.5, 4.0);
+    EXPECT_EQ(p[18], 15.0f);
+  });
+}
+
+TEST(ScaleCopyTest, CopiesAndScalesToEveryDst) {
+  ForEachTarget([] {
+    std::vector<float> src(1001);
+    for (size_t i = 0; i < src.size(); ++i)
+      src[i] = static_cast<float>(i) - 500.5f;
+    std::vector<float> d1(src.size()), d2(src.size());
+    void* dsts[] = {d1.data(), d2.data()};
+    ASSERT_TRUE(
+        ScaleCopy(DType::kFloat32, src.data(), dsts, src.size(), 1.0).ok());
+    EXPECT_EQ(d1, src);
+    EXPECT_EQ(d2, src);
+    ASSERT_TRUE(
+        ScaleCopy(DType::kFloat32, src.data(), dsts, src.size(), -2.0).ok());
+    for (size_t i = 0; i < src.size(); ++i) {
+      ASSERT_EQ(d1[i], src[i] * -2.0f);
+      ASSERT_EQ(d2[i], src[i] * -2.0f);
+    }
+    // In place.
+    void* self[] = {src.data()};
+    ASSERT_TRUE(
+        ScaleCopy(DType::kFloat32, src.data(), self, src.size(), -2.0).ok());
+    EXPECT_EQ(src, d1);
+    // A scale of 1.0 keeps every bit, even of a signalling NaN.
+    std::vector<uint16_t> h = {0x7C01, 0x3C00}, hout(2);
+    void* hdsts[] = {hout.data()};
+    ASSERT_TRUE(ScaleCopy(DType::kFloat16, h.data(), hdsts, 2, 1.0).ok());
+    EXPECT_EQ(hout, h);
+  });
+}
+
+TEST(ReduceArgsTest, RejectsBadArguments) {
+  std::vector<float> a(64), b(64), out(64);
+  const void* srcs[] = {a.data(), b.data()};
+  void* dsts[] = {out.data()};
+  auto code = [](const absl::Status& s) { return s.code(); };
+  EXPECT_EQ(code(Reduce(DType::kFloat32, ReduceOp::kAverage, srcs, dsts, 64)),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      code(Reduce(DType::kFloat32, static_cast<ReduceOp>(99), srcs, dsts, 64)),
+      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      code(Reduce(static_cast<DType>(42), ReduceOp::kSum, srcs, dsts, 64)),
+      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(Reduce(DType::kFloat32, ReduceOp::kSum, {}, dsts, 64)),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(Reduce(DType::kFloat32, ReduceOp::kSum, srcs, {}, 64)),
+            absl::StatusCode::kInvalidArgument);
+  const void* null_src[] = {a.data(), nullptr};
+  EXPECT_EQ(code(Reduce(DType::kFloat32, ReduceOp::kSum, null_src, dsts, 64)),
+            absl::StatusCode::kInvalidArgument);
+  // ...but null is fine when there is nothing to touch.
+  EXPECT_TRUE(Reduce(DType::kFloat32, ReduceOp::kSum, null_src, dsts, 0).ok());
+  // Misaligned element.
+  const void* odd_src[] = {reinterpret_cast<const char*>(a.data()) + 1,
+                           b.data()};
+  EXPECT_EQ(code(Reduce(DType::kFloat32, ReduceOp::kSum, odd_src, dsts, 8)),
+            absl::StatusCode::kInvalidArgument);
+  // Partial overlaps: dst shifted by one element against a src or a dst.
+  void* shifted[] = {a.data() + 1};
+  EXPECT_EQ(code(Reduce(DType::kFloat32, ReduceOp::kSum, srcs, shifted, 32)),
+            absl::StatusCode::kInvalidArgument);
+  void* two_overlapping[] = {out.data(), out.data() + 4};
+  EXPECT_EQ(
+      code(Reduce(DType::kFloat32, ReduceOp::kSum, srcs, two_overlapping, 32)),
+      absl::StatusCode::kInvalidArgument);
+  // Adjacent, non-overlapping ranges are fine.
+  void* adjacent[] = {out.data(), out.data() + 32};
+  EXPECT_TRUE(Reduce(DType::kFloat32, ReduceOp::kSum, srcs, adjacent, 32).ok());
+  EXPECT_EQ(code(ScaleCopy(DType::kFloat32, a.data(), shifted, 32, 2.0)),
+            absl::StatusCode::kInvalidArgument);
+  // Nothing was written by the rejected calls.
+  EXPECT_EQ(a, std::vector<float>(64));
+}
+
+}  // namespace
+}  // namespace kolo::kernels

@@ -1,0 +1,127 @@
+// The shared-memory ABI between libkolo and kolod, version 1.
+//
+// One segment per session, created by the client as a sealed memfd (it cannot
+// shrink or grow once attached) and opened by kolod through /proc/PID/fd/FD.
+// Layout, every offset 4 KiB aligned:
+//
+//   [SegmentHeader][SubmitSlot x submit_capacity][CompletionSlot x completion_capacity][arena]
+//
+// The rings are single-producer/single-consumer and hold plain data only:
+// tensors are named by arena offsets, never pointers. Everything the daemon
+// reads from the segment is untrusted: it copies a slot out of the ring before
+// validating it, and it takes sizes and offsets from the header only once, at
+// attach time, after checking them.
+//
+// Doorbells are futex words (shared, not private futexes). The waiter
+// announces itself in `waiters` before sleeping; the ringer bumps `seq` and
+// wakes only when someone waits, so an idle ring costs no system calls.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace kolo::abi::v1 {
+
+inline constexpr uint64_t kMagic = 0x314d48534f4c4f4bULL;  // "KOLOSHM1"
+inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kMaxDims = 8;
+inline constexpr uint32_t kMaxNameBytes = 200;
+inline constexpr uint32_t kMaxMessageBytes = 232;
+inline constexpr uint64_t kAlignment = 4096;
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+
+struct alignas(64) Doorbell {
+  std::atomic<uint32_t> seq;
+  std::atomic<uint32_t> waiters;
+};
+
+struct alignas(64) RingIndex {
+  std::atomic<uint64_t> value;
+};
+
+// One collective request, written by the client.
+struct SubmitSlot {
+  uint64_t request_id;  // chosen by the client, echoed in the completion
+  uint32_t kind;        // kolo::CollectiveKind
+  uint32_t dtype;       // kolo::DType
+  uint32_t reduce_op;   // kolo::ReduceOp (allreduce)
+  int32_t root_rank;    // broadcast
+  double prescale;
+  double postscale;
+  uint64_t input_offset;   // arena offsets
+  uint64_t output_offset;
+  uint64_t byte_length;    // of input and of output
+  uint32_t ndim;
+  uint32_t name_length;
+  int64_t shape[kMaxDims];
+  char name[kMaxNameBytes];
+};
+static_assert(sizeof(SubmitSlot) == 336);
+
+// The outcome of one request, written by kolod.
+struct CompletionSlot {
+  uint64_t request_id;
+  int32_t code;  // absl::StatusCode
+  uint32_t message_length;
+  char message[kMaxMessageBytes];
+};
+static_assert(sizeof(CompletionSlot) == 248);
+
+enum SessionState : uint32_t {
+  kSessionOpen = 0,
+  kSessionClosed = 1,  // set by kolod when it stops serving the session
+};
+
+struct SegmentHeader {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t header_bytes;
+  uint32_t submit_capacity;      // power of two
+  uint32_t completion_capacity;  // power of two
+  uint64_t submit_offset;
+  uint64_t completion_offset;
+  uint64_t arena_offset;
+  uint64_t arena_bytes;
+  uint64_t total_bytes;
+
+  // Submission ring: the client produces, kolod consumes.
+  RingIndex submit_tail;
+  RingIndex submit_head;
+  Doorbell submit_ready;  // kolod sleeps here when the ring is empty
+  Doorbell submit_space;  // the client sleeps here when the ring is full
+  // Completion ring: kolod produces, the client consumes.
+  RingIndex completion_tail;
+  RingIndex completion_head;
+  Doorbell completion_ready;  // the client sleeps here
+  alignas(64) std::atomic<uint32_t> session_state;
+};
+
+inline constexpr uint64_t AlignUp(uint64_t v) {
+  return (v + kAlignment - 1) & ~(kAlignment - 1);
+}
+
+// The layout a client builds for the given sizes.
+struct Layout {
+  uint64_t submit_offset;
+  uint64_t completion_offset;
+  uint64_t arena_offset;
+  uint64_t total_bytes;
+};
+
+inline constexpr Layout ComputeLayout(uint32_t submit_capacity,
+                                      uint32_t completion_capacity,
+                                      uint64_t arena_bytes) {
+  Layout l{};
+  l.submit_offset = AlignUp(sizeof(SegmentHeader));
+  l.completion_offset =
+      AlignUp(l.submit_offset + uint64_t{submit_capacity} * sizeof(SubmitSlot));
+  l.arena_offset = AlignUp(l.completion_offset +
+                           uint64_t{completion_capacity} * sizeof(CompletionSlot));
+  l.total_bytes = l.arena_offset + AlignUp(arena_bytes);
+  return l;
+}
+
+}  // namespace kolo::abi::v1

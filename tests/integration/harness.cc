@@ -1,0 +1,200 @@
+#include "tests/integration/harness.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+extern char** environ;
+
+namespace kolo::testing {
+namespace {
+
+bool CanConnect(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return ok;
+}
+
+absl::StatusOr<pid_t> Spawn(const std::vector<std::string>& argv,
+                            const std::vector<std::string>& extra_env,
+                            const std::string& log_path) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "KOLO_", 5) != 0) env.push_back(*e);
+  }
+  for (const auto& e : extra_env) env.push_back(e);
+  std::vector<char*> cargv, cenv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  for (const auto& e : env) cenv.push_back(const_cast<char*>(e.c_str()));
+  cenv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, cargv[0], &fa, nullptr, cargv.data(), cenv.data());
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) {
+    return absl::InternalError(absl::StrCat("spawn ", argv[0], ": ", std::strerror(rc)));
+  }
+  return pid;
+}
+
+int Decode(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -1;
+}
+
+}  // namespace
+
+std::string MakeTempDir() {
+  // Under /tmp, not TEST_TMPDIR: socket paths must stay under 108 bytes.
+  std::string tmpl = "/tmp/kolo-test-XXXXXX";
+  char* dir = mkdtemp(tmpl.data());
+  return dir ? std::string(dir) : std::string();
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+absl::StatusOr<DaemonProcess> DaemonProcess::Start(const std::string& socket_path,
+                                                   std::vector<std::string> extra_args) {
+  std::vector<std::string> argv = {kKolodPath, "--socket", socket_path};
+  for (auto& a : extra_args) argv.push_back(std::move(a));
+  auto pid = Spawn(argv, {}, socket_path + ".log");
+  if (!pid.ok()) return pid.status();
+  DaemonProcess d(*pid, socket_path);
+  absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (!CanConnect(socket_path)) {
+    if (absl::Now() > deadline || !d.Alive()) {
+      return absl::UnavailableError(absl::StrCat(
+          "kolod did not come up: ", ReadFile(socket_path + ".log")));
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return d;
+}
+
+DaemonProcess::DaemonProcess(DaemonProcess&& o) noexcept
+    : pid_(std::exchange(o.pid_, -1)), socket_(std::move(o.socket_)) {}
+
+DaemonProcess::~DaemonProcess() {
+  if (pid_ > 0) Kill(SIGTERM);
+}
+
+bool DaemonProcess::Alive() const {
+  if (pid_ <= 0) return false;
+  int status = 0;
+  return waitpid(pid_, &status, WNOHANG) == 0;
+}
+
+void DaemonProcess::Kill(int sig) {
+  if (pid_ <= 0) return;
+  kill(pid_, sig);
+  int status = 0;
+  absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (waitpid(pid_, &status, WNOHANG) == 0) {
+    if (absl::Now() > deadline) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, &status, 0);
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  pid_ = -1;
+}
+
+absl::StatusOr<Ranks> Ranks::Start(const std::string& socket_path,
+                                   const std::string& job_id, int n,
+                                   const std::vector<std::string>& argv,
+                                   const std::string& token) {
+  Ranks ranks;
+  std::string dir = MakeTempDir();
+  for (int r = 0; r < n; ++r) {
+    std::string log = absl::StrCat(dir, "/rank", r, ".log");
+    auto pid = Spawn(argv,
+                     {absl::StrCat("KOLO_SOCKET=", socket_path),
+                      absl::StrCat("KOLO_JOB_ID=", job_id),
+                      absl::StrCat("KOLO_JOB_TOKEN=", token),
+                      absl::StrCat("KOLO_RANK=", r), absl::StrCat("KOLO_SIZE=", n),
+                      absl::StrCat("KOLO_LOCAL_RANK=", r),
+                      absl::StrCat("KOLO_LOCAL_SIZE=", n)},
+                     log);
+    if (!pid.ok()) return pid.status();
+    ranks.pids_.push_back(*pid);
+    ranks.logs_.push_back(log);
+    ranks.codes_.push_back(-1);
+  }
+  return ranks;
+}
+
+Ranks::~Ranks() {
+  for (pid_t p : pids_) {
+    if (p > 0) {
+      kill(p, SIGKILL);
+      waitpid(p, nullptr, 0);
+    }
+  }
+}
+
+std::vector<RankResult> Ranks::Wait(absl::Duration timeout) {
+  absl::Time deadline = absl::Now() + timeout;
+  std::vector<RankResult> out(pids_.size());
+  for (size_t r = 0; r < pids_.size(); ++r) {
+    int status = 0;
+    while (pids_[r] > 0) {
+      pid_t got = waitpid(pids_[r], &status, WNOHANG);
+      if (got == pids_[r]) {
+        codes_[r] = Decode(status);
+        pids_[r] = -1;
+        break;
+      }
+      if (absl::Now() > deadline) {
+        kill(pids_[r], SIGKILL);
+        waitpid(pids_[r], &status, 0);
+        codes_[r] = 128 + SIGKILL;
+        pids_[r] = -1;
+        break;
+      }
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    out[r].exit_code = codes_[r];
+    out[r].output = ReadFile(logs_[r]);
+  }
+  return out;
+}
+
+bool Ranks::WaitForOutput(int rank, const std::string& text, absl::Duration timeout) {
+  absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    if (ReadFile(logs_[rank]).find(text) != std::string::npos) return true;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return false;
+}
+
+}  // namespace kolo::testing

@@ -1,0 +1,76 @@
+// Test harness for tests that span processes: a real kolod on a private
+// socket and rank processes with the KOLO_* environment.
+//
+// Thread-safety: not thread-safe; one test thread drives it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace kolo::testing {
+
+// Paths of the binaries, relative to the test's runfiles directory.
+inline constexpr char kKolodPath[] = "daemon/kolod";
+inline constexpr char kTestRankPath[] = "tests/integration/test_rank";
+
+// A fresh directory under TEST_TMPDIR.
+std::string MakeTempDir();
+
+class DaemonProcess {
+ public:
+  // Starts kolod on `socket_path` and waits until it accepts connections.
+  static absl::StatusOr<DaemonProcess> Start(const std::string& socket_path,
+                                             std::vector<std::string> extra_args = {});
+  DaemonProcess(DaemonProcess&& o) noexcept;
+  DaemonProcess& operator=(DaemonProcess&&) = delete;
+  ~DaemonProcess();
+
+  const std::string& socket_path() const { return socket_; }
+  pid_t pid() const { return pid_; }
+  bool Alive() const;
+  // Sends `sig` and reaps the process.
+  void Kill(int sig);
+
+ private:
+  DaemonProcess(pid_t pid, std::string socket) : pid_(pid), socket_(std::move(socket)) {}
+  pid_t pid_ = -1;
+  std::string socket_;
+};
+
+struct RankResult {
+  int exit_code = -1;  // or 128 + signal
+  std::string output;  // stdout and stderr
+};
+
+// A set of rank processes of one job.
+class Ranks {
+ public:
+  // Starts `n` ranks of `argv` in job `job_id` against `socket_path`.
+  static absl::StatusOr<Ranks> Start(const std::string& socket_path,
+                                     const std::string& job_id, int n,
+                                     const std::vector<std::string>& argv,
+                                     const std::string& token = "t0ken");
+  Ranks(Ranks&&) = default;
+  ~Ranks();
+
+  // Waits for every rank, killing those still running at `timeout`.
+  std::vector<RankResult> Wait(absl::Duration timeout);
+  // Waits until rank `rank`'s output contains `text`.
+  bool WaitForOutput(int rank, const std::string& text, absl::Duration timeout);
+  pid_t pid(int rank) const { return pids_[rank]; }
+
+ private:
+  Ranks() = default;
+  std::vector<pid_t> pids_;
+  std::vector<std::string> logs_;
+  std::vector<int> codes_;
+};
+
+std::string ReadFile(const std::string& path);
+
+}  // namespace kolo::testing

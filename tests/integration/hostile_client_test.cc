@@ -1,0 +1,286 @@
+// A client that breaks the contract — bad headers, hostile slots, corrupt
+// ring indices — gets a clear error for its own session, and kolod carries on
+// serving everyone else. Also checks the Status and health services.
+#include <unistd.h>
+
+#include <cstring>
+#include <memory>
+
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/match.h"
+#include "common/futex.h"
+#include "common/shared_segment.h"
+#include "gtest/gtest.h"
+#include "proto/kolo/abi/shm_abi_v1.h"
+#include "proto/kolo/abi/types.h"
+#include "proto/kolo/v1/node.grpc.pb.h"
+#include "proto/kolo/v1/status.grpc.pb.h"
+#include "tests/integration/harness.h"
+
+namespace kolo::testing {
+namespace {
+
+using abi::v1::SegmentHeader;
+using abi::v1::SubmitSlot;
+
+constexpr uint32_t kSubmitCap = 16;
+constexpr uint32_t kCompletionCap = 16;
+constexpr uint64_t kArena = 1 << 20;
+
+// A hand-made session: the segment plus the raw Attach stream.
+struct RawSession {
+  SharedSegment segment;
+  SegmentHeader* header = nullptr;
+  grpc::ClientContext context;
+  std::unique_ptr<kolo::v1::Node::Stub> stub;
+  std::unique_ptr<grpc::ClientReaderWriter<kolo::v1::ClientMessage, kolo::v1::DaemonMessage>>
+      stream;
+
+  SubmitSlot* slots() {
+    return reinterpret_cast<SubmitSlot*>(segment.data() + header->submit_offset);
+  }
+  void Push(const SubmitSlot& s) {
+    uint64_t tail = header->submit_tail.value.load();
+    std::memcpy(&slots()[tail % kSubmitCap], &s, sizeof(s));
+    header->submit_tail.value.store(tail + 1);
+    RingDoorbell(&header->submit_ready);
+  }
+};
+
+void InitHeader(SharedSegment& seg, SegmentHeader** out) {
+  auto layout = abi::v1::ComputeLayout(kSubmitCap, kCompletionCap, kArena);
+  auto* h = new (seg.data()) SegmentHeader();
+  h->magic = abi::v1::kMagic;
+  h->version = abi::v1::kVersion;
+  h->header_bytes = sizeof(SegmentHeader);
+  h->submit_capacity = kSubmitCap;
+  h->completion_capacity = kCompletionCap;
+  h->submit_offset = layout.submit_offset;
+  h->completion_offset = layout.completion_offset;
+  h->arena_offset = layout.arena_offset;
+  h->arena_bytes = kArena;
+  h->total_bytes = layout.total_bytes;
+  *out = h;
+}
+
+class HostileClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = MakeTempDir();
+    auto d = DaemonProcess::Start(dir_ + "/kolod.sock");
+    ASSERT_TRUE(d.ok()) << d.status();
+    daemon_.emplace(std::move(*d));
+    channel_ = grpc::CreateChannel("unix:" + daemon_->socket_path(),
+                                   grpc::InsecureChannelCredentials());
+  }
+
+  // Attaches as `rank` of a job of `size`; `mutate` may spoil the header
+  // or the request first. Returns the session with the first reply read into
+  // `reply` (false if the daemon refused).
+  std::unique_ptr<RawSession> Attach(
+      const std::string& job, int rank, int size, kolo::v1::DaemonMessage* reply, bool* ok,
+      const std::function<void(SegmentHeader*, kolo::v1::AttachRequest*)>& mutate = nullptr) {
+    auto s = std::make_unique<RawSession>();
+    auto layout = abi::v1::ComputeLayout(kSubmitCap, kCompletionCap, kArena);
+    s->segment = *SharedSegment::Create(layout.total_bytes);
+    InitHeader(s->segment, &s->header);
+    s->stub = kolo::v1::Node::NewStub(channel_);
+    s->stream = s->stub->Attach(&s->context);
+    kolo::v1::ClientMessage m;
+    auto* a = m.mutable_attach();
+    a->set_job_id(job);
+    a->set_rank(rank);
+    a->set_size(size);
+    a->set_local_rank(rank);
+    a->set_local_size(size);
+    a->set_pid(getpid());
+    a->set_shm_fd(s->segment.fd());
+    a->set_shm_bytes(s->segment.size());
+    a->set_shm_abi_version(abi::v1::kVersion);
+    if (mutate) mutate(s->header, a);
+    s->stream->Write(m);
+    *ok = s->stream->Read(reply) && reply->has_attached();
+    return s;
+  }
+
+  // Reads until the daemon ends the stream; returns the event it sent.
+  kolo::v1::JobEvent ReadUntilEnd(RawSession& s) {
+    kolo::v1::DaemonMessage m;
+    kolo::v1::JobEvent event;
+    while (s.stream->Read(&m)) {
+      if (m.has_event()) event = m.event();
+    }
+    s.stream->Finish();
+    return event;
+  }
+
+  void ExpectRefused(const std::function<void(SegmentHeader*, kolo::v1::AttachRequest*)>& mutate,
+                     grpc::StatusCode code, const std::string& text) {
+    kolo::v1::DaemonMessage reply;
+    bool ok = true;
+    auto s = Attach("job-bad", 0, 1, &reply, &ok, mutate);
+    EXPECT_FALSE(ok);
+    grpc::Status st = s->stream->Finish();
+    EXPECT_EQ(st.error_code(), code) << st.error_message();
+    EXPECT_TRUE(absl::StrContains(st.error_message(), text)) << st.error_message();
+  }
+
+  void ExpectDaemonServesAJob() {
+    ASSERT_TRUE(daemon_->Alive());
+    auto ranks = Ranks::Start(daemon_->socket_path(), "job-after", 2,
+                              {kTestRankPath, "duplicate"});
+    ASSERT_TRUE(ranks.ok());
+    for (const auto& r : ranks->Wait(absl::Seconds(60))) {
+      EXPECT_EQ(r.exit_code, 0) << r.output;
+    }
+  }
+
+  std::string dir_;
+  std::optional<DaemonProcess> daemon_;
+  std::shared_ptr<grpc::Channel> channel_;
+};
+
+TEST_F(HostileClientTest, BadAttachRequestsAreRefusedWithTheReason) {
+  ExpectRefused([](SegmentHeader* h, auto*) { h->magic = 42; },
+                grpc::StatusCode::INVALID_ARGUMENT, "magic");
+  ExpectRefused([](SegmentHeader* h, auto*) { h->version = 9; },
+                grpc::StatusCode::FAILED_PRECONDITION, "ABI version");
+  ExpectRefused([](SegmentHeader* h, auto*) { h->submit_capacity = 3; },
+                grpc::StatusCode::INVALID_ARGUMENT, "powers of two");
+  ExpectRefused([](SegmentHeader* h, auto*) { h->arena_offset += 4096; },
+                grpc::StatusCode::INVALID_ARGUMENT, "layout");
+  ExpectRefused([](auto*, kolo::v1::AttachRequest* a) { a->set_shm_bytes(a->shm_bytes() * 2); },
+                grpc::StatusCode::INVALID_ARGUMENT, "bytes");
+  ExpectRefused([](auto*, kolo::v1::AttachRequest* a) { a->set_shm_fd(0); },
+                grpc::StatusCode::INVALID_ARGUMENT, "");
+  ExpectRefused([](auto*, kolo::v1::AttachRequest* a) { a->set_rank(5); },
+                grpc::StatusCode::INVALID_ARGUMENT, "rank 5");
+  ExpectRefused([](auto*, kolo::v1::AttachRequest* a) { a->set_job_id("../../etc"); },
+                grpc::StatusCode::INVALID_ARGUMENT, "job_id");
+  ExpectRefused([](auto*, kolo::v1::AttachRequest* a) { a->set_shm_abi_version(7); },
+                grpc::StatusCode::FAILED_PRECONDITION, "ABI");
+  ExpectDaemonServesAJob();
+}
+
+TEST_F(HostileClientTest, MalformedSlotsFailOnlyThatSession) {
+  struct Case {
+    const char* what;
+    std::function<void(SubmitSlot*)> spoil;
+  };
+  const std::vector<Case> cases = {
+      {"dtype", [](SubmitSlot* s) { s->dtype = 99; }},
+      {"outside the arena", [](SubmitSlot* s) { s->input_offset = kArena - 8; }},
+      {"byte length", [](SubmitSlot* s) { s->byte_length = 12345; }},
+      {"name length", [](SubmitSlot* s) { s->name_length = 5000; }},
+      {"dimensions", [](SubmitSlot* s) { s->ndim = 99; }},
+      {"negative dimension", [](SubmitSlot* s) { s->shape[0] = -4; }},
+      {"collective kind", [](SubmitSlot* s) { s->kind = 77; }},
+      {"overflows", [](SubmitSlot* s) {
+         s->ndim = 3;
+         s->shape[0] = s->shape[1] = s->shape[2] = int64_t{1} << 30;
+       }},
+  };
+  for (const Case& c : cases) {
+    kolo::v1::DaemonMessage reply;
+    bool ok = false;
+    auto s = Attach(std::string("job-slot-") + std::to_string(&c - cases.data()), 0, 1, &reply, &ok);
+    ASSERT_TRUE(ok) << c.what;
+    SubmitSlot slot{};
+    slot.request_id = 1;
+    slot.kind = static_cast<uint32_t>(CollectiveKind::kAllreduce);
+    slot.dtype = static_cast<uint32_t>(DType::kFloat32);
+    slot.ndim = 1;
+    slot.shape[0] = 16;
+    slot.byte_length = 64;
+    slot.input_offset = slot.output_offset = 0;
+    slot.name_length = 1;
+    slot.name[0] = 'x';
+    c.spoil(&slot);
+    s->Push(slot);
+    kolo::v1::JobEvent event = ReadUntilEnd(*s);
+    EXPECT_EQ(event.code(), static_cast<int>(absl::StatusCode::kInvalidArgument)) << c.what;
+    EXPECT_TRUE(absl::StrContains(event.message(), c.what)) << event.message();
+  }
+  ExpectDaemonServesAJob();
+}
+
+TEST_F(HostileClientTest, CorruptRingIndicesFailOnlyThatSession) {
+  kolo::v1::DaemonMessage reply;
+  bool ok = false;
+  auto s = Attach("job-ring", 0, 1, &reply, &ok);
+  ASSERT_TRUE(ok);
+  s->header->submit_tail.value.store(uint64_t{1} << 40);
+  RingDoorbell(&s->header->submit_ready);
+  kolo::v1::JobEvent event = ReadUntilEnd(*s);
+  EXPECT_TRUE(absl::StrContains(event.message(), "corrupted")) << event.message();
+  ExpectDaemonServesAJob();
+}
+
+TEST_F(HostileClientTest, StatusListsPendingTensorsAndHealthServes) {
+  kolo::v1::DaemonMessage reply;
+  bool ok = false;
+  auto s = Attach("job-status", 0, 2, &reply, &ok);
+  ASSERT_TRUE(ok);
+  SubmitSlot slot{};
+  slot.request_id = 7;
+  slot.kind = static_cast<uint32_t>(CollectiveKind::kAllreduce);
+  slot.dtype = static_cast<uint32_t>(DType::kFloat32);
+  slot.ndim = 1;
+  slot.shape[0] = 4;
+  slot.byte_length = 16;
+  std::memcpy(slot.name, "grad/w1", 7);
+  slot.name_length = 7;
+  s->Push(slot);
+
+  auto status_stub = kolo::v1::Status::NewStub(channel_);
+  kolo::v1::GetStatusResponse resp;
+  absl::Time deadline = absl::Now() + absl::Seconds(10);
+  bool seen = false;
+  while (!seen && absl::Now() < deadline) {
+    grpc::ClientContext ctx;
+    resp.Clear();
+    ASSERT_TRUE(status_stub->GetStatus(&ctx, kolo::v1::GetStatusRequest(), &resp).ok());
+    for (const auto& job : resp.jobs()) {
+      for (const auto& p : job.pending()) {
+        if (job.job_id() == "job-status" && p.name() == "grad/w1") {
+          seen = true;
+          EXPECT_EQ(p.collective(), "allreduce");
+          ASSERT_EQ(p.submitted_ranks_size(), 1);
+          EXPECT_EQ(p.submitted_ranks(0), 0);
+          ASSERT_EQ(p.missing_ranks_size(), 1);
+          EXPECT_EQ(p.missing_ranks(0), 1);
+        }
+      }
+    }
+    if (!seen) absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_TRUE(seen) << resp.DebugString();
+  EXPECT_EQ(resp.node().sessions(), 1);
+  EXPECT_EQ(resp.node().pid(), daemon_->pid());
+
+  // grpc.health.v1.Health/Check with an empty request: SERVING is field 1 = 1.
+  grpc::GenericStub generic(channel_);
+  grpc::ClientContext hctx;
+  grpc::Slice empty_message(std::string(""));  // an empty HealthCheckRequest
+  grpc::ByteBuffer request(&empty_message, 1);
+  grpc::ByteBuffer response;
+  grpc::CompletionQueue cq;
+  grpc::Status hstatus;
+  auto call = generic.PrepareUnaryCall(&hctx, "/grpc.health.v1.Health/Check", request, &cq);
+  call->StartCall();
+  call->Finish(&response, &hstatus, reinterpret_cast<void*>(1));
+  void* tag = nullptr;
+  bool cq_ok = false;
+  ASSERT_TRUE(cq.Next(&tag, &cq_ok));
+  ASSERT_TRUE(hstatus.ok()) << hstatus.error_code() << " " << hstatus.error_message();
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(response.Dump(&slices).ok());
+  std::string bytes;
+  for (auto& sl : slices) bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+  EXPECT_EQ(bytes, std::string("\x08\x01", 2));
+}
+
+}  // namespace
+}  // namespace kolo::testing
