@@ -19,9 +19,6 @@ using abi::v1::SubmitSlot;
 
 constexpr uint32_t kSubmitCapacity = 1024;
 constexpr uint32_t kCompletionCapacity = 4096;
-// A waiting client spins this long before sleeping on the doorbell: a
-// futex wake-up costs several microseconds, a small allreduce about as much.
-constexpr absl::Duration kSpin = absl::Microseconds(50);
 // Sleepers re-check the session's liveness at least this often.
 constexpr absl::Duration kMaxSleep = absl::Milliseconds(100);
 
@@ -322,7 +319,7 @@ absl::StatusOr<Handle> ClientImpl::Submit(CollectiveKind kind,
           [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
             return submit_ring_.HasSpace() || Dead();
           },
-          kMaxSleep, kSpin);
+          kMaxSleep, options_.spin);
     }
   }
   RingDoorbell(&header_->submit_ready);
@@ -360,7 +357,8 @@ void ClientImpl::SleepForCompletions(absl::Time until) {
   if (left <= absl::ZeroDuration()) return;
   SleepOnDoorbell(
       &header_->completion_ready,
-      [this] { return completion_ring_.HasData() || Dead(); }, left, kSpin);
+      [this] { return completion_ring_.HasData() || Dead(); }, left,
+      options_.spin);
 }
 
 absl::Status ClientImpl::WaitFor(Handle handle, absl::Duration timeout) {

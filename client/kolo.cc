@@ -57,6 +57,14 @@ absl::StatusOr<ClientOptions> ClientOptions::FromEnv() {
     }
     o.arena_bytes = bytes;
   }
+  if (const char* v = std::getenv("KOLO_SPIN_US"); v != nullptr && *v) {
+    int us = 0;
+    if (!absl::SimpleAtoi(v, &us) || us < 0 || us > 100000) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("KOLO_SPIN_US=\"", v, "\": want 0..100000"));
+    }
+    o.spin = absl::Microseconds(us);
+  }
   return o;
 }
 

@@ -12,6 +12,8 @@
 // so no wake-up is lost and an idle ring costs no system call.
 #pragma once
 
+#include <sched.h>
+
 #include <atomic>
 #include <cstdint>
 
@@ -37,17 +39,20 @@ inline void RingDoorbell(abi::v1::Doorbell* bell) {
 }
 
 // Steps 1-4 of the sleeper. `ready` is re-checked after announcing.
-// Spins for `spin` first (0 for none) since a wake-up costs several µs.
+// Polls for `spin` first (0 for none) since a wake-up costs several µs; the
+// poll yields the core between checks, so on a machine with fewer cores than
+// busy threads the thread it waits for still gets to run.
 template <typename Ready>
 void SleepOnDoorbell(abi::v1::Doorbell* bell, Ready ready,
                      absl::Duration timeout, absl::Duration spin) {
   if (spin > absl::ZeroDuration()) {
     absl::Time spin_until = absl::Now() + spin;
     do {
-      for (int i = 0; i < 64; ++i) {
+      for (int i = 0; i < 16; ++i) {
         if (ready()) return;
         __builtin_ia32_pause();
       }
+      sched_yield();
     } while (absl::Now() < spin_until);
   }
   uint32_t seq = bell->seq.load(std::memory_order_acquire);

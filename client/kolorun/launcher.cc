@@ -4,7 +4,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
-#include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -26,6 +25,8 @@
 #include "absl/strings/str_split.h"
 #include "client/kolorun/line_prefixer.h"
 #include "client/kolorun/subprocess.h"
+#include "common/errno_status.h"
+#include "common/random_id.h"
 #include "common/status_macros.h"
 
 namespace kolo::kolorun {
@@ -94,13 +95,13 @@ class SignalCatcher {
     sigaddset(&set, SIGHUP);
     sigset_t old_mask;
     if (const int rc = ::pthread_sigmask(SIG_BLOCK, &set, &old_mask); rc != 0) {
-      return absl::ErrnoToStatus(rc, "pthread_sigmask");
+      return ::kolo::ErrnoToStatus(rc, "pthread_sigmask");
     }
     UniqueFd fd(::signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC));
     if (!fd.valid()) {
       const int err = errno;
       ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
-      return absl::ErrnoToStatus(err, "signalfd");
+      return ::kolo::ErrnoToStatus(err, "signalfd");
     }
     return std::unique_ptr<SignalCatcher>(
         new SignalCatcher(old_mask, std::move(fd)));
@@ -142,7 +143,7 @@ class TempDir {
       const std::string& root) {
     std::string templ = absl::StrCat(root, "/kolorun.XXXXXX");
     if (::mkdtemp(templ.data()) == nullptr) {
-      return absl::ErrnoToStatus(errno, absl::StrCat("mkdtemp ", templ));
+      return ::kolo::ErrnoToStatus(errno, absl::StrCat("mkdtemp ", templ));
     }
     return std::unique_ptr<TempDir>(new TempDir(std::move(templ)));
   }
@@ -257,10 +258,9 @@ class JobRunner {
     KOLO_ASSIGN_OR_RETURN(signals_, SignalCatcher::Create());
     std::string job_id = options_.job_id;
     if (job_id.empty()) {
-      KOLO_ASSIGN_OR_RETURN(std::string hex, RandomHex(8));
-      job_id = absl::StrCat("job-", hex);
+      job_id = absl::StrCat("job-", ::kolo::RandomHex(8));
     }
-    KOLO_ASSIGN_OR_RETURN(const std::string token, RandomHex(16));
+    const std::string token = ::kolo::RandomHex(16);
 
     absl::StatusOr<std::string> socket = EnsureDaemon();
     if (!socket.ok()) {
@@ -591,27 +591,6 @@ std::vector<std::string> RankEnvironment(const std::vector<std::string>& base_en
   env.push_back(absl::StrCat("KOLO_LOCAL_RANK=", rank));
   env.push_back(absl::StrCat("KOLO_LOCAL_SIZE=", size));
   return env;
-}
-
-absl::StatusOr<std::string> RandomHex(size_t bytes) {
-  std::string raw(bytes, '\0');
-  size_t filled = 0;
-  while (filled < bytes) {
-    const ssize_t n = ::getrandom(raw.data() + filled, bytes - filled, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return absl::ErrnoToStatus(errno, "getrandom");
-    }
-    filled += static_cast<size_t>(n);
-  }
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string hex;
-  hex.reserve(2 * bytes);
-  for (unsigned char c : raw) {
-    hex.push_back(kDigits[c >> 4]);
-    hex.push_back(kDigits[c & 0xf]);
-  }
-  return hex;
 }
 
 bool SocketAccepts(const std::string& path) {

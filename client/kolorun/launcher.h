@@ -84,9 +84,6 @@ std::vector<std::string> RankEnvironment(const std::vector<std::string>& base_en
                                          const std::string& job_token, int rank,
                                          int size);
 
-// `bytes` random bytes from the kernel, as 2*bytes lowercase hex digits.
-absl::StatusOr<std::string> RandomHex(size_t bytes);
-
 // True when something accepts connections on the Unix socket `path`.
 bool SocketAccepts(const std::string& path);
 

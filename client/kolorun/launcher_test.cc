@@ -478,14 +478,6 @@ TEST(RankEnvironmentTest, ReplacesRankVariablesAndKeepsTheRest) {
                                         "KOLO_LOCAL_SIZE=4"));
 }
 
-TEST(RandomHexTest, HasTheRightLengthAndDiffers) {
-  absl::StatusOr<std::string> a = RandomHex(16);
-  absl::StatusOr<std::string> b = RandomHex(16);
-  ASSERT_TRUE(a.ok() && b.ok());
-  EXPECT_EQ(a->size(), 32u);
-  EXPECT_NE(*a, *b);
-}
-
 TEST(SocketAcceptsTest, TellsListeningFromAbsent) {
   ListeningSocket listening;
   EXPECT_TRUE(SocketAccepts(listening.path()));

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/errno_status.h"
 
 namespace kolo::kolorun {
 namespace {
@@ -69,13 +70,13 @@ void UniqueFd::Reset() {
 absl::StatusOr<Pipe> MakePipe(bool nonblocking_read) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) {
-    return absl::ErrnoToStatus(errno, "pipe2");
+    return ::kolo::ErrnoToStatus(errno, "pipe2");
   }
   Pipe pipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
   if (nonblocking_read) {
     const int flags = ::fcntl(fds[0], F_GETFL);
     if (flags < 0 || ::fcntl(fds[0], F_SETFL, flags | O_NONBLOCK) != 0) {
-      return absl::ErrnoToStatus(errno, "fcntl(O_NONBLOCK) on a pipe");
+      return ::kolo::ErrnoToStatus(errno, "fcntl(O_NONBLOCK) on a pipe");
     }
   }
   return pipe;
@@ -134,7 +135,7 @@ absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Spawn(
   const int rc = ::posix_spawnp(&pid, argv[0], setup.actions(), setup.attr(),
                                 argv.data(), envp.data());
   if (rc != 0) {
-    return absl::ErrnoToStatus(
+    return ::kolo::ErrnoToStatus(
         rc, absl::StrCat("cannot run `", absl::StrJoin(options.argv, " "), "`"));
   }
   // A pidfd makes the child's exit pollable; older kernels lack it.

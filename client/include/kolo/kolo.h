@@ -30,7 +30,7 @@ namespace kolo {
 
 // Where and who this process is. FromEnv reads KOLO_SOCKET (default
 // /run/kolo/kolod.sock), KOLO_JOB_ID, KOLO_JOB_TOKEN, KOLO_RANK, KOLO_SIZE,
-// KOLO_LOCAL_RANK, KOLO_LOCAL_SIZE and KOLO_ARENA_BYTES; a missing rank/size
+// KOLO_LOCAL_RANK, KOLO_LOCAL_SIZE, KOLO_ARENA_BYTES and KOLO_SPIN_US; a missing rank/size
 // means a job of one rank.
 struct ClientOptions {
   std::string socket_path = "/run/kolo/kolod.sock";
@@ -42,6 +42,8 @@ struct ClientOptions {
   int local_size = 1;
   // Bytes of shared memory for host tensors (sparse: pages are used on touch).
   uint64_t arena_bytes = uint64_t{1} << 30;
+  // How long a waiting call polls before it sleeps (KOLO_SPIN_US).
+  absl::Duration spin = absl::Microseconds(50);
   // How long Connect waits for the daemon's socket to appear.
   absl::Duration connect_timeout = absl::Seconds(10);
 
