@@ -1,6 +1,7 @@
 #include "daemon/slot_validator.h"
 
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "absl/status/status.h"
@@ -89,6 +90,12 @@ absl::StatusOr<Request> ValidateSlot(const abi::v1::SubmitSlot& slot,
     }
     elements *= static_cast<uint64_t>(dim);
     r.shape.push_back(dim);
+  }
+  // The element bound above does not cover the byte count: 2^61 float64
+  // elements are 2^64 bytes, which would wrap to 0.
+  if (elements > std::numeric_limits<uint64_t>::max() / DTypeSize(r.dtype)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", name, "\": shape overflows"));
   }
   uint64_t expected = elements * DTypeSize(r.dtype);
   if (slot.byte_length != expected) {

@@ -27,7 +27,9 @@ void WorkerPool::Drain() {
 
 void WorkerPool::Loop() {
   absl::MutexLock l(&mu_);
-  uint64_t seen = generation_;
+  // The generation when the pool was built, not when this thread got here: a
+  // ParallelFor may already have started a batch, which this helper must join.
+  uint64_t seen = 0;
   for (;;) {
     auto woken = [this, &seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return stop_ || generation_ != seen;

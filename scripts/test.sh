@@ -14,36 +14,47 @@ rc=${PIPESTATUS[0]}
 export KOLO_TEST_LOG="$log"
 
 python3 - <<'PY'
-import glob, os, xml.etree.ElementTree as ET
+# Counts test cases from the reports of the targets this run tested; a target
+# without a report (it failed to build, or the build stopped) counts as one
+# failure, and so does a build that never started.
+import os, re, xml.etree.ElementTree as ET
 passed = failed = skipped = 0
-for path in glob.glob("bazel-testlogs/**/test.xml", recursive=True):
-    try:
-        root = ET.parse(path).getroot()
-    except ET.ParseError:
-        failed += 1
-        continue
-    cases = root.iter("testcase")
-    found = False
-    for case in cases:
-        found = True
-        if case.find("failure") is not None or case.find("error") is not None:
-            failed += 1
-        elif case.get("status") == "notrun" or case.find("skipped") is not None:
-            skipped += 1
-        else:
-            passed += 1
-    if not found:
-        # A non-gtest test (e.g. a shell test): judge it by its report.
-        errors = int(root.get("errors", "0") or 0) + int(root.get("failures", "0") or 0)
-        if errors:
-            failed += 1
-        else:
-            passed += 1
-# Targets that never ran (build failures) leave no report: count them too.
+targets = {}
+build_failed = False
 with open(os.environ["KOLO_TEST_LOG"], errors="replace") as log:
-    for l in log:
-        if l.startswith("//") and ("FAILED TO BUILD" in l or "NO STATUS" in l):
+    for line in log:
+        m = re.match(r"^(//\S+)\s+(\(cached\) )?(PASSED|FAILED|FLAKY|TIMEOUT|NO STATUS|FAILED TO BUILD|SKIPPED)", line)
+        if m:
+            targets[m.group(1)] = m.group(3)
+        if "Build did NOT complete successfully" in line or "Couldn't start the build" in line:
+            build_failed = True
+for target, verdict in targets.items():
+    if verdict == "SKIPPED":
+        skipped += 1
+        continue
+    pkg, name = target[2:].split(":")
+    path = os.path.join("bazel-testlogs", pkg, name, "test.xml")
+    counted = False
+    if verdict in ("PASSED", "FAILED", "FLAKY", "TIMEOUT") and os.path.exists(path):
+        try:
+            root = ET.parse(path).getroot()
+            for case in root.iter("testcase"):
+                counted = True
+                if case.find("failure") is not None or case.find("error") is not None:
+                    failed += 1
+                elif case.get("status") == "notrun" or case.find("skipped") is not None:
+                    skipped += 1
+                else:
+                    passed += 1
+        except ET.ParseError:
+            pass
+    if not counted or (verdict != "PASSED" and verdict != "FLAKY" and failed == 0):
+        if verdict in ("PASSED", "FLAKY"):
+            passed += 1
+        else:
             failed += 1
+if build_failed and not targets:
+    failed += 1
 line = f"{passed} passed, {failed} failed"
 if skipped:
     line += f", {skipped} skipped"

@@ -51,6 +51,12 @@ TEST_F(CollectivesTest, EightRanks) { RunScenario("matrix", 8, absl::Seconds(240
 TEST_F(CollectivesTest, MismatchesFailEveryRankWithNames) { RunScenario("mismatch", 2); }
 TEST_F(CollectivesTest, DuplicateNameInFlight) { RunScenario("duplicate", 3); }
 
+TEST_F(CollectivesTest, CApiOnThreeRanks) {
+  auto ranks = Ranks::Start(daemon_->socket_path(), "job-c", 3, {"tests/integration/c_api_rank"});
+  ASSERT_TRUE(ranks.ok()) << ranks.status();
+  ExpectAllPass(ranks->Wait(absl::Seconds(60)));
+}
+
 TEST_F(CollectivesTest, TwoJobsOnOneDaemonAtOnce) {
   auto a = Ranks::Start(daemon_->socket_path(), "job-a", 2, {kTestRankPath, "matrix"});
   auto b = Ranks::Start(daemon_->socket_path(), "job-b", 3, {kTestRankPath, "inflight"},

@@ -1,0 +1,73 @@
+/* c_api_rank: one rank exercising libkolo's C ABI. Exits 0 when every result
+ * was right. Started by collectives_test with the KOLO_* environment. */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kolo/c_api.h"
+
+static int failures = 0;
+
+#define EXPECT(cond, what)                                              \
+  do {                                                                  \
+    if (!(cond)) {                                                      \
+      ++failures;                                                       \
+      fprintf(stderr, "FAIL %s:%d: %s (%s)\n", __FILE__, __LINE__, what, \
+              kolo_last_error());                                       \
+    }                                                                   \
+  } while (0)
+
+int main(void) {
+  kolo_client* c = NULL;
+  if (kolo_init(&c) != 0) {
+    fprintf(stderr, "kolo_init: %s\n", kolo_last_error());
+    return 2;
+  }
+  const int rank = kolo_rank(c), size = kolo_size(c);
+  EXPECT(kolo_local_rank(c) == rank && kolo_local_size(c) == size, "local");
+
+  /* Average in zero-copy memory. */
+  float* grad = NULL;
+  EXPECT(kolo_alloc(c, 6 * sizeof(float), (void**)&grad) == 0, "alloc");
+  int64_t shape[2] = {2, 3};
+  for (int i = 0; i < 6; ++i) grad[i] = (float)(rank * 10 + i);
+  EXPECT(kolo_allreduce(c, grad, grad, KOLO_FLOAT32, shape, 2, "c/avg", KOLO_AVERAGE) == 0,
+         "average");
+  for (int i = 0; i < 6; ++i) {
+    float want = (float)i + 10.0f * (float)(size - 1) / 2.0f;
+    EXPECT(grad[i] == want, "average value");
+  }
+  kolo_free(c, grad);
+
+  /* Async max in the caller's memory, with test then wait. */
+  int64_t in[4], out[4];
+  int64_t n = 4;
+  for (int i = 0; i < 4; ++i) in[i] = rank * (i + 1);
+  kolo_handle h = 0;
+  EXPECT(kolo_allreduce_async(c, in, out, KOLO_INT64, &n, 1, "c/max", KOLO_MAX, 1.0, 1.0, &h) == 0,
+         "async");
+  int done = 0;
+  EXPECT(kolo_test(c, h, &done) == 0, "test");
+  EXPECT(kolo_wait(c, h) == 0, "wait");
+  for (int i = 0; i < 4; ++i) EXPECT(out[i] == (int64_t)(size - 1) * (i + 1), "max value");
+
+  /* Broadcast from the last rank; a scalar (ndim 0). */
+  int32_t value = rank == size - 1 ? 4242 : -1;
+  EXPECT(kolo_broadcast(c, &value, KOLO_INT32, NULL, 0, "c/bcast", size - 1) == 0, "broadcast");
+  EXPECT(value == 4242, "broadcast value");
+
+  /* A mismatch is an error with a message, and the job goes on. */
+  float x[3] = {1, 2, 3};
+  int64_t len = rank == 0 ? 2 : 3;
+  int rc = kolo_allreduce(c, x, x, KOLO_FLOAT32, &len, 1, "c/bad", KOLO_SUM);
+  EXPECT(rc == 9 /* FAILED_PRECONDITION */, "mismatch code");
+  EXPECT(strstr(kolo_last_error(), "c/bad") != NULL, "mismatch message names the tensor");
+
+  /* Bad arguments are refused locally. */
+  EXPECT(kolo_allreduce(c, x, x, 99, &len, 1, "c/dtype", KOLO_SUM) == 3, "bad dtype");
+  EXPECT(kolo_wait(c, 123456789) != 0, "unknown handle");
+
+  kolo_shutdown(c);
+  printf("rank %d/%d c_api: %s (%d failures)\n", rank, size, failures ? "FAILED" : "ok", failures);
+  return failures == 0 ? 0 : 1;
+}
