@@ -38,7 +38,25 @@ absl::StatusOr<uint64_t> ParseBytes(const std::string& text) {
   return value * mult;
 }
 
+absl::StatusOr<absl::Duration> ParseSeconds(const std::string& text) {
+  double seconds = 0;
+  if (!absl::SimpleAtod(absl::StripAsciiWhitespace(text), &seconds) ||
+      !(seconds >= 0) || seconds > 1e9) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", text, "\" is not a number of seconds >= 0"));
+  }
+  return absl::Seconds(seconds);
+}
+
 absl::Status ApplyEnvironment(DaemonConfig* config) {
+  for (auto [name, field] : {std::pair{"KOLO_STALL_WARNING_S", &config->stall_warning},
+                             std::pair{"KOLO_STALL_TIMEOUT_S", &config->stall_timeout}}) {
+    const char* v = std::getenv(name);
+    if (v == nullptr || *v == '\0') continue;
+    auto d = ParseSeconds(v);
+    if (!d.ok()) return absl::InvalidArgumentError(absl::StrCat(name, ": ", d.status().message()));
+    *field = *d;
+  }
   if (const char* v = std::getenv("KOLO_SOCKET"); v != nullptr && *v) {
     config->socket_path = v;
   }

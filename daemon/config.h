@@ -18,7 +18,20 @@ struct DaemonConfig {
   absl::Duration spin = absl::Microseconds(50);  // KOLO_SPIN_US
   std::string log_level = "info";  // KOLO_LOG_LEVEL
   uint64_t max_segment_bytes = uint64_t{64} << 30;
+  std::string socket_group;  // chgrp of the socket; empty keeps the default
+  // Status and Admin over TCP; empty disables. Bound to loopback by default.
+  std::string status_address = "127.0.0.1:7370";
+  // Prometheus HTTP endpoint; empty disables.
+  std::string metrics_address;
+  // The admin token; empty means admin.token beside the socket. Created with
+  // a fresh random token (mode 0600) when absent.
+  std::string admin_token_file;
+  absl::Duration stall_warning = absl::Seconds(60);       // KOLO_STALL_WARNING_S
+  absl::Duration stall_timeout = absl::ZeroDuration();    // KOLO_STALL_TIMEOUT_S
 };
+
+// Parses a non-negative number of seconds ("60", "2.5").
+absl::StatusOr<absl::Duration> ParseSeconds(const std::string& text);
 
 // Parses a byte count such as "67108864", "64M", "64MiB" or "1G".
 absl::StatusOr<uint64_t> ParseBytes(const std::string& text);

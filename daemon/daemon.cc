@@ -1,5 +1,7 @@
 #include "daemon/daemon.h"
 
+#include <fcntl.h>
+#include <grp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -14,14 +16,23 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/errno_status.h"
+#include "common/random_id.h"
+#include "common/sd_notify.h"
 #include "common/unique_fd.h"
+#include "daemon/admin_service.h"
 #include "daemon/backend/cpu/cpu_backend.h"
 #include "daemon/job_registry.h"
+#include "daemon/metrics.h"
+#include "daemon/metrics_http.h"
 #include "daemon/node_service.h"
+#include "daemon/stall_inspector.h"
 #include "daemon/status_service.h"
+#include "daemon/timeline.h"
 #include "daemon/worker_pool.h"
 #include "spdlog/spdlog.h"
 
@@ -62,18 +73,58 @@ absl::Status ClaimSocketPath(const std::string& path) {
 
 }  // namespace
 
+absl::StatusOr<std::string> LoadOrCreateAdminToken(const std::string& path) {
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.valid()) {
+    char buf[512];
+    ssize_t n = read(fd.get(), buf, sizeof(buf));
+    if (n <= 0) return absl::FailedPreconditionError(absl::StrCat("admin token file ", path, " is empty"));
+    std::string token(absl::StripAsciiWhitespace(absl::string_view(buf, n)));
+    if (token.size() < 16) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("admin token in ", path, " is shorter than 16 characters"));
+    }
+    return token;
+  }
+  if (errno != ENOENT) return ErrnoToStatus(errno, absl::StrCat("open ", path));
+  std::string token = RandomHex(24);
+  UniqueFd out(open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (!out.valid()) return ErrnoToStatus(errno, absl::StrCat("create ", path));
+  std::string line = token + "\n";
+  if (write(out.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+    return ErrnoToStatus(errno, absl::StrCat("write ", path));
+  }
+  return token;
+}
+
 Daemon::Daemon(const DaemonConfig& config) : config_(config) {}
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config) {
   if (absl::Status s = ClaimSocketPath(config.socket_path); !s.ok()) return s;
   std::unique_ptr<Daemon> d(new Daemon(config));
+  std::string token_file = config.admin_token_file;
+  if (token_file.empty()) {
+    size_t slash = config.socket_path.rfind('/');
+    token_file = (slash == std::string::npos ? std::string(".")
+                                             : config.socket_path.substr(0, slash)) +
+                 "/admin.token";
+  }
+  auto token = LoadOrCreateAdminToken(token_file);
+  if (!token.ok()) return token.status();
+  d->admin_token_ = *token;
+
   int workers = config.worker_threads > 0
                     ? config.worker_threads
                     : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) - 1);
+  d->metrics_ = std::make_unique<Metrics>();
+  d->timeline_ = std::make_unique<Timeline>();
   d->pool_ = std::make_unique<WorkerPool>(workers);
   d->backend_ = std::make_unique<CpuBackend>(d->pool_.get());
-  d->registry_ = std::make_unique<JobRegistry>(d->backend_.get(),
-                                               config.fusion_threshold_bytes);
+  JobObservers observers;
+  observers.metrics = d->metrics_.get();
+  observers.timeline = d->timeline_.get();
+  d->registry_ = std::make_unique<JobRegistry>(
+      d->backend_.get(), config.fusion_threshold_bytes, observers);
   NodeServiceOptions node_options;
   node_options.limits.spin = config.spin;
   node_options.limits.max_segment_bytes = config.max_segment_bytes;
@@ -82,37 +133,128 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   d->node_service_ =
       std::make_unique<NodeService>(d->registry_.get(), node_options);
   NodeService* node = d->node_service_.get();
-  d->status_service_ = std::make_unique<StatusService>(
-      d->registry_.get(),
-      NodeFacts{kVersion, config.socket_path, config.fusion_threshold_bytes,
-                workers, absl::Now()},
-      [node] { return node->sessions(); });
+  JobRegistry* registry = d->registry_.get();
+  d->metrics_->SetGauges([node] { return node->sessions(); },
+                         [registry] { return registry->size(); });
+  StallPolicy stall_policy{config.stall_warning, config.stall_timeout};
+  d->stall_inspector_ = std::make_unique<StallInspector>(
+      d->registry_.get(), d->metrics_.get(), stall_policy);
+  d->admin_service_ = std::make_unique<AdminService>(d->registry_.get(), d->admin_token_);
 
+  if (!config.metrics_address.empty()) {
+    const Metrics* metrics = d->metrics_.get();
+    auto http = MetricsHttpServer::Start(config.metrics_address,
+                                         [metrics] { return metrics->Render(); });
+    if (!http.ok()) return http.status();
+    d->metrics_http_ = std::move(*http);
+  }
+  NodeFacts facts;
+  facts.version = kVersion;
+  facts.socket_path = config.socket_path;
+  facts.fusion_threshold_bytes = config.fusion_threshold_bytes;
+  facts.worker_threads = workers + 1;
+  facts.started = absl::Now();
+  facts.metrics_port = d->metrics_port();
+  facts.devices.push_back(absl::StrCat(
+      "cpu: ", std::thread::hardware_concurrency(), " cores, shared-memory backend"));
+  facts.config = {
+      {"socket", config.socket_path},
+      {"socket_mode", absl::StrFormat("%04o", config.socket_mode)},
+      {"socket_group", config.socket_group},
+      {"fusion_threshold", absl::StrCat(config.fusion_threshold_bytes)},
+      {"workers", absl::StrCat(workers)},
+      {"spin_us", absl::StrCat(absl::ToInt64Microseconds(config.spin))},
+      {"status_address", config.status_address},
+      {"metrics_address", config.metrics_address},
+      {"admin_token_file", token_file},
+      {"stall_warning_s", absl::StrCat(absl::ToDoubleSeconds(config.stall_warning))},
+      {"stall_timeout_s", absl::StrCat(absl::ToDoubleSeconds(config.stall_timeout))},
+      {"log_level", config.log_level},
+  };
+  StatusSources sources;
+  sources.registry = d->registry_.get();
+  sources.metrics = d->metrics_.get();
+  sources.timeline = d->timeline_.get();
+  sources.stall_policy = stall_policy;
+  sources.sessions = [node] { return node->sessions(); };
+  d->status_service_ = std::make_unique<StatusService>(sources, facts);
+  if (absl::Status s = d->StartServers(); !s.ok()) return s;
+  d->status_service_->set_status_address(d->status_address_);
+
+  spdlog::info(
+      "kolod {} serving on {} (status {}, metrics {}, fusion threshold {} bytes, "
+      "{} workers, stall warning {} s)",
+      kVersion, config.socket_path,
+      d->status_address_.empty() ? "off" : d->status_address_,
+      d->metrics_http_ ? absl::StrCat("port ", d->metrics_port(), " /metrics") : "off",
+      config.fusion_threshold_bytes, workers + 1,
+      absl::ToDoubleSeconds(config.stall_warning));
+  (void)NotifyServiceManager("READY=1");
+  return d;
+}
+
+absl::Status Daemon::StartServers() {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort("unix:" + config.socket_path,
+  builder.AddListeningPort("unix:" + config_.socket_path,
                            grpc::InsecureServerCredentials());
-  builder.RegisterService(d->node_service_.get());
-  builder.RegisterService(d->status_service_.get());
-  d->server_ = builder.BuildAndStart();
-  if (d->server_ == nullptr) {
+  builder.RegisterService(node_service_.get());
+  builder.RegisterService(status_service_.get());
+  builder.RegisterService(admin_service_.get());
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr) {
     return absl::UnavailableError(
-        absl::StrCat("cannot serve on unix:", config.socket_path,
+        absl::StrCat("cannot serve on unix:", config_.socket_path,
                      " (is its directory there and writable?)"));
   }
-  if (chmod(config.socket_path.c_str(), config.socket_mode) != 0) {
-    return ErrnoToStatus(errno, absl::StrCat("chmod ", config.socket_path));
+  if (chmod(config_.socket_path.c_str(), config_.socket_mode) != 0) {
+    return ErrnoToStatus(errno, absl::StrCat("chmod ", config_.socket_path));
   }
-  spdlog::info("kolod {} serving on {} (fusion threshold {} bytes, {} workers)",
-               kVersion, config.socket_path, config.fusion_threshold_bytes,
-               workers + 1);
-  return d;
+  if (!config_.socket_group.empty()) {
+    group* g = getgrnam(config_.socket_group.c_str());
+    if (g == nullptr) {
+      return absl::NotFoundError(absl::StrCat("no group ", config_.socket_group));
+    }
+    if (chown(config_.socket_path.c_str(), static_cast<uid_t>(-1), g->gr_gid) != 0) {
+      return ErrnoToStatus(errno, absl::StrCat("chgrp ", config_.socket_group, " ",
+                                               config_.socket_path));
+    }
+  }
+  if (!config_.status_address.empty()) {
+    std::string host, port;
+    if (absl::Status s = SplitHostPort(config_.status_address, &host, &port); !s.ok()) {
+      return s;
+    }
+    int selected = 0;
+    grpc::ServerBuilder tcp;
+    tcp.AddListeningPort(config_.status_address, grpc::InsecureServerCredentials(),
+                         &selected);
+    tcp.RegisterService(status_service_.get());
+    tcp.RegisterService(admin_service_.get());
+    tcp_server_ = tcp.BuildAndStart();
+    if (tcp_server_ == nullptr || selected == 0) {
+      return absl::UnavailableError(absl::StrCat(
+          "cannot serve status on ", config_.status_address,
+          " (in use? set --status_address, or empty to disable)"));
+    }
+    status_address_ = absl::StrCat(host.find(':') != std::string::npos
+                                       ? absl::StrCat("[", host, "]")
+                                       : host,
+                                   ":", selected);
+  }
+  return absl::OkStatus();
+}
+
+int Daemon::metrics_port() const {
+  return metrics_http_ ? metrics_http_->port() : 0;
 }
 
 void Daemon::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
+  (void)NotifyServiceManager("STOPPING=1");
+  if (tcp_server_) tcp_server_->Shutdown(std::chrono::system_clock::now());
   // Cancels the Attach streams still open after the deadline; their handlers
   // close the sessions.
   server_->Shutdown(std::chrono::system_clock::now() +
@@ -125,6 +267,9 @@ void Daemon::Wait() { server_->Wait(); }
 Daemon::~Daemon() {
   Shutdown();
   server_->Wait();
+  if (tcp_server_) tcp_server_->Wait();
+  // The stall inspector reads the registry: stop it first.
+  stall_inspector_.reset();
 }
 
 }  // namespace kolo::daemon

@@ -1,12 +1,14 @@
-// Daemon: one running kolod — its gRPC server on the Unix socket (Node,
-// Status, health and reflection), job registry, CPU backend and worker pool.
-// Everything but flag parsing and signal handling, so tests can run a real
-// daemon in-process.
+// Daemon: one running kolod — its gRPC servers (Node, Status and Admin on the
+// Unix socket; Status and Admin on the status TCP address; health and
+// reflection on both), job registry, CPU backend, worker pool, metrics,
+// timeline and stall inspector. Everything but flag parsing and signal
+// handling, so tests can run a real daemon in-process.
 //
 // Thread-safety: Start/Shutdown from one thread; the services are thread-safe.
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "daemon/config.h"
@@ -17,13 +19,18 @@ class Server;
 
 namespace kolo::daemon {
 
-class WorkerPool;
+class AdminService;
 class CpuBackend;
 class JobRegistry;
+class Metrics;
+class MetricsHttpServer;
 class NodeService;
+class StallInspector;
 class StatusService;
+class Timeline;
+class WorkerPool;
 
-inline constexpr char kVersion[] = "0.1.0";
+inline constexpr char kVersion[] = "0.2.0";
 
 class Daemon {
  public:
@@ -36,17 +43,34 @@ class Daemon {
   // Blocks until Shutdown.
   void Wait();
 
+  // host:port of the status listener ("" if disabled), after binding.
+  const std::string& status_address() const { return status_address_; }
+  int metrics_port() const;
+
  private:
   explicit Daemon(const DaemonConfig& config);
+  absl::Status StartServers();
 
   DaemonConfig config_;
+  std::string admin_token_;
+  std::string status_address_;
+  std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<Timeline> timeline_;
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<CpuBackend> backend_;
   std::unique_ptr<JobRegistry> registry_;
   std::unique_ptr<NodeService> node_service_;
   std::unique_ptr<StatusService> status_service_;
+  std::unique_ptr<AdminService> admin_service_;
+  std::unique_ptr<StallInspector> stall_inspector_;
+  std::unique_ptr<MetricsHttpServer> metrics_http_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<grpc::Server> tcp_server_;
   bool shut_down_ = false;
 };
+
+// Reads the admin token from `path`, or creates it (mode 0600) with a fresh
+// random token when the file does not exist.
+absl::StatusOr<std::string> LoadOrCreateAdminToken(const std::string& path);
 
 }  // namespace kolo::daemon

@@ -4,6 +4,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/rank_ranges.h"
 #include "daemon/fusion_planner.h"
 #include "daemon/session.h"
 
@@ -21,13 +23,16 @@ void Deliver(std::vector<std::pair<Session*, Completion>>& items) {
 }  // namespace
 
 Job::Job(std::string id, std::string token, int size, Backend* backend,
-         uint64_t fusion_threshold_bytes)
+         uint64_t fusion_threshold_bytes, JobObservers observers)
     : id_(std::move(id)),
       token_(std::move(token)),
       size_(size),
       backend_(backend),
       fusion_threshold_(fusion_threshold_bytes),
-      table_(size) {
+      observers_(observers),
+      created_(absl::Now()),
+      table_(size),
+      recorder_(observers.flight_records, observers.flight_errors) {
   ranks_.resize(size);
   for (int r = 0; r < size; ++r) ranks_[r].rank = r;
 }
@@ -90,6 +95,7 @@ void Job::Abort(const absl::Status& status) {
     absl::MutexLock l(&mu_);
     if (!abort_status_.ok()) return;
     abort_status_ = status;
+    recorder_.Error(status.ToString());
     pending = table_.TakeAll();
     for (ReadySet& set : ready_) {
       for (Request& r : set.requests) pending.push_back(std::move(r));
@@ -104,12 +110,14 @@ void Job::Submit(Request request) {
   {
     absl::MutexLock l(&mu_);
     ranks_[request.rank].submitted++;
+    ranks_[request.rank].last_submit = request.submitted_at;
     if (!abort_status_.ok()) {
       refused = abort_status_;
     } else {
       auto added = table_.Add(request);
       if (!added.ok()) {
         refused = added.status();
+        recorder_.Error(refused.ToString());
       } else if (added->has_value()) {
         ready_.push_back(std::move(**added));
         if (executing_) return;  // the running executor will take it
@@ -127,6 +135,8 @@ void Job::Submit(Request request) {
 }
 
 void Job::RunReady() {
+  Timeline* timeline = observers_.timeline;
+  Metrics* metrics = observers_.metrics;
   for (;;) {
     std::vector<ReadySet> batch;
     {
@@ -140,6 +150,12 @@ void Job::RunReady() {
     std::vector<std::pair<Session*, Completion>> out;
     std::vector<ReadySet> agreed;
     for (ReadySet& set : batch) {
+      if (timeline != nullptr && timeline->recording()) {
+        for (const Request& r : set.requests) {
+          timeline->Span(id_, r.rank, set.name, "QUEUED", r.submitted_at, set.ready_at);
+          timeline->Instant(id_, r.rank, set.name, "NEGOTIATED", set.ready_at);
+        }
+      }
       if (set.agreement.ok()) {
         agreed.push_back(std::move(set));
         continue;
@@ -147,12 +163,28 @@ void Job::RunReady() {
       for (Request& r : set.requests) {
         out.push_back({r.session.get(), Completion{r.request_id, set.agreement}});
       }
+      if (metrics != nullptr) metrics->RecordError(set.requests.front().kind);
+      absl::MutexLock l(&mu_);
+      recorder_.Error(set.agreement.ToString());
+      const Request& r = set.requests.front();
+      recorder_.Record(CollectiveRecord{0, r.kind, set.name, r.dtype, r.op, r.bytes,
+                                        true, std::string(set.agreement.message()),
+                                        set.first_submitted, set.ready_at,
+                                        absl::ZeroDuration(), 0});
     }
     Deliver(out);
     std::vector<Response> responses =
         PlanFusion(std::move(agreed), fusion_threshold_);
     for (const Response& response : responses) {
+      const absl::Time start = absl::Now();
+      {
+        absl::MutexLock l(&mu_);
+        executing_name_ = response.members.front().set.name;
+        executing_kind_ = response.kind;
+        executing_since_ = start;
+      }
       absl::Status status = backend_->Execute(response, size_);
+      const absl::Time end = absl::Now();
       uint64_t bytes = 0;
       for (const FusedMember& m : response.members) {
         bytes += m.set.requests.front().bytes;
@@ -161,18 +193,86 @@ void Job::RunReady() {
         }
       }
       Deliver(out);
+      const absl::Time done = absl::Now();
+      const int fused = static_cast<int>(response.members.size());
+      if (metrics != nullptr) {
+        metrics->RecordResponse(response.kind, response.dtype, fused, bytes);
+        for (const FusedMember& m : response.members) {
+          metrics->RecordLatency(response.kind, done - m.set.first_submitted);
+          if (!status.ok()) metrics->RecordError(response.kind);
+        }
+      }
+      if (timeline != nullptr && timeline->recording()) {
+        std::string fuse_args = absl::StrCat("\"tensors\":", fused);
+        std::string reduce_args = absl::StrCat(
+            "\"bytes\":", bytes, ",\"backend\":", JsonString(std::string(backend_->name())));
+        for (const FusedMember& m : response.members) {
+          for (const Request& r : m.set.requests) {
+            timeline->Instant(id_, r.rank, m.set.name, "FUSED", start, fuse_args);
+            timeline->Span(id_, r.rank, m.set.name, "REDUCED", start, end, reduce_args);
+            timeline->Instant(id_, r.rank, m.set.name, "DONE", done);
+          }
+        }
+      }
       absl::MutexLock l(&mu_);
+      executing_since_ = absl::InfiniteFuture();
       ++responses_;
       fused_tensors_ += response.members.size();
       bytes_reduced_ += bytes;
       for (const FusedMember& m : response.members) {
-        for (const Request& r : m.set.requests) ranks_[r.rank].completed++;
+        for (const Request& r : m.set.requests) {
+          ranks_[r.rank].completed++;
+          ranks_[r.rank].last_complete = done;
+        }
+        const Request& r = m.set.requests.front();
+        recorder_.Record(CollectiveRecord{
+            0, r.kind, m.set.name, r.dtype, r.op, r.bytes, !status.ok(),
+            std::string(status.message()), m.set.first_submitted,
+            m.set.ready_at, end - start, fused - 1});
       }
+      if (!status.ok()) recorder_.Error(status.ToString());
     }
   }
 }
 
-JobSnapshot Job::Snapshot() const {
+std::vector<StallView> Job::Stalls(absl::Time now, absl::Duration warning) const {
+  absl::MutexLock l(&mu_);
+  std::vector<StallView> out;
+  for (PendingView& p : table_.Pending()) {
+    absl::Duration waiting = now - p.first_submitted;
+    if (waiting < warning) continue;
+    StallView s;
+    s.name = p.name;
+    s.kind = p.kind;
+    s.waiting = waiting;
+    s.since = p.first_submitted;
+    s.message = absl::StrFormat(
+        "%s \"%s\" waiting %d s for ranks %s (submitted: %s)",
+        CollectiveKindName(p.kind), p.name, absl::ToInt64Seconds(waiting),
+        FormatRankRanges(p.missing), FormatRankRanges(p.submitted));
+    s.submitted = std::move(p.submitted);
+    s.missing = std::move(p.missing);
+    out.push_back(std::move(s));
+  }
+  if (executing_since_ != absl::InfiniteFuture() &&
+      now - executing_since_ >= warning) {
+    StallView s;
+    s.name = executing_name_;
+    s.kind = executing_kind_;
+    s.executing = true;
+    s.waiting = now - executing_since_;
+    s.since = executing_since_;
+    for (int r = 0; r < size_; ++r) s.submitted.push_back(r);
+    s.message = absl::StrFormat(
+        "%s \"%s\" executing for %d s (every rank submitted; stuck in the %s backend)",
+        CollectiveKindName(s.kind), s.name, absl::ToInt64Seconds(s.waiting),
+        backend_->name());
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+JobSnapshot Job::Snapshot(bool with_history) const {
   absl::MutexLock l(&mu_);
   JobSnapshot s;
   s.job_id = id_;
@@ -184,6 +284,11 @@ JobSnapshot Job::Snapshot() const {
   s.responses = responses_;
   s.fused_tensors = fused_tensors_;
   s.bytes_reduced = bytes_reduced_;
+  s.created = created_;
+  if (with_history) {
+    s.recent.assign(recorder_.records().begin(), recorder_.records().end());
+    s.errors.assign(recorder_.errors().begin(), recorder_.errors().end());
+  }
   return s;
 }
 

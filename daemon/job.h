@@ -24,7 +24,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/backend/backend.h"
+#include "daemon/flight_recorder.h"
+#include "daemon/metrics.h"
 #include "daemon/request_table.h"
+#include "daemon/timeline.h"
 
 namespace kolo::daemon {
 
@@ -35,6 +38,30 @@ struct RankSnapshot {
   uint64_t submitted = 0;
   uint64_t completed = 0;
   bool attached = false;
+  absl::Time last_submit = absl::InfinitePast();
+  absl::Time last_complete = absl::InfinitePast();
+};
+
+// A tensor that has waited longer than the stall warning: either some ranks
+// never submitted it, or every rank did and its execution is stuck.
+struct StallView {
+  std::string name;
+  CollectiveKind kind = CollectiveKind::kAllreduce;
+  std::vector<int> submitted;
+  std::vector<int> missing;
+  absl::Duration waiting;
+  bool executing = false;
+  absl::Time since;  // identifies this stall across inspections
+  // e.g. allreduce "grad/w1" waiting 61 s for ranks 3,7 (submitted: 0-2,4-6)
+  std::string message;
+};
+
+// Where a job reports what it does; any member may be null.
+struct JobObservers {
+  Metrics* metrics = nullptr;
+  Timeline* timeline = nullptr;
+  size_t flight_records = 256;
+  size_t flight_errors = 32;
 };
 
 struct JobSnapshot {
@@ -47,13 +74,16 @@ struct JobSnapshot {
   uint64_t responses = 0;
   uint64_t fused_tensors = 0;
   uint64_t bytes_reduced = 0;
+  absl::Time created;
+  std::vector<CollectiveRecord> recent;  // oldest first
+  std::vector<std::string> errors;       // oldest first
 };
 
 class Job {
  public:
   // `backend` must outlive the job.
   Job(std::string id, std::string token, int size, Backend* backend,
-      uint64_t fusion_threshold_bytes);
+      uint64_t fusion_threshold_bytes, JobObservers observers = {});
 
   const std::string& id() const { return id_; }
   const std::string& token() const { return token_; }
@@ -72,7 +102,10 @@ class Job {
   // Fails every pending and future collective with `status`.
   void Abort(const absl::Status& status);
 
-  JobSnapshot Snapshot() const;
+  // `with_history` adds the flight recorder's records and errors.
+  JobSnapshot Snapshot(bool with_history = false) const;
+  // Tensors waiting (or executing) longer than `warning` at `now`.
+  std::vector<StallView> Stalls(absl::Time now, absl::Duration warning) const;
 
  private:
   void RunReady();
@@ -83,6 +116,8 @@ class Job {
   const int size_;
   Backend* const backend_;
   const uint64_t fusion_threshold_;
+  const JobObservers observers_;
+  const absl::Time created_;
 
   mutable absl::Mutex mu_;
   RequestTable table_ ABSL_GUARDED_BY(mu_);
@@ -94,6 +129,12 @@ class Job {
   uint64_t responses_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t fused_tensors_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t bytes_reduced_ ABSL_GUARDED_BY(mu_) = 0;
+  FlightRecorder recorder_ ABSL_GUARDED_BY(mu_);
+  // The response being executed, for stall reports: its first tensor's name
+  // and kind, and since when.
+  std::string executing_name_ ABSL_GUARDED_BY(mu_);
+  CollectiveKind executing_kind_ ABSL_GUARDED_BY(mu_) = CollectiveKind::kAllreduce;
+  absl::Time executing_since_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
 };
 
 }  // namespace kolo::daemon

@@ -22,8 +22,14 @@ absl::StatusOr<std::shared_ptr<Job>> JobRegistry::Join(
     absl::MutexLock l(&mu_);
     auto it = jobs_.find(request.job_id);
     if (it == jobs_.end()) {
+      if (draining_) {
+        return absl::UnavailableError(absl::StrCat(
+            "kolod is draining: it starts no new job (job ", request.job_id,
+            ")"));
+      }
       job = std::make_shared<Job>(request.job_id, request.job_token,
-                                  request.size, backend_, fusion_threshold_);
+                                  request.size, backend_, fusion_threshold_,
+                                  observers_);
       jobs_[request.job_id] = job;
     } else {
       job = it->second;
@@ -59,14 +65,37 @@ void JobRegistry::Leave(const std::shared_ptr<Job>& job, int rank, bool clean,
 }
 
 std::vector<JobSnapshot> JobRegistry::Snapshot() const {
-  std::vector<std::shared_ptr<Job>> jobs;
-  {
-    absl::MutexLock l(&mu_);
-    for (const auto& [id, job] : jobs_) jobs.push_back(job);
-  }
   std::vector<JobSnapshot> out;
-  for (const auto& job : jobs) out.push_back(job->Snapshot());
+  for (const auto& job : Jobs()) out.push_back(job->Snapshot());
   return out;
+}
+
+std::vector<std::shared_ptr<Job>> JobRegistry::Jobs() const {
+  absl::MutexLock l(&mu_);
+  std::vector<std::shared_ptr<Job>> jobs;
+  for (const auto& [id, job] : jobs_) jobs.push_back(job);
+  return jobs;
+}
+
+std::shared_ptr<Job> JobRegistry::Find(const std::string& job_id) const {
+  absl::MutexLock l(&mu_);
+  auto it = jobs_.find(job_id);
+  return it == jobs_.end() ? nullptr : it->second;
+}
+
+int JobRegistry::size() const {
+  absl::MutexLock l(&mu_);
+  return static_cast<int>(jobs_.size());
+}
+
+void JobRegistry::SetDraining(bool draining) {
+  absl::MutexLock l(&mu_);
+  draining_ = draining;
+}
+
+bool JobRegistry::draining() const {
+  absl::MutexLock l(&mu_);
+  return draining_;
 }
 
 }  // namespace kolo::daemon

@@ -29,9 +29,12 @@ struct JoinRequest {
 
 class JobRegistry {
  public:
-  // `backend` must outlive the registry.
-  JobRegistry(Backend* backend, uint64_t fusion_threshold_bytes)
-      : backend_(backend), fusion_threshold_(fusion_threshold_bytes) {}
+  // `backend` and the observers must outlive the registry.
+  JobRegistry(Backend* backend, uint64_t fusion_threshold_bytes,
+              JobObservers observers = {})
+      : backend_(backend),
+        fusion_threshold_(fusion_threshold_bytes),
+        observers_(observers) {}
 
   // Creates the job on its first rank, or joins it: the token and size must
   // match the job's, and the rank must be free.
@@ -41,10 +44,20 @@ class JobRegistry {
              const absl::Status& why);
 
   std::vector<JobSnapshot> Snapshot() const;
+  std::shared_ptr<Job> Find(const std::string& job_id) const;
+  std::vector<std::shared_ptr<Job>> Jobs() const;
+  int size() const;
+
+  // While draining, ranks of running jobs may still attach but no new job
+  // starts.
+  void SetDraining(bool draining);
+  bool draining() const;
 
  private:
   Backend* const backend_;
   const uint64_t fusion_threshold_;
+  const JobObservers observers_;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Job>> jobs_
       ABSL_GUARDED_BY(mu_);

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <tuple>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -27,6 +28,24 @@ ABSL_FLAG(int, workers, 0,
 ABSL_FLAG(int, spin_us, -1,
           "microseconds a session's ingress spins after activity before it "
           "sleeps (env KOLO_SPIN_US; default 50)");
+ABSL_FLAG(std::string, socket_group, "",
+          "group to own the socket, so its members may attach (e.g. kolo)");
+ABSL_FLAG(std::string, status_address, "127.0.0.1:7370",
+          "HOST:PORT for the Status and Admin services over TCP (port 0 picks "
+          "one); empty disables");
+ABSL_FLAG(std::string, metrics_address, "",
+          "HOST:PORT for Prometheus metrics over HTTP at /metrics; empty "
+          "disables");
+ABSL_FLAG(std::string, admin_token_file, "",
+          "file holding the admin token for Admin calls; created (mode 0600) "
+          "with a random token if absent; default admin.token beside the "
+          "socket");
+ABSL_FLAG(std::string, stall_warning_s, "",
+          "seconds a tensor may wait before it is reported as stalled (env "
+          "KOLO_STALL_WARNING_S; default 60)");
+ABSL_FLAG(std::string, stall_timeout_s, "",
+          "seconds after which a stalled tensor aborts its job with "
+          "DEADLINE_EXCEEDED; 0 = never (env KOLO_STALL_TIMEOUT_S; default 0)");
 ABSL_FLAG(std::string, log_level, "",
           "trace, debug, info, warn, error (env KOLO_LOG_LEVEL; default info)");
 
@@ -69,6 +88,22 @@ int main(int argc, char** argv) {
   config.worker_threads = absl::GetFlag(FLAGS_workers);
   if (int spin = absl::GetFlag(FLAGS_spin_us); spin >= 0) {
     config.spin = absl::Microseconds(spin);
+  }
+  config.socket_group = absl::GetFlag(FLAGS_socket_group);
+  config.status_address = absl::GetFlag(FLAGS_status_address);
+  config.metrics_address = absl::GetFlag(FLAGS_metrics_address);
+  config.admin_token_file = absl::GetFlag(FLAGS_admin_token_file);
+  for (auto [flag, field, name] :
+       {std::tuple{&FLAGS_stall_warning_s, &config.stall_warning, "--stall_warning_s"},
+        std::tuple{&FLAGS_stall_timeout_s, &config.stall_timeout, "--stall_timeout_s"}}) {
+    std::string v = absl::GetFlag(*flag);
+    if (v.empty()) continue;
+    auto d = kolo::daemon::ParseSeconds(v);
+    if (!d.ok()) return Fail(std::string(name) + ": " + std::string(d.status().message()));
+    *field = *d;
+  }
+  if (config.stall_warning <= absl::ZeroDuration()) {
+    return Fail("--stall_warning_s must be > 0");
   }
   if (!absl::GetFlag(FLAGS_log_level).empty()) {
     config.log_level = absl::GetFlag(FLAGS_log_level);

@@ -77,6 +77,8 @@ absl::StatusOr<std::optional<ReadySet>> RequestTable::Add(Request& request) {
 
   ReadySet ready;
   ready.name = it->first;
+  ready.first_submitted = e.first_submitted;
+  ready.ready_at = slot->submitted_at;
   ready.requests.reserve(size_);
   for (auto& r : e.by_rank) ready.requests.push_back(std::move(*r));
   entries_.erase(it);

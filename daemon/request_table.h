@@ -28,6 +28,8 @@ struct ReadySet {
   std::vector<Request> requests;
   // OK, or the mismatch to deliver to every rank.
   absl::Status agreement;
+  absl::Time first_submitted;  // when the first rank submitted it
+  absl::Time ready_at;         // when the last one did
 };
 
 struct PendingView {

@@ -330,7 +330,9 @@ class JobRunner {
     const std::string socket = absl::StrCat(daemon_dir_->path(), "/kolod.sock");
 
     SpawnOptions spawn;
-    spawn.argv = {kolod, "--socket", socket};
+    // A private daemon must not take the node's default status port: let the
+    // kernel pick one (it is shown by `koloctl --socket ... status`).
+    spawn.argv = {kolod, "--socket", socket, "--status_address=127.0.0.1:0"};
     spawn.argv.insert(spawn.argv.end(), options_.kolod_args.begin(),
                       options_.kolod_args.end());
     for (const std::string& entry : options_.base_env) {

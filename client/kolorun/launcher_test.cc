@@ -339,7 +339,8 @@ TEST_F(LauncherTest, StartsPrivateDaemonWhenForced) {
   EXPECT_THAT(socket, HasSubstr("/kolorun."));
   // The daemon got --socket and the extra arguments, and was stopped with
   // SIGTERM; its directory is gone.
-  EXPECT_EQ(ReadFile(record), absl::StrCat("--socket ", socket, " --record=",
+  EXPECT_EQ(ReadFile(record), absl::StrCat("--socket ", socket,
+                                           " --status_address=127.0.0.1:0 --record=",
                                            record, " --extra\nSIGTERM\n"));
   EXPECT_FALSE(std::filesystem::exists(
       std::filesystem::path(socket).parent_path()));

@@ -83,7 +83,8 @@ std::string ReadFile(const std::string& path) {
 
 absl::StatusOr<DaemonProcess> DaemonProcess::Start(const std::string& socket_path,
                                                    std::vector<std::string> extra_args) {
-  std::vector<std::string> argv = {kKolodPath, "--socket", socket_path};
+  std::vector<std::string> argv = {kKolodPath, "--socket", socket_path,
+                                   "--status_address=127.0.0.1:0"};
   for (auto& a : extra_args) argv.push_back(std::move(a));
   auto pid = Spawn(argv, {}, socket_path + ".log");
   if (!pid.ok()) return pid.status();

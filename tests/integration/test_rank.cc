@@ -343,6 +343,23 @@ void ScenarioDaemonDies(kolo::Client& c) {
   std::printf("saw: %s\n", s.ToString().c_str());
 }
 
+// The last rank withholds "grad/w1"; everyone else submits it and waits. Each
+// rank exits 0 once the job is ended from outside (an operator's abort or the
+// stall timeout) and prints the status it saw.
+void ScenarioWithhold(kolo::Client& c) {
+  CheckAllreduce(c, DType::kFloat32, ReduceOp::kSum, 16, true, "warmup");
+  std::vector<float> buf(16, 1.0f);
+  kolo::TensorView v{buf.data(), DType::kFloat32, {16}};
+  const bool withholder = c.rank() == c.size() - 1;
+  auto h = c.AllreduceAsync(v, v, withholder ? "other/tensor" : "grad/w1");
+  CHECK_OR_COUNT(h.ok(), "submit");
+  std::printf("%s\n", withholder ? "withholding" : "submitted");
+  std::fflush(stdout);
+  absl::Status s = c.Wait(*h);
+  CHECK_OR_COUNT(!s.ok(), "the withheld collective completed");
+  std::printf("ended: %s\n", s.ToString().c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -367,6 +384,7 @@ int main(int argc, char** argv) {
   else if (scenario == "duplicate") ScenarioDuplicate(c);
   else if (scenario == "rank_dies") ScenarioRankDies(c);
   else if (scenario == "daemon_dies") ScenarioDaemonDies(c);
+  else if (scenario == "withhold") ScenarioWithhold(c);
   else {
     std::fprintf(stderr, "unknown scenario %s\n", scenario.c_str());
     return 2;
