@@ -121,12 +121,34 @@ struct Handle {
   uint64_t id = 0;
 };
 
+// How float32 allreduce data travels: as is, or rounded to 16 bits (each
+// rank's input is rounded, the reduction accumulates in float32 and the
+// result is rounded once more), halving the bytes moved between nodes.
+enum class Compression : uint32_t { kNone = 0, kFloat16 = 1, kBFloat16 = 2 };
+
+// The process set of every rank of the job.
+inline constexpr int kGlobalProcessSet = 0;
+
 struct AllreduceOptions {
   ReduceOp op = ReduceOp::kSum;
   // Each input is multiplied by `prescale` before the reduction and the
   // result by `postscale` after it (average divides by size on top).
   double prescale = 1.0;
   double postscale = 1.0;
+  Compression compression = Compression::kNone;
+  // Ranks that take part (see AddProcessSet); names are per process set.
+  int process_set = kGlobalProcessSet;
+};
+
+struct CollectiveOptions {
+  int process_set = kGlobalProcessSet;
+};
+
+// What an alltoall returns: the received rows, concatenated in the order of
+// the ranks that sent them, and how many rows came from each.
+struct AlltoallResult {
+  HostBuffer output;
+  std::vector<int64_t> received_splits;
 };
 
 class ClientImpl;
@@ -164,13 +186,85 @@ class Client {
   }
 
   // Replaces `tensor` on every rank with root_rank's `tensor`.
+  // `root_rank` is a global rank; it must belong to the process set.
   absl::StatusOr<Handle> BroadcastAsync(const TensorView& tensor,
-                                        std::string_view name, int root_rank);
+                                        std::string_view name, int root_rank,
+                                        const CollectiveOptions& options = {});
   absl::Status Broadcast(const TensorView& tensor, std::string_view name,
-                         int root_rank);
+                         int root_rank, const CollectiveOptions& options = {});
+
+  // Concatenates every rank's `input` along the first dimension, in rank
+  // order (the first dimension may differ per rank; the others must match).
+  absl::StatusOr<Handle> AllgatherAsync(const ConstTensorView& input,
+                                        std::string_view name,
+                                        const CollectiveOptions& options = {});
+  absl::StatusOr<HostBuffer> Allgather(const ConstTensorView& input,
+                                       std::string_view name,
+                                       const CollectiveOptions& options = {});
+
+  // Reduces `input` (same shape on every rank; op sum or average) and returns
+  // this rank's block of rows: the first dimension is split across ranks, the
+  // lower ranks taking one extra row when it does not divide evenly.
+  absl::StatusOr<Handle> ReducescatterAsync(const ConstTensorView& input,
+                                            std::string_view name,
+                                            const AllreduceOptions& options = {});
+  absl::StatusOr<HostBuffer> Reducescatter(const ConstTensorView& input,
+                                           std::string_view name,
+                                           const AllreduceOptions& options = {});
+
+  // Sends splits[j] rows of `input` (in order) to rank j of the process set
+  // and receives what every rank sent to this one. Empty `splits` divides
+  // the first dimension evenly.
+  absl::StatusOr<Handle> AlltoallAsync(const ConstTensorView& input,
+                                       std::vector<int64_t> splits,
+                                       std::string_view name,
+                                       const CollectiveOptions& options = {});
+  absl::StatusOr<AlltoallResult> Alltoall(const ConstTensorView& input,
+                                          std::vector<int64_t> splits,
+                                          std::string_view name,
+                                          const CollectiveOptions& options = {});
+
+  // Returns once every rank of the process set has called it.
+  absl::Status Barrier(const CollectiveOptions& options = {});
+
+  // Declares that this rank has no more data. Until every rank has joined,
+  // this rank contributes zeros to the others' allreduces (collectives that
+  // cannot work without it fail with FAILED_PRECONDITION). Returns the last
+  // rank to join, once all have.
+  absl::StatusOr<int> Join();
+
+  // Several tensors negotiated as one unit and fused: none runs before all
+  // are ready on every rank. `names` must have one entry per tensor.
+  absl::StatusOr<std::vector<Handle>> GroupedAllreduceAsync(
+      const std::vector<ConstTensorView>& inputs,
+      const std::vector<TensorView>& outputs,
+      const std::vector<std::string>& names,
+      const AllreduceOptions& options = {});
+  absl::StatusOr<std::vector<Handle>> GroupedAllgatherAsync(
+      const std::vector<ConstTensorView>& inputs,
+      const std::vector<std::string>& names,
+      const CollectiveOptions& options = {});
+  absl::StatusOr<std::vector<Handle>> GroupedReducescatterAsync(
+      const std::vector<ConstTensorView>& inputs,
+      const std::vector<std::string>& names,
+      const AllreduceOptions& options = {});
+
+  // Creates a process set of the given global ranks; every rank of the job
+  // must call it, with the same list, in the same order relative to other
+  // AddProcessSet/RemoveProcessSet calls. Returns its id (> 0).
+  absl::StatusOr<int> AddProcessSet(std::vector<int> ranks);
+  // Removes a process set; every rank of the job must call it.
+  absl::Status RemoveProcessSet(int process_set);
+  // This rank's position in `process_set` and the set's size.
+  absl::StatusOr<int> ProcessSetRank(int process_set) const;
+  absl::StatusOr<int> ProcessSetSize(int process_set) const;
 
   // Blocks until the collective completes; its result. Consumes the handle.
   absl::Status Wait(Handle handle);
+  // For allgather, reducescatter and alltoall handles: waits and returns the
+  // output tensor (in the session's shared memory).
+  absl::StatusOr<HostBuffer> WaitForOutput(Handle handle);
+  absl::StatusOr<AlltoallResult> WaitForAlltoall(Handle handle);
   // Waits at most `timeout`; DEADLINE_EXCEEDED if still running (the handle
   // stays valid).
   absl::Status WaitFor(Handle handle, absl::Duration timeout);
