@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <string>
 #include <cstring>
 #include <utility>
 
@@ -55,10 +56,25 @@ absl::StatusOr<std::unique_ptr<ClientImpl>> ClientImpl::Connect(
   h->arena_offset = layout.arena_offset;
   h->arena_bytes = abi::v1::AlignUp(options.arena_bytes);
   h->total_bytes = layout.total_bytes;
+  uint64_t result_bytes =
+      options.result_bytes != 0 ? options.result_bytes : h->arena_bytes / 4;
+  result_bytes = std::min(abi::v1::AlignUp(result_bytes), h->arena_bytes);
+  h->result_bytes = result_bytes;
   c->header_ = h;
   c->completion_capacity_ = kCompletionCapacity;
-  c->arena_ = std::make_shared<HostBuffer::Arena>(base + layout.arena_offset,
-                                                  h->arena_bytes);
+  c->arena_ = std::make_shared<HostBuffer::Arena>(
+      base + layout.arena_offset, h->arena_bytes, h->arena_bytes - result_bytes);
+  {
+    ClientImpl* self = c.get();
+    absl::MutexLock l(&c->arena_->mu);
+    c->arena_->release_result = [self](uint64_t offset) { self->ReleaseResult(offset); };
+  }
+  {
+    absl::MutexLock l(&c->counters_mu_);
+    std::vector<int> all(options.size);
+    for (int r = 0; r < options.size; ++r) all[r] = r;
+    c->process_sets_[kGlobalProcessSet] = std::move(all);
+  }
   {
     absl::MutexLock l(&c->submit_mu_);
     c->submit_ring_ = SpscRing<SubmitSlot>(
@@ -160,6 +176,10 @@ absl::Status ClientImpl::DeadStatus() const {
 }
 
 ClientImpl::~ClientImpl() {
+  if (arena_ != nullptr) {
+    absl::MutexLock l(&arena_->mu);
+    arena_->release_result = nullptr;
+  }
   if (stub_ != nullptr && !dead_.load()) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
@@ -203,15 +223,15 @@ void ClientImpl::FreeStaging(const Pending& p) {
   if (p.output_staging != UINT64_MAX && p.output_staging != p.input_staging) {
     arena_->alloc.Free(p.output_staging);
   }
+  if (p.aux_staging != UINT64_MAX) arena_->alloc.Free(p.aux_staging);
 }
 
-absl::StatusOr<Handle> ClientImpl::Submit(CollectiveKind kind,
-                                          const ConstTensorView& input,
-                                          const TensorView& output,
-                                          std::string_view name,
-                                          const AllreduceOptions& options,
-                                          int root_rank) {
+absl::StatusOr<Handle> ClientImpl::Submit(const SubmitSpec& spec) {
   if (Dead()) return DeadStatus();
+  const std::string_view name = spec.name;
+  const ConstTensorView& input = spec.input;
+  const bool in_place_kind = spec.kind == CollectiveKind::kAllreduce ||
+                             spec.kind == CollectiveKind::kBroadcast;
   if (name.empty() || name.size() > abi::v1::kMaxNameBytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         "collective name must be 1 to ", abi::v1::kMaxNameBytes, " bytes"));
@@ -221,9 +241,15 @@ absl::StatusOr<Handle> ClientImpl::Submit(CollectiveKind kind,
         "\"", std::string(name), "\": at most ", abi::v1::kMaxDims,
         " dimensions"));
   }
-  if (input.dtype != output.dtype || input.shape != output.shape) {
+  if (in_place_kind &&
+      (input.dtype != spec.output.dtype || input.shape != spec.output.shape)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "\"", std::string(name), "\": input and output differ in dtype or shape"));
+  }
+  if (ReturnsResult(spec.kind) && input.shape.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        CollectiveKindName(spec.kind), " \"", std::string(name),
+        "\": needs a tensor of at least one dimension"));
   }
   if (static_cast<uint32_t>(input.dtype) >= kNumDTypes) {
     return absl::InvalidArgumentError("unknown dtype");
@@ -236,12 +262,14 @@ absl::StatusOr<Handle> ClientImpl::Submit(CollectiveKind kind,
   // Place the tensor in the arena: in place when the caller allocated it
   // there, else through staging copies.
   Pending p;
-  uint64_t in_off = 0, out_off = 0;
+  p.kind = spec.kind;
+  p.dtype = input.dtype;
+  p.process_set = spec.process_set;
+  if (!input.shape.empty()) p.row_shape.assign(input.shape.begin() + 1, input.shape.end());
+  uint64_t in_off = 0, out_off = 0, aux_off = 0;
   {
     absl::MutexLock l(&arena_->mu);
-    if (bytes == 0) {
-      in_off = out_off = 0;
-    } else {
+    if (bytes > 0) {
       if (arena_->Contains(input.data, bytes)) {
         in_off = static_cast<const uint8_t*>(input.data) - arena_->base;
       } else {
@@ -250,29 +278,43 @@ absl::StatusOr<Handle> ClientImpl::Submit(CollectiveKind kind,
         p.input_staging = in_off = *o;
         std::memcpy(arena_->base + in_off, input.data, bytes);
       }
-      if (arena_->Contains(output.data, bytes)) {
-        out_off = static_cast<uint8_t*>(output.data) - arena_->base;
+      if (!in_place_kind) {
+        out_off = in_off;
+      } else if (arena_->Contains(spec.output.data, bytes)) {
+        out_off = static_cast<uint8_t*>(spec.output.data) - arena_->base;
       } else if (p.input_staging != UINT64_MAX) {
         p.output_staging = out_off = in_off;
-        p.copy_out_to = output.data;
+        p.copy_out_to = spec.output.data;
       } else {
         auto o = arena_->alloc.Allocate(bytes);
         if (!o.ok()) return o.status();
         p.output_staging = out_off = *o;
-        p.copy_out_to = output.data;
+        p.copy_out_to = spec.output.data;
       }
+    }
+    if (!spec.aux.empty()) {
+      auto o = arena_->alloc.Allocate(spec.aux.size() * sizeof(int64_t));
+      if (!o.ok()) {
+        arena_->mu.Unlock();
+        FreeStaging(p);
+        arena_->mu.Lock();
+        return o.status();
+      }
+      p.aux_staging = aux_off = *o;
+      std::memcpy(arena_->base + aux_off, spec.aux.data(), spec.aux.size() * sizeof(int64_t));
     }
   }
   p.bytes = bytes;
 
   SubmitSlot slot{};
   slot.request_id = next_id_.fetch_add(1, std::memory_order_relaxed);
-  slot.kind = static_cast<uint32_t>(kind);
+  slot.kind = static_cast<uint32_t>(spec.kind);
   slot.dtype = static_cast<uint32_t>(input.dtype);
-  slot.reduce_op = static_cast<uint32_t>(options.op);
-  slot.root_rank = root_rank;
-  slot.prescale = options.prescale;
-  slot.postscale = options.postscale;
+  slot.reduce_op = static_cast<uint32_t>(spec.reduce.op);
+  slot.root_rank = spec.root_rank;
+  slot.prescale = spec.reduce.prescale;
+  slot.postscale = spec.reduce.postscale;
+  slot.compression = static_cast<uint32_t>(spec.reduce.compression);
   slot.input_offset = in_off;
   slot.output_offset = out_off;
   slot.byte_length = bytes;
@@ -280,6 +322,11 @@ absl::StatusOr<Handle> ClientImpl::Submit(CollectiveKind kind,
   for (size_t i = 0; i < input.shape.size(); ++i) slot.shape[i] = input.shape[i];
   slot.name_length = static_cast<uint32_t>(name.size());
   std::memcpy(slot.name, name.data(), name.size());
+  slot.process_set = static_cast<uint32_t>(spec.process_set);
+  slot.group_id = spec.group_id;
+  slot.group_size = spec.group_size;
+  slot.aux_offset = aux_off;
+  slot.aux_count = spec.aux.size();
 
   // Keep at most completion_capacity requests between the rings, so kolod
   // always has room for their completions.
@@ -336,20 +383,36 @@ void ClientImpl::DrainLocked() {
       status = absl::Status(static_cast<absl::StatusCode>(slot.code),
                             absl::string_view(slot.message, len));
     }
-    Finish(slot.request_id, status);
+    auto it = pending_.find(slot.request_id);
+    if (it == pending_.end()) continue;
+    const Pending& p = it->second;
+    if (status.ok() && p.copy_out_to != nullptr && p.bytes > 0) {
+      std::memcpy(p.copy_out_to, arena_->base + p.output_staging, p.bytes);
+    }
+    FreeStaging(p);
+    Done d;
+    d.status = std::move(status);
+    d.kind = p.kind;
+    d.dtype = p.dtype;
+    d.row_shape = p.row_shape;
+    d.process_set = p.process_set;
+    if (d.status.ok()) {
+      d.value = slot.value;
+      if (ReturnsResult(p.kind)) {
+        // Results must lie in the result area; anything else is ignored.
+        uint64_t begin = arena_->size - header_->result_bytes;
+        if (slot.result_offset >= begin && slot.result_offset <= arena_->size &&
+            slot.result_bytes <= arena_->size - slot.result_offset) {
+          d.result_offset = slot.result_offset;
+          d.result_bytes = slot.result_bytes;
+        } else {
+          d.status = absl::InternalError("kolod placed a result outside the result area");
+        }
+      }
+    }
+    pending_.erase(it);
+    done_[slot.request_id] = std::move(d);
   }
-}
-
-void ClientImpl::Finish(uint64_t id, const absl::Status& status) {
-  auto it = pending_.find(id);
-  if (it == pending_.end()) return;
-  const Pending& p = it->second;
-  if (status.ok() && p.copy_out_to != nullptr && p.bytes > 0) {
-    std::memcpy(p.copy_out_to, arena_->base + p.output_staging, p.bytes);
-  }
-  FreeStaging(p);
-  pending_.erase(it);
-  done_[id] = status;
 }
 
 void ClientImpl::SleepForCompletions(absl::Time until) {
@@ -361,7 +424,8 @@ void ClientImpl::SleepForCompletions(absl::Time until) {
       options_.spin);
 }
 
-absl::Status ClientImpl::WaitFor(Handle handle, absl::Duration timeout) {
+absl::StatusOr<ClientImpl::Done> ClientImpl::WaitDone(Handle handle,
+                                                      absl::Duration timeout) {
   const absl::Time deadline = timeout == absl::InfiniteDuration()
                                   ? absl::InfiniteFuture()
                                   : absl::Now() + timeout;
@@ -371,9 +435,9 @@ absl::Status ClientImpl::WaitFor(Handle handle, absl::Duration timeout) {
       DrainLocked();
       auto done = done_.find(handle.id);
       if (done != done_.end()) {
-        absl::Status s = std::move(done->second);
+        Done d = std::move(done->second);
         done_.erase(done);
-        return s;
+        return d;
       }
       if (!pending_.contains(handle.id)) {
         return absl::InvalidArgumentError(
@@ -394,6 +458,71 @@ absl::Status ClientImpl::WaitFor(Handle handle, absl::Duration timeout) {
   }
 }
 
+absl::Status ClientImpl::WaitFor(Handle handle, absl::Duration timeout) {
+  auto d = WaitDone(handle, timeout);
+  if (!d.ok()) return d.status();
+  // The caller wants no output tensor: hand it straight back.
+  if (d->status.ok() && d->result_bytes > 0) ReleaseResult(d->result_offset);
+  return d->status;
+}
+
+absl::StatusOr<HostBuffer> ClientImpl::WaitForOutput(Handle handle) {
+  auto d = WaitDone(handle, absl::InfiniteDuration());
+  if (!d.ok()) return d.status();
+  if (!d->status.ok()) return d->status;
+  if (!ReturnsResult(d->kind)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        CollectiveKindName(d->kind), " returns no new tensor; use Wait"));
+  }
+  if (d->kind == CollectiveKind::kAlltoall) {
+    // Re-queue the completion and read it as an alltoall.
+    {
+      absl::MutexLock l(&completion_mu_);
+      done_[handle.id] = *std::move(d);
+      pending_.erase(handle.id);
+    }
+    auto a = WaitForAlltoall(handle);
+    if (!a.ok()) return a.status();
+    return std::move(a->output);
+  }
+  std::vector<int64_t> shape = {d->value};
+  shape.insert(shape.end(), d->row_shape.begin(), d->row_shape.end());
+  return HostBuffer(arena_, arena_->base + d->result_offset, d->result_bytes,
+                    d->dtype, std::move(shape), static_cast<int64_t>(d->result_offset));
+}
+
+absl::StatusOr<AlltoallResult> ClientImpl::WaitForAlltoall(Handle handle) {
+  auto d = WaitDone(handle, absl::InfiniteDuration());
+  if (!d.ok()) return d.status();
+  if (!d->status.ok()) return d->status;
+  if (d->kind != CollectiveKind::kAlltoall) {
+    if (d->result_bytes > 0) ReleaseResult(d->result_offset);
+    return absl::InvalidArgumentError(absl::StrCat(
+        CollectiveKindName(d->kind), " is not an alltoall"));
+  }
+  auto n = ProcessSetSize(d->process_set);
+  if (!n.ok()) {
+    ReleaseResult(d->result_offset);
+    return n.status();
+  }
+  // The result starts with the received splits, padded to 64 bytes.
+  const uint64_t header = (static_cast<uint64_t>(*n) * sizeof(int64_t) + 63) & ~uint64_t{63};
+  if (d->result_bytes < header) {
+    ReleaseResult(d->result_offset);
+    return absl::InternalError("alltoall result shorter than its splits");
+  }
+  AlltoallResult out;
+  out.received_splits.resize(*n);
+  std::memcpy(out.received_splits.data(), arena_->base + d->result_offset,
+              *n * sizeof(int64_t));
+  std::vector<int64_t> shape = {d->value};
+  shape.insert(shape.end(), d->row_shape.begin(), d->row_shape.end());
+  out.output = HostBuffer(arena_, arena_->base + d->result_offset + header,
+                          d->result_bytes - header, d->dtype, std::move(shape),
+                          static_cast<int64_t>(d->result_offset));
+  return out;
+}
+
 absl::StatusOr<bool> ClientImpl::Test(Handle handle) {
   absl::MutexLock l(&completion_mu_);
   DrainLocked();
@@ -404,6 +533,135 @@ absl::StatusOr<bool> ClientImpl::Test(Handle handle) {
   }
   if (Dead()) return true;  // Wait reports why
   return false;
+}
+
+void ClientImpl::ReleaseResult(uint64_t arena_offset) {
+  if (Dead()) return;
+  SubmitSlot slot{};
+  slot.kind = abi::v1::kReleaseResult;
+  slot.input_offset = arena_offset;
+  {
+    absl::MutexLock l(&submit_mu_);
+    for (;;) {
+      RingResult r = submit_ring_.TryPush(slot);
+      if (r == RingResult::kOk) break;
+      if (r == RingResult::kCorrupt || Dead()) return;
+      SleepOnDoorbell(
+          &header_->submit_space,
+          [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+            return submit_ring_.HasSpace() || Dead();
+          },
+          kMaxSleep, options_.spin);
+    }
+  }
+  RingDoorbell(&header_->submit_ready);
+}
+
+uint64_t ClientImpl::NextCounter(const std::string& key) {
+  absl::MutexLock l(&counters_mu_);
+  return counters_[key]++;
+}
+
+absl::StatusOr<int64_t> ClientImpl::RunControl(CollectiveKind kind,
+                                               const std::string& name,
+                                               int process_set,
+                                               std::vector<int64_t> aux) {
+  SubmitSpec spec{kind, ConstTensorView(nullptr, DType::kUint8, {0}), {}, name};
+  spec.process_set = process_set;
+  spec.aux = std::move(aux);
+  auto h = Submit(spec);
+  if (!h.ok()) return h.status();
+  auto d = WaitDone(*h, absl::InfiniteDuration());
+  if (!d.ok()) return d.status();
+  if (!d->status.ok()) return d->status;
+  return d->value;
+}
+
+absl::Status ClientImpl::Barrier(int process_set) {
+  std::string name = absl::StrCat("barrier.", process_set, ".",
+                                  NextCounter(absl::StrCat("barrier.", process_set)));
+  return RunControl(CollectiveKind::kBarrier, name, process_set, {}).status();
+}
+
+absl::StatusOr<int> ClientImpl::Join() {
+  std::string name = absl::StrCat("join.", NextCounter("join"));
+  auto v = RunControl(CollectiveKind::kJoin, name, kGlobalProcessSet, {});
+  if (!v.ok()) return v.status();
+  return static_cast<int>(*v);
+}
+
+absl::StatusOr<int> ClientImpl::AddProcessSet(std::vector<int> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  if (ranks.empty() || std::adjacent_find(ranks.begin(), ranks.end()) != ranks.end() ||
+      ranks.front() < 0 || ranks.back() >= options_.size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a process set needs distinct ranks in [0, ", options_.size, ")"));
+  }
+  std::string name = absl::StrCat("process_set.add.", NextCounter("process_set"));
+  auto id = RunControl(CollectiveKind::kAddProcessSet, name, kGlobalProcessSet,
+                       std::vector<int64_t>(ranks.begin(), ranks.end()));
+  if (!id.ok()) return id.status();
+  absl::MutexLock l(&counters_mu_);
+  process_sets_[static_cast<int>(*id)] = std::move(ranks);
+  return static_cast<int>(*id);
+}
+
+absl::Status ClientImpl::RemoveProcessSet(int process_set) {
+  if (process_set == kGlobalProcessSet) {
+    return absl::InvalidArgumentError("the global process set cannot be removed");
+  }
+  std::string name = absl::StrCat("process_set.remove.", NextCounter("process_set"));
+  auto done = RunControl(CollectiveKind::kRemoveProcessSet, name, kGlobalProcessSet,
+                         {process_set});
+  if (!done.ok()) return done.status();
+  absl::MutexLock l(&counters_mu_);
+  process_sets_.erase(process_set);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> ClientImpl::ProcessSetRank(int process_set) const {
+  absl::MutexLock l(&counters_mu_);
+  auto it = process_sets_.find(process_set);
+  if (it == process_sets_.end()) {
+    return absl::NotFoundError(absl::StrCat("no process set ", process_set));
+  }
+  auto pos = std::lower_bound(it->second.begin(), it->second.end(), options_.rank);
+  if (pos == it->second.end() || *pos != options_.rank) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rank ", options_.rank, " is not in process set ", process_set));
+  }
+  return static_cast<int>(pos - it->second.begin());
+}
+
+absl::StatusOr<int> ClientImpl::ProcessSetSize(int process_set) const {
+  absl::MutexLock l(&counters_mu_);
+  auto it = process_sets_.find(process_set);
+  if (it == process_sets_.end()) {
+    return absl::NotFoundError(absl::StrCat("no process set ", process_set));
+  }
+  return static_cast<int>(it->second.size());
+}
+
+absl::StatusOr<std::vector<Handle>> ClientImpl::SubmitGroup(
+    std::vector<SubmitSpec> specs) {
+  if (specs.empty()) return std::vector<Handle>();
+  const int process_set = specs.front().process_set;
+  const uint64_t group = NextCounter(absl::StrCat("group.", process_set)) + 1;
+  std::vector<Handle> handles;
+  for (SubmitSpec& spec : specs) {
+    spec.group_id = group;
+    spec.group_size = static_cast<uint32_t>(specs.size());
+    auto h = Submit(spec);
+    if (!h.ok()) {
+      // The members already submitted can never run: the group is short.
+      return absl::Status(h.status().code(),
+                          absl::StrCat("grouped collective: ", h.status().message(),
+                                       " (", handles.size(), " of ", specs.size(),
+                                       " members submitted; the job must be restarted)"));
+    }
+    handles.push_back(*h);
+  }
+  return handles;
 }
 
 }  // namespace kolo

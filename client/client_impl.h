@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -28,19 +29,45 @@
 
 namespace kolo {
 
-// The session arena as seen by HostBuffer: an allocator over the mapping.
+// The session arena as seen by HostBuffer: the client's allocator over the
+// front of the mapping, and the hand-back of results kolod placed at its end.
 struct HostBuffer::Arena {
-  Arena(uint8_t* b, uint64_t bytes) : base(b), size(bytes), alloc(bytes, 64) {}
+  Arena(uint8_t* b, uint64_t bytes, uint64_t client_bytes)
+      : base(b), size(bytes), alloc(client_bytes, 64) {}
   uint8_t* const base;
-  const uint64_t size;
+  const uint64_t size;  // the whole arena, result area included
   absl::Mutex mu;
   ArenaAllocator alloc ABSL_GUARDED_BY(mu);
+  // Hands a result back to kolod; cleared when the client goes away.
+  std::function<void(uint64_t)> release_result ABSL_GUARDED_BY(mu);
 
   bool Contains(const void* p, uint64_t bytes) const {
     auto* b = static_cast<const uint8_t*>(p);
     return b >= base && b <= base + size &&
            bytes <= static_cast<uint64_t>(base + size - b);
   }
+  void ReleaseResult(uint64_t offset) {
+    std::function<void(uint64_t)> release;
+    {
+      absl::MutexLock l(&mu);
+      release = release_result;
+    }
+    if (release) release(offset);
+  }
+};
+
+// Everything one submission says; built by the Client methods.
+struct SubmitSpec {
+  CollectiveKind kind;
+  ConstTensorView input;
+  TensorView output;  // allreduce and broadcast; others return a new tensor
+  std::string_view name;
+  AllreduceOptions reduce;
+  int root_rank = 0;
+  int process_set = kGlobalProcessSet;
+  uint64_t group_id = 0;
+  uint32_t group_size = 0;
+  std::vector<int64_t> aux;  // alltoall splits, process-set ranks
 };
 
 class ClientImpl {
@@ -53,20 +80,53 @@ class ClientImpl {
   const std::string& session_id() const { return session_id_; }
 
   absl::StatusOr<HostBuffer> Allocate(DType dtype, std::vector<int64_t> shape);
-  absl::StatusOr<Handle> Submit(CollectiveKind kind, const ConstTensorView& input,
-                                const TensorView& output, std::string_view name,
-                                const AllreduceOptions& options, int root_rank);
+  absl::StatusOr<Handle> Submit(const SubmitSpec& spec);
+  // Submits `specs` as one group (same group id on every rank).
+  absl::StatusOr<std::vector<Handle>> SubmitGroup(std::vector<SubmitSpec> specs);
   absl::Status WaitFor(Handle handle, absl::Duration timeout);
+  absl::StatusOr<HostBuffer> WaitForOutput(Handle handle);
+  absl::StatusOr<AlltoallResult> WaitForAlltoall(Handle handle);
   absl::StatusOr<bool> Test(Handle handle);
+
+  absl::Status Barrier(int process_set);
+  absl::StatusOr<int> Join();
+  absl::StatusOr<int> AddProcessSet(std::vector<int> ranks);
+  absl::Status RemoveProcessSet(int process_set);
+  absl::StatusOr<int> ProcessSetRank(int process_set) const;
+  absl::StatusOr<int> ProcessSetSize(int process_set) const;
 
  private:
   // A request whose completion the client still has to act on.
   struct Pending {
     uint64_t input_staging = UINT64_MAX;   // arena offsets we allocated
     uint64_t output_staging = UINT64_MAX;
+    uint64_t aux_staging = UINT64_MAX;
     void* copy_out_to = nullptr;           // caller's memory, or null
     uint64_t bytes = 0;
+    CollectiveKind kind = CollectiveKind::kAllreduce;
+    DType dtype = DType::kFloat32;
+    std::vector<int64_t> row_shape;  // the input's shape without dimension 0
+    int process_set = kGlobalProcessSet;
   };
+  // A completed request, until Wait takes it.
+  struct Done {
+    absl::Status status;
+    uint64_t result_offset = 0;
+    uint64_t result_bytes = 0;
+    int64_t value = 0;
+    CollectiveKind kind = CollectiveKind::kAllreduce;
+    DType dtype = DType::kFloat32;
+    std::vector<int64_t> row_shape;
+    int process_set = kGlobalProcessSet;
+  };
+
+  absl::StatusOr<Done> WaitDone(Handle handle, absl::Duration timeout);
+  // Submits a control collective (no tensor) and returns its value.
+  absl::StatusOr<int64_t> RunControl(CollectiveKind kind, const std::string& name,
+                                     int process_set, std::vector<int64_t> aux);
+  // Hands a result back to kolod (a submission that gets no completion).
+  void ReleaseResult(uint64_t arena_offset);
+  uint64_t NextCounter(const std::string& key);
 
   explicit ClientImpl(const ClientOptions& options);
   absl::Status Attach();
@@ -94,7 +154,7 @@ class ClientImpl {
   SpscRing<abi::v1::CompletionSlot> completion_ring_;
   uint64_t ring_in_flight_ ABSL_GUARDED_BY(completion_mu_) = 0;
   absl::flat_hash_map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(completion_mu_);
-  absl::flat_hash_map<uint64_t, absl::Status> done_ ABSL_GUARDED_BY(completion_mu_);
+  absl::flat_hash_map<uint64_t, Done> done_ ABSL_GUARDED_BY(completion_mu_);
   std::atomic<uint64_t> next_id_{1};
 
   std::shared_ptr<grpc::Channel> channel_;
@@ -105,6 +165,13 @@ class ClientImpl {
       stream_;
   std::string session_id_;
   std::thread watcher_;
+
+  // Per-purpose counters that name barriers, joins, groups and process-set
+  // changes identically on every rank (ranks issue them in the same order).
+  mutable absl::Mutex counters_mu_;
+  absl::flat_hash_map<std::string, uint64_t> counters_ ABSL_GUARDED_BY(counters_mu_);
+  // Process sets this client knows, by id (0: every rank).
+  absl::flat_hash_map<int, std::vector<int>> process_sets_ ABSL_GUARDED_BY(counters_mu_);
 
   mutable absl::Mutex dead_mu_;
   std::atomic<bool> dead_{false};

@@ -57,6 +57,15 @@ absl::StatusOr<ClientOptions> ClientOptions::FromEnv() {
     }
     o.arena_bytes = bytes;
   }
+  if (const char* v = std::getenv("KOLO_RESULT_BYTES"); v != nullptr && *v) {
+    uint64_t bytes = 0;
+    if (!absl::SimpleAtoi(v, &bytes) || bytes == 0 || bytes >= o.arena_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "KOLO_RESULT_BYTES=\"", v, "\" must be a byte count below the arena's ",
+          o.arena_bytes));
+    }
+    o.result_bytes = bytes;
+  }
   if (const char* v = std::getenv("KOLO_SPIN_US"); v != nullptr && *v) {
     int us = 0;
     if (!absl::SimpleAtoi(v, &us) || us < 0 || us > 100000) {
@@ -86,7 +95,8 @@ HostBuffer::HostBuffer(HostBuffer&& o) noexcept
       data_(std::exchange(o.data_, nullptr)),
       bytes_(std::exchange(o.bytes_, 0)),
       dtype_(o.dtype_),
-      shape_(std::move(o.shape_)) {}
+      shape_(std::move(o.shape_)),
+      result_offset_(std::exchange(o.result_offset_, -1)) {}
 
 HostBuffer& HostBuffer::operator=(HostBuffer&& o) noexcept {
   if (this != &o) {
@@ -96,6 +106,7 @@ HostBuffer& HostBuffer::operator=(HostBuffer&& o) noexcept {
     bytes_ = std::exchange(o.bytes_, 0);
     dtype_ = o.dtype_;
     shape_ = std::move(o.shape_);
+    result_offset_ = std::exchange(o.result_offset_, -1);
   }
   return *this;
 }
@@ -103,12 +114,15 @@ HostBuffer& HostBuffer::operator=(HostBuffer&& o) noexcept {
 HostBuffer::~HostBuffer() { Release(); }
 
 void HostBuffer::Release() {
-  if (arena_ != nullptr && data_ != nullptr) {
+  if (arena_ != nullptr && result_offset_ >= 0) {
+    arena_->ReleaseResult(static_cast<uint64_t>(result_offset_));
+  } else if (arena_ != nullptr && data_ != nullptr) {
     absl::MutexLock l(&arena_->mu);
     arena_->alloc.Free(static_cast<uint8_t*>(data_) - arena_->base);
   }
   arena_.reset();
   data_ = nullptr;
+  result_offset_ = -1;
 }
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(
@@ -136,8 +150,10 @@ absl::StatusOr<Handle> Client::AllreduceAsync(const ConstTensorView& input,
                                               const TensorView& output,
                                               std::string_view name,
                                               const AllreduceOptions& options) {
-  return impl_->Submit(CollectiveKind::kAllreduce, input, output, name, options,
-                       0);
+  SubmitSpec spec{CollectiveKind::kAllreduce, input, output, name};
+  spec.reduce = options;
+  spec.process_set = options.process_set;
+  return impl_->Submit(spec);
 }
 
 absl::Status Client::Allreduce(const ConstTensorView& input,
@@ -150,21 +166,147 @@ absl::Status Client::Allreduce(const ConstTensorView& input,
 
 absl::StatusOr<Handle> Client::BroadcastAsync(const TensorView& tensor,
                                               std::string_view name,
-                                              int root_rank) {
+                                              int root_rank,
+                                              const CollectiveOptions& options) {
   if (root_rank < 0 || root_rank >= size()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "broadcast \"", std::string(name), "\": root rank ", root_rank,
         " outside [0, ", size(), ")"));
   }
-  return impl_->Submit(CollectiveKind::kBroadcast, tensor, tensor, name,
-                       AllreduceOptions{}, root_rank);
+  SubmitSpec spec{CollectiveKind::kBroadcast, tensor, tensor, name};
+  spec.root_rank = root_rank;
+  spec.process_set = options.process_set;
+  return impl_->Submit(spec);
 }
 
 absl::Status Client::Broadcast(const TensorView& tensor, std::string_view name,
-                               int root_rank) {
-  auto h = BroadcastAsync(tensor, name, root_rank);
+                               int root_rank, const CollectiveOptions& options) {
+  auto h = BroadcastAsync(tensor, name, root_rank, options);
   if (!h.ok()) return h.status();
   return Wait(*h);
+}
+
+absl::StatusOr<Handle> Client::AllgatherAsync(const ConstTensorView& input,
+                                              std::string_view name,
+                                              const CollectiveOptions& options) {
+  SubmitSpec spec{CollectiveKind::kAllgather, input, {}, name};
+  spec.process_set = options.process_set;
+  return impl_->Submit(spec);
+}
+
+absl::StatusOr<HostBuffer> Client::Allgather(const ConstTensorView& input,
+                                             std::string_view name,
+                                             const CollectiveOptions& options) {
+  auto h = AllgatherAsync(input, name, options);
+  if (!h.ok()) return h.status();
+  return WaitForOutput(*h);
+}
+
+absl::StatusOr<Handle> Client::ReducescatterAsync(const ConstTensorView& input,
+                                                  std::string_view name,
+                                                  const AllreduceOptions& options) {
+  SubmitSpec spec{CollectiveKind::kReducescatter, input, {}, name};
+  spec.reduce = options;
+  spec.process_set = options.process_set;
+  return impl_->Submit(spec);
+}
+
+absl::StatusOr<HostBuffer> Client::Reducescatter(const ConstTensorView& input,
+                                                 std::string_view name,
+                                                 const AllreduceOptions& options) {
+  auto h = ReducescatterAsync(input, name, options);
+  if (!h.ok()) return h.status();
+  return WaitForOutput(*h);
+}
+
+absl::StatusOr<Handle> Client::AlltoallAsync(const ConstTensorView& input,
+                                             std::vector<int64_t> splits,
+                                             std::string_view name,
+                                             const CollectiveOptions& options) {
+  SubmitSpec spec{CollectiveKind::kAlltoall, input, {}, name};
+  spec.process_set = options.process_set;
+  spec.aux = std::move(splits);
+  return impl_->Submit(spec);
+}
+
+absl::StatusOr<AlltoallResult> Client::Alltoall(const ConstTensorView& input,
+                                                std::vector<int64_t> splits,
+                                                std::string_view name,
+                                                const CollectiveOptions& options) {
+  auto h = AlltoallAsync(input, std::move(splits), name, options);
+  if (!h.ok()) return h.status();
+  return WaitForAlltoall(*h);
+}
+
+absl::Status Client::Barrier(const CollectiveOptions& options) {
+  return impl_->Barrier(options.process_set);
+}
+
+absl::StatusOr<int> Client::Join() { return impl_->Join(); }
+
+absl::StatusOr<std::vector<Handle>> Client::GroupedAllreduceAsync(
+    const std::vector<ConstTensorView>& inputs, const std::vector<TensorView>& outputs,
+    const std::vector<std::string>& names, const AllreduceOptions& options) {
+  if (inputs.size() != outputs.size() || inputs.size() != names.size()) {
+    return absl::InvalidArgumentError(
+        "grouped allreduce: inputs, outputs and names differ in length");
+  }
+  std::vector<SubmitSpec> specs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    SubmitSpec spec{CollectiveKind::kAllreduce, inputs[i], outputs[i], names[i]};
+    spec.reduce = options;
+    spec.process_set = options.process_set;
+    specs.push_back(std::move(spec));
+  }
+  return impl_->SubmitGroup(std::move(specs));
+}
+
+absl::StatusOr<std::vector<Handle>> Client::GroupedAllgatherAsync(
+    const std::vector<ConstTensorView>& inputs, const std::vector<std::string>& names,
+    const CollectiveOptions& options) {
+  if (inputs.size() != names.size()) {
+    return absl::InvalidArgumentError("grouped allgather: inputs and names differ in length");
+  }
+  std::vector<SubmitSpec> specs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    SubmitSpec spec{CollectiveKind::kAllgather, inputs[i], {}, names[i]};
+    spec.process_set = options.process_set;
+    specs.push_back(std::move(spec));
+  }
+  return impl_->SubmitGroup(std::move(specs));
+}
+
+absl::StatusOr<std::vector<Handle>> Client::GroupedReducescatterAsync(
+    const std::vector<ConstTensorView>& inputs, const std::vector<std::string>& names,
+    const AllreduceOptions& options) {
+  if (inputs.size() != names.size()) {
+    return absl::InvalidArgumentError(
+        "grouped reducescatter: inputs and names differ in length");
+  }
+  std::vector<SubmitSpec> specs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    SubmitSpec spec{CollectiveKind::kReducescatter, inputs[i], {}, names[i]};
+    spec.reduce = options;
+    spec.process_set = options.process_set;
+    specs.push_back(std::move(spec));
+  }
+  return impl_->SubmitGroup(std::move(specs));
+}
+
+absl::StatusOr<int> Client::AddProcessSet(std::vector<int> ranks) {
+  return impl_->AddProcessSet(std::move(ranks));
+}
+
+absl::Status Client::RemoveProcessSet(int process_set) {
+  return impl_->RemoveProcessSet(process_set);
+}
+
+absl::StatusOr<int> Client::ProcessSetRank(int process_set) const {
+  return impl_->ProcessSetRank(process_set);
+}
+
+absl::StatusOr<int> Client::ProcessSetSize(int process_set) const {
+  return impl_->ProcessSetSize(process_set);
 }
 
 absl::Status Client::Wait(Handle handle) {
@@ -173,6 +315,14 @@ absl::Status Client::Wait(Handle handle) {
 
 absl::Status Client::WaitFor(Handle handle, absl::Duration timeout) {
   return impl_->WaitFor(handle, timeout);
+}
+
+absl::StatusOr<HostBuffer> Client::WaitForOutput(Handle handle) {
+  return impl_->WaitForOutput(handle);
+}
+
+absl::StatusOr<AlltoallResult> Client::WaitForAlltoall(Handle handle) {
+  return impl_->WaitForAlltoall(handle);
 }
 
 absl::StatusOr<bool> Client::Test(Handle handle) { return impl_->Test(handle); }

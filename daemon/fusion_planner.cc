@@ -14,9 +14,19 @@ uint64_t Align(uint64_t v) {
 }
 
 bool SameGroup(const Response& g, const Request& r) {
-  if (g.kind != r.kind || g.dtype != r.dtype) return false;
-  if (r.kind == CollectiveKind::kBroadcast) return g.root_rank == r.root_rank;
-  return g.op == r.op && g.prescale == r.prescale && g.postscale == r.postscale;
+  if (g.kind != r.kind || g.dtype != r.dtype || g.process_set != r.process_set) {
+    return false;
+  }
+  switch (r.kind) {
+    case CollectiveKind::kBroadcast:
+      return g.root_rank == r.root_rank;
+    case CollectiveKind::kAllreduce:
+    case CollectiveKind::kReducescatter:
+      return g.op == r.op && g.prescale == r.prescale &&
+             g.postscale == r.postscale && g.compression == r.compression;
+    default:
+      return true;
+  }
 }
 
 }  // namespace
@@ -45,13 +55,15 @@ std::vector<Response> PlanFusion(std::vector<ReadySet> ready,
       g.prescale = r.prescale;
       g.postscale = r.postscale;
       g.root_rank = r.root_rank;
+      g.process_set = r.process_set;
+      g.compression = r.compression;
       out.push_back(std::move(g));
       open.push_back(out.size() - 1);
       target = &out.back();
     }
     uint64_t offset = Align(target->total_bytes);
     uint64_t bytes = r.bytes;
-    target->members.push_back(FusedMember{std::move(set), offset});
+    target->members.push_back(FusedMember{std::move(set), offset, {}, {}});
     target->total_bytes = offset + bytes;
   }
   return out;

@@ -19,9 +19,18 @@
 
 namespace kolo::daemon {
 
+// Where a backend placed one request's new output tensor.
+struct ResultPlacement {
+  uint64_t offset = 0;  // arena offset in the request's session
+  uint64_t bytes = 0;
+  int64_t value = 0;    // rows of the first dimension
+};
+
 struct FusedMember {
   ReadySet set;
   uint64_t offset = 0;  // in the fused buffer
+  absl::Status status;  // a failure of this member alone
+  std::vector<ResultPlacement> results;
 };
 
 struct Response {
@@ -31,6 +40,8 @@ struct Response {
   double prescale = 1.0;
   double postscale = 1.0;
   int root_rank = 0;
+  int process_set = 0;
+  Compression compression = Compression::kNone;
   std::vector<FusedMember> members;
   uint64_t total_bytes = 0;
 };

@@ -1,5 +1,6 @@
 #include "daemon/job.h"
 
+#include <algorithm>
 #include <map>
 #include <utility>
 
@@ -35,6 +36,19 @@ Job::Job(std::string id, std::string token, int size, Backend* backend,
       recorder_(observers.flight_records, observers.flight_errors) {
   ranks_.resize(size);
   for (int r = 0; r < size; ++r) ranks_[r].rank = r;
+  std::vector<int> all(size);
+  for (int r = 0; r < size; ++r) all[r] = r;
+  sets_[0] = std::move(all);
+  joined_.assign(size, false);
+}
+
+absl::StatusOr<std::vector<int>> Job::ProcessSetMembers(int process_set) const {
+  absl::MutexLock l(&mu_);
+  auto it = sets_.find(process_set);
+  if (it == sets_.end()) {
+    return absl::NotFoundError(absl::StrCat("job ", id_, " has no process set ", process_set));
+  }
+  return it->second;
 }
 
 absl::Status Job::AttachRank(int rank, const std::string& session_id,
@@ -101,37 +115,247 @@ void Job::Abort(const absl::Status& status) {
       for (Request& r : set.requests) pending.push_back(std::move(r));
     }
     ready_.clear();
+    for (auto& [key, sets] : groups_) {
+      for (ReadySet& set : sets) {
+        for (Request& r : set.requests) pending.push_back(std::move(r));
+      }
+    }
+    groups_.clear();
+    for (Request& r : join_requests_) pending.push_back(std::move(r));
+    join_requests_.clear();
   }
   Fail(std::move(pending), status);
 }
 
+absl::Status Job::AdmitLocked(const Request& r) const {
+  if (!abort_status_.ok()) return abort_status_;
+  const char* kind = CollectiveKindName(r.kind);
+  if ((r.kind == CollectiveKind::kJoin || r.kind == CollectiveKind::kAddProcessSet ||
+       r.kind == CollectiveKind::kRemoveProcessSet) &&
+      r.process_set != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kind, " \"", r.name, "\": involves every rank of the job, not process set ",
+        r.process_set));
+  }
+  auto set = sets_.find(r.process_set);
+  if (set == sets_.end()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        kind, " \"", r.name, "\": rank ", r.rank, " used process set ",
+        r.process_set, ", which does not exist"));
+  }
+  if (!std::binary_search(set->second.begin(), set->second.end(), r.rank)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        kind, " \"", r.name, "\": rank ", r.rank, " is not in process set ",
+        r.process_set, " (ranks ", FormatRankRanges(set->second), ")"));
+  }
+  if (joined_[r.rank]) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        kind, " \"", r.name, "\": rank ", r.rank,
+        " has joined and submits nothing until every rank has joined"));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<int> Job::RequiredLocked(int process_set) const {
+  std::vector<int> out;
+  auto it = sets_.find(process_set);
+  if (it == sets_.end()) return out;
+  for (int r : it->second) {
+    if (!joined_[r]) out.push_back(r);
+  }
+  return out;
+}
+
+absl::Status Job::CheckRunnableLocked(const ReadySet& set) const {
+  const Request& first = set.requests.front();
+  const char* kind = CollectiveKindName(first.kind);
+  const std::vector<int>& members = sets_.at(set.process_set);
+  if (set.joined > 0 && first.kind != CollectiveKind::kAllreduce &&
+      first.kind != CollectiveKind::kBroadcast && first.kind != CollectiveKind::kBarrier) {
+    std::vector<int> joined;
+    for (int r : members) {
+      if (joined_[r]) joined.push_back(r);
+    }
+    return absl::FailedPreconditionError(absl::StrCat(
+        kind, " \"", set.name, "\": cannot run while ranks ", FormatRankRanges(joined),
+        " have joined (only allreduce, broadcast and barrier can)"));
+  }
+  switch (first.kind) {
+    case CollectiveKind::kBroadcast:
+      if (!std::binary_search(members.begin(), members.end(), first.root_rank)) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "broadcast \"", set.name, "\": root rank ", first.root_rank,
+            " is not in process set ", set.process_set));
+      }
+      if (joined_[first.root_rank]) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "broadcast \"", set.name, "\": root rank ", first.root_rank, " has joined"));
+      }
+      break;
+    case CollectiveKind::kAlltoall: {
+      const int64_t n = static_cast<int64_t>(members.size());
+      for (const Request& r : set.requests) {
+        const int64_t rows = r.shape[0];
+        if (r.aux.empty()) {
+          if (rows % n != 0) {
+            return absl::FailedPreconditionError(absl::StrCat(
+                "alltoall \"", set.name, "\": rank ", r.rank, "'s first dimension ",
+                rows, " does not divide evenly among ", n, " ranks; pass splits"));
+          }
+          continue;
+        }
+        if (static_cast<int64_t>(r.aux.size()) != n) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "alltoall \"", set.name, "\": rank ", r.rank, " sent ", r.aux.size(),
+              " splits for ", n, " ranks"));
+        }
+        int64_t sum = 0;
+        for (int64_t v : r.aux) {
+          if (v < 0) {
+            return absl::FailedPreconditionError(absl::StrCat(
+                "alltoall \"", set.name, "\": rank ", r.rank, " sent split ", v));
+          }
+          sum += v;
+          if (sum > rows) {
+            return absl::FailedPreconditionError(absl::StrCat(
+                "alltoall \"", set.name, "\": rank ", r.rank, "'s splits sum to ", sum,
+                " or more, its first dimension is ", rows));
+          }
+        }
+        if (sum != rows) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "alltoall \"", set.name, "\": rank ", r.rank, "'s splits sum to ", sum,
+              ", its first dimension is ", rows));
+        }
+      }
+      break;
+    }
+    case CollectiveKind::kAddProcessSet: {
+      const std::vector<int64_t>& ranks = first.aux;
+      if (ranks.empty()) {
+        return absl::FailedPreconditionError("add_process_set: no ranks given");
+      }
+      for (size_t i = 0; i < ranks.size(); ++i) {
+        if (ranks[i] < 0 || ranks[i] >= size_ || (i > 0 && ranks[i] <= ranks[i - 1])) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "add_process_set: ranks must be distinct, ascending and in [0, ", size_,
+              "); got ", ranks[i], " at position ", i));
+        }
+      }
+      break;
+    }
+    case CollectiveKind::kRemoveProcessSet: {
+      if (first.aux.size() != 1 || first.aux[0] <= 0 ||
+          !sets_.contains(static_cast<int>(first.aux[0]))) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "remove_process_set: no process set ",
+            first.aux.empty() ? -1 : first.aux[0], " to remove"));
+      }
+      break;
+    }
+    default:
+      break;
+  }
+  return absl::OkStatus();
+}
+
+void Job::OnReadyLocked(ReadySet set, Outbox* out) {
+  const std::vector<int>& members = sets_.at(set.process_set);
+  set.set_size = static_cast<int>(members.size());
+  set.joined = 0;
+  for (int r : members) set.joined += joined_[r] ? 1 : 0;
+  if (set.agreement.ok()) set.agreement = CheckRunnableLocked(set);
+  const Request& first = set.requests.front();
+  if (set.agreement.ok() && first.kind == CollectiveKind::kAddProcessSet) {
+    int id = next_set_id_++;
+    sets_[id] = std::vector<int>(first.aux.begin(), first.aux.end());
+    for (const Request& r : set.requests) {
+      out->push_back({r.session.get(), Completion{r.request_id, absl::OkStatus(), 0, 0, id}});
+    }
+    return;
+  }
+  if (set.agreement.ok() && first.kind == CollectiveKind::kRemoveProcessSet) {
+    int id = static_cast<int>(first.aux[0]);
+    sets_.erase(id);
+    absl::Status gone = absl::FailedPreconditionError(
+        absl::StrCat("process set ", id, " was removed"));
+    for (Request& r : table_.TakeProcessSet(id)) {
+      out->push_back({r.session.get(), Completion{r.request_id, gone}});
+    }
+    for (const Request& r : set.requests) {
+      out->push_back({r.session.get(), Completion{r.request_id, absl::OkStatus(), 0, 0, id}});
+    }
+    return;
+  }
+  if (set.agreement.ok() && first.group_size > 1) {
+    auto key = std::make_pair(set.process_set, first.group_id);
+    std::vector<ReadySet>& group = groups_[key];
+    group.push_back(std::move(set));
+    if (group.size() < first.group_size) return;
+    // Every member is ready everywhere: they run together, in ready order.
+    for (ReadySet& member : group) ready_.push_back(std::move(member));
+    groups_.erase(key);
+    return;
+  }
+  ready_.push_back(std::move(set));
+}
+
+void Job::JoinLocked(Request request, Outbox* out) {
+  const int rank = request.rank;
+  joined_[rank] = true;
+  last_joined_ = rank;
+  join_requests_.push_back(std::move(request));
+  if (static_cast<int>(join_requests_.size()) == size_) {
+    // Everyone has joined: the join completes with the last rank to join.
+    for (const Request& r : join_requests_) {
+      out->push_back({r.session.get(),
+                      Completion{r.request_id, absl::OkStatus(), 0, 0, last_joined_}});
+    }
+    join_requests_.clear();
+    joined_.assign(size_, false);
+    return;
+  }
+  // Names that waited only for this rank are ready now.
+  for (ReadySet& set : table_.TakeReady([this](int ps) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+         return RequiredLocked(ps);
+       })) {
+    OnReadyLocked(std::move(set), out);
+  }
+}
+
 void Job::Submit(Request request) {
-  absl::Status refused;
+  Outbox out;
+  bool run = false;
   {
     absl::MutexLock l(&mu_);
     ranks_[request.rank].submitted++;
     ranks_[request.rank].last_submit = request.submitted_at;
-    if (!abort_status_.ok()) {
-      refused = abort_status_;
-    } else {
-      auto added = table_.Add(request);
+    absl::Status refused = AdmitLocked(request);
+    if (refused.ok() && request.kind == CollectiveKind::kJoin) {
+      JoinLocked(std::move(request), &out);
+    } else if (refused.ok()) {
+      auto added = table_.Add(request, RequiredLocked(request.process_set));
       if (!added.ok()) {
         refused = added.status();
-        recorder_.Error(refused.ToString());
       } else if (added->has_value()) {
-        ready_.push_back(std::move(**added));
-        if (executing_) return;  // the running executor will take it
-        executing_ = true;
-      } else {
-        return;  // other ranks still missing
+        OnReadyLocked(std::move(**added), &out);
       }
     }
+    if (!refused.ok()) {
+      // A refusal because the job was aborted repeats the abort, which is
+      // recorded once already (and may carry any code, e.g. DEADLINE_EXCEEDED
+      // from the stall timeout); recording it per submission would flush the
+      // errors that explain the abort out of the flight recorder.
+      if (abort_status_.ok()) recorder_.Error(refused.ToString());
+      out.push_back({request.session.get(), Completion{request.request_id, refused}});
+    }
+    if (!ready_.empty() && !executing_) {
+      executing_ = true;
+      run = true;
+    }
   }
-  if (!refused.ok()) {
-    Fail({std::move(request)}, refused);
-    return;
-  }
-  RunReady();
+  Deliver(out);
+  if (run) RunReady();
 }
 
 void Job::RunReady() {
@@ -175,7 +399,7 @@ void Job::RunReady() {
     Deliver(out);
     std::vector<Response> responses =
         PlanFusion(std::move(agreed), fusion_threshold_);
-    for (const Response& response : responses) {
+    for (Response& response : responses) {
       const absl::Time start = absl::Now();
       {
         absl::MutexLock l(&mu_);
@@ -183,13 +407,27 @@ void Job::RunReady() {
         executing_kind_ = response.kind;
         executing_since_ = start;
       }
-      absl::Status status = backend_->Execute(response, size_);
+      absl::Status status = backend_->Execute(response);
       const absl::Time end = absl::Now();
       uint64_t bytes = 0;
       for (const FusedMember& m : response.members) {
         bytes += m.set.requests.front().bytes;
-        for (const Request& r : m.set.requests) {
-          out.push_back({r.session.get(), Completion{r.request_id, status}});
+        absl::Status member_status = status.ok() ? m.status : status;
+        if (!member_status.ok()) {
+          // Nobody will hand these back: free them here.
+          for (size_t i = 0; i < m.results.size(); ++i) {
+            m.set.requests[i].session->ReleaseResult(m.results[i].offset);
+          }
+        }
+        for (size_t i = 0; i < m.set.requests.size(); ++i) {
+          const Request& r = m.set.requests[i];
+          Completion c{r.request_id, member_status};
+          if (member_status.ok() && i < m.results.size()) {
+            c.result_offset = m.results[i].offset;
+            c.result_bytes = m.results[i].bytes;
+            c.value = m.results[i].value;
+          }
+          out.push_back({r.session.get(), std::move(c)});
         }
       }
       Deliver(out);
@@ -238,7 +476,9 @@ void Job::RunReady() {
 std::vector<StallView> Job::Stalls(absl::Time now, absl::Duration warning) const {
   absl::MutexLock l(&mu_);
   std::vector<StallView> out;
-  for (PendingView& p : table_.Pending()) {
+  for (PendingView& p : table_.Pending([this](int ps) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+         return RequiredLocked(ps);
+       })) {
     absl::Duration waiting = now - p.first_submitted;
     if (waiting < warning) continue;
     StallView s;
@@ -280,7 +520,9 @@ JobSnapshot Job::Snapshot(bool with_history) const {
   s.aborted = !abort_status_.ok();
   s.error = std::string(abort_status_.message());
   s.ranks = ranks_;
-  s.pending = table_.Pending();
+  s.pending = table_.Pending([this](int ps) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return RequiredLocked(ps);
+  });
   s.responses = responses_;
   s.fused_tensors = fused_tensors_;
   s.bytes_reduced = bytes_reduced_;

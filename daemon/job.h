@@ -15,12 +15,14 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/backend/backend.h"
@@ -99,6 +101,8 @@ class Job {
 
   // Takes one validated request of an attached rank.
   void Submit(Request request);
+  // Members (global ranks) of a process set; NOT_FOUND if it does not exist.
+  absl::StatusOr<std::vector<int>> ProcessSetMembers(int process_set) const;
   // Fails every pending and future collective with `status`.
   void Abort(const absl::Status& status);
 
@@ -108,8 +112,22 @@ class Job {
   std::vector<StallView> Stalls(absl::Time now, absl::Duration warning) const;
 
  private:
+  using Outbox = std::vector<std::pair<Session*, Completion>>;
+
   void RunReady();
   void Fail(std::vector<Request> requests, const absl::Status& status);
+  // Why `request` may not enter the request table, or OK.
+  absl::Status AdmitLocked(const Request& request) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Members of `process_set` that have not joined.
+  std::vector<int> RequiredLocked(int process_set) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A name became ready: control collectives complete here, the rest queue
+  // for execution (grouped ones once their whole group is ready).
+  void OnReadyLocked(ReadySet set, Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckRunnableLocked(const ReadySet& set) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void JoinLocked(Request request, Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string id_;
   const std::string token_;
@@ -130,6 +148,16 @@ class Job {
   uint64_t fused_tensors_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t bytes_reduced_ ABSL_GUARDED_BY(mu_) = 0;
   FlightRecorder recorder_ ABSL_GUARDED_BY(mu_);
+  // Process sets by id; 0 is every rank. Ids are handed out in order.
+  std::map<int, std::vector<int>> sets_ ABSL_GUARDED_BY(mu_);
+  int next_set_id_ ABSL_GUARDED_BY(mu_) = 1;
+  // Join: who has joined, their pending join requests, the last to join.
+  std::vector<bool> joined_ ABSL_GUARDED_BY(mu_);
+  std::vector<Request> join_requests_ ABSL_GUARDED_BY(mu_);
+  int last_joined_ ABSL_GUARDED_BY(mu_) = -1;
+  // Ready members of groups that are not complete yet, by (set, group id).
+  std::map<std::pair<int, uint64_t>, std::vector<ReadySet>> groups_
+      ABSL_GUARDED_BY(mu_);
   // The response being executed, for stall reports: its first tensor's name
   // and kind, and since when.
   std::string executing_name_ ABSL_GUARDED_BY(mu_);

@@ -6,8 +6,12 @@
 namespace kolo::daemon {
 namespace {
 
-constexpr CollectiveKind kKindsInOrder[] = {CollectiveKind::kAllreduce,
-                                            CollectiveKind::kBroadcast};
+// The collectives that run on a backend, so have responses, bytes and
+// latencies; the control ones (join, process sets) complete in the job.
+constexpr CollectiveKind kKindsInOrder[] = {
+    CollectiveKind::kAllreduce,     CollectiveKind::kBroadcast,
+    CollectiveKind::kAllgather,     CollectiveKind::kReducescatter,
+    CollectiveKind::kAlltoall,      CollectiveKind::kBarrier};
 
 }  // namespace
 

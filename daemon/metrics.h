@@ -40,9 +40,10 @@ class Metrics {
   std::string Render() const;
 
  private:
-  static constexpr int kKinds = 3;  // indexed by CollectiveKind value
+  // Indexed by CollectiveKind value; 0 collects values outside the enum.
+  static constexpr int kKinds = kMaxCollectiveKind + 1;
   static int KindIndex(CollectiveKind k) {
-    return static_cast<int>(k) < kKinds ? static_cast<int>(k) : 0;
+    return static_cast<uint32_t>(k) < kKinds ? static_cast<int>(k) : 0;
   }
 
   std::array<std::array<std::atomic<uint64_t>, kNumDTypes>, kKinds> tensors_{};

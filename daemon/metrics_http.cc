@@ -11,6 +11,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/errno_status.h"
 
 namespace kolo::daemon {
@@ -134,8 +136,18 @@ void MetricsHttpServer::Serve(int fd) {
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
   std::string request;
   char buf[1024];
+  // One deadline for the whole request: the receive timeout bounds each read
+  // only, so a client trickling a byte at a time would otherwise hold the
+  // server for as long as it likes.
+  const absl::Time deadline = absl::Now() + absl::Milliseconds(kIoTimeoutMs);
   while (request.find("\r\n\r\n") == std::string::npos &&
          request.size() < kMaxRequestBytes) {
+    const int64_t left_ms = absl::ToInt64Milliseconds(deadline - absl::Now());
+    if (left_ms <= 0) break;
+    pollfd pfd{fd, POLLIN, 0};
+    int ready = poll(&pfd, 1, static_cast<int>(left_ms));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) break;
     ssize_t n = recv(fd, buf, sizeof(buf), 0);
     if (n <= 0) {
       if (n < 0 && errno == EINTR) continue;

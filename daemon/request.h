@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "proto/kolo/abi/types.h"
 
@@ -25,12 +26,28 @@ struct Request {
   std::vector<int64_t> shape;
   std::string name;
   uint64_t bytes = 0;
+  int process_set = 0;
+  Compression compression = Compression::kNone;
+  uint64_t group_id = 0;
+  uint32_t group_size = 0;  // > 1: negotiated with its group as one unit
+  // Alltoall: rows sent to each member of the process set (empty: even
+  // split). add_process_set: the set's global ranks.
+  std::vector<int64_t> aux;
   // Resolved into the daemon's mapping of the submitting session's arena;
   // valid while `session` is held.
   const uint8_t* input = nullptr;
   uint8_t* output = nullptr;
   std::shared_ptr<Session> session;
   absl::Time submitted_at;
+};
+
+// The outcome of one request, as written to its session's completion ring.
+struct Completion {
+  uint64_t request_id;
+  absl::Status status;
+  uint64_t result_offset = 0;  // arena offsets of a result tensor
+  uint64_t result_bytes = 0;
+  int64_t value = 0;
 };
 
 }  // namespace kolo::daemon

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "absl/time/clock.h"
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -33,11 +35,37 @@ absl::Status CheckAgreement(const std::vector<Request>& requests) {
       return Mismatch(first, r, "dtype", DTypeName(first.dtype),
                       DTypeName(r.dtype));
     }
-    if (r.shape != first.shape) {
-      return Mismatch(first, r, "shape", ShapeString(first.shape),
-                      ShapeString(r.shape));
+    if (r.group_size != first.group_size) {
+      return Mismatch(first, r, "group size", absl::StrCat(first.group_size),
+                      absl::StrCat(r.group_size));
     }
-    if (first.kind == CollectiveKind::kAllreduce) {
+    switch (first.kind) {
+      case CollectiveKind::kAllgather:
+      case CollectiveKind::kAlltoall: {
+        // The first dimension may differ; the rest must not.
+        std::vector<int64_t> a(first.shape.begin() + 1, first.shape.end());
+        std::vector<int64_t> b(r.shape.begin() + 1, r.shape.end());
+        if (a != b) {
+          return Mismatch(first, r, "shape", ShapeString(first.shape),
+                          ShapeString(r.shape));
+        }
+        break;
+      }
+      case CollectiveKind::kAddProcessSet:
+        if (r.aux != first.aux) {
+          return Mismatch(first, r, "ranks",
+                          absl::StrCat("[", absl::StrJoin(first.aux, ","), "]"),
+                          absl::StrCat("[", absl::StrJoin(r.aux, ","), "]"));
+        }
+        break;
+      default:
+        if (r.shape != first.shape) {
+          return Mismatch(first, r, "shape", ShapeString(first.shape),
+                          ShapeString(r.shape));
+        }
+    }
+    if (first.kind == CollectiveKind::kAllreduce ||
+        first.kind == CollectiveKind::kReducescatter) {
       if (r.op != first.op) {
         return Mismatch(first, r, "op", ReduceOpName(first.op),
                         ReduceOpName(r.op));
@@ -50,7 +78,13 @@ absl::Status CheckAgreement(const std::vector<Request>& requests) {
         return Mismatch(first, r, "postscale", absl::StrCat(first.postscale),
                         absl::StrCat(r.postscale));
       }
-    } else if (r.root_rank != first.root_rank) {
+      if (r.compression != first.compression) {
+        return Mismatch(first, r, "compression",
+                        absl::StrCat(static_cast<int>(first.compression)),
+                        absl::StrCat(static_cast<int>(r.compression)));
+      }
+    } else if (first.kind == CollectiveKind::kBroadcast &&
+               r.root_rank != first.root_rank) {
       return Mismatch(first, r, "root rank", absl::StrCat(first.root_rank),
                       absl::StrCat(r.root_rank));
     }
@@ -58,8 +92,42 @@ absl::Status CheckAgreement(const std::vector<Request>& requests) {
   return absl::OkStatus();
 }
 
+bool RequestTable::Complete(const Entry& e, const std::vector<int>& required) {
+  for (int r : required) {
+    if (r < 0 || r >= static_cast<int>(e.by_rank.size()) || !e.by_rank[r].has_value()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+ReadySet RequestTable::Take(absl::flat_hash_map<Key, Entry>::iterator it,
+                            absl::Time now) {
+  Entry& e = it->second;
+  ReadySet ready;
+  ready.process_set = it->first.first;
+  ready.name = it->first.second;
+  ready.first_submitted = e.first_submitted;
+  ready.ready_at = now;
+  ready.requests.reserve(e.count);
+  for (auto& r : e.by_rank) {
+    if (r.has_value()) ready.requests.push_back(std::move(*r));
+  }
+  entries_.erase(it);
+  ready.agreement = CheckAgreement(ready.requests);
+  return ready;
+}
+
 absl::StatusOr<std::optional<ReadySet>> RequestTable::Add(Request& request) {
-  auto [it, inserted] = entries_.try_emplace(request.name);
+  std::vector<int> all(size_);
+  for (int r = 0; r < size_; ++r) all[r] = r;
+  return Add(request, all);
+}
+
+absl::StatusOr<std::optional<ReadySet>> RequestTable::Add(
+    Request& request, const std::vector<int>& required) {
+  auto [it, inserted] =
+      entries_.try_emplace(Key(request.process_set, request.name));
   Entry& e = it->second;
   if (inserted) {
     e.by_rank.resize(size_);
@@ -72,23 +140,28 @@ absl::StatusOr<std::optional<ReadySet>> RequestTable::Add(Request& request) {
         "\": rank ", request.rank,
         " submitted this name again while it is still in flight"));
   }
+  absl::Time at = request.submitted_at;
   slot = std::move(request);
-  if (++e.count < size_) return std::optional<ReadySet>();
+  ++e.count;
+  if (!Complete(e, required)) return std::optional<ReadySet>();
+  return std::optional<ReadySet>(Take(it, at));
+}
 
-  ReadySet ready;
-  ready.name = it->first;
-  ready.first_submitted = e.first_submitted;
-  ready.ready_at = slot->submitted_at;
-  ready.requests.reserve(size_);
-  for (auto& r : e.by_rank) ready.requests.push_back(std::move(*r));
-  entries_.erase(it);
-  ready.agreement = CheckAgreement(ready.requests);
-  return std::optional<ReadySet>(std::move(ready));
+std::vector<ReadySet> RequestTable::TakeReady(
+    const std::function<std::vector<int>(int process_set)>& required_for) {
+  std::vector<Key> ready_keys;
+  for (const auto& [key, e] : entries_) {
+    if (Complete(e, required_for(key.first))) ready_keys.push_back(key);
+  }
+  std::vector<ReadySet> out;
+  absl::Time now = absl::Now();
+  for (const Key& k : ready_keys) out.push_back(Take(entries_.find(k), now));
+  return out;
 }
 
 std::vector<Request> RequestTable::TakeAll() {
   std::vector<Request> out;
-  for (auto& [name, e] : entries_) {
+  for (auto& [key, e] : entries_) {
     for (auto& r : e.by_rank) {
       if (r.has_value()) out.push_back(std::move(*r));
     }
@@ -97,14 +170,39 @@ std::vector<Request> RequestTable::TakeAll() {
   return out;
 }
 
+std::vector<Request> RequestTable::TakeProcessSet(int process_set) {
+  std::vector<Request> out;
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    if (it->first.first != process_set) {
+      ++it;
+      continue;
+    }
+    for (auto& r : it->second.by_rank) {
+      if (r.has_value()) out.push_back(std::move(*r));
+    }
+    entries_.erase(it++);
+  }
+  return out;
+}
+
 std::vector<PendingView> RequestTable::Pending() const {
+  return Pending([this](int) {
+    std::vector<int> all(size_);
+    for (int r = 0; r < size_; ++r) all[r] = r;
+    return all;
+  });
+}
+
+std::vector<PendingView> RequestTable::Pending(
+    const std::function<std::vector<int>(int process_set)>& members_of) const {
   std::vector<PendingView> out;
-  for (const auto& [name, e] : entries_) {
+  for (const auto& [key, e] : entries_) {
     PendingView v;
-    v.name = name;
+    v.process_set = key.first;
+    v.name = key.second;
     v.first_submitted = e.first_submitted;
-    for (int r = 0; r < size_; ++r) {
-      if (e.by_rank[r].has_value()) {
+    for (int r : members_of(key.first)) {
+      if (r >= 0 && r < size_ && e.by_rank[r].has_value()) {
         v.kind = e.by_rank[r]->kind;
         v.submitted.push_back(r);
       } else {

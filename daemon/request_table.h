@@ -1,17 +1,21 @@
 // RequestTable: the local readiness rule of one job.
 //
-// A name is ready when every rank of the job has submitted it. Until then the
-// table holds each rank's request; a rank that submits a name it already has
-// in flight is refused with ALREADY_EXISTS (its first request stands). When a
-// name becomes ready the table checks that the ranks agree (collective,
-// dtype, shape, op, scale factors, root) and hands the whole set out.
+// Requests are keyed by (process set, name). A name is ready when every
+// required rank — the members of its process set that have not joined — has
+// submitted it. Until then the table holds each rank's request; a rank that
+// submits a name it already has in flight is refused with ALREADY_EXISTS
+// (its first request stands). When a name becomes ready the table checks that
+// the ranks agree (collective, dtype, shape, op, scale factors, root, group)
+// and hands the set out.
 //
 // Thread-safety: not thread-safe; owned by its Job, which serialises access.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -22,19 +26,25 @@
 
 namespace kolo::daemon {
 
-// All ranks' requests for one name, indexed by rank.
+// The submitted requests for one name, in ascending rank order.
 struct ReadySet {
   std::string name;
+  int process_set = 0;
   std::vector<Request> requests;
   // OK, or the mismatch to deliver to every rank.
   absl::Status agreement;
   absl::Time first_submitted;  // when the first rank submitted it
-  absl::Time ready_at;         // when the last one did
+  absl::Time ready_at;         // when it became ready
+  // Filled by the job: members of the process set, and how many of them
+  // had joined (they contribute zeros to an allreduce).
+  int set_size = 0;
+  int joined = 0;
 };
 
 struct PendingView {
   std::string name;
-  CollectiveKind kind;
+  int process_set = 0;
+  CollectiveKind kind = CollectiveKind::kAllreduce;
   std::vector<int> submitted;
   std::vector<int> missing;
   absl::Time first_submitted;
@@ -45,30 +55,47 @@ class RequestTable {
   explicit RequestTable(int size) : size_(size) {}
 
   // Adds `request` (request.rank in [0, size)), moving from it on success.
-  // Returns the ready set when this was the last rank missing, nullopt while
-  // others are still missing, or ALREADY_EXISTS for a duplicate in-flight
-  // name on one rank (then `request` is left untouched).
+  // Returns the ready set when every rank of `required` (sorted global
+  // ranks) has now submitted, nullopt while some are missing, or
+  // ALREADY_EXISTS for a duplicate in-flight name on one rank (then
+  // `request` is left untouched).
+  absl::StatusOr<std::optional<ReadySet>> Add(Request& request,
+                                              const std::vector<int>& required);
+  // The same with every rank of the job required.
   absl::StatusOr<std::optional<ReadySet>> Add(Request& request);
+
+  // Takes out every name whose required ranks (`required_for(process_set)`)
+  // have all submitted; used when the requirement shrinks (a rank joined).
+  std::vector<ReadySet> TakeReady(
+      const std::function<std::vector<int>(int process_set)>& required_for);
 
   // Removes and returns every pending request (to fail them).
   std::vector<Request> TakeAll();
+  // The same for one process set.
+  std::vector<Request> TakeProcessSet(int process_set);
 
+  // `members_of(process_set)` lists who should submit; the rest are missing.
+  std::vector<PendingView> Pending(
+      const std::function<std::vector<int>(int process_set)>& members_of) const;
   std::vector<PendingView> Pending() const;
   size_t pending_names() const { return entries_.size(); }
 
  private:
+  using Key = std::pair<int, std::string>;
   struct Entry {
     std::vector<std::optional<Request>> by_rank;
     int count = 0;
     absl::Time first_submitted;
   };
+  static bool Complete(const Entry& e, const std::vector<int>& required);
+  ReadySet Take(absl::flat_hash_map<Key, Entry>::iterator it, absl::Time now);
 
   int size_;
-  absl::flat_hash_map<std::string, Entry> entries_;
+  absl::flat_hash_map<Key, Entry> entries_;
 };
 
 // The agreement check alone: OK, or FAILED_PRECONDITION naming the tensor,
-// the ranks and their values. `requests` are indexed by rank.
+// the ranks and their values. `requests` are in rank order.
 absl::Status CheckAgreement(const std::vector<Request>& requests);
 
 }  // namespace kolo::daemon

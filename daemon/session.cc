@@ -48,6 +48,11 @@ absl::Status CheckHeader(const SegmentHeader& h, uint64_t segment_bytes,
     return absl::InvalidArgumentError(
         "segment layout does not match its header's sizes");
   }
+  if (h.result_bytes > h.arena_bytes || h.result_bytes % 64 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "result area of ", h.result_bytes, " bytes does not fit the arena of ",
+        h.arena_bytes, " bytes in 64-byte units"));
+  }
   return absl::OkStatus();
 }
 
@@ -83,6 +88,11 @@ absl::StatusOr<std::shared_ptr<Session>> Session::Open(
   uint8_t* base = session->segment_.data();
   session->arena_base_ = base + copy.arena_offset;
   session->arena_bytes_ = copy.arena_bytes;
+  session->result_begin_ = copy.arena_bytes - copy.result_bytes;
+  {
+    absl::MutexLock l(&session->result_mu_);
+    session->results_ = std::make_unique<ArenaAllocator>(copy.result_bytes, 64);
+  }
   session->submit_ring_ = SpscRing<SubmitSlot>(
       &session->header_->submit_tail, &session->header_->submit_head,
       reinterpret_cast<SubmitSlot*>(base + copy.submit_offset),
@@ -162,6 +172,10 @@ void Session::IngressLoop() {
         return;
       }
       ++popped;
+      if (slot.kind == abi::v1::kReleaseResult) {
+        ReleaseResult(slot.input_offset);
+        continue;
+      }
       auto request = ValidateSlot(slot, arena, size);
       if (!request.ok()) {
         Fail(absl::InvalidArgumentError(absl::StrCat(
@@ -196,6 +210,9 @@ void Session::Complete(absl::Span<const Completion> completions) {
       CompletionSlot slot{};
       slot.request_id = c.request_id;
       slot.code = static_cast<int32_t>(c.status.code());
+      slot.result_offset = c.result_offset;
+      slot.result_bytes = c.result_bytes;
+      slot.value = c.value;
       absl::string_view msg = c.status.message();
       slot.message_length = static_cast<uint32_t>(
           std::min<size_t>(msg.size(), abi::v1::kMaxMessageBytes));
@@ -216,6 +233,28 @@ void Session::Complete(absl::Span<const Completion> completions) {
         "rank ", identity_.rank,
         " overflowed its completion ring (too many requests in flight)")));
   }
+}
+
+}  // namespace kolo::daemon
+
+namespace kolo::daemon {
+
+absl::StatusOr<uint64_t> Session::AllocateResult(uint64_t bytes) {
+  absl::MutexLock l(&result_mu_);
+  auto offset = results_->Allocate(bytes);
+  if (!offset.ok()) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "rank ", identity_.rank, ": result area full (", bytes,
+        " bytes wanted, ", results_->capacity() - results_->bytes_in_use(),
+        " of ", results_->capacity(), " free; raise KOLO_RESULT_BYTES or free results sooner)"));
+  }
+  return result_begin_ + *offset;
+}
+
+void Session::ReleaseResult(uint64_t arena_offset) {
+  if (arena_offset < result_begin_) return;
+  absl::MutexLock l(&result_mu_);
+  results_->Free(arena_offset - result_begin_);
 }
 
 }  // namespace kolo::daemon

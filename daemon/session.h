@@ -27,6 +27,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "common/arena_allocator.h"
+#include "daemon/request.h"
 #include "common/shared_segment.h"
 #include "common/spsc_ring.h"
 #include "proto/kolo/abi/shm_abi_v1.h"
@@ -49,10 +51,6 @@ struct SessionIdentity {
   pid_t pid = 0;
 };
 
-struct Completion {
-  uint64_t request_id;
-  absl::Status status;
-};
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
@@ -72,6 +70,13 @@ class Session : public std::enable_shared_from_this<Session> {
   // Writes completions and rings the client's doorbell once.
   void Complete(absl::Span<const Completion> completions);
 
+  // Places `bytes` in the session's result area; returns the arena offset.
+  // RESOURCE_EXHAUSTED when the area is full.
+  absl::StatusOr<uint64_t> AllocateResult(uint64_t bytes);
+  // Frees a result; offsets not handed out are ignored.
+  void ReleaseResult(uint64_t arena_offset);
+  uint8_t* arena_base() const { return arena_base_; }
+
   const SessionIdentity& identity() const { return identity_; }
   uint64_t submitted() const { return submitted_.load(std::memory_order_relaxed); }
   uint64_t completed() const { return completed_.load(std::memory_order_relaxed); }
@@ -90,6 +95,10 @@ class Session : public std::enable_shared_from_this<Session> {
   uint8_t* arena_base_ = nullptr;
   uint64_t arena_bytes_ = 0;
   SpscRing<abi::v1::SubmitSlot> submit_ring_;  // consumed by ingress only
+  uint64_t result_begin_ = 0;  // arena offset of the result area
+
+  absl::Mutex result_mu_;
+  std::unique_ptr<ArenaAllocator> results_ ABSL_GUARDED_BY(result_mu_);
 
   absl::Mutex completion_mu_;
   SpscRing<abi::v1::CompletionSlot> completion_ring_

@@ -1,6 +1,7 @@
 #include "daemon/slot_validator.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 
@@ -42,18 +43,19 @@ absl::StatusOr<Request> ValidateSlot(const abi::v1::SubmitSlot& slot,
   r.name.assign(slot.name, slot.name_length);
   const std::string& name = r.name;
 
-  if (slot.kind != static_cast<uint32_t>(CollectiveKind::kAllreduce) &&
-      slot.kind != static_cast<uint32_t>(CollectiveKind::kBroadcast)) {
+  if (slot.kind < 1 || slot.kind > kMaxCollectiveKind) {
     return absl::InvalidArgumentError(
         absl::StrCat("\"", name, "\": unknown collective kind ", slot.kind));
   }
   r.kind = static_cast<CollectiveKind>(slot.kind);
+  const char* kind_name = CollectiveKindName(r.kind);
   if (slot.dtype >= kNumDTypes) {
     return absl::InvalidArgumentError(
         absl::StrCat("\"", name, "\": unknown dtype ", slot.dtype));
   }
   r.dtype = static_cast<DType>(slot.dtype);
-  if (r.kind == CollectiveKind::kAllreduce) {
+  if (r.kind == CollectiveKind::kAllreduce ||
+      r.kind == CollectiveKind::kReducescatter) {
     if (slot.reduce_op >= kNumReduceOps) {
       return absl::InvalidArgumentError(
           absl::StrCat("\"", name, "\": unknown reduce op ", slot.reduce_op));
@@ -65,7 +67,13 @@ absl::StatusOr<Request> ValidateSlot(const abi::v1::SubmitSlot& slot,
     }
     r.prescale = slot.prescale;
     r.postscale = slot.postscale;
-  } else {
+    if (r.kind == CollectiveKind::kReducescatter && r.op != ReduceOp::kSum &&
+        r.op != ReduceOp::kAverage) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "reducescatter \"", name, "\": op ", ReduceOpName(r.op),
+          " (only sum and average)"));
+    }
+  } else if (r.kind == CollectiveKind::kBroadcast) {
     if (slot.root_rank < 0 || slot.root_rank >= job_size) {
       return absl::InvalidArgumentError(
           absl::StrCat("broadcast \"", name, "\": root rank ", slot.root_rank,
@@ -119,6 +127,54 @@ absl::StatusOr<Request> ValidateSlot(const abi::v1::SubmitSlot& slot,
   }
   r.input = arena.base + slot.input_offset;
   r.output = arena.base + slot.output_offset;
+
+  if (slot.compression >= kNumCompressions) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "\"", name, "\": unknown compression ", slot.compression));
+  }
+  r.compression = static_cast<Compression>(slot.compression);
+  if (r.compression != Compression::kNone &&
+      (r.kind != CollectiveKind::kAllreduce || r.dtype != DType::kFloat32)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kind_name, " \"", name, "\": compression applies to float32 allreduce only"));
+  }
+  if ((r.kind == CollectiveKind::kAllgather ||
+       r.kind == CollectiveKind::kReducescatter ||
+       r.kind == CollectiveKind::kAlltoall) &&
+      r.shape.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kind_name, " \"", name, "\": needs a tensor of at least one dimension"));
+  }
+  r.process_set = static_cast<int>(slot.process_set);
+  if (slot.group_size > 1) {
+    if (r.kind != CollectiveKind::kAllreduce && r.kind != CollectiveKind::kAllgather &&
+        r.kind != CollectiveKind::kReducescatter) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          kind_name, " \"", name, "\": only allreduce, allgather and reducescatter group"));
+    }
+    if (slot.group_size > 1000000) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "\"", name, "\": group of ", slot.group_size, " tensors"));
+    }
+    r.group_id = slot.group_id;
+    r.group_size = slot.group_size;
+  }
+  if (slot.aux_count > 0) {
+    if (r.kind != CollectiveKind::kAlltoall && r.kind != CollectiveKind::kAddProcessSet &&
+        r.kind != CollectiveKind::kRemoveProcessSet) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          kind_name, " \"", name, "\": carries an auxiliary array it does not use"));
+    }
+    if (slot.aux_count > abi::v1::kMaxAuxEntries ||
+        !RangeInArena(slot.aux_offset, slot.aux_count * 8, arena.bytes) ||
+        slot.aux_offset % 8 != 0) {
+      return absl::OutOfRangeError(absl::StrCat(
+          kind_name, " \"", name, "\": auxiliary array [", slot.aux_offset, ", +",
+          slot.aux_count, " entries) outside the arena or misaligned"));
+    }
+    r.aux.resize(slot.aux_count);
+    std::memcpy(r.aux.data(), arena.base + slot.aux_offset, slot.aux_count * 8);
+  }
   return r;
 }
 

@@ -134,8 +134,8 @@ TEST_F(SlotValidatorTest, RejectsUnknownCollectiveKind) {
   SubmitSlot s = AllreduceSlot();
   s.kind = 0;
   ExpectRejected(s, "unknown collective kind 0");
-  s.kind = 3;
-  ExpectRejected(s, "unknown collective kind 3");
+  s.kind = kMaxCollectiveKind + 1;
+  ExpectRejected(s, "unknown collective kind 10");
   s.kind = 0xffffffffu;
   ExpectRejected(s, "unknown collective kind");
 }

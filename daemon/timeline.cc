@@ -75,13 +75,21 @@ std::string Timeline::Stop(uint64_t* events, uint64_t* dropped) {
 void Timeline::Add(Event e, const std::string& job) {
   absl::MutexLock l(&mu_);
   if (!recording_.load(std::memory_order_relaxed)) return;
+  e.ts_us -= absl::ToUnixMicros(started_);
+  if (e.ts_us < 0) {
+    // It began before this recording did (a tensor already queued when the
+    // recording started): keep the part inside the recording, so no event has
+    // a negative timestamp, and leave out what lies wholly before it.
+    if (e.ph != 'X' || e.ts_us + e.dur_us < 0) return;
+    e.dur_us += e.ts_us;
+    e.ts_us = 0;
+  }
   if (events_.size() >= max_events_) {
     ++dropped_;
     return;
   }
   auto [it, inserted] = job_pids_.try_emplace(job, job_pids_.size() + 1);
   e.pid = it->second;
-  e.ts_us = (e.ts_us - absl::ToUnixMicros(started_));
   events_.push_back(std::move(e));
 }
 

@@ -16,9 +16,11 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual absl::string_view name() const = 0;
-  // Runs `response` across the `job_size` local ranks; on OK every member's
-  // outputs hold the result. An error fails every member.
-  virtual absl::Status Execute(const Response& response, int job_size) = 0;
+  // Runs `response` across the local ranks of each member's ready set; on OK
+  // every member's outputs hold the result, and members that return a new
+  // tensor have `results` filled (one per request, in request order). An
+  // error fails every member; a member's own `status` fails just it.
+  virtual absl::Status Execute(Response& response) = 0;
 };
 
 }  // namespace kolo::daemon

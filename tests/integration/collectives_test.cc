@@ -51,6 +51,12 @@ TEST_F(CollectivesTest, EightRanks) { RunScenario("matrix", 8, absl::Seconds(240
 TEST_F(CollectivesTest, MismatchesFailEveryRankWithNames) { RunScenario("mismatch", 2); }
 TEST_F(CollectivesTest, DuplicateNameInFlight) { RunScenario("duplicate", 3); }
 
+TEST_F(CollectivesTest, WholeSurfaceOnTwoRanks) { RunScenario("surface", 2); }
+TEST_F(CollectivesTest, WholeSurfaceOnThreeRanks) { RunScenario("surface", 3); }
+TEST_F(CollectivesTest, WholeSurfaceOnFiveRanks) { RunScenario("surface", 5); }
+TEST_F(CollectivesTest, JoinWithUnevenBatches) { RunScenario("join", 3); }
+TEST_F(CollectivesTest, JoinWithUnevenBatchesFourRanks) { RunScenario("join", 4); }
+
 TEST_F(CollectivesTest, CApiOnThreeRanks) {
   auto ranks = Ranks::Start(daemon_->socket_path(), "job-c", 3, {"tests/integration/c_api_rank"});
   ASSERT_TRUE(ranks.ok()) << ranks.status();

@@ -360,6 +360,252 @@ void ScenarioWithhold(kolo::Client& c) {
   std::printf("ended: %s\n", s.ToString().c_str());
 }
 
+// Allgather, reducescatter, alltoall, barrier, grouped collectives,
+// compression, process sets and their error cases.
+void ScenarioSurface(kolo::Client& c) {
+  const int rank = c.rank(), size = c.size();
+  // Allgather: rank r contributes r rows (rank 0 none) of 3 columns.
+  for (DType t : {DType::kFloat32, DType::kInt64, DType::kFloat16, DType::kUint8}) {
+    const int64_t rows = rank;
+    std::vector<uint8_t> in(rows * 3 * kolo::DTypeSize(t) + 1);
+    for (int64_t i = 0; i < rows * 3; ++i) Store(t, in.data(), i, (rank * 10 + i) % 100);
+    auto out = c.Allgather(kolo::ConstTensorView(in.data(), t, {rows, 3}),
+                           absl::StrCat("ag/", kolo::DTypeName(t)));
+    CHECK_OR_COUNT(out.ok(), "allgather: %s", out.status().ToString().c_str());
+    if (!out.ok()) continue;
+    int64_t total = size * (size - 1) / 2;
+    CHECK_OR_COUNT(out->shape() == std::vector<int64_t>({total, 3}), "allgather shape");
+    int64_t at = 0;
+    for (int r = 0; r < size; ++r) {
+      for (int64_t i = 0; i < r * 3; ++i, ++at) {
+        if (Load(t, out->data(), at) != (r * 10 + i) % 100) {
+          CHECK_OR_COUNT(false, "allgather %s from rank %d [%ld]", kolo::DTypeName(t), r,
+                         static_cast<long>(i));
+          break;
+        }
+      }
+    }
+  }
+  // Reducescatter: 7 rows of 2; lower ranks take the extra rows.
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+    std::vector<float> in(14);
+    for (int i = 0; i < 14; ++i) in[i] = static_cast<float>(rank + i);
+    auto out = c.Reducescatter(kolo::ConstTensorView(in.data(), DType::kFloat32, {7, 2}),
+                               absl::StrCat("rs/", kolo::ReduceOpName(op)), {.op = op});
+    CHECK_OR_COUNT(out.ok(), "reducescatter: %s", out.status().ToString().c_str());
+    if (!out.ok()) continue;
+    int64_t first = 0;
+    for (int r = 0; r < rank; ++r) first += 7 / size + (r < 7 % size ? 1 : 0);
+    int64_t mine = 7 / size + (rank < 7 % size ? 1 : 0);
+    CHECK_OR_COUNT(out->shape() == std::vector<int64_t>({mine, 2}), "reducescatter shape");
+    for (int64_t i = 0; i < mine * 2; ++i) {
+      double want = 0;
+      for (int r = 0; r < size; ++r) want += r + first * 2 + i;
+      if (op == ReduceOp::kAverage) want /= size;
+      CHECK_OR_COUNT(std::fabs(out->data_as<float>()[i] - want) < 1e-4, "rs [%ld] %g want %g",
+                     static_cast<long>(i), out->data_as<float>()[i], want);
+    }
+  }
+  // Alltoall: rank r sends (r + j) % 3 rows to rank j; a row is (r, j, k).
+  {
+    std::vector<int64_t> splits(size);
+    int64_t rows = 0;
+    for (int j = 0; j < size; ++j) rows += splits[j] = (rank + j) % 3;
+    std::vector<int32_t> in;
+    for (int j = 0; j < size; ++j) {
+      for (int64_t k = 0; k < splits[j]; ++k) {
+        in.insert(in.end(), {rank, j, static_cast<int32_t>(k)});
+      }
+    }
+    auto got = c.Alltoall(kolo::ConstTensorView(in.data(), DType::kInt32, {rows, 3}), splits,
+                          "a2a/splits");
+    CHECK_OR_COUNT(got.ok(), "alltoall: %s", got.status().ToString().c_str());
+    if (got.ok()) {
+      const int32_t* o = got->output.data_as<int32_t>();
+      int64_t at = 0;
+      for (int i = 0; i < size; ++i) {
+        CHECK_OR_COUNT(got->received_splits[i] == (i + rank) % 3, "received split from %d", i);
+        for (int64_t k = 0; k < (i + rank) % 3; ++k, ++at) {
+          CHECK_OR_COUNT(o[at * 3] == i && o[at * 3 + 1] == rank && o[at * 3 + 2] == k,
+                         "alltoall row from %d", i);
+        }
+      }
+      CHECK_OR_COUNT(got->output.shape()[0] == at, "alltoall rows");
+    }
+    // Even split without splits.
+    std::vector<float> even(size * 2);
+    for (int i = 0; i < size * 2; ++i) even[i] = static_cast<float>(rank * 1000 + i);
+    auto e = c.Alltoall(kolo::ConstTensorView(even.data(), DType::kFloat32, {size, 2}), {},
+                        "a2a/even");
+    CHECK_OR_COUNT(e.ok(), "alltoall even: %s", e.status().ToString().c_str());
+    if (e.ok()) {
+      for (int i = 0; i < size; ++i) {
+        CHECK_OR_COUNT(e->output.data_as<float>()[i * 2] == i * 1000 + rank * 2,
+                       "alltoall even from %d", i);
+      }
+    }
+  }
+  // Barrier, a few times.
+  for (int i = 0; i < 3; ++i) {
+    absl::Status b = c.Barrier();
+    CHECK_OR_COUNT(b.ok(), "barrier: %s", b.ToString().c_str());
+  }
+  // Grouped allreduce, allgather, reducescatter.
+  {
+    std::vector<std::vector<float>> data(5, std::vector<float>(10));
+    std::vector<kolo::ConstTensorView> ins;
+    std::vector<kolo::TensorView> outs;
+    std::vector<std::string> names;
+    for (int k = 0; k < 5; ++k) {
+      for (int i = 0; i < 10; ++i) data[k][i] = static_cast<float>(rank + k + i);
+      ins.push_back(kolo::ConstTensorView(data[k].data(), DType::kFloat32, {10}));
+      outs.push_back(kolo::TensorView{data[k].data(), DType::kFloat32, {10}});
+      names.push_back(absl::StrCat("group/g", k));
+    }
+    auto hs = c.GroupedAllreduceAsync(ins, outs, names);
+    CHECK_OR_COUNT(hs.ok(), "grouped allreduce");
+    if (hs.ok()) {
+      for (auto h : *hs) CHECK_OR_COUNT(c.Wait(h).ok(), "grouped wait");
+      for (int k = 0; k < 5; ++k) {
+        double want = 0;
+        for (int r = 0; r < size; ++r) want += r + k + 3;
+        CHECK_OR_COUNT(data[k][3] == want, "grouped allreduce %d: %g", k, data[k][3]);
+      }
+    }
+    auto ag = c.GroupedAllgatherAsync({ins[0], ins[1]}, {"group/ag0", "group/ag1"});
+    CHECK_OR_COUNT(ag.ok(), "grouped allgather");
+    if (ag.ok()) {
+      for (auto h : *ag) {
+        auto out = c.WaitForOutput(h);
+        CHECK_OR_COUNT(out.ok() && out->shape()[0] == 10 * size, "grouped allgather out");
+      }
+    }
+    auto rs = c.GroupedReducescatterAsync({ins[2]}, {"group/rs0"});
+    CHECK_OR_COUNT(rs.ok(), "grouped reducescatter");
+    if (rs.ok()) CHECK_OR_COUNT(c.WaitForOutput((*rs)[0]).ok(), "grouped rs out");
+  }
+  // Compression: float16 on the wire.
+  {
+    std::vector<float> x(64);
+    for (int i = 0; i < 64; ++i) x[i] = 1.0f + (rank + 1) * 0.001234f * i;
+    std::vector<float> y(64);
+    absl::Status s = c.Allreduce(
+        kolo::ConstTensorView(x.data(), DType::kFloat32, {64}),
+        kolo::TensorView{y.data(), DType::kFloat32, {64}}, "compressed",
+        {.op = ReduceOp::kSum, .compression = kolo::Compression::kFloat16});
+    CHECK_OR_COUNT(s.ok(), "compressed: %s", s.ToString().c_str());
+    for (int i = 0; i < 64 && s.ok(); ++i) {
+      float acc = 0;
+      for (int r = 0; r < size; ++r) {
+        acc += kolo::kernels::HalfToFloat(
+            kolo::kernels::FloatToHalf(1.0f + (r + 1) * 0.001234f * i));
+      }
+      float want = kolo::kernels::HalfToFloat(kolo::kernels::FloatToHalf(acc));
+      CHECK_OR_COUNT(y[i] == want, "compressed [%d] %.7g want %.7g", i, y[i], want);
+    }
+  }
+  // Process sets: {0, last}; the same name runs in two sets at once.
+  {
+    auto ps = c.AddProcessSet({0, size - 1});
+    CHECK_OR_COUNT(ps.ok() && *ps > 0, "add process set: %s", ps.status().ToString().c_str());
+    if (!ps.ok()) return;
+    const bool member = rank == 0 || rank == size - 1;
+    CHECK_OR_COUNT(c.ProcessSetSize(*ps).value_or(-1) == 2, "set size");
+    std::vector<float> v(4, static_cast<float>(rank + 1));
+    if (member) {
+      CHECK_OR_COUNT(c.ProcessSetRank(*ps).value_or(-1) == (rank == 0 ? 0 : 1), "set rank");
+      auto h = c.AllreduceAsync(kolo::ConstTensorView(v.data(), DType::kFloat32, {4}),
+                                kolo::TensorView{v.data(), DType::kFloat32, {4}}, "same-name",
+                                {.op = ReduceOp::kSum, .process_set = *ps});
+      CHECK_OR_COUNT(h.ok() && c.Wait(*h).ok(), "set allreduce");
+      CHECK_OR_COUNT(v[0] == 1 + size, "set allreduce value %g", v[0]);
+      std::vector<float> b(4, static_cast<float>(rank));
+      absl::Status bs = c.Broadcast(kolo::TensorView{b.data(), DType::kFloat32, {4}}, "set-bcast",
+                                    size - 1, {.process_set = *ps});
+      CHECK_OR_COUNT(bs.ok() && b[0] == size - 1, "set broadcast: %s", bs.ToString().c_str());
+    } else {
+      absl::Status s = c.Allreduce(kolo::ConstTensorView(v.data(), DType::kFloat32, {4}),
+                                   kolo::TensorView{v.data(), DType::kFloat32, {4}}, "intruder",
+                                   {.op = ReduceOp::kSum, .process_set = *ps});
+      CHECK_OR_COUNT(s.code() == absl::StatusCode::kFailedPrecondition &&
+                         absl::StrContains(s.message(), "is not in process set"),
+                     "outsider: %s", s.ToString().c_str());
+    }
+    std::vector<float> g(4, 1.0f);
+    absl::Status gs = c.Allreduce(kolo::ConstTensorView(g.data(), DType::kFloat32, {4}),
+                                  kolo::TensorView{g.data(), DType::kFloat32, {4}}, "same-name",
+                                  ReduceOp::kSum);
+    CHECK_OR_COUNT(gs.ok() && g[0] == size, "global same-name %g", g[0]);
+    CHECK_OR_COUNT(c.RemoveProcessSet(*ps).ok(), "remove process set");
+    if (member) {
+      absl::Status s = c.Allreduce(kolo::ConstTensorView(v.data(), DType::kFloat32, {4}),
+                                   kolo::TensorView{v.data(), DType::kFloat32, {4}}, "gone",
+                                   {.op = ReduceOp::kSum, .process_set = *ps});
+      CHECK_OR_COUNT(s.code() == absl::StatusCode::kFailedPrecondition, "removed set: %s",
+                     s.ToString().c_str());
+    }
+    CHECK_OR_COUNT(c.Barrier().ok(), "barrier after sets");
+  }
+  // Mismatches: allgather columns, alltoall splits, reducescatter op.
+  {
+    std::vector<float> buf(64, 1.0f);
+    auto ag = c.Allgather(kolo::ConstTensorView(buf.data(), DType::kFloat32,
+                                                {2, rank == 0 ? 3 : 4}), "bad/ag");
+    CHECK_OR_COUNT(ag.status().code() == absl::StatusCode::kFailedPrecondition,
+                   "allgather mismatch: %s", ag.status().ToString().c_str());
+    std::vector<int64_t> bad(size, 0);
+    bad[0] = 3;  // sums to 3, the tensor has 2 rows
+    auto a2a = c.Alltoall(kolo::ConstTensorView(buf.data(), DType::kFloat32, {2, 2}), bad,
+                          "bad/a2a");
+    CHECK_OR_COUNT(a2a.status().code() == absl::StatusCode::kFailedPrecondition &&
+                       absl::StrContains(a2a.status().message(), "splits sum to 3"),
+                   "alltoall splits: %s", a2a.status().ToString().c_str());
+    auto rs = c.Reducescatter(kolo::ConstTensorView(buf.data(), DType::kFloat32, {4}), "bad/rs",
+                              {.op = rank == 0 ? ReduceOp::kSum : ReduceOp::kAverage});
+    CHECK_OR_COUNT(rs.status().code() == absl::StatusCode::kFailedPrecondition,
+                   "reducescatter op: %s", rs.status().ToString().c_str());
+  }
+}
+
+// Uneven data: rank r runs 2 (r + 1) steps, then joins. Joined ranks
+// contribute zeros; join returns the last rank to join.
+void ScenarioJoin(kolo::Client& c) {
+  const int rank = c.rank(), size = c.size();
+  const int steps = 2 * (rank + 1);
+  for (int k = 0; k < steps; ++k) {
+    std::vector<float> g(8, static_cast<float>(rank + 1));
+    absl::Status s = c.Allreduce(kolo::ConstTensorView(g.data(), DType::kFloat32, {8}),
+                                 kolo::TensorView{g.data(), DType::kFloat32, {8}},
+                                 absl::StrCat("step.", k), ReduceOp::kSum);
+    CHECK_OR_COUNT(s.ok(), "step %d: %s", k, s.ToString().c_str());
+    double want = 0;
+    for (int r = 0; r < size; ++r) {
+      if (2 * (r + 1) > k) want += r + 1;
+    }
+    CHECK_OR_COUNT(g[0] == want, "step %d: %g want %g", k, g[0], want);
+    std::vector<float> m(2, static_cast<float>(rank + 1));
+    s = c.Allreduce(kolo::ConstTensorView(m.data(), DType::kFloat32, {2}),
+                    kolo::TensorView{m.data(), DType::kFloat32, {2}}, absl::StrCat("min.", k),
+                    ReduceOp::kMin);
+    // A joined rank's zero is the minimum once anyone has joined.
+    double want_min = k >= 2 ? 0.0 : 1.0;
+    CHECK_OR_COUNT(s.ok() && m[0] == want_min, "min step %d: %g", k, m[0]);
+  }
+  if (rank == size - 1) {
+    // Every other rank has joined or will: an allgather cannot run now.
+    std::vector<float> a(2, 1.0f);
+    auto ag = c.Allgather(kolo::ConstTensorView(a.data(), DType::kFloat32, {1, 2}), "ag.joined");
+    CHECK_OR_COUNT(ag.status().code() == absl::StatusCode::kFailedPrecondition &&
+                       absl::StrContains(ag.status().message(), "joined"),
+                   "allgather with joined ranks: %s", ag.status().ToString().c_str());
+  }
+  auto last = c.Join();
+  CHECK_OR_COUNT(last.ok() && *last == size - 1, "join returned %d (%s)", last.value_or(-1),
+                 last.status().ToString().c_str());
+  // After everyone joined, the job goes on normally.
+  CheckAllreduce(c, DType::kFloat32, ReduceOp::kSum, 5, true, "after-join");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -385,6 +631,8 @@ int main(int argc, char** argv) {
   else if (scenario == "rank_dies") ScenarioRankDies(c);
   else if (scenario == "daemon_dies") ScenarioDaemonDies(c);
   else if (scenario == "withhold") ScenarioWithhold(c);
+  else if (scenario == "surface") ScenarioSurface(c);
+  else if (scenario == "join") ScenarioJoin(c);
   else {
     std::fprintf(stderr, "unknown scenario %s\n", scenario.c_str());
     return 2;

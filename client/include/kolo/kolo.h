@@ -42,6 +42,9 @@ struct ClientOptions {
   int local_size = 1;
   // Bytes of shared memory for host tensors (sparse: pages are used on touch).
   uint64_t arena_bytes = uint64_t{1} << 30;
+  // The part of the arena where kolod places allgather, reducescatter and
+  // alltoall outputs (KOLO_RESULT_BYTES); 0 means a quarter of the arena.
+  uint64_t result_bytes = 0;
   // How long a waiting call polls before it sleeps (KOLO_SPIN_US).
   absl::Duration spin = absl::Microseconds(50);
   // How long Connect waits for the daemon's socket to appear.
@@ -104,9 +107,10 @@ class HostBuffer {
   friend class Client;
   friend class ClientImpl;
   HostBuffer(std::shared_ptr<Arena> arena, void* data, uint64_t bytes,
-             DType dtype, std::vector<int64_t> shape)
+             DType dtype, std::vector<int64_t> shape,
+             int64_t result_offset = -1)
       : arena_(std::move(arena)), data_(data), bytes_(bytes), dtype_(dtype),
-        shape_(std::move(shape)) {}
+        shape_(std::move(shape)), result_offset_(result_offset) {}
   void Release();
 
   std::shared_ptr<Arena> arena_;
@@ -114,17 +118,14 @@ class HostBuffer {
   uint64_t bytes_ = 0;
   DType dtype_ = DType::kFloat32;
   std::vector<int64_t> shape_;
+  // For an output kolod placed in the result area: the offset to hand back.
+  int64_t result_offset_ = -1;
 };
 
 // Identifies one submitted collective until Wait or a successful Test.
 struct Handle {
   uint64_t id = 0;
 };
-
-// How float32 allreduce data travels: as is, or rounded to 16 bits (each
-// rank's input is rounded, the reduction accumulates in float32 and the
-// result is rounded once more), halving the bytes moved between nodes.
-enum class Compression : uint32_t { kNone = 0, kFloat16 = 1, kBFloat16 = 2 };
 
 // The process set of every rank of the job.
 inline constexpr int kGlobalProcessSet = 0;

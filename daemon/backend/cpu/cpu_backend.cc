@@ -1,73 +1,282 @@
 #include "daemon/backend/cpu/cpu_backend.h"
 
 #include <algorithm>
+#include <cstring>
+#include <numeric>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "daemon/session.h"
+#include "kernels/cpu/half.h"
 #include "kernels/cpu/reduce.h"
 
 namespace kolo::daemon {
 namespace {
 
-// A contiguous element range of one member.
-struct Chunk {
-  const FusedMember* member;
-  uint64_t first;  // element index
-  uint64_t count;
-};
+constexpr uint64_t kResultHeaderAlign = 64;
+
+// Rounds float32 values to 16 bits and back, in place (compression).
+void RoundTrip(Compression c, float* data, size_t count) {
+  std::vector<uint16_t> tmp(count);
+  if (c == Compression::kFloat16) {
+    kernels::FloatToHalfArray(data, tmp.data(), count);
+    kernels::HalfToFloatArray(tmp.data(), data, count);
+  } else {
+    kernels::FloatToBFloat16Array(data, tmp.data(), count);
+    kernels::BFloat16ToFloatArray(tmp.data(), data, count);
+  }
+}
+
+// Bytes of one row (everything but the first dimension).
+uint64_t RowBytes(const Request& r) {
+  uint64_t row = DTypeSize(r.dtype);
+  for (size_t d = 1; d < r.shape.size(); ++d) row *= static_cast<uint64_t>(r.shape[d]);
+  return row;
+}
+
+// Allocates one result per request; on failure frees what it took.
+absl::Status AllocateResults(FusedMember& m, const std::vector<uint64_t>& bytes,
+                             const std::vector<int64_t>& rows) {
+  m.results.assign(m.set.requests.size(), ResultPlacement{});
+  for (size_t i = 0; i < m.set.requests.size(); ++i) {
+    Session* s = m.set.requests[i].session.get();
+    auto offset = s->AllocateResult(bytes[i]);
+    if (!offset.ok()) {
+      for (size_t j = 0; j < i; ++j) {
+        m.set.requests[j].session->ReleaseResult(m.results[j].offset);
+      }
+      m.results.clear();
+      return absl::ResourceExhaustedError(absl::StrCat(
+          CollectiveKindName(m.set.requests[i].kind), " \"", m.set.name,
+          "\": ", offset.status().message()));
+    }
+    m.results[i] = ResultPlacement{*offset, bytes[i], rows[i]};
+  }
+  return absl::OkStatus();
+}
+
+uint8_t* ResultData(const FusedMember& m, size_t i) {
+  return m.set.requests[i].session->arena_base() + m.results[i].offset;
+}
 
 }  // namespace
 
-absl::Status CpuBackend::Execute(const Response& response, int job_size) {
-  const size_t esize = DTypeSize(response.dtype);
-  ReduceOp op = response.op;
-  double postscale = response.postscale;
+void CpuBackend::PlanAllreduce(const Response& r, FusedMember& m,
+                               std::vector<Task>* tasks) {
+  const std::vector<Request>& reqs = m.set.requests;
+  const size_t esize = DTypeSize(r.dtype);
+  ReduceOp op = r.op;
+  double postscale = r.postscale;
   if (op == ReduceOp::kAverage) {
     op = ReduceOp::kSum;
-    postscale /= job_size;
+    postscale /= m.set.set_size;
   }
-  const uint64_t chunk_elems = std::max<uint64_t>(1, chunk_bytes_ / esize);
-
-  std::vector<Chunk> chunks;
-  for (const FusedMember& m : response.members) {
-    uint64_t n = m.set.requests.front().bytes / esize;
-    for (uint64_t first = 0; first < n; first += chunk_elems) {
-      chunks.push_back(Chunk{&m, first, std::min(chunk_elems, n - first)});
-    }
-  }
-
-  std::vector<absl::Status> errors(chunks.size());
-  auto run = [&](size_t i) {
-    const Chunk& c = chunks[i];
-    const std::vector<Request>& reqs = c.member->set.requests;
-    const uint64_t byte_off = c.first * esize;
-    std::vector<void*> dsts;
-    dsts.reserve(reqs.size());
-    if (response.kind == CollectiveKind::kBroadcast) {
-      const uint8_t* src = reqs[response.root_rank].input + byte_off;
-      for (const Request& r : reqs) {
-        if (r.output + byte_off != src) dsts.push_back(r.output + byte_off);
+  // Joined ranks contribute zeros: nothing to add to a sum, but a zero
+  // operand for min, max and product.
+  const bool zero_operand = m.set.joined > 0 && op != ReduceOp::kSum;
+  const uint64_t n = reqs.front().bytes / esize;
+  const uint64_t chunk = std::max<uint64_t>(1, chunk_bytes_ / esize);
+  for (uint64_t first = 0; first < n; first += chunk) {
+    const uint64_t count = std::min(chunk, n - first);
+    tasks->push_back([&m, &r, op, postscale, zero_operand, first, count, esize]() {
+      const std::vector<Request>& reqs = m.set.requests;
+      const uint64_t off = first * esize;
+      std::vector<const void*> srcs;
+      std::vector<void*> dsts;
+      std::vector<std::vector<float>> rounded;
+      std::vector<uint8_t> zeros;
+      for (const Request& q : reqs) {
+        if (r.compression != Compression::kNone) {
+          const float* in = reinterpret_cast<const float*>(q.input + off);
+          rounded.emplace_back(in, in + count);
+          RoundTrip(r.compression, rounded.back().data(), count);
+          srcs.push_back(rounded.back().data());
+        } else {
+          srcs.push_back(q.input + off);
+        }
+        dsts.push_back(q.output + off);
       }
-      if (dsts.empty()) return;
-      errors[i] = kernels::ScaleCopy(response.dtype, src, absl::MakeSpan(dsts),
-                                     c.count, 1.0);
-      return;
-    }
-    std::vector<const void*> srcs;
-    srcs.reserve(reqs.size());
-    for (const Request& r : reqs) {
-      srcs.push_back(r.input + byte_off);
-      dsts.push_back(r.output + byte_off);
-    }
-    errors[i] = kernels::Reduce(response.dtype, op, absl::MakeSpan(srcs),
-                                absl::MakeSpan(dsts), c.count,
-                                response.prescale, postscale);
-  };
+      if (zero_operand) {
+        zeros.assign(count * esize, 0);
+        srcs.push_back(zeros.data());
+      }
+      absl::Status s = kernels::Reduce(r.dtype, op, absl::MakeSpan(srcs),
+                                       absl::MakeSpan(dsts), count, r.prescale,
+                                       postscale);
+      if (s.ok() && r.compression != Compression::kNone) {
+        for (void* d : dsts) RoundTrip(r.compression, static_cast<float*>(d), count);
+      }
+      return s;
+    });
+  }
+}
 
-  if (response.total_bytes < parallel_threshold_ || chunks.size() < 2) {
-    for (size_t i = 0; i < chunks.size(); ++i) run(i);
+void CpuBackend::PlanBroadcast(const Response& r, FusedMember& m,
+                               std::vector<Task>* tasks) {
+  const size_t esize = DTypeSize(r.dtype);
+  const uint64_t n = m.set.requests.front().bytes / esize;
+  const uint64_t chunk = std::max<uint64_t>(1, chunk_bytes_ / esize);
+  for (uint64_t first = 0; first < n; first += chunk) {
+    const uint64_t count = std::min(chunk, n - first);
+    tasks->push_back([&m, &r, first, count, esize]() {
+      const std::vector<Request>& reqs = m.set.requests;
+      const uint64_t off = first * esize;
+      const uint8_t* src = nullptr;
+      for (const Request& q : reqs) {
+        if (q.rank == r.root_rank) src = q.input + off;
+      }
+      if (src == nullptr) return absl::InternalError("broadcast root missing");
+      std::vector<void*> dsts;
+      for (const Request& q : reqs) {
+        if (q.output + off != src) dsts.push_back(q.output + off);
+      }
+      if (dsts.empty()) return absl::OkStatus();
+      return kernels::ScaleCopy(r.dtype, src, absl::MakeSpan(dsts), count, 1.0);
+    });
+  }
+}
+
+absl::Status CpuBackend::PlanAllgather(FusedMember& m, std::vector<Task>* tasks) {
+  const std::vector<Request>& reqs = m.set.requests;
+  const uint64_t row = RowBytes(reqs.front());
+  int64_t total_rows = 0;
+  for (const Request& q : reqs) total_rows += q.shape[0];
+  std::vector<uint64_t> bytes(reqs.size(), static_cast<uint64_t>(total_rows) * row);
+  std::vector<int64_t> rows(reqs.size(), total_rows);
+  if (absl::Status s = AllocateResults(m, bytes, rows); !s.ok()) return s;
+  // Destination d receives every source s's rows at s's prefix offset.
+  for (size_t d = 0; d < reqs.size(); ++d) {
+    uint64_t at = 0;
+    for (size_t s = 0; s < reqs.size(); ++s) {
+      const uint64_t len = reqs[s].bytes;
+      if (len > 0) {
+        tasks->push_back([&m, d, s, at, len]() {
+          std::memcpy(ResultData(m, d) + at, m.set.requests[s].input, len);
+          return absl::OkStatus();
+        });
+      }
+      at += len;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::PlanReducescatter(const Response& r, FusedMember& m,
+                                           std::vector<Task>* tasks) {
+  const std::vector<Request>& reqs = m.set.requests;
+  const int64_t n = static_cast<int64_t>(reqs.size());
+  const int64_t total_rows = reqs.front().shape[0];
+  const uint64_t row = RowBytes(reqs.front());
+  const size_t esize = DTypeSize(r.dtype);
+  std::vector<uint64_t> bytes(n);
+  std::vector<int64_t> rows(n), first_row(n);
+  int64_t next = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    rows[i] = total_rows / n + (i < total_rows % n ? 1 : 0);
+    first_row[i] = next;
+    next += rows[i];
+    bytes[i] = static_cast<uint64_t>(rows[i]) * row;
+  }
+  if (absl::Status s = AllocateResults(m, bytes, rows); !s.ok()) return s;
+  ReduceOp op = r.op;
+  double postscale = r.postscale;
+  if (op == ReduceOp::kAverage) {
+    op = ReduceOp::kSum;
+    postscale /= m.set.set_size;
+  }
+  const uint64_t chunk = std::max<uint64_t>(1, chunk_bytes_ / esize);
+  for (int64_t i = 0; i < n; ++i) {
+    const uint64_t elems = bytes[i] / esize;
+    const uint64_t base = static_cast<uint64_t>(first_row[i]) * row;
+    for (uint64_t first = 0; first < elems; first += chunk) {
+      const uint64_t count = std::min(chunk, elems - first);
+      tasks->push_back([&m, &r, op, postscale, i, base, first, count, esize]() {
+        std::vector<const void*> srcs;
+        for (const Request& q : m.set.requests) srcs.push_back(q.input + base + first * esize);
+        void* dst = ResultData(m, i) + first * esize;
+        return kernels::Reduce(r.dtype, op, absl::MakeSpan(srcs),
+                               absl::MakeSpan(&dst, 1), count, r.prescale, postscale);
+      });
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::PlanAlltoall(FusedMember& m, std::vector<Task>* tasks) {
+  const std::vector<Request>& reqs = m.set.requests;
+  const size_t n = reqs.size();
+  const uint64_t row = RowBytes(reqs.front());
+  // splits[i][j]: rows rank i sends to rank j.
+  std::vector<std::vector<int64_t>> splits(n);
+  for (size_t i = 0; i < n; ++i) {
+    splits[i] = reqs[i].aux;
+    if (splits[i].empty()) splits[i].assign(n, reqs[i].shape[0] / static_cast<int64_t>(n));
+  }
+  const uint64_t header = (n * sizeof(int64_t) + kResultHeaderAlign - 1) &
+                          ~(kResultHeaderAlign - 1);
+  std::vector<uint64_t> bytes(n);
+  std::vector<int64_t> rows(n, 0);
+  for (size_t j = 0; j < n; ++j) {
+    for (size_t i = 0; i < n; ++i) rows[j] += splits[i][j];
+    bytes[j] = header + static_cast<uint64_t>(rows[j]) * row;
+  }
+  if (absl::Status s = AllocateResults(m, bytes, rows); !s.ok()) return s;
+  for (size_t j = 0; j < n; ++j) {
+    int64_t* received = reinterpret_cast<int64_t*>(ResultData(m, j));
+    for (size_t i = 0; i < n; ++i) received[i] = splits[i][j];
+    uint64_t at = header;
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t src_off =
+          static_cast<uint64_t>(std::accumulate(splits[i].begin(), splits[i].begin() + j,
+                                                int64_t{0})) * row;
+      const uint64_t len = static_cast<uint64_t>(splits[i][j]) * row;
+      if (len > 0) {
+        tasks->push_back([&m, i, j, at, src_off, len]() {
+          std::memcpy(ResultData(m, j) + at, m.set.requests[i].input + src_off, len);
+          return absl::OkStatus();
+        });
+      }
+      at += len;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::Execute(Response& response) {
+  std::vector<Task> tasks;
+  uint64_t total = 0;
+  for (FusedMember& m : response.members) {
+    total += m.set.requests.front().bytes * m.set.requests.size();
+    switch (response.kind) {
+      case CollectiveKind::kAllreduce:
+        PlanAllreduce(response, m, &tasks);
+        break;
+      case CollectiveKind::kBroadcast:
+        PlanBroadcast(response, m, &tasks);
+        break;
+      case CollectiveKind::kAllgather:
+        m.status = PlanAllgather(m, &tasks);
+        break;
+      case CollectiveKind::kReducescatter:
+        m.status = PlanReducescatter(response, m, &tasks);
+        break;
+      case CollectiveKind::kAlltoall:
+        m.status = PlanAlltoall(m, &tasks);
+        break;
+      case CollectiveKind::kBarrier:
+        break;
+      default:
+        m.status = absl::InternalError(absl::StrCat(
+            "the cpu backend cannot run ", CollectiveKindName(response.kind)));
+    }
+  }
+  std::vector<absl::Status> errors(tasks.size());
+  auto run = [&](size_t i) { errors[i] = tasks[i](); };
+  if (total < parallel_threshold_ || tasks.size() < 2) {
+    for (size_t i = 0; i < tasks.size(); ++i) run(i);
   } else {
-    pool_->ParallelFor(chunks.size(), run);
+    pool_->ParallelFor(tasks.size(), run);
   }
   for (const absl::Status& s : errors) {
     if (!s.ok()) return s;

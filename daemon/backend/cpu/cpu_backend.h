@@ -3,13 +3,17 @@
 // rank's input once and writes every rank's output once, in a single pass
 // split into chunks across the worker pool; nothing is staged, which is why
 // fusion here groups work (one parallel step and one doorbell per rank for
-// many tensors) rather than copying into a fusion buffer.
+// many tensors) rather than copying into a fusion buffer. Allgather,
+// reducescatter and alltoall write each rank's new output into that rank's
+// result area.
 //
 // Thread-safety: thread-compatible; Execute may run concurrently for
 // different jobs (the pool serialises its own use).
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <vector>
 
 #include "daemon/backend/backend.h"
 #include "daemon/worker_pool.h"
@@ -27,9 +31,19 @@ class CpuBackend : public Backend {
         chunk_bytes_(chunk_bytes) {}
 
   absl::string_view name() const override { return "cpu"; }
-  absl::Status Execute(const Response& response, int job_size) override;
+  absl::Status Execute(Response& response) override;
 
  private:
+  // One piece of work: returns its status.
+  using Task = std::function<absl::Status()>;
+
+  void PlanAllreduce(const Response& r, FusedMember& m, std::vector<Task>* tasks);
+  void PlanBroadcast(const Response& r, FusedMember& m, std::vector<Task>* tasks);
+  absl::Status PlanAllgather(FusedMember& m, std::vector<Task>* tasks);
+  absl::Status PlanReducescatter(const Response& r, FusedMember& m,
+                                 std::vector<Task>* tasks);
+  absl::Status PlanAlltoall(FusedMember& m, std::vector<Task>* tasks);
+
   WorkerPool* pool_;
   uint64_t parallel_threshold_;
   uint64_t chunk_bytes_;

@@ -27,7 +27,13 @@ inline constexpr uint64_t kMagic = 0x314d48534f4c4f4bULL;  // "KOLOSHM1"
 inline constexpr uint32_t kVersion = 1;
 inline constexpr uint32_t kMaxDims = 8;
 inline constexpr uint32_t kMaxNameBytes = 200;
-inline constexpr uint32_t kMaxMessageBytes = 232;
+inline constexpr uint32_t kMaxMessageBytes = 208;
+// Most int64 entries a request's auxiliary array (alltoall splits, process
+// set ranks) may hold.
+inline constexpr uint64_t kMaxAuxEntries = 1 << 20;
+// A submission whose kind is this is no collective: it hands a result buffer
+// (input_offset) back to kolod.
+inline constexpr uint32_t kReleaseResult = 100;
 inline constexpr uint64_t kAlignment = 4096;
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
@@ -45,27 +51,40 @@ struct alignas(64) RingIndex {
 // One collective request, written by the client.
 struct SubmitSlot {
   uint64_t request_id;  // chosen by the client, echoed in the completion
-  uint32_t kind;        // kolo::CollectiveKind
+  uint32_t kind;        // kolo::CollectiveKind, or kReleaseResult
   uint32_t dtype;       // kolo::DType
-  uint32_t reduce_op;   // kolo::ReduceOp (allreduce)
-  int32_t root_rank;    // broadcast
+  uint32_t reduce_op;   // kolo::ReduceOp (allreduce, reducescatter)
+  int32_t root_rank;    // broadcast: a global rank
   double prescale;
   double postscale;
   uint64_t input_offset;   // arena offsets
-  uint64_t output_offset;
-  uint64_t byte_length;    // of input and of output
+  uint64_t output_offset;  // allreduce and broadcast only
+  uint64_t byte_length;    // of the input (and of the output, where given)
   uint32_t ndim;
   uint32_t name_length;
   int64_t shape[kMaxDims];
   char name[kMaxNameBytes];
+  uint32_t process_set;    // 0: every rank of the job
+  uint32_t compression;    // kolo::Compression (float32 allreduce)
+  uint64_t group_id;       // grouped collectives: same id on every rank
+  uint32_t group_size;     // members of the group; 0 or 1: no group
+  uint32_t reserved;
+  uint64_t aux_offset;     // arena offset of int64 entries (splits, ranks)
+  uint64_t aux_count;
 };
-static_assert(sizeof(SubmitSlot) == 336);
+static_assert(sizeof(SubmitSlot) == 376);
 
 // The outcome of one request, written by kolod.
 struct CompletionSlot {
   uint64_t request_id;
   int32_t code;  // absl::StatusCode
   uint32_t message_length;
+  // Collectives that return a new tensor: where kolod put it in the result
+  // area (arena offsets) and its first dimension. Join: the last rank to
+  // join; add_process_set: the new set's id.
+  uint64_t result_offset;
+  uint64_t result_bytes;
+  int64_t value;
   char message[kMaxMessageBytes];
 };
 static_assert(sizeof(CompletionSlot) == 248);
@@ -86,6 +105,10 @@ struct SegmentHeader {
   uint64_t arena_offset;
   uint64_t arena_bytes;
   uint64_t total_bytes;
+  // The last result_bytes of the arena are kolod's: it places the outputs
+  // of allgather, reducescatter and alltoall there, and the client hands
+  // each back (kReleaseResult) when done with it.
+  uint64_t result_bytes;
 
   // Submission ring: the client produces, kolod consumes.
   RingIndex submit_tail;

@@ -31,7 +31,28 @@ inline constexpr uint32_t kNumReduceOps = 5;
 enum class CollectiveKind : uint32_t {
   kAllreduce = 1,
   kBroadcast = 2,
+  kAllgather = 3,
+  kReducescatter = 4,
+  kAlltoall = 5,
+  kBarrier = 6,
+  kJoin = 7,
+  kAddProcessSet = 8,
+  kRemoveProcessSet = 9,
 };
+inline constexpr uint32_t kMaxCollectiveKind = 9;
+
+// Whether a collective's output is a new tensor kolod places in the
+// session's result area (its size is known only once every rank submitted).
+constexpr bool ReturnsResult(CollectiveKind k) {
+  return k == CollectiveKind::kAllgather || k == CollectiveKind::kReducescatter ||
+         k == CollectiveKind::kAlltoall;
+}
+
+// How float32 allreduce data travels: as is, or rounded to 16 bits (each
+// rank's input is rounded, the reduction accumulates in float32 and the
+// result is rounded once more), halving the bytes moved between nodes.
+enum class Compression : uint32_t { kNone = 0, kFloat16 = 1, kBFloat16 = 2 };
+inline constexpr uint32_t kNumCompressions = 3;
 
 // Bytes of one element; 0 for a value outside the enum.
 constexpr size_t DTypeSize(DType t) {
@@ -86,6 +107,13 @@ constexpr const char* CollectiveKindName(CollectiveKind k) {
   switch (k) {
     case CollectiveKind::kAllreduce: return "allreduce";
     case CollectiveKind::kBroadcast: return "broadcast";
+    case CollectiveKind::kAllgather: return "allgather";
+    case CollectiveKind::kReducescatter: return "reducescatter";
+    case CollectiveKind::kAlltoall: return "alltoall";
+    case CollectiveKind::kBarrier: return "barrier";
+    case CollectiveKind::kJoin: return "join";
+    case CollectiveKind::kAddProcessSet: return "add_process_set";
+    case CollectiveKind::kRemoveProcessSet: return "remove_process_set";
   }
   return "invalid-collective";
 }
