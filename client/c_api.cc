@@ -17,9 +17,45 @@ struct kolo_client {
   absl::flat_hash_map<void*, kolo::HostBuffer> buffers ABSL_GUARDED_BY(mu);
 };
 
+struct kolo_tensor {
+  kolo::HostBuffer buffer;
+  std::vector<int64_t> shape;
+  std::vector<int64_t> received_splits;
+};
+
 namespace {
 
 thread_local std::string last_error;
+
+kolo::AllreduceOptions ToOptions(const kolo_allreduce_options* o) {
+  kolo::AllreduceOptions out;
+  if (o == nullptr) return out;
+  out.op = static_cast<kolo::ReduceOp>(o->op);
+  out.prescale = o->prescale;
+  out.postscale = o->postscale;
+  out.compression = static_cast<kolo::Compression>(o->compression);
+  out.process_set = o->process_set;
+  return out;
+}
+
+absl::Status CheckOptions(const kolo_allreduce_options* o) {
+  if (o == nullptr) return absl::OkStatus();
+  if (o->op < 0 || o->op >= static_cast<int>(kolo::kNumReduceOps)) {
+    return absl::InvalidArgumentError("unknown reduce op");
+  }
+  if (o->compression < 0 || o->compression >= static_cast<int>(kolo::kNumCompressions)) {
+    return absl::InvalidArgumentError("unknown compression");
+  }
+  return absl::OkStatus();
+}
+
+kolo_tensor* NewTensor(kolo::HostBuffer buffer, std::vector<int64_t> splits = {}) {
+  auto* t = new kolo_tensor();
+  t->shape = buffer.shape();
+  t->buffer = std::move(buffer);
+  t->received_splits = std::move(splits);
+  return t;
+}
 
 kolo_status Report(const absl::Status& s) {
   if (s.ok()) return 0;
@@ -150,6 +186,187 @@ kolo_status kolo_test(kolo_client* c, kolo_handle handle, int* done) {
   auto r = c->client->Test(kolo::Handle{handle});
   if (!r.ok()) return Report(r.status());
   *done = *r ? 1 : 0;
+  return 0;
+}
+
+void kolo_allreduce_options_init(kolo_allreduce_options* o) {
+  if (o == nullptr) return;
+  o->op = KOLO_SUM;
+  o->prescale = 1.0;
+  o->postscale = 1.0;
+  o->compression = KOLO_COMPRESSION_NONE;
+  o->process_set = 0;
+}
+
+const void* kolo_tensor_data(const kolo_tensor* t) { return t ? t->buffer.data() : nullptr; }
+size_t kolo_tensor_bytes(const kolo_tensor* t) { return t ? t->buffer.byte_size() : 0; }
+int kolo_tensor_ndim(const kolo_tensor* t) { return t ? static_cast<int>(t->shape.size()) : 0; }
+const int64_t* kolo_tensor_shape(const kolo_tensor* t) { return t ? t->shape.data() : nullptr; }
+int kolo_tensor_num_splits(const kolo_tensor* t) {
+  return t ? static_cast<int>(t->received_splits.size()) : 0;
+}
+const int64_t* kolo_tensor_received_splits(const kolo_tensor* t) {
+  return t ? t->received_splits.data() : nullptr;
+}
+void kolo_tensor_free(kolo_tensor* t) { delete t; }
+
+kolo_status kolo_allreduce_ex(kolo_client* c, const void* input, void* output, int dtype,
+                              const int64_t* shape, int ndim, const char* name,
+                              const kolo_allreduce_options* options, kolo_handle* out) {
+  if (absl::Status s = CheckArgs(c, dtype, ndim, name); !s.ok()) return Report(s);
+  if (absl::Status s = CheckOptions(options); !s.ok()) return Report(s);
+  auto t = static_cast<kolo::DType>(dtype);
+  auto h = c->client->AllreduceAsync(kolo::ConstTensorView(input, t, Shape(shape, ndim)),
+                                     kolo::TensorView{output, t, Shape(shape, ndim)}, name,
+                                     ToOptions(options));
+  if (!h.ok()) return Report(h.status());
+  if (out != nullptr) *out = h->id;
+  return 0;
+}
+
+kolo_status kolo_broadcast_ex(kolo_client* c, void* tensor, int dtype, const int64_t* shape,
+                              int ndim, const char* name, int root_rank, int process_set,
+                              kolo_handle* out) {
+  if (absl::Status s = CheckArgs(c, dtype, ndim, name); !s.ok()) return Report(s);
+  auto h = c->client->BroadcastAsync(
+      kolo::TensorView{tensor, static_cast<kolo::DType>(dtype), Shape(shape, ndim)}, name,
+      root_rank, {.process_set = process_set});
+  if (!h.ok()) return Report(h.status());
+  if (out != nullptr) *out = h->id;
+  return 0;
+}
+
+kolo_status kolo_allgather_async(kolo_client* c, const void* input, int dtype,
+                                 const int64_t* shape, int ndim, const char* name,
+                                 int process_set, kolo_handle* out) {
+  if (absl::Status s = CheckArgs(c, dtype, ndim, name); !s.ok()) return Report(s);
+  auto h = c->client->AllgatherAsync(
+      kolo::ConstTensorView(input, static_cast<kolo::DType>(dtype), Shape(shape, ndim)), name,
+      {.process_set = process_set});
+  if (!h.ok()) return Report(h.status());
+  if (out != nullptr) *out = h->id;
+  return 0;
+}
+
+kolo_status kolo_allgather(kolo_client* c, const void* input, int dtype, const int64_t* shape,
+                           int ndim, const char* name, int process_set, kolo_tensor** out) {
+  kolo_handle h = 0;
+  if (kolo_status s = kolo_allgather_async(c, input, dtype, shape, ndim, name, process_set, &h);
+      s != 0) {
+    return s;
+  }
+  return kolo_wait_tensor(c, h, out);
+}
+
+kolo_status kolo_reducescatter(kolo_client* c, const void* input, int dtype,
+                               const int64_t* shape, int ndim, const char* name,
+                               const kolo_allreduce_options* options, kolo_tensor** out) {
+  if (absl::Status s = CheckArgs(c, dtype, ndim, name); !s.ok()) return Report(s);
+  if (absl::Status s = CheckOptions(options); !s.ok()) return Report(s);
+  if (out == nullptr) return Report(absl::InvalidArgumentError("null out"));
+  auto r = c->client->Reducescatter(
+      kolo::ConstTensorView(input, static_cast<kolo::DType>(dtype), Shape(shape, ndim)), name,
+      ToOptions(options));
+  if (!r.ok()) return Report(r.status());
+  *out = NewTensor(*std::move(r));
+  return 0;
+}
+
+kolo_status kolo_alltoall(kolo_client* c, const void* input, int dtype, const int64_t* shape,
+                          int ndim, const int64_t* splits, int nsplits, const char* name,
+                          int process_set, kolo_tensor** out) {
+  if (absl::Status s = CheckArgs(c, dtype, ndim, name); !s.ok()) return Report(s);
+  if (out == nullptr || nsplits < 0) return Report(absl::InvalidArgumentError("bad argument"));
+  std::vector<int64_t> sp;
+  if (splits != nullptr) sp.assign(splits, splits + nsplits);
+  auto r = c->client->Alltoall(
+      kolo::ConstTensorView(input, static_cast<kolo::DType>(dtype), Shape(shape, ndim)),
+      std::move(sp), name, {.process_set = process_set});
+  if (!r.ok()) return Report(r.status());
+  *out = NewTensor(std::move(r->output), std::move(r->received_splits));
+  return 0;
+}
+
+kolo_status kolo_wait_tensor(kolo_client* c, kolo_handle handle, kolo_tensor** out) {
+  if (c == nullptr || out == nullptr) return Report(absl::InvalidArgumentError("null argument"));
+  auto r = c->client->WaitForOutput(kolo::Handle{handle});
+  if (!r.ok()) return Report(r.status());
+  *out = NewTensor(*std::move(r));
+  return 0;
+}
+
+kolo_status kolo_grouped_allreduce(kolo_client* c, int count, const void* const* inputs,
+                                   void* const* outputs, int dtype,
+                                   const int64_t* const* shapes, const int* ndims,
+                                   const char* const* names,
+                                   const kolo_allreduce_options* options) {
+  if (c == nullptr || count < 0 || (count > 0 && (inputs == nullptr || outputs == nullptr ||
+                                                  shapes == nullptr || ndims == nullptr ||
+                                                  names == nullptr))) {
+    return Report(absl::InvalidArgumentError("bad argument"));
+  }
+  if (absl::Status s = CheckOptions(options); !s.ok()) return Report(s);
+  std::vector<kolo::ConstTensorView> ins;
+  std::vector<kolo::TensorView> outs;
+  std::vector<std::string> ns;
+  for (int i = 0; i < count; ++i) {
+    if (absl::Status s = CheckArgs(c, dtype, ndims[i], names[i]); !s.ok()) return Report(s);
+    auto t = static_cast<kolo::DType>(dtype);
+    ins.emplace_back(inputs[i], t, Shape(shapes[i], ndims[i]));
+    outs.push_back(kolo::TensorView{outputs[i], t, Shape(shapes[i], ndims[i])});
+    ns.emplace_back(names[i]);
+  }
+  auto hs = c->client->GroupedAllreduceAsync(ins, outs, ns, ToOptions(options));
+  if (!hs.ok()) return Report(hs.status());
+  absl::Status first;
+  for (kolo::Handle h : *hs) {
+    absl::Status s = c->client->Wait(h);
+    if (first.ok()) first = s;
+  }
+  return Report(first);
+}
+
+kolo_status kolo_barrier(kolo_client* c, int process_set) {
+  if (c == nullptr) return Report(absl::InvalidArgumentError("null kolo_client"));
+  return Report(c->client->Barrier({.process_set = process_set}));
+}
+
+kolo_status kolo_join(kolo_client* c, int* last_rank) {
+  if (c == nullptr) return Report(absl::InvalidArgumentError("null kolo_client"));
+  auto r = c->client->Join();
+  if (!r.ok()) return Report(r.status());
+  if (last_rank != nullptr) *last_rank = *r;
+  return 0;
+}
+
+kolo_status kolo_add_process_set(kolo_client* c, const int* ranks, int count, int* id) {
+  if (c == nullptr || ranks == nullptr || count <= 0) {
+    return Report(absl::InvalidArgumentError("bad argument"));
+  }
+  auto r = c->client->AddProcessSet(std::vector<int>(ranks, ranks + count));
+  if (!r.ok()) return Report(r.status());
+  if (id != nullptr) *id = *r;
+  return 0;
+}
+
+kolo_status kolo_remove_process_set(kolo_client* c, int process_set) {
+  if (c == nullptr) return Report(absl::InvalidArgumentError("null kolo_client"));
+  return Report(c->client->RemoveProcessSet(process_set));
+}
+
+kolo_status kolo_process_set_rank(kolo_client* c, int process_set, int* rank) {
+  if (c == nullptr || rank == nullptr) return Report(absl::InvalidArgumentError("null argument"));
+  auto r = c->client->ProcessSetRank(process_set);
+  if (!r.ok()) return Report(r.status());
+  *rank = *r;
+  return 0;
+}
+
+kolo_status kolo_process_set_size(kolo_client* c, int process_set, int* size) {
+  if (c == nullptr || size == nullptr) return Report(absl::InvalidArgumentError("null argument"));
+  auto r = c->client->ProcessSetSize(process_set);
+  if (!r.ok()) return Report(r.status());
+  *size = *r;
   return 0;
 }
 

@@ -41,6 +41,7 @@ void FillJob(const JobSnapshot& j, absl::Time now, kolo::v1::JobInfo* job) {
     for (int r : p.submitted) t->add_submitted_ranks(r);
     for (int r : p.missing) t->add_missing_ranks(r);
     t->set_waiting_s(absl::ToDoubleSeconds(now - p.first_submitted));
+    t->set_process_set(p.process_set);
   }
 }
 

@@ -67,6 +67,75 @@ int main(void) {
   EXPECT(kolo_allreduce(c, x, x, 99, &len, 1, "c/dtype", KOLO_SUM) == 3, "bad dtype");
   EXPECT(kolo_wait(c, 123456789) != 0, "unknown handle");
 
+  /* Allgather: rank r gives r + 1 rows of 2. */
+  {
+    float rows[16];
+    int64_t ag_shape[2] = {rank + 1, 2};
+    for (int i = 0; i < 2 * (rank + 1); ++i) rows[i] = (float)(rank * 100 + i);
+    kolo_tensor* t = NULL;
+    EXPECT(kolo_allgather(c, rows, KOLO_FLOAT32, ag_shape, 2, "c/ag", 0, &t) == 0, "allgather");
+    if (t != NULL) {
+      EXPECT(kolo_tensor_ndim(t) == 2 && kolo_tensor_shape(t)[0] == size * (size + 1) / 2 &&
+                 kolo_tensor_shape(t)[1] == 2,
+             "allgather shape");
+      EXPECT(((const float*)kolo_tensor_data(t))[0] == 0.0f, "allgather first value");
+      kolo_tensor_free(t);
+    }
+  }
+  /* Reducescatter (average) and alltoall (even split). */
+  {
+    double rs_in[12];
+    int64_t rs_shape[1] = {12};
+    for (int i = 0; i < 12; ++i) rs_in[i] = rank + i;
+    kolo_allreduce_options o;
+    kolo_allreduce_options_init(&o);
+    o.op = KOLO_AVERAGE;
+    kolo_tensor* t = NULL;
+    EXPECT(kolo_reducescatter(c, rs_in, KOLO_FLOAT64, rs_shape, 1, "c/rs", &o, &t) == 0,
+           "reducescatter");
+    if (t != NULL) {
+      EXPECT(kolo_tensor_bytes(t) > 0, "reducescatter bytes");
+      kolo_tensor_free(t);
+    }
+    int32_t a2a[64];
+    int64_t a2a_shape[1] = {size * 2};
+    for (int i = 0; i < size * 2; ++i) a2a[i] = rank * 1000 + i;
+    t = NULL;
+    EXPECT(kolo_alltoall(c, a2a, KOLO_INT32, a2a_shape, 1, NULL, 0, "c/a2a", 0, &t) == 0,
+           "alltoall");
+    if (t != NULL) {
+      EXPECT(kolo_tensor_num_splits(t) == size && kolo_tensor_received_splits(t)[0] == 2,
+             "alltoall splits");
+      EXPECT(((const int32_t*)kolo_tensor_data(t))[0] == rank * 2, "alltoall value");
+      kolo_tensor_free(t);
+    }
+  }
+  /* Barrier, grouped allreduce, a process set, join. */
+  EXPECT(kolo_barrier(c, 0) == 0, "barrier");
+  {
+    float a[2] = {1, 1}, b[3] = {2, 2, 2};
+    const void* ins[2] = {a, b};
+    void* outs[2] = {a, b};
+    int64_t sa[1] = {2}, sb[1] = {3};
+    const int64_t* shapes[2] = {sa, sb};
+    int ndims[2] = {1, 1};
+    const char* names[2] = {"c/g0", "c/g1"};
+    EXPECT(kolo_grouped_allreduce(c, 2, ins, outs, KOLO_FLOAT32, shapes, ndims, names, NULL) == 0,
+           "grouped allreduce");
+    EXPECT(a[0] == size && b[2] == 2.0f * size, "grouped values");
+  }
+  {
+    int members[2] = {0, size - 1};
+    int ps = 0, ps_size = 0;
+    EXPECT(kolo_add_process_set(c, members, 2, &ps) == 0 && ps > 0, "add process set");
+    EXPECT(kolo_process_set_size(c, ps, &ps_size) == 0 && ps_size == 2, "process set size");
+    EXPECT(kolo_remove_process_set(c, ps) == 0, "remove process set");
+  }
+  {
+    int last = -1;
+    EXPECT(kolo_join(c, &last) == 0 && last >= 0 && last < size, "join");
+  }
+
   kolo_shutdown(c);
   printf("rank %d/%d c_api: %s (%d failures)\n", rank, size, failures ? "FAILED" : "ok", failures);
   return failures == 0 ? 0 : 1;

@@ -445,6 +445,71 @@ void ScenarioSurface(kolo::Client& c) {
       }
     }
   }
+  // Reducescatter and alltoall over more dtypes (sum of small integers is
+  // exact in each).
+  for (DType t : {DType::kFloat64, DType::kInt32, DType::kInt64, DType::kFloat16,
+                  DType::kBFloat16, DType::kInt8, DType::kUint8}) {
+    const int64_t rows = 2 * size + 1;
+    std::vector<uint8_t> in(rows * 2 * kolo::DTypeSize(t));
+    for (int64_t i = 0; i < rows * 2; ++i) Store(t, in.data(), i, (rank + i) % 7);
+    auto out = c.Reducescatter(kolo::ConstTensorView(in.data(), t, {rows, 2}),
+                               absl::StrCat("rs.t/", kolo::DTypeName(t)));
+    CHECK_OR_COUNT(out.ok(), "reducescatter %s: %s", kolo::DTypeName(t),
+                   out.status().ToString().c_str());
+    if (out.ok()) {
+      int64_t first = 0;
+      for (int r = 0; r < rank; ++r) first += rows / size + (r < rows % size ? 1 : 0);
+      for (int64_t i = 0; i < out->shape()[0] * 2; ++i) {
+        double want = 0;
+        for (int r = 0; r < size; ++r) want += (r + first * 2 + i) % 7;
+        if (Load(t, out->data(), i) != want) {
+          CHECK_OR_COUNT(false, "reducescatter %s [%ld]", kolo::DTypeName(t), static_cast<long>(i));
+          break;
+        }
+      }
+    }
+    std::vector<uint8_t> a(size * kolo::DTypeSize(t));
+    for (int j = 0; j < size; ++j) Store(t, a.data(), j, (rank * 3 + j) % 50);
+    auto got = c.Alltoall(kolo::ConstTensorView(a.data(), t, {size}), {},
+                          absl::StrCat("a2a.t/", kolo::DTypeName(t)));
+    CHECK_OR_COUNT(got.ok(), "alltoall %s", kolo::DTypeName(t));
+    if (got.ok()) {
+      for (int i = 0; i < size; ++i) {
+        CHECK_OR_COUNT(Load(t, got->output.data(), i) == (i * 3 + rank) % 50,
+                       "alltoall %s from %d", kolo::DTypeName(t), i);
+      }
+    }
+  }
+  // Process sets of several shapes: one rank, all but rank 0, every rank.
+  {
+    std::vector<std::vector<int>> shapes = {{0}, {}, {}};
+    for (int r = 1; r < size; ++r) shapes[1].push_back(r);
+    for (int r = 0; r < size; ++r) shapes[2].push_back(r);
+    for (const auto& members : shapes) {
+      if (members.empty()) continue;
+      auto ps = c.AddProcessSet(members);
+      CHECK_OR_COUNT(ps.ok(), "add set: %s", ps.status().ToString().c_str());
+      if (!ps.ok()) continue;
+      const bool in = std::find(members.begin(), members.end(), rank) != members.end();
+      if (in) {
+        std::vector<int32_t> v(3, rank);
+        absl::Status st = c.Allreduce(kolo::ConstTensorView(v.data(), DType::kInt32, {3}),
+                                      kolo::TensorView{v.data(), DType::kInt32, {3}}, "shape",
+                                      {.op = ReduceOp::kSum, .process_set = *ps});
+        int want = 0;
+        for (int m : members) want += m;
+        CHECK_OR_COUNT(st.ok() && v[0] == want, "set of %zu: %d want %d", members.size(), v[0],
+                       want);
+        std::vector<float> one(1, static_cast<float>(rank));
+        auto ag = c.Allgather(kolo::ConstTensorView(one.data(), DType::kFloat32, {1}), "shape.ag",
+                              {.process_set = *ps});
+        CHECK_OR_COUNT(ag.ok() && ag->shape()[0] == static_cast<int64_t>(members.size()) &&
+                           ag->data_as<float>()[0] == members[0],
+                       "set allgather");
+      }
+      CHECK_OR_COUNT(c.RemoveProcessSet(*ps).ok(), "remove set");
+    }
+  }
   // Barrier, a few times.
   for (int i = 0; i < 3; ++i) {
     absl::Status b = c.Barrier();

@@ -35,6 +35,35 @@ enum kolo_reduce_op {
   KOLO_PRODUCT = 4,
 };
 
+enum kolo_compression {
+  KOLO_COMPRESSION_NONE = 0,
+  KOLO_COMPRESSION_FP16 = 1,
+  KOLO_COMPRESSION_BF16 = 2,
+};
+
+/* Options of allreduce and reducescatter; kolo_allreduce_options_init fills
+ * the defaults (sum, no scaling, no compression, every rank). */
+typedef struct kolo_allreduce_options {
+  int op;
+  double prescale;
+  double postscale;
+  int compression;
+  int process_set;
+} kolo_allreduce_options;
+void kolo_allreduce_options_init(kolo_allreduce_options* options);
+
+/* A tensor kolod produced (allgather, reducescatter, alltoall), in the
+ * session's shared memory until kolo_tensor_free. */
+typedef struct kolo_tensor kolo_tensor;
+const void* kolo_tensor_data(const kolo_tensor* t);
+size_t kolo_tensor_bytes(const kolo_tensor* t);
+int kolo_tensor_ndim(const kolo_tensor* t);
+const int64_t* kolo_tensor_shape(const kolo_tensor* t);
+/* Alltoall only: rows received from each rank of the process set. */
+int kolo_tensor_num_splits(const kolo_tensor* t);
+const int64_t* kolo_tensor_received_splits(const kolo_tensor* t);
+void kolo_tensor_free(kolo_tensor* t);
+
 /* Attaches using the KOLO_* environment (see kolo.h). */
 kolo_status kolo_init(kolo_client** out);
 /* Detaches and frees the client; NULL is allowed. */
@@ -64,6 +93,57 @@ kolo_status kolo_broadcast_async(kolo_client* client, void* tensor, int dtype,
 kolo_status kolo_broadcast(kolo_client* client, void* tensor, int dtype,
                            const int64_t* shape, int ndim, const char* name,
                            int root_rank);
+
+kolo_status kolo_allreduce_ex(kolo_client* client, const void* input,
+                              void* output, int dtype, const int64_t* shape,
+                              int ndim, const char* name,
+                              const kolo_allreduce_options* options,
+                              kolo_handle* out);
+kolo_status kolo_broadcast_ex(kolo_client* client, void* tensor, int dtype,
+                              const int64_t* shape, int ndim, const char* name,
+                              int root_rank, int process_set, kolo_handle* out);
+
+/* Collectives that return a new tensor: *_async gives a handle for
+ * kolo_wait_tensor; the blocking forms give the tensor. */
+kolo_status kolo_allgather_async(kolo_client* client, const void* input,
+                                 int dtype, const int64_t* shape, int ndim,
+                                 const char* name, int process_set,
+                                 kolo_handle* out);
+kolo_status kolo_allgather(kolo_client* client, const void* input, int dtype,
+                           const int64_t* shape, int ndim, const char* name,
+                           int process_set, kolo_tensor** out);
+kolo_status kolo_reducescatter(kolo_client* client, const void* input,
+                               int dtype, const int64_t* shape, int ndim,
+                               const char* name,
+                               const kolo_allreduce_options* options,
+                               kolo_tensor** out);
+/* `splits` (nsplits entries, one per rank of the set) may be NULL for an
+ * even split. */
+kolo_status kolo_alltoall(kolo_client* client, const void* input, int dtype,
+                          const int64_t* shape, int ndim, const int64_t* splits,
+                          int nsplits, const char* name, int process_set,
+                          kolo_tensor** out);
+kolo_status kolo_wait_tensor(kolo_client* client, kolo_handle handle,
+                             kolo_tensor** out);
+
+/* Several allreduces negotiated and fused as one unit (blocking). */
+kolo_status kolo_grouped_allreduce(kolo_client* client, int count,
+                                   const void* const* inputs,
+                                   void* const* outputs, int dtype,
+                                   const int64_t* const* shapes,
+                                   const int* ndims, const char* const* names,
+                                   const kolo_allreduce_options* options);
+
+kolo_status kolo_barrier(kolo_client* client, int process_set);
+/* Blocks until every rank has joined; *last_rank gets the last to join. */
+kolo_status kolo_join(kolo_client* client, int* last_rank);
+kolo_status kolo_add_process_set(kolo_client* client, const int* ranks,
+                                 int count, int* process_set);
+kolo_status kolo_remove_process_set(kolo_client* client, int process_set);
+kolo_status kolo_process_set_rank(kolo_client* client, int process_set,
+                                  int* rank);
+kolo_status kolo_process_set_size(kolo_client* client, int process_set,
+                                  int* size);
 
 kolo_status kolo_wait(kolo_client* client, kolo_handle handle);
 /* *done is set to 1 once complete; a later kolo_wait returns its result. */
