@@ -67,7 +67,7 @@ echo "unit runs: ${argv[*]}"
 if getent group kolo >/dev/null 2>&1; then group=kolo; else group="$(id -gn)"; fi
 sock="$tmp/kolod.sock"
 token="$tmp/admin.token"
-grep -Ev '^[[:space:]]*#?[[:space:]]*--(socket|socket_group|admin_token_file|status_address|metrics_address)=' \
+grep -Ev '^[[:space:]]*#?[[:space:]]*--(socket|socket_group|admin_token_file|status_address|metrics_address|peer_address)=' \
   "$flagfile" >"$tmp/kolod.flags"
 cat >>"$tmp/kolod.flags" <<FLAGS
 # Rewritten by unit_exec_test.sh:
@@ -75,6 +75,7 @@ cat >>"$tmp/kolod.flags" <<FLAGS
 --socket_group=$group
 --admin_token_file=$token
 --status_address=127.0.0.1:0
+--peer_address=127.0.0.1:0
 --metrics_address=
 FLAGS
 socket_mode="$(sed -n 's/^--socket_mode=0*\([0-7]*\)$/\1/p' "$flagfile" | tail -1)"

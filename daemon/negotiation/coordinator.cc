@@ -1,0 +1,371 @@
+#include "daemon/negotiation/coordinator.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "common/rank_ranges.h"
+#include "proto/kolo/abi/types.h"
+
+namespace kolo::daemon {
+namespace {
+
+bool TokensEqual(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= a[i] ^ b[i];
+  return diff == 0;
+}
+
+std::string Shape(const kolo::v1::TensorMeta& m) {
+  return absl::StrCat("[", absl::StrJoin(m.shape(), ","), "]");
+}
+
+// The first field on which two nodes' views of a tensor differ, as
+// {what, value of a, value of b}; empty when they agree.
+std::vector<std::string> Difference(const kolo::v1::TensorMeta& a,
+                                    const kolo::v1::TensorMeta& b) {
+  auto kind = [](uint32_t k) { return CollectiveKindName(static_cast<CollectiveKind>(k)); };
+  if (a.kind() != b.kind()) return {"collective", kind(a.kind()), kind(b.kind())};
+  if (a.dtype() != b.dtype()) {
+    return {"dtype", DTypeName(static_cast<DType>(a.dtype())),
+            DTypeName(static_cast<DType>(b.dtype()))};
+  }
+  if (Shape(a) != Shape(b)) return {"shape", Shape(a), Shape(b)};
+  if (a.kind() == static_cast<uint32_t>(CollectiveKind::kBroadcast)) {
+    if (a.root_rank() != b.root_rank()) {
+      return {"root rank", absl::StrCat(a.root_rank()), absl::StrCat(b.root_rank())};
+    }
+    return {};
+  }
+  if (a.op() != b.op()) {
+    return {"op", ReduceOpName(static_cast<ReduceOp>(a.op())),
+            ReduceOpName(static_cast<ReduceOp>(b.op()))};
+  }
+  if (a.prescale() != b.prescale()) {
+    return {"prescale", absl::StrCat(a.prescale()), absl::StrCat(b.prescale())};
+  }
+  if (a.postscale() != b.postscale()) {
+    return {"postscale", absl::StrCat(a.postscale()), absl::StrCat(b.postscale())};
+  }
+  return {};
+}
+
+bool Fusable(const kolo::v1::TensorMeta& a, const kolo::v1::TensorMeta& b) {
+  return a.kind() == b.kind() && a.dtype() == b.dtype() && a.op() == b.op() &&
+         a.prescale() == b.prescale() && a.postscale() == b.postscale() &&
+         a.root_rank() == b.root_rank();
+}
+
+uint64_t Align64(uint64_t v) { return (v + 63) & ~uint64_t{63}; }
+
+}  // namespace
+
+Coordinator::Coordinator(std::string job_id, std::string token, int size,
+                         CoordinatorOptions options)
+    : job_id_(std::move(job_id)),
+      token_(std::move(token)),
+      size_(size),
+      options_(options) {
+  rank_owner_.assign(size, -1);
+}
+
+void Coordinator::Flush(Outbox* out) {
+  for (auto& [sink, msg] : *out) sink->Send(msg);
+  out->clear();
+}
+
+std::string Coordinator::DescribeNode(int node_index) const {
+  if (node_index < 0 || node_index >= static_cast<int>(node_members_.size())) {
+    return "an unknown node";
+  }
+  const Member& m = members_.at(node_members_[node_index]);
+  return absl::StrCat("ranks ", FormatRankRanges(m.ranks), " (node ", m.node, ")");
+}
+
+absl::StatusOr<int> Coordinator::AddMember(const kolo::v1::Hello& hello,
+                                           std::shared_ptr<MemberSink> sink) {
+  Outbox out;
+  int id;
+  {
+    absl::MutexLock l(&mu_);
+    if (aborted_) {
+      return absl::AbortedError(absl::StrCat("job ", job_id_, " was aborted"));
+    }
+    if (!TokensEqual(hello.job_token(), token_)) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "job ", job_id_, ": node ", hello.node(), " presented a wrong job token"));
+    }
+    if (hello.size() != size_) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "job ", job_id_, " has size ", size_, ", node ", hello.node(), " says ",
+          hello.size()));
+    }
+    if (welcomed_) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("job ", job_id_, " already has all its nodes"));
+    }
+    std::vector<int> ranks(hello.ranks().begin(), hello.ranks().end());
+    std::sort(ranks.begin(), ranks.end());
+    if (ranks.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("node ", hello.node(), " hosts no rank"));
+    }
+    for (int r : ranks) {
+      if (r < 0 || r >= size_ || rank_owner_[r] != -1) {
+        return absl::AlreadyExistsError(absl::StrCat(
+            "job ", job_id_, ": node ", hello.node(), " claims rank ", r,
+            ", which is out of range or hosted elsewhere"));
+      }
+    }
+    id = next_member_++;
+    for (int r : ranks) rank_owner_[r] = id;
+    Member m;
+    m.node = hello.node();
+    m.ranks = std::move(ranks);
+    m.ucx_address = hello.ucx_address();
+    m.sink = std::move(sink);
+    m.last_heard = absl::Now();
+    members_[id] = std::move(m);
+    if (std::all_of(rank_owner_.begin(), rank_owner_.end(), [](int o) { return o >= 0; })) {
+      WelcomeLocked(&out);
+    }
+  }
+  Flush(&out);
+  return id;
+}
+
+void Coordinator::WelcomeLocked(Outbox* out) {
+  welcomed_ = true;
+  // The node hosting rank 0 first, then by lowest rank: the same order on
+  // every daemon, so node indices mean the same everywhere.
+  std::vector<int> ids;
+  for (const auto& [id, m] : members_) ids.push_back(id);
+  std::sort(ids.begin(), ids.end(), [this](int a, int b) {
+    return members_.at(a).ranks.front() < members_.at(b).ranks.front();
+  });
+  node_members_ = ids;
+  kolo::v1::Welcome welcome;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    Member& m = members_.at(ids[i]);
+    m.node_index = static_cast<int>(i);
+    auto* e = welcome.add_nodes();
+    e->set_node(m.node);
+    for (int r : m.ranks) e->add_ranks(r);
+    e->set_ucx_address(m.ucx_address);
+  }
+  for (int id : ids) {
+    kolo::v1::CoordinatorMessage msg;
+    *msg.mutable_welcome() = welcome;
+    msg.mutable_welcome()->set_node_index(members_.at(id).node_index);
+    out->push_back({members_.at(id).sink, std::move(msg)});
+  }
+  for (auto& [id, readies] : early_) {
+    for (const auto& ready : readies) {
+      int node = members_.at(id).node_index;
+      for (const auto& meta : ready.tensors()) AddReadyLocked(node, meta);
+    }
+  }
+  early_.clear();
+  PlanLocked(out);
+}
+
+void Coordinator::AddReadyLocked(int node, const kolo::v1::TensorMeta& meta) {
+  const int nodes = static_cast<int>(node_members_.size());
+  auto [it, inserted] = pending_.try_emplace(meta.name());
+  Pending& p = it->second;
+  if (inserted) {
+    p.meta = meta;
+    p.first_node = node;
+    p.reported.assign(nodes, false);
+  }
+  if (p.reported[node]) return;
+  p.reported[node] = true;
+  ++p.count;
+  if (p.error.empty() && !meta.local_error().empty()) p.error = meta.local_error();
+  if (p.error.empty()) {
+    std::vector<std::string> diff = Difference(p.meta, meta);
+    if (!diff.empty()) {
+      p.error = absl::StrCat(
+          CollectiveKindName(static_cast<CollectiveKind>(meta.kind())), " \"", meta.name(),
+          "\": ", DescribeNode(node), " sent ", diff[0], " ", diff[2], ", ",
+          DescribeNode(p.first_node), " sent ", diff[1]);
+    }
+  }
+  if (p.count == nodes) {
+    ready_.emplace_back(p.meta, p.error);
+    pending_.erase(it);
+  }
+}
+
+void Coordinator::OnReady(int member, const kolo::v1::Ready& ready) {
+  Outbox out;
+  {
+    absl::MutexLock l(&mu_);
+    auto it = members_.find(member);
+    if (it == members_.end() || aborted_) return;
+    it->second.last_heard = absl::Now();
+    if (!welcomed_) {
+      kolo::v1::Ready copy = ready;
+      // Cached bits need the node index; none exist before the welcome.
+      copy.clear_cached_bits();
+      early_[member].push_back(std::move(copy));
+      return;
+    }
+    int node = it->second.node_index;
+    for (const auto& meta : ready.tensors()) AddReadyLocked(node, meta);
+    const std::string& bits = ready.cached_bits();
+    for (size_t byte = 0; byte < bits.size(); ++byte) {
+      for (int bit = 0; bit < 8; ++bit) {
+        if ((static_cast<unsigned char>(bits[byte]) >> bit & 1) == 0) continue;
+        size_t id = byte * 8 + bit;
+        if (id < cache_names_.size()) AddReadyLocked(node, cache_meta_[id]);
+      }
+    }
+    PlanLocked(&out);
+  }
+  Flush(&out);
+}
+
+void Coordinator::PlanLocked(Outbox* out) {
+  if (ready_.empty()) return;
+  kolo::v1::Plan plan;
+  struct Group {
+    kolo::v1::TensorMeta key;
+    kolo::v1::PlannedResponse* response;
+    uint64_t bytes;
+  };
+  std::vector<Group> open;
+  auto ref = [&](kolo::v1::PlannedResponse* r, const kolo::v1::TensorMeta& meta) {
+    auto* m = r->add_members();
+    auto c = cache_ids_.find(meta.name());
+    if (c != cache_ids_.end()) {
+      m->set_cache_id(c->second);
+      return;
+    }
+    m->set_name(meta.name());
+    if (cache_names_.size() < options_.cache_capacity) {
+      uint32_t id = static_cast<uint32_t>(cache_names_.size());
+      cache_ids_[meta.name()] = id;
+      cache_names_.push_back(meta.name());
+      cache_meta_.push_back(meta);
+      auto* a = plan.add_new_cache_ids();
+      a->set_name(meta.name());
+      a->set_cache_id(id);
+    }
+  };
+  for (auto& [meta, error] : ready_) {
+    if (!error.empty()) {
+      auto* r = plan.add_responses();
+      r->add_members()->set_name(meta.name());
+      r->set_error_code(static_cast<int>(absl::StatusCode::kFailedPrecondition));
+      r->set_error_message(error);
+      // A failed name never enters the cache: its metadata was not agreed.
+      continue;
+    }
+    Group* target = nullptr;
+    for (Group& g : open) {
+      if (Fusable(g.key, meta) && Align64(g.bytes) + meta.bytes() <= options_.fusion_threshold_bytes) {
+        target = &g;
+        break;
+      }
+    }
+    if (target == nullptr) {
+      open.push_back(Group{meta, plan.add_responses(), 0});
+      target = &open.back();
+    }
+    ref(target->response, meta);
+    target->bytes = Align64(target->bytes) + meta.bytes();
+  }
+  ready_.clear();
+  for (const auto& [id, m] : members_) {
+    if (!m.connected) continue;
+    kolo::v1::CoordinatorMessage msg;
+    *msg.mutable_plan() = plan;
+    out->push_back({m.sink, std::move(msg)});
+  }
+}
+
+void Coordinator::AbortLocked(const std::string& reason, Outbox* out) {
+  if (aborted_) return;
+  aborted_ = true;
+  for (const auto& [id, m] : members_) {
+    if (!m.connected) continue;
+    kolo::v1::CoordinatorMessage msg;
+    msg.mutable_abort()->set_reason(reason);
+    out->push_back({m.sink, std::move(msg)});
+  }
+}
+
+void Coordinator::MemberLost(int member, const std::string& why) {
+  Outbox out;
+  {
+    absl::MutexLock l(&mu_);
+    auto it = members_.find(member);
+    if (it == members_.end()) return;
+    it->second.connected = false;
+    std::string who = absl::StrCat("ranks ", FormatRankRanges(it->second.ranks), " (node ",
+                                   it->second.node, ")");
+    AbortLocked(absl::StrCat("job ", job_id_, ": ", who, " left the job: ", why), &out);
+  }
+  Flush(&out);
+}
+
+void Coordinator::OnAbort(int member, const std::string& reason) {
+  Outbox out;
+  {
+    absl::MutexLock l(&mu_);
+    AbortLocked(reason, &out);
+  }
+  Flush(&out);
+}
+
+void Coordinator::Heartbeat(int member) {
+  absl::MutexLock l(&mu_);
+  auto it = members_.find(member);
+  if (it != members_.end()) it->second.last_heard = absl::Now();
+}
+
+bool Coordinator::Tick(absl::Time now, absl::Duration timeout) {
+  Outbox out;
+  bool alive;
+  {
+    absl::MutexLock l(&mu_);
+    for (const auto& [id, m] : members_) {
+      if (aborted_) break;
+      if (m.connected && now - m.last_heard > timeout) {
+        AbortLocked(absl::StrCat("job ", job_id_, ": ranks ", FormatRankRanges(m.ranks),
+                                 " (node ", m.node, ") sent nothing for ",
+                                 absl::ToInt64Seconds(timeout),
+                                 " s: its daemon is stopped, hung or cut off"),
+                    &out);
+      }
+    }
+    if (!aborted_) {
+      for (const auto& [id, m] : members_) {
+        if (!m.connected) continue;
+        kolo::v1::CoordinatorMessage msg;
+        msg.mutable_heartbeat();
+        out.push_back({m.sink, std::move(msg)});
+      }
+    }
+    alive = !aborted_;
+  }
+  Flush(&out);
+  return alive;
+}
+
+bool Coordinator::aborted() const {
+  absl::MutexLock l(&mu_);
+  return aborted_;
+}
+
+int Coordinator::members() const {
+  absl::MutexLock l(&mu_);
+  int n = 0;
+  for (const auto& [id, m] : members_) n += m.connected ? 1 : 0;
+  return n;
+}
+
+}  // namespace kolo::daemon

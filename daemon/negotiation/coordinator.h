@@ -1,0 +1,119 @@
+// Coordinator: the global half of a multi-node job's negotiation, run by the
+// daemon that hosts rank 0 (see the numbered protocol in
+// proto/kolo/v1/peer.proto). It learns which names each node has locally
+// ready, checks that the nodes agree on each tensor, orders globally ready
+// names identically for everyone, fuses them and sends the plan to every
+// member. A repeated name is assigned a cache id, so it travels as one bit.
+//
+// It knows nothing of gRPC: members are MemberSinks (a gRPC stream for a
+// remote daemon, a direct call for the local one).
+//
+// Thread-safety: thread-safe; one mutex guards the state, and sinks are
+// called outside it in the order the state changed.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "proto/kolo/v1/peer.pb.h"
+
+namespace kolo::daemon {
+
+// Where the coordinator's messages to one member go.
+class MemberSink {
+ public:
+  virtual ~MemberSink() = default;
+  // Must not block for long and must not call back into the coordinator.
+  virtual void Send(const kolo::v1::CoordinatorMessage& message) = 0;
+};
+
+struct CoordinatorOptions {
+  uint64_t fusion_threshold_bytes = uint64_t{64} << 20;
+  uint32_t cache_capacity = 1024;
+};
+
+class Coordinator {
+ public:
+  Coordinator(std::string job_id, std::string token, int size,
+              CoordinatorOptions options);
+
+  const std::string& job_id() const { return job_id_; }
+
+  // A member said Hello. Returns its member id (stable for its lifetime) or
+  // the reason it is refused (wrong token or size, ranks taken). Once the
+  // members cover every rank, each gets its Welcome.
+  absl::StatusOr<int> AddMember(const kolo::v1::Hello& hello,
+                                std::shared_ptr<MemberSink> sink);
+  void OnReady(int member, const kolo::v1::Ready& ready);
+  // A member's stream ended or fell silent: the job is aborted everywhere.
+  void MemberLost(int member, const std::string& why);
+  void OnAbort(int member, const std::string& reason);
+  void Heartbeat(int member);
+
+  // Sends heartbeats, and aborts the job if a member has been silent longer
+  // than `timeout` at `now`. Returns false once the job is over.
+  bool Tick(absl::Time now, absl::Duration timeout);
+  bool aborted() const;
+  // Members still connected.
+  int members() const;
+
+ private:
+  struct Member {
+    std::string node;
+    std::vector<int> ranks;
+    std::string ucx_address;
+    std::shared_ptr<MemberSink> sink;
+    int node_index = -1;
+    absl::Time last_heard;
+    bool connected = true;
+  };
+  struct Pending {
+    kolo::v1::TensorMeta meta;  // from the first node that reported
+    int first_node = -1;
+    std::vector<bool> reported;  // by node index
+    int count = 0;
+    std::string error;
+  };
+  using Outbox = std::vector<std::pair<std::shared_ptr<MemberSink>, kolo::v1::CoordinatorMessage>>;
+
+  void WelcomeLocked(Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AddReadyLocked(int node, const kolo::v1::TensorMeta& meta)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PlanLocked(Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AbortLocked(const std::string& reason, Outbox* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string DescribeNode(int node_index) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static void Flush(Outbox* out);
+
+  const std::string job_id_;
+  const std::string token_;
+  const int size_;
+  const CoordinatorOptions options_;
+
+  mutable absl::Mutex mu_;
+  std::map<int, Member> members_ ABSL_GUARDED_BY(mu_);
+  int next_member_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<int> rank_owner_ ABSL_GUARDED_BY(mu_);  // member id per rank
+  std::vector<int> node_members_ ABSL_GUARDED_BY(mu_);  // member id by node index
+  bool welcomed_ ABSL_GUARDED_BY(mu_) = false;
+  bool aborted_ ABSL_GUARDED_BY(mu_) = false;
+  // Ready reports that arrived before every node was known, by member.
+  std::map<int, std::vector<kolo::v1::Ready>> early_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, Pending> pending_ ABSL_GUARDED_BY(mu_);
+  // Globally ready names, in the order they became ready.
+  std::vector<std::pair<kolo::v1::TensorMeta, std::string>> ready_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, uint32_t> cache_ids_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> cache_names_ ABSL_GUARDED_BY(mu_);
+  std::vector<kolo::v1::TensorMeta> cache_meta_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace kolo::daemon

@@ -1,0 +1,160 @@
+#include "daemon/negotiation/coordinator.h"
+
+#include <memory>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+
+namespace kolo::daemon {
+namespace {
+
+struct RecordingSink : MemberSink {
+  void Send(const kolo::v1::CoordinatorMessage& m) override { messages.push_back(m); }
+  std::vector<kolo::v1::CoordinatorMessage> messages;
+  std::vector<kolo::v1::Plan> plans() const {
+    std::vector<kolo::v1::Plan> out;
+    for (const auto& m : messages) {
+      if (m.has_plan()) out.push_back(m.plan());
+    }
+    return out;
+  }
+};
+
+kolo::v1::Hello Hello(const std::string& node, std::vector<int> ranks,
+                      const std::string& token = "tok") {
+  kolo::v1::Hello h;
+  h.set_job_id("job");
+  h.set_job_token(token);
+  h.set_node(node);
+  h.set_size(4);
+  for (int r : ranks) h.add_ranks(r);
+  h.set_ucx_address("addr-" + node);
+  return h;
+}
+
+kolo::v1::TensorMeta Meta(const std::string& name, std::vector<int64_t> shape = {4}) {
+  kolo::v1::TensorMeta m;
+  m.set_name(name);
+  m.set_kind(1);  // allreduce
+  m.set_dtype(6);  // float32
+  for (int64_t d : shape) m.add_shape(d);
+  m.set_prescale(1);
+  m.set_postscale(1);
+  m.set_bytes(16);
+  return m;
+}
+
+kolo::v1::Ready ReadyOf(std::vector<kolo::v1::TensorMeta> metas) {
+  kolo::v1::Ready r;
+  for (auto& m : metas) *r.add_tensors() = m;
+  return r;
+}
+
+class CoordinatorTest : public ::testing::Test {
+ protected:
+  void Join() {
+    a_ = std::make_shared<RecordingSink>();
+    b_ = std::make_shared<RecordingSink>();
+    // The node with rank 0 joins second but is node 0.
+    auto b = c_.AddMember(Hello("B", {2, 3}), b_);
+    ASSERT_TRUE(b.ok());
+    EXPECT_TRUE(b_->messages.empty());  // not every rank is known yet
+    auto a = c_.AddMember(Hello("A", {0, 1}), a_);
+    ASSERT_TRUE(a.ok());
+    ida_ = *a;
+    idb_ = *b;
+  }
+  Coordinator c_{"job", "tok", 4, CoordinatorOptions{64 << 20, 4}};
+  std::shared_ptr<RecordingSink> a_, b_;
+  int ida_ = -1, idb_ = -1;
+};
+
+TEST_F(CoordinatorTest, WelcomesEveryNodeInRankOrder) {
+  Join();
+  ASSERT_EQ(a_->messages.size(), 1u);
+  ASSERT_TRUE(a_->messages[0].has_welcome());
+  const auto& w = a_->messages[0].welcome();
+  EXPECT_EQ(w.node_index(), 0);
+  ASSERT_EQ(w.nodes_size(), 2);
+  EXPECT_EQ(w.nodes(0).node(), "A");
+  EXPECT_EQ(w.nodes(1).ucx_address(), "addr-B");
+  EXPECT_EQ(b_->messages[0].welcome().node_index(), 1);
+}
+
+TEST_F(CoordinatorTest, PlansOnlyWhenEveryNodeIsReadyAndInTheSameOrderForAll) {
+  Join();
+  c_.OnReady(ida_, ReadyOf({Meta("x"), Meta("y")}));
+  EXPECT_TRUE(a_->plans().empty());
+  c_.OnReady(idb_, ReadyOf({Meta("y")}));
+  ASSERT_EQ(a_->plans().size(), 1u);
+  c_.OnReady(idb_, ReadyOf({Meta("x")}));
+  ASSERT_EQ(a_->plans().size(), 2u);
+  EXPECT_EQ(a_->plans()[0].SerializeAsString(), b_->plans()[0].SerializeAsString());
+  EXPECT_EQ(a_->plans()[0].responses(0).members(0).name(), "y");
+  EXPECT_EQ(a_->plans()[1].responses(0).members(0).name(), "x");
+}
+
+TEST_F(CoordinatorTest, FusesCompatibleTensorsAndCachesRepeatedNames) {
+  Join();
+  c_.OnReady(ida_, ReadyOf({Meta("g1"), Meta("g2")}));
+  c_.OnReady(idb_, ReadyOf({Meta("g1"), Meta("g2")}));
+  ASSERT_EQ(a_->plans().size(), 1u);
+  const kolo::v1::Plan p = a_->plans()[0];
+  ASSERT_EQ(p.responses_size(), 1);
+  EXPECT_EQ(p.responses(0).members_size(), 2);
+  ASSERT_EQ(p.new_cache_ids_size(), 2);
+  // Next step: both nodes report by cache bit; the plan uses ids.
+  kolo::v1::Ready bits;
+  bits.set_cached_bits(std::string(1, '\x03'));
+  c_.OnReady(ida_, bits);
+  c_.OnReady(idb_, bits);
+  ASSERT_EQ(a_->plans().size(), 2u);
+  const kolo::v1::Plan q = a_->plans()[1];
+  ASSERT_EQ(q.responses(0).members_size(), 2);
+  EXPECT_TRUE(q.responses(0).members(0).has_cache_id());
+  EXPECT_EQ(q.new_cache_ids_size(), 0);
+}
+
+TEST_F(CoordinatorTest, DisagreementNamesRanksNodesAndValues) {
+  Join();
+  c_.OnReady(ida_, ReadyOf({Meta("w", {4, 4})}));
+  c_.OnReady(idb_, ReadyOf({Meta("w", {4, 5})}));
+  ASSERT_EQ(b_->plans().size(), 1u);
+  const kolo::v1::PlannedResponse r = b_->plans()[0].responses(0);
+  EXPECT_NE(r.error_code(), 0);
+  EXPECT_TRUE(absl::StrContains(r.error_message(),
+                                "allreduce \"w\": ranks 2-3 (node B) sent shape [4,5], ranks 0-1 "
+                                "(node A) sent [4,4]"))
+      << r.error_message();
+}
+
+TEST_F(CoordinatorTest, WrongTokenAndTakenRanksAreRefused) {
+  auto sink = std::make_shared<RecordingSink>();
+  EXPECT_EQ(c_.AddMember(Hello("X", {0}, "nope"), sink).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  ASSERT_TRUE(c_.AddMember(Hello("A", {0, 1}), sink).ok());
+  EXPECT_EQ(c_.AddMember(Hello("C", {1, 2}), sink).status().code(),
+            absl::StatusCode::kAlreadyExists);
+}
+
+TEST_F(CoordinatorTest, SilenceOrALostMemberAbortsEveryone) {
+  Join();
+  EXPECT_TRUE(c_.Tick(absl::Now(), absl::Seconds(10)));
+  EXPECT_FALSE(c_.Tick(absl::Now() + absl::Seconds(30), absl::Seconds(10)));
+  ASSERT_TRUE(a_->messages.back().has_abort());
+  EXPECT_TRUE(absl::StrContains(a_->messages.back().abort().reason(), "sent nothing for 10 s"));
+}
+
+TEST_F(CoordinatorTest, LostMemberIsNamed) {
+  Join();
+  c_.MemberLost(idb_, "its connection broke");
+  ASSERT_TRUE(a_->messages.back().has_abort());
+  EXPECT_TRUE(absl::StrContains(a_->messages.back().abort().reason(), "ranks 2-3 (node B) left"));
+  EXPECT_TRUE(c_.aborted());
+  EXPECT_EQ(c_.members(), 1);
+}
+
+}  // namespace
+}  // namespace kolo::daemon

@@ -1,0 +1,319 @@
+#include "daemon/negotiation/member_link.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <deque>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "proto/kolo/v1/peer.grpc.pb.h"
+
+namespace kolo::daemon {
+namespace {
+
+// The coordinator is on another daemon: a gRPC stream.
+class GrpcPeerChannel : public PeerChannel {
+ public:
+  explicit GrpcPeerChannel(std::shared_ptr<grpc::Channel> channel)
+      : stub_(kolo::v1::Peer::NewStub(channel)) {
+    stream_ = stub_->Negotiate(&context_);
+  }
+  ~GrpcPeerChannel() override { Close(); }
+
+  absl::Status Send(const kolo::v1::MemberMessage& message) override {
+    absl::MutexLock l(&write_mu_);
+    if (!stream_->Write(message)) return absl::UnavailableError("peer stream closed");
+    return absl::OkStatus();
+  }
+  bool Receive(kolo::v1::CoordinatorMessage* message, std::string* why) override {
+    if (stream_->Read(message)) return true;
+    grpc::Status s = stream_->Finish();
+    *why = s.ok() ? std::string("the coordinator ended the stream")
+                  : absl::StrCat(s.error_code() == grpc::StatusCode::PERMISSION_DENIED
+                                     ? "PERMISSION_DENIED: "
+                                     : "",
+                                 s.error_message());
+    return false;
+  }
+  void Close() override { context_.TryCancel(); }
+
+ private:
+  std::unique_ptr<kolo::v1::Peer::Stub> stub_;
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReaderWriter<kolo::v1::MemberMessage, kolo::v1::CoordinatorMessage>>
+      stream_;
+  absl::Mutex write_mu_;
+};
+
+// The coordinator is in this daemon: direct calls, and a queue for its
+// messages to us.
+class LocalPeerChannel : public PeerChannel {
+ public:
+  explicit LocalPeerChannel(std::shared_ptr<Coordinator> coordinator)
+      : coordinator_(std::move(coordinator)), inbox_(std::make_shared<Inbox>()) {}
+  ~LocalPeerChannel() override { Close(); }
+
+  absl::Status Send(const kolo::v1::MemberMessage& message) override {
+    switch (message.msg_case()) {
+      case kolo::v1::MemberMessage::kHello: {
+        auto id = coordinator_->AddMember(message.hello(), inbox_);
+        if (!id.ok()) {
+          inbox_->End(std::string(id.status().ToString()));
+          return id.status();
+        }
+        member_ = *id;
+        return absl::OkStatus();
+      }
+      case kolo::v1::MemberMessage::kReady:
+        coordinator_->OnReady(member_, message.ready());
+        return absl::OkStatus();
+      case kolo::v1::MemberMessage::kHeartbeat:
+        coordinator_->Heartbeat(member_);
+        return absl::OkStatus();
+      case kolo::v1::MemberMessage::kAbort:
+        coordinator_->OnAbort(member_, message.abort().reason());
+        return absl::OkStatus();
+      default:
+        return absl::InvalidArgumentError("empty peer message");
+    }
+  }
+  bool Receive(kolo::v1::CoordinatorMessage* message, std::string* why) override {
+    return inbox_->Pop(message, why);
+  }
+  void Close() override {
+    if (member_ >= 0 && !closed_) {
+      closed_ = true;
+      coordinator_->MemberLost(member_, "its daemon ended the job's link");
+    }
+    inbox_->End("the link was closed");
+  }
+
+ private:
+  struct Inbox : MemberSink {
+    void Send(const kolo::v1::CoordinatorMessage& m) override {
+      absl::MutexLock l(&mu);
+      if (!ended) q.push_back(m);
+    }
+    bool Pop(kolo::v1::CoordinatorMessage* m, std::string* why) {
+      absl::MutexLock l(&mu);
+      mu.Await(absl::Condition(
+          +[](Inbox* in) ABSL_NO_THREAD_SAFETY_ANALYSIS { return !in->q.empty() || in->ended; },
+          this));
+      if (!q.empty()) {
+        *m = std::move(q.front());
+        q.pop_front();
+        return true;
+      }
+      *why = end_reason;
+      return false;
+    }
+    void End(std::string why) {
+      absl::MutexLock l(&mu);
+      if (!ended) end_reason = std::move(why);
+      ended = true;
+    }
+    absl::Mutex mu;
+    std::deque<kolo::v1::CoordinatorMessage> q;
+    bool ended = false;
+    std::string end_reason;
+  };
+  std::shared_ptr<Coordinator> coordinator_;
+  std::shared_ptr<Inbox> inbox_;
+  int member_ = -1;
+  bool closed_ = false;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PeerChannel>> ConnectPeer(const std::string& address,
+                                                         absl::Duration timeout) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  if (!channel->WaitForConnected(std::chrono::system_clock::now() +
+                                 absl::ToChronoNanoseconds(timeout))) {
+    return absl::UnavailableError(absl::StrCat(
+        "no kolod answering on the coordinator's peer address ", address));
+  }
+  return std::unique_ptr<PeerChannel>(new GrpcPeerChannel(std::move(channel)));
+}
+
+std::unique_ptr<PeerChannel> LocalPeer(std::shared_ptr<Coordinator> coordinator) {
+  return std::make_unique<LocalPeerChannel>(std::move(coordinator));
+}
+
+MemberLink::MemberLink(std::unique_ptr<PeerChannel> channel, MemberLinkOptions options,
+                       LinkListener* listener)
+    : channel_(std::move(channel)), options_(std::move(options)), listener_(listener) {}
+
+absl::StatusOr<std::unique_ptr<MemberLink>> MemberLink::Start(
+    std::unique_ptr<PeerChannel> channel, MemberLinkOptions options, LinkListener* listener) {
+  kolo::v1::MemberMessage hello;
+  *hello.mutable_hello() = options.hello;
+  if (absl::Status s = channel->Send(hello); !s.ok()) return s;
+  std::unique_ptr<MemberLink> link(new MemberLink(std::move(channel), std::move(options), listener));
+  {
+    absl::MutexLock l(&link->mu_);
+    link->last_heard_ = absl::Now();
+  }
+  link->reader_ = std::thread([p = link.get()] { p->ReadLoop(); });
+  link->writer_ = std::thread([p = link.get()] { p->WriteLoop(); });
+  return link;
+}
+
+MemberLink::~MemberLink() {
+  {
+    absl::MutexLock l(&mu_);
+    stop_ = true;
+  }
+  channel_->Close();
+  if (writer_.joinable()) writer_.join();
+  if (reader_.joinable()) reader_.join();
+}
+
+void MemberLink::Enqueue(kolo::v1::MemberMessage message) {
+  absl::MutexLock l(&mu_);
+  outbox_.push_back(std::move(message));
+}
+
+void MemberLink::ReportReady(const kolo::v1::TensorMeta& meta) {
+  absl::MutexLock l(&mu_);
+  auto it = cache_.find(meta.name());
+  if (it != cache_.end() &&
+      it->second.second.SerializeAsString() == meta.SerializeAsString()) {
+    uint32_t id = it->second.first;
+    std::string* bits = ready_.mutable_cached_bits();
+    if (bits->size() <= id / 8) bits->resize(id / 8 + 1, '\0');
+    (*bits)[id / 8] = static_cast<char>((*bits)[id / 8] | (1 << (id % 8)));
+  } else {
+    *ready_.add_tensors() = meta;
+    // Remember what we said, for when the coordinator assigns it an id.
+    cache_.try_emplace(meta.name(), UINT32_MAX, meta);
+    if (it != cache_.end() && it->second.first == UINT32_MAX) it->second.second = meta;
+  }
+  ready_dirty_ = true;
+}
+
+void MemberLink::Abort(const std::string& reason) {
+  kolo::v1::MemberMessage m;
+  m.mutable_abort()->set_reason(reason);
+  Enqueue(std::move(m));
+}
+
+void MemberLink::WriteLoop() {
+  absl::Time next_beat = absl::Now() + options_.heartbeat;
+  for (;;) {
+    std::vector<kolo::v1::MemberMessage> batch;
+    bool beat = false;
+    bool silent = false;
+    {
+      absl::MutexLock l(&mu_);
+      auto wake = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return stop_ || ready_dirty_ || !outbox_.empty();
+      };
+      mu_.AwaitWithDeadline(absl::Condition(&wake), next_beat);
+      if (stop_ && outbox_.empty()) return;
+      if (ready_dirty_) {
+        kolo::v1::MemberMessage m;
+        *m.mutable_ready() = std::move(ready_);
+        ready_.Clear();
+        ready_dirty_ = false;
+        batch.push_back(std::move(m));
+      }
+      for (auto& m : outbox_) batch.push_back(std::move(m));
+      outbox_.clear();
+      absl::Time now = absl::Now();
+      if (now >= next_beat) {
+        beat = true;
+        next_beat = now + options_.heartbeat;
+        if (!ended_ && now - last_heard_ > options_.peer_timeout) {
+          silent = true;
+          ended_ = true;
+        }
+      }
+    }
+    for (const auto& m : batch) (void)channel_->Send(m);
+    if (beat) {
+      kolo::v1::MemberMessage m;
+      m.mutable_heartbeat();
+      (void)channel_->Send(m);
+    }
+    if (silent) {
+      listener_->OnLinkAbort(absl::StrCat(
+          "lost the coordinator ", options_.coordinator_name, ": it sent nothing for ",
+          absl::ToInt64Seconds(options_.peer_timeout),
+          " s (its daemon is stopped, hung or cut off)"));
+    }
+  }
+}
+
+void MemberLink::ReadLoop() {
+  kolo::v1::CoordinatorMessage msg;
+  std::string why;
+  while (channel_->Receive(&msg, &why)) {
+    {
+      absl::MutexLock l(&mu_);
+      last_heard_ = absl::Now();
+    }
+    switch (msg.msg_case()) {
+      case kolo::v1::CoordinatorMessage::kWelcome:
+        listener_->OnWelcome(msg.welcome());
+        break;
+      case kolo::v1::CoordinatorMessage::kPlan: {
+        std::vector<PlannedEntry> plan;
+        {
+          absl::MutexLock l(&mu_);
+          for (const auto& a : msg.plan().new_cache_ids()) {
+            auto it = cache_.find(a.name());
+            if (it == cache_.end()) continue;
+            it->second.first = a.cache_id();
+            if (cache_names_.size() <= a.cache_id()) cache_names_.resize(a.cache_id() + 1);
+            cache_names_[a.cache_id()] = a.name();
+          }
+          for (const auto& r : msg.plan().responses()) {
+            PlannedEntry e;
+            for (const auto& m : r.members()) {
+              if (m.has_cache_id()) {
+                e.names.push_back(m.cache_id() < cache_names_.size() ? cache_names_[m.cache_id()]
+                                                                     : std::string());
+              } else {
+                e.names.push_back(m.name());
+              }
+            }
+            if (r.error_code() != 0) {
+              e.error = absl::Status(static_cast<absl::StatusCode>(r.error_code()),
+                                     r.error_message());
+            }
+            plan.push_back(std::move(e));
+          }
+        }
+        listener_->OnPlan(std::move(plan));
+        break;
+      }
+      case kolo::v1::CoordinatorMessage::kAbort: {
+        {
+          absl::MutexLock l(&mu_);
+          ended_ = true;
+        }
+        listener_->OnLinkAbort(msg.abort().reason());
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  bool notify;
+  {
+    absl::MutexLock l(&mu_);
+    notify = !stop_ && !ended_;
+    ended_ = true;
+  }
+  if (notify) {
+    listener_->OnLinkAbort(
+        absl::StrCat("lost the coordinator ", options_.coordinator_name, ": ", why));
+  }
+}
+
+}  // namespace kolo::daemon

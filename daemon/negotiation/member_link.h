@@ -1,0 +1,113 @@
+// MemberLink: a daemon's side of one multi-node job's negotiation with the
+// job's coordinator (protocol in proto/kolo/v1/peer.proto). It says Hello,
+// reports locally ready tensors (as cache bits once the coordinator has
+// assigned ids), hands Welcome, plans and aborts to its listener (the job),
+// and heartbeats both ways: silence from the coordinator past the peer
+// timeout aborts the job.
+//
+// The coordinator is reached through a PeerChannel: a gRPC stream to the
+// daemon hosting rank 0, or a direct link when that is this daemon.
+//
+// Thread-safety: thread-safe. Outgoing messages go through a queue drained by
+// the link's own thread, so callers never block on the network or on the
+// coordinator's locks; the listener is called from the link's threads.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "daemon/negotiation/coordinator.h"
+#include "proto/kolo/v1/peer.pb.h"
+
+namespace kolo::daemon {
+
+// One planned response, with its tensors resolved to names.
+struct PlannedEntry {
+  std::vector<std::string> names;
+  absl::Status error;  // OK, or the disagreement to deliver
+};
+
+class LinkListener {
+ public:
+  virtual ~LinkListener() = default;
+  virtual void OnWelcome(const kolo::v1::Welcome& welcome) = 0;
+  virtual void OnPlan(std::vector<PlannedEntry> plan) = 0;
+  // The job is over: `reason` names who or what ended it.
+  virtual void OnLinkAbort(const std::string& reason) = 0;
+};
+
+// The member's end of the negotiation stream.
+class PeerChannel {
+ public:
+  virtual ~PeerChannel() = default;
+  virtual absl::Status Send(const kolo::v1::MemberMessage& message) = 0;
+  // Blocks for the next message; false when the stream ended (`why` says how).
+  virtual bool Receive(kolo::v1::CoordinatorMessage* message, std::string* why) = 0;
+  // Ends the stream; a blocked Receive returns false.
+  virtual void Close() = 0;
+};
+
+// A gRPC stream to a remote coordinator at `address` (host:port).
+absl::StatusOr<std::unique_ptr<PeerChannel>> ConnectPeer(const std::string& address,
+                                                         absl::Duration timeout);
+// A direct link to a coordinator in this process.
+std::unique_ptr<PeerChannel> LocalPeer(std::shared_ptr<Coordinator> coordinator);
+
+struct MemberLinkOptions {
+  kolo::v1::Hello hello;
+  absl::Duration heartbeat = absl::Seconds(1);
+  absl::Duration peer_timeout = absl::Seconds(10);
+  std::string coordinator_name;  // for messages
+};
+
+class MemberLink {
+ public:
+  // Sends Hello on `channel` and starts the link's threads. `listener` must
+  // outlive the link.
+  static absl::StatusOr<std::unique_ptr<MemberLink>> Start(
+      std::unique_ptr<PeerChannel> channel, MemberLinkOptions options,
+      LinkListener* listener);
+  ~MemberLink();
+
+  // Reports a locally ready tensor.
+  void ReportReady(const kolo::v1::TensorMeta& meta);
+  // Tells the coordinator the job is over (it relays to every node).
+  void Abort(const std::string& reason);
+
+ private:
+  MemberLink(std::unique_ptr<PeerChannel> channel, MemberLinkOptions options,
+             LinkListener* listener);
+  void ReadLoop();
+  void WriteLoop();
+  void Enqueue(kolo::v1::MemberMessage message);
+
+  std::unique_ptr<PeerChannel> channel_;
+  const MemberLinkOptions options_;
+  LinkListener* const listener_;
+
+  absl::Mutex mu_;
+  std::vector<kolo::v1::MemberMessage> outbox_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time last_heard_ ABSL_GUARDED_BY(mu_);
+  // Cache ids the coordinator assigned, with the metadata they stand for.
+  absl::flat_hash_map<std::string, std::pair<uint32_t, kolo::v1::TensorMeta>> cache_
+      ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> cache_names_ ABSL_GUARDED_BY(mu_);
+  // Ready reports not yet sent: tensors and cache bits.
+  kolo::v1::Ready ready_ ABSL_GUARDED_BY(mu_);
+  bool ready_dirty_ ABSL_GUARDED_BY(mu_) = false;
+
+  std::thread reader_;
+  std::thread writer_;
+};
+
+}  // namespace kolo::daemon

@@ -1,0 +1,62 @@
+// PeerService: kolo.v1.Peer — member daemons of multi-node jobs negotiate
+// with the coordinators this daemon runs (for the jobs whose rank 0 it
+// hosts). CoordinatorRegistry keeps those coordinators and a thread that
+// heartbeats their members and ends jobs whose members fell silent.
+//
+// Thread-safety: thread-safe.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "daemon/negotiation/coordinator.h"
+#include "proto/kolo/v1/peer.grpc.pb.h"
+
+namespace kolo::daemon {
+
+class CoordinatorRegistry {
+ public:
+  CoordinatorRegistry(CoordinatorOptions options, absl::Duration heartbeat,
+                      absl::Duration peer_timeout);
+  ~CoordinatorRegistry();
+
+  // The coordinator of `job_id`, created on first use with `token` and
+  // `size` (a later wrong token is refused by Coordinator::AddMember).
+  std::shared_ptr<Coordinator> GetOrCreate(const std::string& job_id,
+                                           const std::string& token, int size);
+  int size() const;
+
+ private:
+  void Loop();
+
+  const CoordinatorOptions options_;
+  const absl::Duration heartbeat_;
+  const absl::Duration peer_timeout_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<Coordinator>> coordinators_
+      ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+class PeerService final : public kolo::v1::Peer::Service {
+ public:
+  // `registry` must outlive the service.
+  explicit PeerService(CoordinatorRegistry* registry) : registry_(registry) {}
+
+  grpc::Status Negotiate(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<kolo::v1::CoordinatorMessage, kolo::v1::MemberMessage>* stream)
+      override;
+
+ private:
+  CoordinatorRegistry* const registry_;
+};
+
+}  // namespace kolo::daemon
