@@ -113,6 +113,7 @@ absl::Status ClientImpl::Attach() {
   a->set_size(options_.size);
   a->set_local_rank(options_.local_rank);
   a->set_local_size(options_.local_size);
+  a->set_coordinator(options_.coordinator);
   a->set_pid(getpid());
   a->set_shm_fd(segment_.fd());
   a->set_shm_bytes(segment_.size());

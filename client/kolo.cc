@@ -29,6 +29,46 @@ uint64_t ElementsOf(const std::vector<int64_t>& shape) {
 
 }  // namespace
 
+namespace {
+
+// Fills rank, size and local values from an MPI or Slurm launcher when
+// KOLO_RANK is not set.
+absl::Status ApplyLauncherEnvironment(ClientOptions* o) {
+  if (std::getenv("KOLO_RANK") != nullptr) return absl::OkStatus();
+  if (std::getenv("OMPI_COMM_WORLD_RANK") != nullptr) {
+    for (auto [name, field] : {std::pair{"OMPI_COMM_WORLD_RANK", &o->rank},
+                               std::pair{"OMPI_COMM_WORLD_SIZE", &o->size},
+                               std::pair{"OMPI_COMM_WORLD_LOCAL_RANK", &o->local_rank},
+                               std::pair{"OMPI_COMM_WORLD_LOCAL_SIZE", &o->local_size}}) {
+      if (absl::Status s = EnvInt(name, field); !s.ok()) return s;
+    }
+    if (const char* j = std::getenv("OMPI_MCA_ess_base_jobid"); j != nullptr && *j) {
+      o->job_id = absl::StrCat("ompi-", j);
+    }
+    return absl::OkStatus();
+  }
+  if (std::getenv("SLURM_PROCID") != nullptr) {
+    for (auto [name, field] : {std::pair{"SLURM_PROCID", &o->rank},
+                               std::pair{"SLURM_NTASKS", &o->size},
+                               std::pair{"SLURM_LOCALID", &o->local_rank}}) {
+      if (absl::Status s = EnvInt(name, field); !s.ok()) return s;
+    }
+    // "2(x3),1": tasks on each node; this node's count is the leading one
+    // only when all are equal, so take the node's own SLURM_NTASKS_PER_NODE
+    // if set, else the first entry.
+    const char* per_node = std::getenv("SLURM_NTASKS_PER_NODE");
+    if (per_node == nullptr) per_node = std::getenv("SLURM_STEP_TASKS_PER_NODE");
+    if (per_node != nullptr) o->local_size = std::atoi(per_node);
+    if (const char* j = std::getenv("SLURM_JOB_ID"); j != nullptr && *j) {
+      const char* step = std::getenv("SLURM_STEP_ID");
+      o->job_id = absl::StrCat("slurm-", j, ".", step ? step : "0");
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<ClientOptions> ClientOptions::FromEnv() {
   ClientOptions o;
   if (const char* v = std::getenv("KOLO_SOCKET"); v != nullptr && *v) {
@@ -42,9 +82,18 @@ absl::StatusOr<ClientOptions> ClientOptions::FromEnv() {
                              std::pair{"KOLO_LOCAL_SIZE", &o.local_size}}) {
     if (absl::Status s = EnvInt(name, field); !s.ok()) return s;
   }
+  bool from_launcher = std::getenv("KOLO_RANK") == nullptr &&
+                       (std::getenv("OMPI_COMM_WORLD_RANK") != nullptr ||
+                        std::getenv("SLURM_PROCID") != nullptr);
+  if (absl::Status s = ApplyLauncherEnvironment(&o); !s.ok()) return s;
   // Without local values, a job is one node.
-  if (std::getenv("KOLO_LOCAL_SIZE") == nullptr) o.local_size = o.size;
-  if (std::getenv("KOLO_LOCAL_RANK") == nullptr) o.local_rank = o.rank;
+  if (!from_launcher) {
+    if (std::getenv("KOLO_LOCAL_SIZE") == nullptr) o.local_size = o.size;
+    if (std::getenv("KOLO_LOCAL_RANK") == nullptr) o.local_rank = o.rank;
+  }
+  if (const char* v = std::getenv("KOLO_COORDINATOR"); v != nullptr && *v) {
+    o.coordinator = v;
+  }
   if (o.size < 1 || o.rank < 0 || o.rank >= o.size) {
     return absl::InvalidArgumentError(absl::StrCat(
         "KOLO_RANK=", o.rank, " must lie in [0, KOLO_SIZE=", o.size, ")"));

@@ -26,6 +26,12 @@ struct DaemonConfig {
   // The admin token; empty means admin.token beside the socket. Created with
   // a fresh random token (mode 0600) when absent.
   std::string admin_token_file;
+  // The Peer service (daemons of multi-node jobs) over TCP; empty disables.
+  // Bound to loopback by default: a cluster sets this host's address.
+  std::string peer_address = "127.0.0.1:7371";
+  std::string node_name;  // default: hostname:peer port
+  absl::Duration peer_timeout = absl::Seconds(10);  // KOLO_PEER_TIMEOUT_S
+  uint32_t response_cache_capacity = 1024;
   absl::Duration stall_warning = absl::Seconds(60);       // KOLO_STALL_WARNING_S
   absl::Duration stall_timeout = absl::ZeroDuration();    // KOLO_STALL_TIMEOUT_S
 };

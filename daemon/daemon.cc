@@ -29,6 +29,7 @@
 #include "daemon/job_registry.h"
 #include "daemon/metrics.h"
 #include "daemon/metrics_http.h"
+#include "daemon/negotiation/peer_service.h"
 #include "daemon/node_service.h"
 #include "daemon/stall_inspector.h"
 #include "daemon/status_service.h"
@@ -123,8 +124,36 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   JobObservers observers;
   observers.metrics = d->metrics_.get();
   observers.timeline = d->timeline_.get();
+  MultiNodeEnv multi_node;
+  if (!config.peer_address.empty()) {
+    std::string host, port;
+    if (absl::Status s = SplitHostPort(config.peer_address, &host, &port); !s.ok()) return s;
+    CoordinatorOptions coordinator_options;
+    coordinator_options.fusion_threshold_bytes = config.fusion_threshold_bytes;
+    coordinator_options.cache_capacity = config.response_cache_capacity;
+    d->coordinators_ = std::make_unique<CoordinatorRegistry>(
+        coordinator_options, absl::Seconds(1), config.peer_timeout);
+    d->peer_service_ = std::make_unique<PeerService>(d->coordinators_.get());
+    int selected = 0;
+    grpc::ServerBuilder peer;
+    peer.AddListeningPort(config.peer_address, grpc::InsecureServerCredentials(), &selected);
+    peer.RegisterService(d->peer_service_.get());
+    d->peer_server_ = peer.BuildAndStart();
+    if (d->peer_server_ == nullptr || selected == 0) {
+      return absl::UnavailableError(absl::StrCat(
+          "cannot serve the peer service on ", config.peer_address,
+          " (in use? set --peer_address, or empty to disable multi-node jobs)"));
+    }
+    d->peer_address_ = absl::StrCat(host, ":", selected);
+    char hostname[256] = {};
+    gethostname(hostname, sizeof(hostname) - 1);
+    multi_node.node_name = config.node_name.empty() ? absl::StrCat(hostname, ":", selected)
+                                                    : config.node_name;
+    multi_node.coordinators = d->coordinators_.get();
+    multi_node.peer_timeout = config.peer_timeout;
+  }
   d->registry_ = std::make_unique<JobRegistry>(
-      d->backend_.get(), config.fusion_threshold_bytes, observers);
+      d->backend_.get(), config.fusion_threshold_bytes, observers, multi_node);
   NodeServiceOptions node_options;
   node_options.limits.spin = config.spin;
   node_options.limits.max_segment_bytes = config.max_segment_bytes;
@@ -169,6 +198,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
       {"admin_token_file", token_file},
       {"stall_warning_s", absl::StrCat(absl::ToDoubleSeconds(config.stall_warning))},
       {"stall_timeout_s", absl::StrCat(absl::ToDoubleSeconds(config.stall_timeout))},
+      {"peer_address", d->peer_address_},
+      {"node_name", multi_node.node_name},
+      {"peer_timeout_s", absl::StrCat(absl::ToDoubleSeconds(config.peer_timeout))},
       {"log_level", config.log_level},
   };
   StatusSources sources;
@@ -182,10 +214,11 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   d->status_service_->set_status_address(d->status_address_);
 
   spdlog::info(
-      "kolod {} serving on {} (status {}, metrics {}, fusion threshold {} bytes, "
+      "kolod {} serving on {} (status {}, peer {}, metrics {}, fusion threshold {} bytes, "
       "{} workers, stall warning {} s)",
       kVersion, config.socket_path,
       d->status_address_.empty() ? "off" : d->status_address_,
+      d->peer_address_.empty() ? "off" : d->peer_address_,
       d->metrics_http_ ? absl::StrCat("port ", d->metrics_port(), " /metrics") : "off",
       config.fusion_threshold_bytes, workers + 1,
       absl::ToDoubleSeconds(config.stall_warning));
@@ -255,6 +288,7 @@ void Daemon::Shutdown() {
   shut_down_ = true;
   (void)NotifyServiceManager("STOPPING=1");
   if (tcp_server_) tcp_server_->Shutdown(std::chrono::system_clock::now());
+  if (peer_server_) peer_server_->Shutdown(std::chrono::system_clock::now());
   // Cancels the Attach streams still open after the deadline; their handlers
   // close the sessions.
   server_->Shutdown(std::chrono::system_clock::now() +
@@ -268,8 +302,11 @@ Daemon::~Daemon() {
   Shutdown();
   server_->Wait();
   if (tcp_server_) tcp_server_->Wait();
+  if (peer_server_) peer_server_->Wait();
   // The stall inspector reads the registry: stop it first.
   stall_inspector_.reset();
+  // Jobs' node groups use the coordinators: drop the jobs first.
+  registry_.reset();
 }
 
 }  // namespace kolo::daemon

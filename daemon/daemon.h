@@ -20,6 +20,8 @@ class Server;
 namespace kolo::daemon {
 
 class AdminService;
+class CoordinatorRegistry;
+class PeerService;
 class CpuBackend;
 class JobRegistry;
 class Metrics;
@@ -45,6 +47,8 @@ class Daemon {
 
   // host:port of the status listener ("" if disabled), after binding.
   const std::string& status_address() const { return status_address_; }
+  // host:port of the peer listener ("" if disabled), after binding.
+  const std::string& peer_address() const { return peer_address_; }
   int metrics_port() const;
 
  private:
@@ -54,6 +58,10 @@ class Daemon {
   DaemonConfig config_;
   std::string admin_token_;
   std::string status_address_;
+  std::string peer_address_;
+  std::unique_ptr<CoordinatorRegistry> coordinators_;
+  std::unique_ptr<PeerService> peer_service_;
+  std::unique_ptr<grpc::Server> peer_server_;
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<Timeline> timeline_;
   std::unique_ptr<WorkerPool> pool_;

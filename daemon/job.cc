@@ -8,7 +8,9 @@
 #include "absl/strings/str_format.h"
 #include "common/rank_ranges.h"
 #include "daemon/fusion_planner.h"
+#include "daemon/multinode/node_group.h"
 #include "daemon/session.h"
+#include "spdlog/spdlog.h"
 
 namespace kolo::daemon {
 namespace {
@@ -24,7 +26,7 @@ void Deliver(std::vector<std::pair<Session*, Completion>>& items) {
 }  // namespace
 
 Job::Job(std::string id, std::string token, int size, Backend* backend,
-         uint64_t fusion_threshold_bytes, JobObservers observers)
+         uint64_t fusion_threshold_bytes, JobObservers observers, JobLayout layout)
     : id_(std::move(id)),
       token_(std::move(token)),
       size_(size),
@@ -32,6 +34,9 @@ Job::Job(std::string id, std::string token, int size, Backend* backend,
       fusion_threshold_(fusion_threshold_bytes),
       observers_(observers),
       created_(absl::Now()),
+      layout_(std::move(layout)),
+      multi_node_(layout_.local_size > 0 &&
+                  (layout_.local_size < size || !layout_.coordinator.empty())),
       table_(size),
       recorder_(observers.flight_records, observers.flight_errors) {
   ranks_.resize(size);
@@ -40,6 +45,62 @@ Job::Job(std::string id, std::string token, int size, Backend* backend,
   for (int r = 0; r < size; ++r) all[r] = r;
   sets_[0] = std::move(all);
   joined_.assign(size, false);
+}
+
+Job::~Job() {
+  // The group's threads call back into the job: stop them first.
+  group_ptr_.store(nullptr);
+  group_.reset();
+}
+
+void Job::MaybeStartNodeGroup() {
+  if (!multi_node_) return;
+  NodeGroupOptions options;
+  {
+    absl::MutexLock l(&mu_);
+    if (group_started_ || static_cast<int>(local_ranks_.size()) < layout_.local_size ||
+        !abort_status_.ok()) {
+      return;
+    }
+    group_started_ = true;
+    options.local_ranks = local_ranks_;
+  }
+  options.job_id = id_;
+  options.job_token = token_;
+  options.size = size_;
+  options.node_name = layout_.env.node_name;
+  options.local_coordinator = options.local_ranks.front() == 0;
+  options.coordinators = layout_.env.coordinators;
+  options.coordinator_address = layout_.coordinator;
+  options.peer_timeout = layout_.env.peer_timeout;
+  options.abort_job = [this](const absl::Status& why) { Abort(why); };
+  if (options.local_coordinator && options.coordinators == nullptr) {
+    Abort(absl::FailedPreconditionError(absl::StrCat(
+        "job ", id_, ": this node hosts rank 0 of a multi-node job but has no peer address "
+        "(start kolod with --peer_address)")));
+    return;
+  }
+  auto group = NodeGroup::Start(std::move(options));
+  if (!group.ok()) {
+    spdlog::warn("job {}: cannot join the other nodes: {}", id_, group.status().ToString());
+    Abort(absl::UnavailableError(absl::StrCat("job ", id_, ": this node cannot join the others: ",
+                                              group.status().message())));
+    return;
+  }
+  std::vector<ReadySet> sets;
+  {
+    absl::MutexLock l(&mu_);
+    group_ = std::move(*group);
+    group_ptr_.store(group_.get());
+    Outbox unused;
+    for (ReadySet& set : table_.TakeReady([this](int ps) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+           return RequiredLocked(ps);
+         })) {
+      OnReadyLocked(std::move(set), &unused);
+    }
+    sets.swap(to_group_);
+  }
+  for (ReadySet& set : sets) group_->LocallyReady(std::move(set));
 }
 
 absl::StatusOr<std::vector<int>> Job::ProcessSetMembers(int process_set) const {
@@ -65,10 +126,18 @@ absl::Status Job::AttachRank(int rank, const std::string& session_id,
         "rank ", rank, " of job ", id_, " is already attached (pid ", r.pid,
         ")"));
   }
+  if (multi_node_ && !r.attached && static_cast<int>(local_ranks_.size()) >= layout_.local_size &&
+      !group_started_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", id_, ": already ", layout_.local_size, " local ranks attached on this node"));
+  }
   r.attached = true;
   r.session_id = session_id;
   r.pid = pid;
   ++attached_;
+  if (multi_node_) {
+    local_ranks_.insert(std::lower_bound(local_ranks_.begin(), local_ranks_.end(), rank), rank);
+  }
   return absl::OkStatus();
 }
 
@@ -123,13 +192,27 @@ void Job::Abort(const absl::Status& status) {
     groups_.clear();
     for (Request& r : join_requests_) pending.push_back(std::move(r));
     join_requests_.clear();
+    for (ReadySet& set : to_group_) {
+      for (Request& r : set.requests) pending.push_back(std::move(r));
+    }
+    to_group_.clear();
   }
   Fail(std::move(pending), status);
+  if (NodeGroup* g = group_ptr_.load()) g->Abort(status);
 }
 
 absl::Status Job::AdmitLocked(const Request& r) const {
   if (!abort_status_.ok()) return abort_status_;
   const char* kind = CollectiveKindName(r.kind);
+  if (multi_node_ && ((r.kind != CollectiveKind::kAllreduce &&
+                       r.kind != CollectiveKind::kBroadcast) ||
+                      r.process_set != 0 || r.group_size > 1 ||
+                      r.compression != Compression::kNone)) {
+    return absl::UnimplementedError(absl::StrCat(
+        kind, " \"", r.name, "\": job ", id_,
+        " spans nodes, where allreduce and broadcast (of every rank, ungrouped, "
+        "uncompressed) are available so far"));
+  }
   if ((r.kind == CollectiveKind::kJoin || r.kind == CollectiveKind::kAddProcessSet ||
        r.kind == CollectiveKind::kRemoveProcessSet) &&
       r.process_set != 0) {
@@ -157,6 +240,12 @@ absl::Status Job::AdmitLocked(const Request& r) const {
 }
 
 std::vector<int> Job::RequiredLocked(int process_set) const {
+  if (multi_node_) {
+    // Local readiness: every local rank, once all have attached and the
+    // node has joined the others.
+    if (group_ == nullptr) return {-1};
+    return local_ranks_;
+  }
   std::vector<int> out;
   auto it = sets_.find(process_set);
   if (it == sets_.end()) return out;
@@ -260,6 +349,10 @@ absl::Status Job::CheckRunnableLocked(const ReadySet& set) const {
 }
 
 void Job::OnReadyLocked(ReadySet set, Outbox* out) {
+  if (multi_node_) {
+    to_group_.push_back(std::move(set));
+    return;
+  }
   const std::vector<int>& members = sets_.at(set.process_set);
   set.set_size = static_cast<int>(members.size());
   set.joined = 0;
@@ -325,6 +418,7 @@ void Job::JoinLocked(Request request, Outbox* out) {
 
 void Job::Submit(Request request) {
   Outbox out;
+  std::vector<ReadySet> to_group;
   bool run = false;
   {
     absl::MutexLock l(&mu_);
@@ -353,8 +447,12 @@ void Job::Submit(Request request) {
       executing_ = true;
       run = true;
     }
+    to_group.swap(to_group_);
   }
   Deliver(out);
+  if (NodeGroup* g = group_ptr_.load()) {
+    for (ReadySet& set : to_group) g->LocallyReady(std::move(set));
+  }
   if (run) RunReady();
 }
 

@@ -14,6 +14,7 @@
 // every request to an owner thread on this latency-bound path).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -58,6 +59,24 @@ struct StallView {
   std::string message;
 };
 
+class CoordinatorRegistry;
+class NodeGroup;
+
+// What a job that spans nodes needs from its daemon.
+struct MultiNodeEnv {
+  std::string node_name;
+  CoordinatorRegistry* coordinators = nullptr;
+  absl::Duration peer_timeout = absl::Seconds(10);
+};
+
+// How the job is laid out: `local_size` of its ranks attach here; with fewer
+// local ranks than ranks, or a coordinator address, the job spans nodes.
+struct JobLayout {
+  int local_size = 0;
+  std::string coordinator;  // the peer address of the daemon hosting rank 0
+  MultiNodeEnv env;
+};
+
 // Where a job reports what it does; any member may be null.
 struct JobObservers {
   Metrics* metrics = nullptr;
@@ -85,7 +104,15 @@ class Job {
  public:
   // `backend` must outlive the job.
   Job(std::string id, std::string token, int size, Backend* backend,
-      uint64_t fusion_threshold_bytes, JobObservers observers = {});
+      uint64_t fusion_threshold_bytes, JobObservers observers = {},
+      JobLayout layout = {});
+  ~Job();
+
+  bool multi_node() const { return multi_node_; }
+  // Once every local rank of a multi-node job has attached: connects this
+  // node to the job's coordinator (blocking, up to the connect timeout).
+  // A failure aborts the job. Does nothing for one-node jobs.
+  void MaybeStartNodeGroup();
 
   const std::string& id() const { return id_; }
   const std::string& token() const { return token_; }
@@ -136,6 +163,8 @@ class Job {
   const uint64_t fusion_threshold_;
   const JobObservers observers_;
   const absl::Time created_;
+  const JobLayout layout_;
+  const bool multi_node_;
 
   mutable absl::Mutex mu_;
   RequestTable table_ ABSL_GUARDED_BY(mu_);
@@ -163,6 +192,14 @@ class Job {
   std::string executing_name_ ABSL_GUARDED_BY(mu_);
   CollectiveKind executing_kind_ ABSL_GUARDED_BY(mu_) = CollectiveKind::kAllreduce;
   absl::Time executing_since_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  // Multi-node: the global ranks attached here, and names locally ready
+  // that go to the node group once the lock is released.
+  std::vector<int> local_ranks_ ABSL_GUARDED_BY(mu_);
+  bool group_started_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<ReadySet> to_group_ ABSL_GUARDED_BY(mu_);
+  // Set once, then only read; destroyed first (its threads call the job).
+  std::unique_ptr<NodeGroup> group_;
+  std::atomic<NodeGroup*> group_ptr_{nullptr};
 };
 
 }  // namespace kolo::daemon

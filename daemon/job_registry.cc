@@ -27,9 +27,13 @@ absl::StatusOr<std::shared_ptr<Job>> JobRegistry::Join(
             "kolod is draining: it starts no new job (job ", request.job_id,
             ")"));
       }
+      JobLayout layout;
+      layout.local_size = request.local_size;
+      layout.coordinator = request.coordinator;
+      layout.env = multi_node_;
       job = std::make_shared<Job>(request.job_id, request.job_token,
                                   request.size, backend_, fusion_threshold_,
-                                  observers_);
+                                  observers_, std::move(layout));
       jobs_[request.job_id] = job;
     } else {
       job = it->second;
@@ -37,6 +41,12 @@ absl::StatusOr<std::shared_ptr<Job>> JobRegistry::Join(
         return absl::PermissionDeniedError(absl::StrCat(
             "job ", request.job_id, ": wrong job token for rank ",
             request.rank));
+      }
+      if (job->multi_node() != (request.local_size > 0 && (request.local_size < request.size ||
+                                                           !request.coordinator.empty()))) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "job ", request.job_id, ": rank ", request.rank,
+            " disagrees with the job's other local ranks on whether it spans nodes"));
       }
       if (job->size() != request.size) {
         return absl::FailedPreconditionError(absl::StrCat(

@@ -25,16 +25,19 @@ struct JoinRequest {
   int size = 0;
   std::string session_id;
   int64_t pid = 0;
+  int local_size = 0;        // 0: every rank is local
+  std::string coordinator;   // multi-node: the coordinator's peer address
 };
 
 class JobRegistry {
  public:
   // `backend` and the observers must outlive the registry.
   JobRegistry(Backend* backend, uint64_t fusion_threshold_bytes,
-              JobObservers observers = {})
+              JobObservers observers = {}, MultiNodeEnv multi_node = {})
       : backend_(backend),
         fusion_threshold_(fusion_threshold_bytes),
-        observers_(observers) {}
+        observers_(observers),
+        multi_node_(std::move(multi_node)) {}
 
   // Creates the job on its first rank, or joins it: the token and size must
   // match the job's, and the rank must be free.
@@ -57,6 +60,7 @@ class JobRegistry {
   Backend* const backend_;
   const uint64_t fusion_threshold_;
   const JobObservers observers_;
+  const MultiNodeEnv multi_node_;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Job>> jobs_

@@ -46,6 +46,17 @@ ABSL_FLAG(std::string, stall_warning_s, "",
 ABSL_FLAG(std::string, stall_timeout_s, "",
           "seconds after which a stalled tensor aborts its job with "
           "DEADLINE_EXCEEDED; 0 = never (env KOLO_STALL_TIMEOUT_S; default 0)");
+ABSL_FLAG(std::string, peer_address, "127.0.0.1:7371",
+          "HOST:PORT where the daemons of multi-node jobs reach this one (port "
+          "0 picks one); give this host's cluster address on a cluster; empty "
+          "disables multi-node jobs");
+ABSL_FLAG(std::string, node_name, "",
+          "this node's name in messages (default hostname:peer port)");
+ABSL_FLAG(std::string, peer_timeout_s, "",
+          "seconds of silence after which a peer daemon counts as lost and its "
+          "jobs are aborted (env KOLO_PEER_TIMEOUT_S; default 10)");
+ABSL_FLAG(int, response_cache, 1024,
+          "names a coordinator remembers as cache bits (multi-node jobs)");
 ABSL_FLAG(std::string, log_level, "",
           "trace, debug, info, warn, error (env KOLO_LOG_LEVEL; default info)");
 
@@ -93,9 +104,14 @@ int main(int argc, char** argv) {
   config.status_address = absl::GetFlag(FLAGS_status_address);
   config.metrics_address = absl::GetFlag(FLAGS_metrics_address);
   config.admin_token_file = absl::GetFlag(FLAGS_admin_token_file);
+  config.peer_address = absl::GetFlag(FLAGS_peer_address);
+  config.node_name = absl::GetFlag(FLAGS_node_name);
+  if (absl::GetFlag(FLAGS_response_cache) < 0) return Fail("--response_cache must be >= 0");
+  config.response_cache_capacity = static_cast<uint32_t>(absl::GetFlag(FLAGS_response_cache));
   for (auto [flag, field, name] :
        {std::tuple{&FLAGS_stall_warning_s, &config.stall_warning, "--stall_warning_s"},
-        std::tuple{&FLAGS_stall_timeout_s, &config.stall_timeout, "--stall_timeout_s"}}) {
+        std::tuple{&FLAGS_stall_timeout_s, &config.stall_timeout, "--stall_timeout_s"},
+        std::tuple{&FLAGS_peer_timeout_s, &config.peer_timeout, "--peer_timeout_s"}}) {
     std::string v = absl::GetFlag(*flag);
     if (v.empty()) continue;
     auto d = kolo::daemon::ParseSeconds(v);

@@ -42,13 +42,19 @@ absl::Status ValidateAttachRequest(const kolo::v1::AttachRequest& r) {
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", r.rank(), " outside [0, ", r.size(), ")"));
   }
-  if (!r.coordinator().empty() || r.local_size() != r.size() ||
-      r.local_rank() != r.rank()) {
-    return absl::UnimplementedError(absl::StrCat(
-        "rank ", r.rank(), ": local rank ", r.local_rank(), "/",
-        r.local_size(), " of size ", r.size(),
-        " describes a multi-node job; this kolod serves one-node jobs "
-        "(local_size == size)"));
+  if (r.local_size() < 1 || r.local_size() > r.size() || r.local_rank() < 0 ||
+      r.local_rank() >= r.local_size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank ", r.rank(), ": local rank ", r.local_rank(), " of local size ",
+        r.local_size(), " in a job of ", r.size()));
+  }
+  if (r.local_size() < r.size() && r.coordinator().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank ", r.rank(), ": a job spanning nodes (local size ", r.local_size(),
+        " of ", r.size(), ") needs the coordinator's peer address (KOLO_COORDINATOR)"));
+  }
+  if (r.coordinator().size() > 256) {
+    return absl::InvalidArgumentError("coordinator address longer than 256 bytes");
   }
   if (r.shm_abi_version() != abi::v1::kVersion) {
     return absl::FailedPreconditionError(
@@ -85,7 +91,8 @@ grpc::Status NodeService::Attach(
   }
   auto job = registry_->Join(JoinRequest{req.job_id(), req.job_token(),
                                          req.rank(), req.size(),
-                                         identity.session_id, req.pid()});
+                                         identity.session_id, req.pid(),
+                                         req.local_size(), req.coordinator()});
   if (!job.ok()) {
     spdlog::warn("job {} rank {}: attach refused: {}", req.job_id(), req.rank(),
                  job.status().ToString());
@@ -135,6 +142,8 @@ grpc::Status NodeService::Attach(
   }
   spdlog::info("job {} rank {}/{}: attached (pid {}, session {})", req.job_id(),
                req.rank(), req.size(), req.pid(), identity.session_id);
+  // The last local rank of a multi-node job connects this node to the rest.
+  (*job)->MaybeStartNodeGroup();
 
   // The session lives as long as this stream.
   kolo::v1::ClientMessage ignored;

@@ -9,6 +9,7 @@ packages=(
   libabsl-dev libspdlog-dev libfmt-dev libucx-dev libhwy-dev
   libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev
   dataset-fashion-mnist
+  pybind11-dev python3-dev python3-venv
 )
 # OpenMPI is only for the comparison benchmark; pass --with-mpi to get it.
 if [[ "${1:-}" == "--with-mpi" ]]; then

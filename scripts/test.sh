@@ -13,6 +13,18 @@ bazel test //... "$@" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 export KOLO_TEST_LOG="$log"
 
+# The Python SDK's tests (python/tests), in the venv scripts/install_python.sh
+# builds; their cases count in the summary below through the JUnit report.
+pyxml=$(mktemp --suffix=.xml)
+rm -f "$pyxml"
+trap 'rm -f "$log" "$pyxml"' EXIT
+if scripts/install_python.sh; then
+  "${KOLO_VENV:-.venv}/bin/python" -m pytest -q python/tests --junitxml="$pyxml" || rc=1
+else
+  rc=1
+fi
+export KOLO_PYTEST_XML="$pyxml"
+
 python3 - <<'PY'
 # Counts test cases from the reports of the targets this run tested; a target
 # without a report (it failed to build, or the build stopped) counts as one
@@ -55,6 +67,19 @@ for target, verdict in targets.items():
             failed += 1
 if build_failed and not targets:
     failed += 1
+# pytest's JUnit report: its cases, or one failure when it wrote none.
+pyxml = os.environ.get("KOLO_PYTEST_XML")
+if pyxml:
+    try:
+        for case in ET.parse(pyxml).getroot().iter("testcase"):
+            if case.find("failure") is not None or case.find("error") is not None:
+                failed += 1
+            elif case.find("skipped") is not None:
+                skipped += 1
+            else:
+                passed += 1
+    except (OSError, ET.ParseError):
+        failed += 1
 line = f"{passed} passed, {failed} failed"
 if skipped:
     line += f", {skipped} skipped"

@@ -1,9 +1,10 @@
 #include "client/kolorun/command_line.h"
 
-#include "absl/strings/string_view.h"
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 
 namespace kolo::kolorun {
@@ -11,6 +12,8 @@ namespace kolo::kolorun {
 absl::StatusOr<CommandLine> SplitCommandLine(
     const std::vector<std::string>& argv) {
   CommandLine out;
+  const std::pair<absl::string_view, std::vector<std::string>*> repeatable[] = {
+      {"kolod_arg", &out.kolod_args}, {"ssh_arg", &out.ssh_args}};
   size_t i = 0;
   if (!argv.empty()) out.flag_args.push_back(argv[i++]);
   for (; i < argv.size(); ++i) {
@@ -20,22 +23,29 @@ absl::StatusOr<CommandLine> SplitCommandLine(
                          argv.end());
       break;
     }
-    absl::string_view name = arg;
-    if (!absl::ConsumePrefix(&name, "--")) absl::ConsumePrefix(&name, "-");
-    if (name.size() == arg.size() || !absl::ConsumePrefix(&name, "kolod_arg")) {
-      out.flag_args.emplace_back(arg);
-      continue;
-    }
-    if (absl::ConsumePrefix(&name, "=")) {
-      out.kolod_args.emplace_back(name);
-    } else if (name.empty()) {
-      if (i + 1 >= argv.size() || argv[i + 1] == "--") {
-        return absl::InvalidArgumentError("--kolod_arg needs a value");
+    absl::string_view dashless = arg;
+    if (!absl::ConsumePrefix(&dashless, "--")) absl::ConsumePrefix(&dashless, "-");
+    bool taken = false;
+    for (const auto& [flag, values] : repeatable) {
+      absl::string_view name = dashless;
+      if (dashless.size() == arg.size() || !absl::ConsumePrefix(&name, flag)) {
+        continue;
       }
-      out.kolod_args.push_back(argv[++i]);
-    } else {
-      out.flag_args.emplace_back(arg);  // Some other flag, e.g. --kolod_argx.
+      if (absl::ConsumePrefix(&name, "=")) {
+        values->emplace_back(name);
+        taken = true;
+      } else if (name.empty()) {
+        if (i + 1 >= argv.size() || argv[i + 1] == "--") {
+          return absl::InvalidArgumentError(
+              absl::StrCat("--", flag, " needs a value"));
+        }
+        values->push_back(argv[++i]);
+        taken = true;
+      }
+      // Otherwise some other flag, e.g. --kolod_argx.
+      break;
     }
+    if (!taken) out.flag_args.emplace_back(arg);
   }
   return out;
 }

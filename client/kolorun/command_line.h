@@ -1,10 +1,14 @@
 // Splits kolorun's argv into its own flags, the values of the repeatable
-// --kolod_arg flag, and the command the ranks run.
+// --kolod_arg and --ssh_arg flags, and the command the ranks run.
 //
-//   kolorun -np 2 --kolod_arg=--verbose -- python3 train.py --epochs 3
+//   kolorun -np 2 --kolod_arg=--verbose --ssh_arg=-p --ssh_arg 2222 --
+//       python3 train.py --epochs 3
 //     flag_args:  {"kolorun", "-np", "2"}
 //     kolod_args: {"--verbose"}
+//     ssh_args:   {"-p", "2222"}
 //     command:    {"python3", "train.py", "--epochs", "3"}
+//
+// Thread-safety: a pure function; safe from any thread.
 #pragma once
 
 #include <string>
@@ -21,12 +25,14 @@ struct CommandLine {
   // Each --kolod_arg value, in order. The flag is taken out here because a
   // flag library keeps only the last value of a repeated flag.
   std::vector<std::string> kolod_args;
+  // Each --ssh_arg value, in order, likewise.
+  std::vector<std::string> ssh_args;
   // Everything after the first "--", verbatim.
   std::vector<std::string> command;
 };
 
-// Accepts --kolod_arg=V, --kolod_arg V and the single-dash forms.
-// INVALID_ARGUMENT when --kolod_arg has no value.
+// Accepts --kolod_arg=V, --kolod_arg V and the single-dash forms (and the
+// same for --ssh_arg). INVALID_ARGUMENT when such a flag has no value.
 absl::StatusOr<CommandLine> SplitCommandLine(const std::vector<std::string>& argv);
 
 }  // namespace kolo::kolorun

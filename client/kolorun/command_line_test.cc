@@ -28,6 +28,18 @@ TEST(SplitCommandLineTest, CollectsEveryKolodArgInOrder) {
   EXPECT_THAT(cl->command, ElementsAre("--kolod_arg=not-ours"));
 }
 
+TEST(SplitCommandLineTest, CollectsEverySshArgApartFromKolodArgs) {
+  auto cl = SplitCommandLine({"kolorun", "--ssh_arg=-p", "--ssh_arg", "2222",
+                              "-H", "a:1", "--kolod_arg=--v", "-ssh_arg=-q",
+                              "--ssh_argv=1", "--", "--ssh_arg=x"});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_THAT(cl->ssh_args, ElementsAre("-p", "2222", "-q"));
+  EXPECT_THAT(cl->kolod_args, ElementsAre("--v"));
+  EXPECT_THAT(cl->flag_args, ElementsAre("kolorun", "-H", "a:1", "--ssh_argv=1"));
+  EXPECT_THAT(cl->command, ElementsAre("--ssh_arg=x"));
+  EXPECT_FALSE(SplitCommandLine({"kolorun", "--ssh_arg"}).ok());
+}
+
 TEST(SplitCommandLineTest, KolodArgWithoutValueIsAnError) {
   EXPECT_FALSE(SplitCommandLine({"kolorun", "--kolod_arg"}).ok());
   EXPECT_FALSE(SplitCommandLine({"kolorun", "--kolod_arg", "--", "x"}).ok());

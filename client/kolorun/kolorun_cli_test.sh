@@ -6,6 +6,7 @@ set -u
 root="${TEST_SRCDIR}/${TEST_WORKSPACE}/client/kolorun"
 kolorun="${root}/kolorun"
 fake="${root}/testdata/fake_kolod.py"
+fake_ssh="${root}/testdata/fake_ssh.sh"
 tmp="$(mktemp -d /tmp/kolorun_cli.XXXXXX)"
 trap 'rm -rf "${tmp}"' EXIT
 failures=0
@@ -21,7 +22,8 @@ expect_grep() {  # expect_grep PATTERN FILE WHAT
 # --help lists every flag.
 "${kolorun}" --help >"${tmp}/help" 2>&1
 for flag in np job_id socket private_daemon kolod kolod_arg grace_s \
-    kill_grace_s daemon_start_timeout_s; do
+    kill_grace_s daemon_start_timeout_s H hosts peer_port coordinator ssh \
+    ssh_arg; do
   expect_grep "--${flag} " "${tmp}/help" "--help"
 done
 
@@ -58,6 +60,50 @@ expect_grep "kolorun: no kolod accepts connections on ${tmp}/absent.sock" \
     "${tmp}/err" "env socket"
 expect_grep "kolorun: rank 1 exited with status 4" "${tmp}/err" "failing rank"
 expect_grep "kolorun: rank 0 killed by signal SIGTERM" "${tmp}/err" "failing rank"
+
+expect_grep "a remote rank is not signalled" "${tmp}/help" "--help"
+
+# Host list errors.
+"${kolorun}" -np 4 -H a:2,b:1 -- true 2>"${tmp}/err"
+expect_rc 2 $? "too many ranks"
+expect_grep "-np 4 is more than the 3 slots" "${tmp}/err" "too many ranks"
+"${kolorun}" -np 1 --hosts a:x -- true 2>"${tmp}/err"
+expect_rc 2 $? "bad slots"
+expect_grep "slots \"x\"" "${tmp}/err" "bad slots"
+"${kolorun}" -np 1 -H a -hosts b -- true 2>"${tmp}/err"
+expect_rc 2 $? "-H and --hosts"
+
+# A job spanning this machine and a (fake) remote host, which needs a kolod
+# here: a listening socket stands in for it.
+python3 -c 'import socket,sys,time
+s=socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(64)
+open(sys.argv[1] + ".ready", "w").close(); time.sleep(600)' "${tmp}/kolod.sock" &
+listener=$!
+trap 'kill "${listener}" 2>/dev/null; rm -rf "${tmp}"' EXIT
+for _ in $(seq 500); do [[ -e "${tmp}/kolod.sock.ready" ]] && break; sleep 0.01; done
+mkdir "${tmp}/ssh_log"
+FAKE_SSH_LOG_DIR="${tmp}/ssh_log" "${kolorun}" -np 3 -H localhost:1,fakehost:2 \
+    --socket "${tmp}/kolod.sock" --ssh "${fake_ssh}" --ssh_arg=-p \
+    --ssh_arg 2222 --peer_port 7400 -- \
+    /bin/sh -c 'echo "r=$KOLO_RANK l=$KOLO_LOCAL_RANK/$KOLO_LOCAL_SIZE c=$KOLO_COORDINATOR"; [ $KOLO_RANK = 1 ] && exit 3; exit 0' \
+    >"${tmp}/out" 2>"${tmp}/err"
+expect_rc 3 $? "multi-host job"
+host="$(hostname)"
+expect_grep "[0] r=0 l=0/1 c=${host}:7400" "${tmp}/out" "multi-host job"
+expect_grep "[1] r=1 l=0/2 c=${host}:7400" "${tmp}/out" "multi-host job"
+expect_grep "[2] r=2 l=1/2 c=${host}:7400" "${tmp}/out" "multi-host job"
+expect_grep "kolorun: rank 1 on fakehost exited with status 3" "${tmp}/err" \
+    "multi-host job"
+cat "${tmp}"/ssh_log/* | tr '\0' '\n' >"${tmp}/ssh_argv"
+expect_grep "2222" "${tmp}/ssh_argv" "--ssh_arg"
+expect_grep "KOLO_SOCKET=${tmp}/kolod.sock" "${tmp}/ssh_argv" "remote socket"
+
+# Without a kolod here, a job spanning hosts does not start.
+"${kolorun}" -np 2 -H localhost,fakehost --socket "${tmp}/absent.sock" \
+    --ssh "${fake_ssh}" -- true 2>"${tmp}/err"
+expect_rc 1 $? "no kolod for a multi-host job"
+expect_grep "needs the system kolod running on every host" "${tmp}/err" \
+    "no kolod for a multi-host job"
 
 # A command that does not exist.
 "${kolorun}" -np 1 --private_daemon --kolod "${fake}" -- /nonexistent/prog \

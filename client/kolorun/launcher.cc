@@ -20,10 +20,13 @@
 #include <utility>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "client/kolorun/hosts.h"
 #include "client/kolorun/line_prefixer.h"
+#include "client/kolorun/remote_shell.h"
 #include "client/kolorun/subprocess.h"
 #include "common/errno_status.h"
 #include "common/random_id.h"
@@ -41,9 +44,13 @@ constexpr auto kMaxPollWait = std::chrono::milliseconds(100);
 // How often a starting private kolod's socket is probed.
 constexpr auto kDaemonProbeInterval = std::chrono::milliseconds(20);
 
-constexpr std::array<const char*, 7> kRankVariables = {
-    "KOLO_SOCKET",    "KOLO_JOB_ID",     "KOLO_JOB_TOKEN", "KOLO_RANK",
-    "KOLO_SIZE",      "KOLO_LOCAL_RANK", "KOLO_LOCAL_SIZE"};
+constexpr std::array<const char*, 8> kRankVariables = {
+    "KOLO_SOCKET",     "KOLO_JOB_ID",     "KOLO_JOB_TOKEN",
+    "KOLO_RANK",       "KOLO_SIZE",       "KOLO_LOCAL_RANK",
+    "KOLO_LOCAL_SIZE", "KOLO_COORDINATOR"};
+
+// ssh's exit status when ssh itself failed (or the remote side was killed).
+constexpr int kSshFailureStatus = 255;
 
 Clock::duration ToClock(absl::Duration d) {
   return std::chrono::duration_cast<Clock::duration>(
@@ -255,6 +262,19 @@ class JobRunner {
   explicit JobRunner(const LaunchOptions& options) : options_(options) {}
 
   absl::StatusOr<int> Run() {
+    KOLO_ASSIGN_OR_RETURN(placements_,
+                          AssignRanks(options_.hosts, options_.num_ranks,
+                                      options_.this_host));
+    spans_hosts_ = HostsUsed(placements_) > 1;
+    if (spans_hosts_) {
+      coordinator_ = options_.coordinator;
+      if (coordinator_.empty()) {
+        KOLO_ASSIGN_OR_RETURN(coordinator_,
+                              CoordinatorAddress(placements_.front(),
+                                                 options_.this_host,
+                                                 options_.peer_port));
+      }
+    }
     KOLO_ASSIGN_OR_RETURN(signals_, SignalCatcher::Create());
     std::string job_id = options_.job_id;
     if (job_id.empty()) {
@@ -314,9 +334,30 @@ class JobRunner {
 
   std::vector<int> TakeSignals() { return std::exchange(pending_signals_, {}); }
 
-  // Step 1: the socket the ranks will use, starting a private kolod if
-  // needed.
+  // "rank 3", or "rank 3 on hostB" when the job was given hosts.
+  std::string RankLabel(size_t rank) const {
+    const RankPlacement& p = placements_[rank];
+    if (p.host.empty()) return absl::StrCat("rank ", rank);
+    return absl::StrCat("rank ", rank, " on ", p.host);
+  }
+
+  // Step 1: the socket the local ranks will use, starting a private kolod if
+  // needed ("" when no rank runs here).
   absl::StatusOr<std::string> EnsureDaemon() {
+    const bool any_local =
+        std::any_of(placements_.begin(), placements_.end(),
+                    [](const RankPlacement& p) { return p.local; });
+    if (!any_local) return std::string();
+    if (spans_hosts_) {
+      // ValidateOptions has refused private_daemon for such a job.
+      if (SocketAccepts(options_.socket_path)) return options_.socket_path;
+      return absl::FailedPreconditionError(absl::StrCat(
+          "no kolod accepts connections on ", options_.socket_path,
+          " on this machine (", options_.this_host,
+          "); a job spanning hosts needs the system kolod running on every "
+          "host, reachable on its peer address (a private kolod would "
+          "listen on 127.0.0.1 only, out of the other hosts' reach)"));
+    }
     if (!options_.private_daemon) {
       if (SocketAccepts(options_.socket_path)) return options_.socket_path;
       Message(absl::StrCat("no kolod accepts connections on ",
@@ -332,7 +373,8 @@ class JobRunner {
     SpawnOptions spawn;
     // A private daemon must not take the node's default status port: let the
     // kernel pick one (it is shown by `koloctl --socket ... status`).
-    spawn.argv = {kolod, "--socket", socket, "--status_address=127.0.0.1:0"};
+    spawn.argv = {kolod, "--socket", socket, "--status_address=127.0.0.1:0",
+                                   "--peer_address=127.0.0.1:0"};
     spawn.argv.insert(spawn.argv.end(), options_.kolod_args.begin(),
                       options_.kolod_args.end());
     for (const std::string& entry : options_.base_env) {
@@ -380,16 +422,44 @@ class JobRunner {
   absl::Status StartRanks(const std::string& socket, const std::string& job_id,
                           const std::string& token) {
     for (int rank = 0; rank < options_.num_ranks; ++rank) {
+      const RankPlacement& place = placements_[static_cast<size_t>(rank)];
+      const RankIdentity id{
+          .socket_path = place.local ? socket : options_.remote_socket_path,
+          .job_id = job_id,
+          .job_token = token,
+          .coordinator = coordinator_,
+          .rank = rank,
+          .size = options_.num_ranks,
+          .local_rank = place.local_rank,
+          .local_size = place.local_size,
+      };
       SpawnOptions spawn;
-      spawn.argv = options_.command;
-      spawn.env = RankEnvironment(options_.base_env, socket, job_id, token,
-                                  rank, options_.num_ranks);
+      if (place.local) {
+        spawn.argv = options_.command;
+        spawn.env = RankEnvironment(options_.base_env, id);
+      } else {
+        // The remote rank gets the KOLO_* variables on ssh's command line
+        // (sshd passes no environment through); ssh itself runs in
+        // kolorun's environment (SSH_AUTH_SOCK and the like).
+        SshCommand ssh{.ssh_program = options_.ssh_program,
+                       .ssh_args = options_.ssh_args,
+                       .host = place.host,
+                       .env = {},
+                       .command = options_.command};
+        for (std::string& entry : RankEnvironment(options_.base_env, id)) {
+          if (absl::StartsWith(entry, "KOLO_")) ssh.env.push_back(std::move(entry));
+        }
+        spawn.argv = SshArgv(ssh);
+        spawn.env = options_.base_env;
+      }
       absl::StatusOr<std::unique_ptr<Subprocess>> child =
           Subprocess::Spawn(spawn);
       if (!child.ok()) {
-        return absl::Status(child.status().code(),
-                            absl::StrCat("starting rank ", rank, ": ",
-                                         child.status().message()));
+        return absl::Status(
+            child.status().code(),
+            absl::StrCat("starting ", RankLabel(static_cast<size_t>(rank)),
+                         place.local ? "" : " (over ssh)", ": ",
+                         child.status().message()));
       }
       const std::string prefix = absl::StrCat("[", rank, "] ");
       pump_.Add(rank, std::move((*child)->stdout_pipe()), prefix,
@@ -431,7 +501,15 @@ class JobRunner {
         // Output the rank wrote before it died comes before the verdict.
         pump_.DrainNow(static_cast<int>(r));
         if (st->success()) continue;
-        Message(absl::StrCat("rank ", r, " ", st->Describe()));
+        const bool ssh_failed = !placements_[r].local && !st->signaled &&
+                                st->value == kSshFailureStatus;
+        Message(absl::StrCat(
+            RankLabel(r), " ", st->Describe(),
+            ssh_failed ? absl::StrCat(" (also ssh's own failure status: check "
+                                      "that `", options_.ssh_program,
+                                      " -o BatchMode=yes ", placements_[r].host,
+                                      " true` works)")
+                       : ""));
         if (!exit_code.has_value()) {
           exit_code = st->ShellCode();
           begin_shutdown(Clock::now());
@@ -506,6 +584,9 @@ class JobRunner {
   }
 
   const LaunchOptions& options_;
+  std::vector<RankPlacement> placements_;  // Indexed by rank.
+  bool spans_hosts_ = false;
+  std::string coordinator_;  // KOLO_COORDINATOR; empty on one host.
   std::unique_ptr<SignalCatcher> signals_;
   OutputPump pump_;
   std::vector<int> pending_signals_;
@@ -566,6 +647,49 @@ absl::Status ValidateOptions(const LaunchOptions& options) {
       options.kill_grace < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("grace periods must not be negative");
   }
+  if (options.hosts.empty()) return absl::OkStatus();
+
+  KOLO_ASSIGN_OR_RETURN(
+      const std::vector<RankPlacement> placements,
+      AssignRanks(options.hosts, options.num_ranks, options.this_host));
+  const bool spans_hosts = HostsUsed(placements) > 1;
+  if (spans_hosts && options.private_daemon) {
+    return absl::InvalidArgumentError(
+        "--private_daemon cannot serve a job spanning hosts: the other hosts "
+        "could not reach a private kolod (it listens on 127.0.0.1 only)");
+  }
+  if (options.peer_port < 1 || options.peer_port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--peer_port must lie in [1, 65535], got ", options.peer_port));
+  }
+  if (!options.coordinator.empty()) {
+    const size_t colon = options.coordinator.rfind(':');
+    int port = 0;
+    if (colon == std::string::npos || colon == 0 ||
+        !absl::SimpleAtoi(absl::string_view(options.coordinator).substr(colon + 1),
+                          &port) ||
+        port < 1 || port > 65535) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--coordinator \"", options.coordinator,
+                       "\" is not HOST:PORT"));
+    }
+  }
+  const bool any_remote =
+      std::any_of(placements.begin(), placements.end(),
+                  [](const RankPlacement& p) { return !p.local; });
+  if (any_remote) {
+    if (const std::string why = RemoteCommandError(options.command);
+        !why.empty()) {
+      return absl::InvalidArgumentError(why);
+    }
+    if (options.ssh_program.empty()) {
+      return absl::InvalidArgumentError("--ssh is empty");
+    }
+    if (options.remote_socket_path.empty()) {
+      return absl::InvalidArgumentError(
+          "the kolod socket path for remote hosts is empty");
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -574,6 +698,18 @@ std::vector<std::string> RankEnvironment(const std::vector<std::string>& base_en
                                          const std::string& job_id,
                                          const std::string& job_token, int rank,
                                          int size) {
+  return RankEnvironment(base_env, RankIdentity{.socket_path = socket_path,
+                                                .job_id = job_id,
+                                                .job_token = job_token,
+                                                .coordinator = "",
+                                                .rank = rank,
+                                                .size = size,
+                                                .local_rank = rank,
+                                                .local_size = size});
+}
+
+std::vector<std::string> RankEnvironment(const std::vector<std::string>& base_env,
+                                         const RankIdentity& id) {
   std::vector<std::string> env;
   env.reserve(base_env.size() + kRankVariables.size());
   for (const std::string& entry : base_env) {
@@ -584,14 +720,16 @@ std::vector<std::string> RankEnvironment(const std::vector<std::string>& base_en
                     [name](const char* var) { return name == var; });
     if (!replaced) env.push_back(entry);
   }
-  env.push_back(absl::StrCat("KOLO_SOCKET=", socket_path));
-  env.push_back(absl::StrCat("KOLO_JOB_ID=", job_id));
-  env.push_back(absl::StrCat("KOLO_JOB_TOKEN=", job_token));
-  env.push_back(absl::StrCat("KOLO_RANK=", rank));
-  env.push_back(absl::StrCat("KOLO_SIZE=", size));
-  // One node: local rank and size are the global ones.
-  env.push_back(absl::StrCat("KOLO_LOCAL_RANK=", rank));
-  env.push_back(absl::StrCat("KOLO_LOCAL_SIZE=", size));
+  env.push_back(absl::StrCat("KOLO_SOCKET=", id.socket_path));
+  env.push_back(absl::StrCat("KOLO_JOB_ID=", id.job_id));
+  env.push_back(absl::StrCat("KOLO_JOB_TOKEN=", id.job_token));
+  env.push_back(absl::StrCat("KOLO_RANK=", id.rank));
+  env.push_back(absl::StrCat("KOLO_SIZE=", id.size));
+  env.push_back(absl::StrCat("KOLO_LOCAL_RANK=", id.local_rank));
+  env.push_back(absl::StrCat("KOLO_LOCAL_SIZE=", id.local_size));
+  if (!id.coordinator.empty()) {
+    env.push_back(absl::StrCat("KOLO_COORDINATOR=", id.coordinator));
+  }
   return env;
 }
 

@@ -1,23 +1,36 @@
-// kolorun's launcher: starts N local ranks of a command with the Kolo
-// environment, a private kolod when no daemon answers, and supervises them to
-// the end.
+// kolorun's launcher: starts the ranks of a job with the Kolo environment,
+// on this machine and (with a host list) on other hosts over ssh, a private
+// kolod when a single-machine job finds no daemon, and supervises them to the
+// end.
 //
 // The job's life, as RunJob drives it:
-//   1. Probe options.socket_path; if nothing accepts there (or
-//      private_daemon is set), start a private kolod on a socket in a fresh
-//      temporary directory and wait, bounded, until it accepts.
-//   2. Spawn ranks 0..N-1, each in its own process group, with KOLO_SOCKET,
-//      KOLO_JOB_ID, KOLO_JOB_TOKEN, KOLO_RANK, KOLO_SIZE, KOLO_LOCAL_RANK and
-//      KOLO_LOCAL_SIZE set (single node: local = global).
+//   1. Place the ranks (hosts.h): without a host list all run here; with one,
+//      in order over its slots. If some rank runs here, probe
+//      options.socket_path; if nothing accepts there (or private_daemon is
+//      set) and the job stays on this machine, start a private kolod on a
+//      socket in a fresh temporary directory and wait, bounded, until it
+//      accepts. A job spanning hosts needs the system kolod of every host
+//      (a private one listens on 127.0.0.1 only), so there it is an error.
+//   2. Spawn every rank, each in its own process group: a local rank directly,
+//      a remote one as `ssh HOST exec env KOLO_...=... CMD...` (remote_shell.h),
+//      with KOLO_SOCKET, KOLO_JOB_ID, KOLO_JOB_TOKEN, KOLO_RANK, KOLO_SIZE,
+//      KOLO_LOCAL_RANK and KOLO_LOCAL_SIZE (per host) set, and
+//      KOLO_COORDINATOR when the job spans hosts. One job id and token serve
+//      every rank.
 //   3. Copy every line the ranks (and the private kolod) write, prefixed
 //      "[R] " (or "[kolod] "), to kolorun's stdout/stderr; forward SIGINT,
-//      SIGTERM and SIGHUP to every rank's group.
+//      SIGTERM and SIGHUP to every rank's group (for a remote rank: its ssh,
+//      which closes the connection).
 //   4. When a rank fails, report it and start shutdown: the others get
 //      `grace` to finish, then SIGTERM, then SIGKILL after `kill_grace`.
 //      A forwarded signal starts the same shutdown.
 //   5. Once every rank is reaped and its output drained, stop the private
 //      kolod (SIGTERM, SIGKILL after `daemon_stop_grace`) and remove its
 //      directory.
+//
+// A remote rank is not signalled itself: ssh (without a terminal) cannot
+// deliver signals, so ending ssh only closes the connection, and the remote
+// rank notices when it next writes output (SIGPIPE) or reads its stdin.
 #pragma once
 
 #include <unistd.h>
@@ -28,6 +41,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "client/kolorun/hosts.h"
 
 namespace kolo::kolorun {
 
@@ -61,6 +75,19 @@ struct LaunchOptions {
   // variables listed above are replaced, other KOLO_* ones pass through.
   std::vector<std::string> base_env;
 
+  // Hosts (-H). Empty: every rank on this machine, as before host lists.
+  std::vector<HostSlots> hosts;
+  // This machine's hostname (gethostname), which also names it in `hosts`.
+  std::string this_host;
+  // KOLO_COORDINATOR of a job spanning hosts: `coordinator` when set, else
+  // rank 0's host and `peer_port` (see CoordinatorAddress).
+  int peer_port = kDefaultPeerPort;
+  std::string coordinator;
+  // KOLO_SOCKET on the other hosts, where a system kolod must listen.
+  std::string remote_socket_path = kDefaultSocketPath;
+  std::string ssh_program = "ssh";
+  std::vector<std::string> ssh_args;  // Before the host on ssh's command line.
+
   absl::Duration grace = absl::Seconds(10);
   absl::Duration kill_grace = absl::Seconds(5);
   absl::Duration daemon_start_timeout = absl::Seconds(10);
@@ -77,7 +104,23 @@ struct LaunchOptions {
 
 absl::Status ValidateOptions(const LaunchOptions& options);
 
-// `base_env` with the per-rank KOLO_* variables replaced.
+// The KOLO_* values of one rank.
+struct RankIdentity {
+  std::string socket_path;
+  std::string job_id;
+  std::string job_token;
+  std::string coordinator;  // Empty: KOLO_COORDINATOR is left unset.
+  int rank = 0;
+  int size = 0;
+  int local_rank = 0;
+  int local_size = 0;
+};
+
+// `base_env` with the per-rank KOLO_* variables (and KOLO_COORDINATOR)
+// replaced by `id`'s.
+std::vector<std::string> RankEnvironment(const std::vector<std::string>& base_env,
+                                         const RankIdentity& id);
+// The same for a job on one machine: local rank and size are the global ones.
 std::vector<std::string> RankEnvironment(const std::vector<std::string>& base_env,
                                          const std::string& socket_path,
                                          const std::string& job_id,

@@ -14,8 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "client/kolorun/remote_shell.h"
 #include "client/kolorun/subprocess.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -36,15 +38,18 @@ std::string TestTmpDir() {
   return dir != nullptr ? dir : "/tmp";
 }
 
-std::string FakeKolod() {
+std::string TestData(const std::string& name) {
   const char* srcdir = ::getenv("TEST_SRCDIR");
   const char* workspace = ::getenv("TEST_WORKSPACE");
   if (srcdir == nullptr || workspace == nullptr) {
-    return "client/kolorun/testdata/fake_kolod.py";
+    return absl::StrCat("client/kolorun/testdata/", name);
   }
-  return absl::StrCat(srcdir, "/", workspace,
-                      "/client/kolorun/testdata/fake_kolod.py");
+  return absl::StrCat(srcdir, "/", workspace, "/client/kolorun/testdata/",
+                      name);
 }
+
+std::string FakeKolod() { return TestData("fake_kolod.py"); }
+std::string FakeSsh() { return TestData("fake_ssh.sh"); }
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
@@ -340,7 +345,7 @@ TEST_F(LauncherTest, StartsPrivateDaemonWhenForced) {
   // The daemon got --socket and the extra arguments, and was stopped with
   // SIGTERM; its directory is gone.
   EXPECT_EQ(ReadFile(record), absl::StrCat("--socket ", socket,
-                                           " --status_address=127.0.0.1:0 --record=",
+                                           " --status_address=127.0.0.1:0 --peer_address=127.0.0.1:0 --record=",
                                            record, " --extra\nSIGTERM\n"));
   EXPECT_FALSE(std::filesystem::exists(
       std::filesystem::path(socket).parent_path()));
@@ -423,6 +428,211 @@ TEST_F(LauncherTest, MissingKolodIsAnError) {
   EXPECT_THAT(std::string(code.status().message()), HasSubstr("--kolod"));
 }
 
+// Jobs spanning hosts, with a fake ssh ------------------------------------
+
+// The fake ssh (testdata/fake_ssh.sh) records its argv in $FAKE_SSH_LOG_DIR
+// and runs the remote command here through sh -c in an environment holding
+// only PATH, as sshd would on another host.
+class MultiHostTest : public LauncherTest {
+ protected:
+  static constexpr char kThisHost[] = "kolo-test-node";
+
+  MultiHostTest() : log_dir_(dir_.path() + "/ssh_log") {
+    std::filesystem::create_directory(log_dir_);
+  }
+
+  LaunchOptions HostOptions(int num_ranks, std::vector<HostSlots> hosts,
+                            const std::string& script) {
+    LaunchOptions o = Options(num_ranks, script);
+    o.base_env.push_back("FAKE_SSH_LOG_DIR=" + log_dir_);
+    o.hosts = std::move(hosts);
+    o.this_host = kThisHost;
+    o.ssh_program = FakeSsh();
+    o.ssh_args = {"-p", "2222"};
+    o.remote_socket_path = "/run/kolo/remote test.sock";
+    return o;
+  }
+
+  // The argv of every ssh started, in no particular order.
+  std::vector<std::vector<std::string>> SshCalls() const {
+    std::vector<std::vector<std::string>> calls;
+    for (const auto& entry : std::filesystem::directory_iterator(log_dir_)) {
+      std::vector<std::string> argv =
+          absl::StrSplit(ReadFile(entry.path().string()), '\0');
+      if (!argv.empty() && argv.back().empty()) argv.pop_back();
+      calls.push_back(std::move(argv));
+    }
+    return calls;
+  }
+
+  const std::string log_dir_;
+};
+
+TEST_F(MultiHostTest, LocalAndRemoteRanksRunWithTheirEnvironment) {
+  // The script itself needs quoting: quotes, $, a backslash, two spaces.
+  const std::string script =
+      "printf '%s %s\\n' \"$KOLO_RANK $KOLO_SIZE $KOLO_LOCAL_RANK "
+      "$KOLO_LOCAL_SIZE $KOLO_COORDINATOR [$KOLO_SOCKET] $KOLO_JOB_ID "
+      "${FOO:-unset} ${KOLO_STALL_WARNING_S:-none}\" 'it'\\''s  \\ $HOME'; "
+      "echo token $KOLO_JOB_TOKEN >&2";
+  LaunchOptions o = HostOptions(3, {{"localhost", 1}, {"fakehost", 2}}, script);
+  o.job_id = "job-7";
+  absl::StatusOr<int> code = RunJob(o);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0) << err_.Contents();
+
+  const std::string quoted = " it's  \\ $HOME";
+  EXPECT_THAT(
+      out_.Lines(),
+      UnorderedElementsAre(
+          absl::StrCat("[0] 0 3 0 1 kolo-test-node:7371 [", daemon_.path(),
+                       "] job-7 bar 7", quoted),
+          // Remote ranks see only KOLO_* variables, passed on the command line.
+          absl::StrCat("[1] 1 3 0 2 kolo-test-node:7371 [/run/kolo/remote "
+                       "test.sock] job-7 unset 7", quoted),
+          absl::StrCat("[2] 2 3 1 2 kolo-test-node:7371 [/run/kolo/remote "
+                       "test.sock] job-7 unset 7", quoted)));
+  // One token for every rank.
+  const std::vector<std::string> err = err_.Lines();
+  ASSERT_EQ(err.size(), 3u) << err_.Contents();
+  const std::string token = err[0].substr(4);
+  EXPECT_THAT(token, StartsWith("token "));
+  for (const std::string& line : err) EXPECT_EQ(line.substr(4), token);
+
+  // One ssh per remote rank, each with the whole command quoted.
+  const std::vector<std::vector<std::string>> calls = SshCalls();
+  ASSERT_EQ(calls.size(), 2u);
+  std::vector<std::string> ranks;
+  for (const std::vector<std::string>& argv : calls) {
+    ASSERT_GE(argv.size(), 10u);
+    EXPECT_THAT(std::vector<std::string>(argv.begin(), argv.begin() + 7),
+                ::testing::ElementsAre("-o", "BatchMode=yes", "-p", "2222",
+                                       "fakehost", "exec", "env"));
+    EXPECT_THAT(std::vector<std::string>(argv.end() - 3, argv.end()),
+                ::testing::ElementsAre("/bin/sh", "-c", ShellQuote(script)));
+    EXPECT_THAT(argv, Contains("'KOLO_SOCKET=/run/kolo/remote test.sock'"));
+    EXPECT_THAT(argv, Contains("KOLO_COORDINATOR=kolo-test-node:7371"));
+    EXPECT_THAT(argv, Contains("KOLO_STALL_WARNING_S=7"));
+    EXPECT_THAT(argv, Not(Contains(HasSubstr("FOO="))));
+    for (const std::string& word : argv) {
+      if (absl::StartsWith(word, "KOLO_RANK=")) ranks.push_back(word);
+    }
+  }
+  EXPECT_THAT(ranks, UnorderedElementsAre("KOLO_RANK=1", "KOLO_RANK=2"));
+}
+
+TEST_F(MultiHostTest, FailingRemoteRankFailsTheJob) {
+  LaunchOptions o = HostOptions(
+      2, {{kThisHost, 1}, {"fakehost", 1}},
+      "if [ $KOLO_RANK = 1 ]; then echo bye; exit 3; fi; exec sleep 1000");
+  o.grace = absl::Milliseconds(200);
+  absl::StatusOr<int> code = RunJob(o);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 3);
+  const std::string err = err_.Contents();
+  EXPECT_THAT(err, HasSubstr("kolorun: rank 1 on fakehost exited with status 3\n"));
+  EXPECT_THAT(err, HasSubstr("kolorun: sending SIGTERM to 1 remaining rank\n"));
+  EXPECT_THAT(err, HasSubstr("kolorun: rank 0 on kolo-test-node killed by "
+                             "signal SIGTERM\n"));
+  EXPECT_THAT(out_.Lines(), Contains("[1] bye"));
+}
+
+TEST_F(MultiHostTest, RemoteRankIsStoppedThroughItsSsh) {
+  LaunchOptions o = HostOptions(
+      2, {{"localhost", 1}, {"fakehost", 1}},
+      "if [ $KOLO_RANK = 0 ]; then exit 4; fi; exec sleep 1000");
+  o.grace = absl::Milliseconds(100);
+  absl::StatusOr<int> code = RunJob(o);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 4);
+  EXPECT_THAT(err_.Contents(),
+              HasSubstr("kolorun: rank 1 on fakehost killed by signal SIGTERM\n"));
+}
+
+TEST_F(MultiHostTest, UnreachableHostIsNamed) {
+  LaunchOptions o = HostOptions(2, {{"localhost", 1}, {"fakehost", 1}},
+                                "exit 0");
+  o.base_env.push_back("FAKE_SSH_FAIL_HOST=fakehost");
+  absl::StatusOr<int> code = RunJob(o);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 255);
+  const std::string err = err_.Contents();
+  EXPECT_THAT(err, HasSubstr("[1] ssh: connect to host fakehost"));
+  EXPECT_THAT(err, HasSubstr("kolorun: rank 1 on fakehost exited with status "
+                             "255 (also ssh's own failure status"));
+}
+
+TEST_F(MultiHostTest, SshThatCannotRunIsAnError) {
+  LaunchOptions o = HostOptions(2, {{"localhost", 1}, {"fakehost", 1}}, "true");
+  o.ssh_program = "/nonexistent/ssh";
+  absl::StatusOr<int> code = RunJob(o);
+  ASSERT_FALSE(code.ok());
+  EXPECT_THAT(std::string(code.status().message()),
+              HasSubstr("starting rank 1 on fakehost (over ssh)"));
+}
+
+TEST_F(MultiHostTest, NoLocalDaemonIsAnErrorNotAPrivateOne) {
+  LaunchOptions o = HostOptions(2, {{"localhost", 1}, {"fakehost", 1}},
+                                "echo should-not-run");
+  o.socket_path = dir_.path() + "/nobody-here.sock";
+  absl::StatusOr<int> code = RunJob(o);
+  ASSERT_FALSE(code.ok());
+  EXPECT_EQ(code.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(code.status().message()),
+              AllOf(HasSubstr("no kolod accepts connections on " + o.socket_path),
+                    HasSubstr("needs the system kolod running on every host")));
+  EXPECT_TRUE(SshCalls().empty());
+  EXPECT_EQ(out_.Contents(), "");
+}
+
+TEST_F(MultiHostTest, RemoteOnlyJobNeedsNoLocalDaemon) {
+  LaunchOptions o = HostOptions(
+      2, {{"fakehost", 1}, {"otherhost", 1}},
+      "echo $KOLO_RANK $KOLO_LOCAL_RANK $KOLO_LOCAL_SIZE $KOLO_COORDINATOR");
+  o.socket_path = dir_.path() + "/nobody-here.sock";
+  o.kolod.flag_path = "/nonexistent/kolod";
+  o.coordinator = "10.1.2.3:9999";
+  absl::StatusOr<int> code = RunJob(o);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0) << err_.Contents();
+  EXPECT_THAT(out_.Lines(), UnorderedElementsAre("[0] 0 0 1 10.1.2.3:9999",
+                                                 "[1] 1 0 1 10.1.2.3:9999"));
+}
+
+TEST_F(MultiHostTest, OneLocalHostIsAnOrdinaryJob) {
+  // Every rank on this machine: a private kolod is fine and no coordinator is
+  // needed.
+  LaunchOptions o = HostOptions(2, {{"localhost", 4}, {"fakehost", 2}},
+                                "echo $KOLO_LOCAL_SIZE ${KOLO_COORDINATOR:-none}");
+  o.private_daemon = true;
+  absl::StatusOr<int> code = RunJob(o);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0) << err_.Contents();
+  EXPECT_THAT(out_.Lines(), UnorderedElementsAre("[0] 2 none", "[1] 2 none"));
+  EXPECT_TRUE(SshCalls().empty());
+}
+
+TEST_F(MultiHostTest, InvalidHostOptionsAreRejected) {
+  LaunchOptions o = HostOptions(4, {{"localhost", 1}, {"fakehost", 2}}, "true");
+  EXPECT_THAT(std::string(ValidateOptions(o).message()),
+              HasSubstr("-np 4 is more than the 3 slots"));
+  o = HostOptions(2, {{"localhost", 1}, {"fakehost", 2}}, "true");
+  o.private_daemon = true;
+  EXPECT_THAT(std::string(ValidateOptions(o).message()),
+              HasSubstr("--private_daemon cannot serve a job spanning hosts"));
+  o = HostOptions(2, {{"localhost", 1}, {"fakehost", 2}}, "true");
+  o.coordinator = "nohostport";
+  EXPECT_THAT(std::string(ValidateOptions(o).message()),
+              HasSubstr("is not HOST:PORT"));
+  o = HostOptions(2, {{"localhost", 1}, {"fakehost", 2}}, "true");
+  o.peer_port = 70000;
+  EXPECT_THAT(std::string(ValidateOptions(o).message()), HasSubstr("--peer_port"));
+  o = HostOptions(2, {{"localhost", 1}, {"fakehost", 2}}, "true");
+  o.command = {"./a=b"};
+  EXPECT_THAT(std::string(ValidateOptions(o).message()), HasSubstr("'='"));
+  EXPECT_EQ(RunJob(o).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 // Pure helpers ---------------------------------------------------------------
 
 class FindKolodTest : public ::testing::Test {
@@ -477,6 +687,19 @@ TEST(RankEnvironmentTest, ReplacesRankVariablesAndKeepsTheRest) {
                                         "KOLO_JOB_TOKEN=t", "KOLO_RANK=2",
                                         "KOLO_SIZE=4", "KOLO_LOCAL_RANK=2",
                                         "KOLO_LOCAL_SIZE=4"));
+}
+
+TEST(RankEnvironmentTest, LocalValuesAndCoordinatorOfAJobSpanningHosts) {
+  const std::vector<std::string> env = RankEnvironment(
+      {"A=1", "KOLO_COORDINATOR=stale:1", "KOLO_LOCAL_SIZE=9"},
+      RankIdentity{.socket_path = "/s", .job_id = "j", .job_token = "t",
+                   .coordinator = "hostA:7371", .rank = 3, .size = 4,
+                   .local_rank = 1, .local_size = 2});
+  EXPECT_THAT(env, UnorderedElementsAre(
+                       "A=1", "KOLO_SOCKET=/s", "KOLO_JOB_ID=j",
+                       "KOLO_JOB_TOKEN=t", "KOLO_RANK=3", "KOLO_SIZE=4",
+                       "KOLO_LOCAL_RANK=1", "KOLO_LOCAL_SIZE=2",
+                       "KOLO_COORDINATOR=hostA:7371"));
 }
 
 TEST(SocketAcceptsTest, TellsListeningFromAbsent) {

@@ -1,5 +1,6 @@
-// kolorun: starts N local ranks of a command attached to a kolod and
-// supervises them. See launcher.h for what a run does.
+// kolorun: starts N ranks of a command attached to kolod, on this machine
+// or over ssh on the hosts of -H, and supervises them. See launcher.h for what
+// a run does.
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "client/kolorun/command_line.h"
+#include "client/kolorun/hosts.h"
 #include "client/kolorun/launcher.h"
 
 ABSL_FLAG(int, np, 0, "Number of ranks to start (at least 1).");
@@ -29,7 +31,10 @@ ABSL_FLAG(std::string, job_id, "",
 ABSL_FLAG(std::string, socket, "",
           "kolod's Unix socket (KOLO_SOCKET for the ranks); default: "
           "$KOLO_SOCKET, else /run/kolo/kolod.sock. When nothing accepts "
-          "connections there, a private kolod is started for the job.");
+          "connections there and the job stays on this machine, a private "
+          "kolod is started for it. Ranks on other hosts (-H) get this "
+          "flag's value, else /run/kolo/kolod.sock ($KOLO_SOCKET describes "
+          "this machine only).");
 ABSL_FLAG(bool, private_daemon, false,
           "Start a private kolod for this job even if one answers on the "
           "socket.");
@@ -40,6 +45,28 @@ ABSL_FLAG(std::string, kolod, "",
 ABSL_FLAG(std::string, kolod_arg, "",
           "An extra argument for a private kolod (after --socket PATH); "
           "repeat the flag for several, e.g. --kolod_arg=--verbose.");
+ABSL_FLAG(std::string, H, "",
+          "Hosts to run on, as HOST[:SLOTS],... (SLOTS default 1; an IPv6 "
+          "literal as [ADDR]:SLOTS). Ranks fill the hosts in order: with "
+          "-np 4 -H a:2,b:2, a runs ranks 0-1 and b ranks 2-3; -np may be "
+          "less than the slots. localhost, 127.0.0.1, ::1 and this machine's "
+          "hostname run here; other hosts over ssh. Same as --hosts.");
+ABSL_FLAG(std::string, hosts, "", "Same as -H.");
+ABSL_FLAG(int, peer_port, 7371,
+          "The kolod peer port: KOLO_COORDINATOR is rank 0's host and this "
+          "port when the job spans hosts (this machine's hostname when rank "
+          "0's host is given as localhost, 127.0.0.1 or ::1).");
+ABSL_FLAG(std::string, coordinator, "",
+          "KOLO_COORDINATOR (HOST:PORT, the peer address of kolod on rank 0's "
+          "host) for a job spanning hosts, instead of rank 0's host and "
+          "--peer_port.");
+ABSL_FLAG(std::string, ssh, "ssh",
+          "The ssh program that starts remote ranks, run as `ssh -o "
+          "BatchMode=yes [--ssh_arg...] HOST exec env KOLO_...=... CMD "
+          "ARGS...` with every word quoted for a POSIX login shell.");
+ABSL_FLAG(std::string, ssh_arg, "",
+          "An extra argument for ssh, before the host; repeat the flag for "
+          "several, e.g. --ssh_arg=-p --ssh_arg=2222.");
 ABSL_FLAG(double, grace_s, 10,
           "When a rank fails, seconds the other ranks get to finish before "
           "they are sent SIGTERM.");
@@ -64,6 +91,13 @@ std::string SelfExecutable() {
   const ssize_t n = ::readlink("/proc/self/exe", buf.data(), buf.size());
   if (n <= 0 || static_cast<size_t>(n) >= buf.size()) return "";
   buf.resize(static_cast<size_t>(n));
+  return buf;
+}
+
+// This machine's hostname, or "" when it cannot be read.
+std::string HostName() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "";
   return buf;
 }
 
@@ -109,12 +143,28 @@ int Main(int argc, char** argv) {
   usage.contains_helpshort_flags = usage.contains_help_flags;
   absl::SetFlagsUsageConfig(usage);
   absl::SetProgramUsageMessage(
-      "kolorun -np N [flags] -- CMD [ARGS...]\n\n"
-      "Starts N ranks of CMD on this node with KOLO_SOCKET, KOLO_JOB_ID,\n"
-      "KOLO_JOB_TOKEN, KOLO_RANK, KOLO_SIZE, KOLO_LOCAL_RANK and\n"
-      "KOLO_LOCAL_SIZE set, prefixes each line they print with [RANK],\n"
-      "forwards SIGINT/SIGTERM/SIGHUP to them, and exits with the first\n"
-      "failing rank's status (0 when all succeed).");
+      "kolorun -np N [-H HOST:SLOTS,...] [flags] -- CMD [ARGS...]\n\n"
+      "Starts N ranks of CMD with KOLO_SOCKET, KOLO_JOB_ID, KOLO_JOB_TOKEN,\n"
+      "KOLO_RANK, KOLO_SIZE, KOLO_LOCAL_RANK and KOLO_LOCAL_SIZE set (and\n"
+      "KOLO_COORDINATOR when the job spans hosts), prefixes each line they\n"
+      "print with [RANK], forwards SIGINT/SIGTERM/SIGHUP to them, and exits\n"
+      "with the first failing rank's status (0 when all succeed).\n\n"
+      "Without -H every rank runs on this machine, and a private kolod is\n"
+      "started when none answers on --socket.\n\n"
+      "With -H, ranks on other hosts are started over ssh, one ssh per rank,\n"
+      "non-interactively (BatchMode: keys or an agent, no passwords). Every\n"
+      "host must already run the system kolod (socket /run/kolo/kolod.sock\n"
+      "or --socket, peer port --peer_port): kolorun starts no daemon there,\n"
+      "and none here either when the job spans hosts, since a private kolod\n"
+      "is out of the other hosts' reach. The remote login shell must be a\n"
+      "POSIX shell, and CMD must exist on every host. Only KOLO_* variables\n"
+      "are passed to remote ranks. An ssh exit status of 255 may be ssh's\n"
+      "own failure rather than the rank's.\n\n"
+      "Limitation: a remote rank is not signalled. Stopping the job (a\n"
+      "failed rank, a forwarded signal) sends SIGTERM to its ssh, which\n"
+      "closes the connection; without a terminal, the remote rank notices\n"
+      "only when it next writes output (SIGPIPE) or reads stdin, so a rank\n"
+      "blocked elsewhere can outlive kolorun on its host.");
 
   absl::StatusOr<CommandLine> split =
       SplitCommandLine(std::vector<std::string>(argv, argv + argc));
@@ -148,6 +198,27 @@ int Main(int argc, char** argv) {
       .path_env = GetEnv("PATH"),
   };
   options.kolod_args = split->kolod_args;
+
+  const std::string short_hosts = absl::GetFlag(FLAGS_H);
+  const std::string long_hosts = absl::GetFlag(FLAGS_hosts);
+  if (!short_hosts.empty() && !long_hosts.empty()) {
+    return Fail(kUsageExit, "give -H or --hosts, not both");
+  }
+  const std::string host_list = short_hosts.empty() ? long_hosts : short_hosts;
+  if (!host_list.empty()) {
+    absl::StatusOr<std::vector<HostSlots>> hosts = ParseHostList(host_list);
+    if (!hosts.ok()) return Fail(kUsageExit, hosts.status().message());
+    options.hosts = *std::move(hosts);
+  }
+  options.this_host = HostName();
+  options.peer_port = absl::GetFlag(FLAGS_peer_port);
+  options.coordinator = absl::GetFlag(FLAGS_coordinator);
+  options.remote_socket_path = absl::GetFlag(FLAGS_socket);
+  if (options.remote_socket_path.empty()) {
+    options.remote_socket_path = kDefaultSocketPath;
+  }
+  options.ssh_program = absl::GetFlag(FLAGS_ssh);
+  options.ssh_args = split->ssh_args;
   options.temp_root = GetEnv("TMPDIR");
   if (options.temp_root.empty()) options.temp_root = "/tmp";
   options.base_env = CurrentEnvironment();

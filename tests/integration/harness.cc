@@ -84,7 +84,8 @@ std::string ReadFile(const std::string& path) {
 absl::StatusOr<DaemonProcess> DaemonProcess::Start(const std::string& socket_path,
                                                    std::vector<std::string> extra_args) {
   std::vector<std::string> argv = {kKolodPath, "--socket", socket_path,
-                                   "--status_address=127.0.0.1:0"};
+                                   "--status_address=127.0.0.1:0",
+                                   "--peer_address=127.0.0.1:0"};
   for (auto& a : extra_args) argv.push_back(std::move(a));
   auto pid = Spawn(argv, {}, socket_path + ".log");
   if (!pid.ok()) return pid.status();
@@ -133,18 +134,29 @@ absl::StatusOr<Ranks> Ranks::Start(const std::string& socket_path,
                                    const std::string& job_id, int n,
                                    const std::vector<std::string>& argv,
                                    const std::string& token) {
+  return StartOnNode(socket_path, job_id, n, 0, n, "", argv, token);
+}
+
+absl::StatusOr<Ranks> Ranks::StartOnNode(const std::string& socket_path,
+                                         const std::string& job_id, int size,
+                                         int first_rank, int local_size,
+                                         const std::string& coordinator,
+                                         const std::vector<std::string>& argv,
+                                         const std::string& token) {
   Ranks ranks;
   std::string dir = MakeTempDir();
-  for (int r = 0; r < n; ++r) {
+  for (int l = 0; l < local_size; ++l) {
+    const int r = first_rank + l;
     std::string log = absl::StrCat(dir, "/rank", r, ".log");
-    auto pid = Spawn(argv,
-                     {absl::StrCat("KOLO_SOCKET=", socket_path),
-                      absl::StrCat("KOLO_JOB_ID=", job_id),
-                      absl::StrCat("KOLO_JOB_TOKEN=", token),
-                      absl::StrCat("KOLO_RANK=", r), absl::StrCat("KOLO_SIZE=", n),
-                      absl::StrCat("KOLO_LOCAL_RANK=", r),
-                      absl::StrCat("KOLO_LOCAL_SIZE=", n)},
-                     log);
+    std::vector<std::string> env = {absl::StrCat("KOLO_SOCKET=", socket_path),
+                                    absl::StrCat("KOLO_JOB_ID=", job_id),
+                                    absl::StrCat("KOLO_JOB_TOKEN=", token),
+                                    absl::StrCat("KOLO_RANK=", r),
+                                    absl::StrCat("KOLO_SIZE=", size),
+                                    absl::StrCat("KOLO_LOCAL_RANK=", l),
+                                    absl::StrCat("KOLO_LOCAL_SIZE=", local_size)};
+    if (!coordinator.empty()) env.push_back(absl::StrCat("KOLO_COORDINATOR=", coordinator));
+    auto pid = Spawn(argv, env, log);
     if (!pid.ok()) return pid.status();
     ranks.pids_.push_back(*pid);
     ranks.logs_.push_back(log);

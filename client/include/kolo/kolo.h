@@ -29,9 +29,13 @@
 namespace kolo {
 
 // Where and who this process is. FromEnv reads KOLO_SOCKET (default
-// /run/kolo/kolod.sock), KOLO_JOB_ID, KOLO_JOB_TOKEN, KOLO_RANK, KOLO_SIZE,
+// /run/kolo/kolod.sock), KOLO_JOB_ID, KOLO_JOB_TOKEN, KOLO_COORDINATOR,
+// KOLO_RANK, KOLO_SIZE,
 // KOLO_LOCAL_RANK, KOLO_LOCAL_SIZE, KOLO_ARENA_BYTES and KOLO_SPIN_US; a missing rank/size
-// means a job of one rank.
+// means a job of one rank. Without KOLO_RANK, the launchers' own variables
+// are read: OpenMPI's OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK,LOCAL_SIZE} or
+// Slurm's SLURM_{PROCID,NTASKS,LOCALID} and SLURM_STEP_TASKS_PER_NODE, with
+// the job id taken from the launcher too.
 struct ClientOptions {
   std::string socket_path = "/run/kolo/kolod.sock";
   std::string job_id = "default";
@@ -40,6 +44,9 @@ struct ClientOptions {
   int size = 1;
   int local_rank = 0;
   int local_size = 1;
+  // Multi-node jobs: the peer address (host:port) of the daemon hosting
+  // rank 0 (KOLO_COORDINATOR).
+  std::string coordinator;
   // Bytes of shared memory for host tensors (sparse: pages are used on touch).
   uint64_t arena_bytes = uint64_t{1} << 30;
   // The part of the arena where kolod places allgather, reducescatter and

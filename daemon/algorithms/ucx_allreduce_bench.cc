@@ -1,0 +1,81 @@
+// Ring allreduce over UcxTransports joined by loopback tcp in one process
+// (one thread per node): prints time and bandwidth per size as a table.
+//
+//   ucx_allreduce_bench [nodes ...]     (default: 2 3)
+//
+// busbw = algbw * 2(n-1)/n, the bytes each node's link carries per second,
+// comparable across node counts. On one machine every "node" shares the same
+// cores and memory, so the figures bound the code path, not a network.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "daemon/algorithms/allreduce.h"
+#include "daemon/transport/ucx_loopback_cluster.h"
+
+namespace kolo::daemon {
+namespace {
+
+int RunBench(int n) {
+  absl::StatusOr<UcxLoopbackCluster> cluster = UcxLoopbackCluster::Create(n);
+  if (!cluster.ok()) {
+    std::fprintf(stderr, "cluster of %d: %s\n", n,
+                 cluster.status().ToString().c_str());
+    return 1;
+  }
+  uint64_t tag = 1;
+  for (size_t mib : {1, 16, 64}) {
+    const size_t bytes = mib << 20, count = bytes / sizeof(float);
+    std::vector<std::vector<float>> bufs(n, std::vector<float>(count, 1.0f));
+    const int iters = mib == 1 ? 20 : (mib == 16 ? 5 : 3);
+    std::vector<double> seconds;
+    for (int it = -1; it < iters; ++it) {  // iteration -1 warms up
+      absl::Status failed;
+      const absl::Time start = absl::Now();
+      std::vector<std::thread> threads;
+      std::vector<absl::Status> results(n);
+      for (int i = 0; i < n; ++i) {
+        threads.emplace_back([&, i] {
+          results[i] = RingAllreduce(cluster->node(i), bufs[i].data(), count,
+                                     DType::kFloat32, ReduceOp::kSum, tag << 24,
+                                     start + absl::Seconds(120));
+        });
+      }
+      for (auto& t : threads) t.join();
+      ++tag;
+      for (const absl::Status& s : results) {
+        if (!s.ok()) {
+          std::fprintf(stderr, "allreduce: %s\n", s.ToString().c_str());
+          return 1;
+        }
+      }
+      if (it >= 0)
+        seconds.push_back(absl::ToDoubleSeconds(absl::Now() - start));
+    }
+    std::sort(seconds.begin(), seconds.end());
+    const double t = seconds[seconds.size() / 2];
+    const double algbw = bytes / t / 1e9;
+    const double busbw = algbw * 2.0 * (n - 1) / n;
+    std::printf("%6d %10zu %12.1f %10.3f %10.3f\n", n, bytes, t * 1e6, algbw,
+                busbw);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace kolo::daemon
+
+int main(int argc, char** argv) {
+  std::vector<int> node_counts;
+  for (int i = 1; i < argc; ++i) node_counts.push_back(std::atoi(argv[i]));
+  if (node_counts.empty()) node_counts = {2, 3};
+  std::printf("%6s %10s %12s %10s %10s\n", "nodes", "bytes", "time_us",
+              "algbw_GB/s", "busbw_GB/s");
+  for (int n : node_counts) {
+    if (n < 2 || kolo::daemon::RunBench(n) != 0) return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,342 @@
+#include "daemon/multinode/node_group.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/types/span.h"
+#include "daemon/algorithms/allreduce.h"
+#include "daemon/algorithms/broadcast.h"
+#include "daemon/session.h"
+#include "daemon/transport/ucx_transport.h"
+#include "kernels/cpu/reduce.h"
+#include "spdlog/spdlog.h"
+
+namespace kolo::daemon {
+namespace {
+
+constexpr uint64_t kAlign = 64;
+// Transfers fail by abort (peer loss is detected by heartbeats), so their
+// own deadline is only a backstop.
+constexpr absl::Duration kTransferDeadline = absl::Minutes(30);
+
+uint64_t Align(uint64_t v) { return (v + kAlign - 1) & ~(kAlign - 1); }
+
+kolo::v1::TensorMeta MetaOf(const ReadySet& set) {
+  const Request& r = set.requests.front();
+  kolo::v1::TensorMeta m;
+  m.set_name(set.name);
+  m.set_kind(static_cast<uint32_t>(r.kind));
+  m.set_dtype(static_cast<uint32_t>(r.dtype));
+  m.set_op(static_cast<uint32_t>(r.op));
+  for (int64_t d : r.shape) m.add_shape(d);
+  m.set_prescale(r.prescale);
+  m.set_postscale(r.postscale);
+  m.set_root_rank(r.root_rank);
+  m.set_bytes(r.bytes);
+  if (!set.agreement.ok()) m.set_local_error(std::string(set.agreement.message()));
+  return m;
+}
+
+
+}  // namespace
+
+NodeGroup::NodeGroup(NodeGroupOptions options) : options_(std::move(options)) {}
+
+absl::StatusOr<std::unique_ptr<NodeGroup>> NodeGroup::Start(NodeGroupOptions options) {
+  std::unique_ptr<NodeGroup> g(new NodeGroup(std::move(options)));
+  auto transport = UcxTransport::Create(UcxOptions{});
+  if (!transport.ok()) return transport.status();
+  std::string address = (*transport)->worker_address();
+  g->transport_ = std::move(*transport);
+
+  std::unique_ptr<PeerChannel> channel;
+  std::string coordinator_name;
+  if (g->options_.local_coordinator) {
+    channel = LocalPeer(g->options_.coordinators->GetOrCreate(
+        g->options_.job_id, g->options_.job_token, g->options_.size));
+    coordinator_name = absl::StrCat(g->options_.node_name, " (this node)");
+  } else {
+    auto c = ConnectPeer(g->options_.coordinator_address, g->options_.connect_timeout);
+    if (!c.ok()) return c.status();
+    channel = std::move(*c);
+    coordinator_name = g->options_.coordinator_address;
+  }
+  MemberLinkOptions link;
+  link.hello.set_job_id(g->options_.job_id);
+  link.hello.set_job_token(g->options_.job_token);
+  link.hello.set_node(g->options_.node_name);
+  link.hello.set_size(g->options_.size);
+  for (int r : g->options_.local_ranks) link.hello.add_ranks(r);
+  link.hello.set_ucx_address(address);
+  link.peer_timeout = g->options_.peer_timeout;
+  link.coordinator_name = coordinator_name;
+  g->executor_ = std::thread([p = g.get()] { p->ExecuteLoop(); });
+  auto l = MemberLink::Start(std::move(channel), std::move(link), g.get());
+  if (!l.ok()) return l.status();
+  {
+    absl::MutexLock lock(&g->mu_);
+    g->link_ = std::move(*l);
+  }
+  return g;
+}
+
+NodeGroup::~NodeGroup() {
+  {
+    absl::MutexLock l(&mu_);
+    stop_ = true;
+    if (aborted_.ok()) aborted_ = absl::CancelledError("the job ended on this node");
+  }
+  if (transport_) transport_->Abort(absl::CancelledError("the job ended on this node"));
+  if (executor_.joinable()) executor_.join();
+  std::unique_ptr<MemberLink> link;
+  {
+    absl::MutexLock l(&mu_);
+    link = std::move(link_);
+  }
+  link.reset();  // joins the link's threads, which may call back into us
+}
+
+void NodeGroup::LocallyReady(ReadySet set) {
+  kolo::v1::TensorMeta meta = MetaOf(set);
+  MemberLink* link;
+  {
+    absl::MutexLock l(&mu_);
+    if (!aborted_.ok()) {
+      absl::Status why = aborted_;
+      std::vector<ReadySet> one;
+      one.push_back(std::move(set));
+      mu_.Unlock();
+      Complete(one, why);
+      mu_.Lock();
+      return;
+    }
+    parked_[set.name] = std::move(set);
+    link = link_.get();
+  }
+  if (link != nullptr) link->ReportReady(meta);
+}
+
+void NodeGroup::Abort(const absl::Status& why) {
+  MemberLink* link;
+  {
+    absl::MutexLock l(&mu_);
+    if (!aborted_.ok()) return;
+    aborted_ = why;
+    link = link_.get();
+  }
+  if (link != nullptr) link->Abort(std::string(why.message()));
+  transport_->Abort(why);
+}
+
+void NodeGroup::OnWelcome(const kolo::v1::Welcome& welcome) {
+  std::vector<std::string> addresses;
+  {
+    absl::MutexLock l(&mu_);
+    rank_node_.assign(options_.size, -1);
+    for (int n = 0; n < welcome.nodes_size(); ++n) {
+      addresses.push_back(welcome.nodes(n).ucx_address());
+      for (int r : welcome.nodes(n).ranks()) {
+        if (r >= 0 && r < options_.size) rank_node_[r] = n;
+      }
+    }
+  }
+  absl::Status s = static_cast<UcxTransport*>(transport_.get())
+                       ->Connect(addresses, welcome.node_index());
+  if (!s.ok()) {
+    OnLinkAbort(absl::StrCat("node ", options_.node_name, " could not reach the others: ",
+                             s.message()));
+    return;
+  }
+  absl::MutexLock l(&mu_);
+  welcomed_ = true;
+  spdlog::info("job {}: node {} is node {} of {}", options_.job_id, options_.node_name,
+               welcome.node_index(), welcome.nodes_size());
+}
+
+void NodeGroup::OnPlan(std::vector<PlannedEntry> plan) {
+  absl::MutexLock l(&mu_);
+  for (auto& e : plan) plan_.push_back(std::move(e));
+}
+
+void NodeGroup::OnLinkAbort(const std::string& reason) {
+  absl::Status why = absl::AbortedError(reason);
+  {
+    absl::MutexLock l(&mu_);
+    if (!aborted_.ok()) return;
+    aborted_ = why;
+  }
+  spdlog::warn("job {}: {}", options_.job_id, reason);
+  transport_->Abort(why);
+  options_.abort_job(why);
+}
+
+void NodeGroup::ExecuteLoop() {
+  for (;;) {
+    PlannedEntry entry;
+    {
+      absl::MutexLock l(&mu_);
+      auto ready = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return stop_ || (welcomed_ && !plan_.empty()) || (!aborted_.ok() && !parked_.empty());
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (stop_) return;
+      if (!aborted_.ok() && plan_.empty()) {
+        // Fail what is parked: nothing will be planned any more.
+        std::vector<ReadySet> left;
+        for (auto& [name, set] : parked_) left.push_back(std::move(set));
+        parked_.clear();
+        absl::Status why = aborted_;
+        mu_.Unlock();
+        Complete(left, why);
+        mu_.Lock();
+        continue;
+      }
+      entry = std::move(plan_.front());
+      plan_.pop_front();
+    }
+    Execute(std::move(entry));
+  }
+}
+
+void NodeGroup::Complete(std::vector<ReadySet>& sets, const absl::Status& status) {
+  std::map<Session*, std::vector<Completion>> by_session;
+  for (const ReadySet& set : sets) {
+    for (const Request& r : set.requests) {
+      by_session[r.session.get()].push_back(Completion{r.request_id, status});
+    }
+  }
+  for (auto& [s, cs] : by_session) s->Complete(cs);
+}
+
+void NodeGroup::Execute(PlannedEntry entry) {
+  std::vector<ReadySet> sets;
+  absl::Status aborted;
+  {
+    absl::MutexLock l(&mu_);
+    aborted = aborted_;
+    for (const std::string& name : entry.names) {
+      auto it = parked_.find(name);
+      if (it == parked_.end()) {
+        if (entry.error.ok()) {
+          entry.error = absl::InternalError(absl::StrCat(
+              "the plan names \"", name, "\", which is not ready on node ", options_.node_name));
+        }
+        continue;
+      }
+      sets.push_back(std::move(it->second));
+      parked_.erase(it);
+    }
+  }
+  const uint64_t seq = sequence_++;
+  if (!aborted.ok()) {
+    Complete(sets, aborted);
+    return;
+  }
+  if (!entry.error.ok() || sets.empty()) {
+    Complete(sets, entry.error);
+    return;
+  }
+  // Each job has its own transport, so the response's sequence number alone
+  // keeps its transfers apart (bits 24-47; the algorithms use the low 24).
+  const uint64_t tag_base = (seq & 0xffffff) << 24;
+  absl::Status status;
+  switch (sets.front().requests.front().kind) {
+    case CollectiveKind::kAllreduce:
+      status = RunAllreduce(sets, tag_base);
+      break;
+    case CollectiveKind::kBroadcast:
+      status = RunBroadcast(sets, tag_base);
+      break;
+    default:
+      status = absl::UnimplementedError("only allreduce and broadcast span nodes");
+  }
+  if (!status.ok()) {
+    absl::MutexLock l(&mu_);
+    if (!aborted_.ok()) status = aborted_;
+  }
+  Complete(sets, status);
+}
+
+absl::Status NodeGroup::RunAllreduce(std::vector<ReadySet>& sets, uint64_t tag_base) {
+  const Request& first = sets.front().requests.front();
+  const DType dtype = first.dtype;
+  const size_t esize = DTypeSize(dtype);
+  ReduceOp op = first.op == ReduceOp::kAverage ? ReduceOp::kSum : first.op;
+  double postscale = first.postscale;
+  if (first.op == ReduceOp::kAverage) postscale /= options_.size;
+  // Lay the tensors out as every node does: same order, same alignment.
+  std::vector<uint64_t> offsets;
+  uint64_t total = 0;
+  for (const ReadySet& s : sets) {
+    total = Align(total);
+    offsets.push_back(total);
+    total += s.requests.front().bytes;
+  }
+  total = Align(total);
+  if (fusion_buffer_.size() < total) fusion_buffer_.resize(total);
+  std::memset(fusion_buffer_.data(), 0, total);
+  for (size_t i = 0; i < sets.size(); ++i) {
+    const uint64_t n = sets[i].requests.front().bytes / esize;
+    if (n == 0) continue;
+    std::vector<const void*> srcs;
+    for (const Request& r : sets[i].requests) srcs.push_back(r.input);
+    void* dst = fusion_buffer_.data() + offsets[i];
+    absl::Status s = kernels::Reduce(dtype, op, absl::MakeSpan(srcs), absl::MakeSpan(&dst, 1), n,
+                                     first.prescale, 1.0);
+    if (!s.ok()) return s;
+  }
+  absl::Status s = Allreduce(*transport_, fusion_buffer_.data(), total / esize,
+                                         dtype, op, tag_base, absl::Now() + kTransferDeadline);
+  if (!s.ok()) return s;
+  for (size_t i = 0; i < sets.size(); ++i) {
+    const uint64_t n = sets[i].requests.front().bytes / esize;
+    if (n == 0) continue;
+    std::vector<void*> dsts;
+    for (const Request& r : sets[i].requests) dsts.push_back(r.output);
+    s = kernels::ScaleCopy(dtype, fusion_buffer_.data() + offsets[i], absl::MakeSpan(dsts), n,
+                           postscale);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NodeGroup::RunBroadcast(std::vector<ReadySet>& sets, uint64_t tag_base) {
+  const Request& first = sets.front().requests.front();
+  const int root = first.root_rank;
+  int root_node;
+  {
+    absl::MutexLock l(&mu_);
+    root_node = root >= 0 && root < static_cast<int>(rank_node_.size()) ? rank_node_[root] : -1;
+  }
+  if (root_node < 0) return absl::InternalError("broadcast root on no known node");
+  std::vector<uint64_t> offsets;
+  uint64_t total = 0;
+  for (const ReadySet& s : sets) {
+    total = Align(total);
+    offsets.push_back(total);
+    total += s.requests.front().bytes;
+  }
+  if (fusion_buffer_.size() < total) fusion_buffer_.resize(total);
+  for (size_t i = 0; i < sets.size(); ++i) {
+    for (const Request& r : sets[i].requests) {
+      if (r.rank == root) std::memcpy(fusion_buffer_.data() + offsets[i], r.input, r.bytes);
+    }
+  }
+  absl::Status s = TreeBroadcast(*transport_, fusion_buffer_.data(), total, root_node,
+                                             tag_base, absl::Now() + kTransferDeadline);
+  if (!s.ok()) return s;
+  for (size_t i = 0; i < sets.size(); ++i) {
+    for (const Request& r : sets[i].requests) {
+      if (r.bytes > 0 && r.output != fusion_buffer_.data() + offsets[i]) {
+        std::memcpy(r.output, fusion_buffer_.data() + offsets[i], r.bytes);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kolo::daemon

@@ -1,0 +1,94 @@
+// NodeGroup: the part of a job that spans several nodes. The job hands it
+// every name that is locally ready (all of this node's ranks submitted it);
+// the group reports it to the coordinator, waits for the plan, and executes
+// the planned responses in order: reduce the local ranks' tensors into a
+// fusion buffer, allreduce or broadcast that buffer among the nodes over the
+// transport, and deliver the result to every local rank.
+//
+// Allreduce and broadcast span nodes; the job refuses the other collectives
+// of a multi-node job before they get here.
+//
+// Thread-safety: thread-safe. The link's threads call the listener methods;
+// a dedicated executor thread runs the plan, so the link keeps reading
+// heartbeats while data moves.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "daemon/negotiation/member_link.h"
+#include "daemon/negotiation/peer_service.h"
+#include "daemon/request_table.h"
+#include "daemon/transport/transport.h"
+
+namespace kolo::daemon {
+
+struct NodeGroupOptions {
+  std::string job_id;
+  std::string job_token;
+  int size = 0;                 // ranks in the job
+  std::vector<int> local_ranks; // hosted here, ascending
+  std::string node_name;
+  // Where the coordinator is: in this daemon (it hosts rank 0) or remote.
+  bool local_coordinator = false;
+  CoordinatorRegistry* coordinators = nullptr;  // for a local coordinator
+  std::string coordinator_address;              // for a remote one
+  absl::Duration peer_timeout = absl::Seconds(10);
+  absl::Duration connect_timeout = absl::Seconds(10);
+  // Ends the job on this node (every pending collective fails with it).
+  std::function<void(const absl::Status&)> abort_job;
+};
+
+class NodeGroup : public LinkListener {
+ public:
+  // Creates the transport, connects to the coordinator and says Hello.
+  static absl::StatusOr<std::unique_ptr<NodeGroup>> Start(NodeGroupOptions options);
+  ~NodeGroup() override;
+
+  // A name every local rank has submitted (its agreement already checked
+  // among them).
+  void LocallyReady(ReadySet set);
+  // The job ended here: tell the others and stop moving data.
+  void Abort(const absl::Status& why);
+
+  void OnWelcome(const kolo::v1::Welcome& welcome) override;
+  void OnPlan(std::vector<PlannedEntry> plan) override;
+  void OnLinkAbort(const std::string& reason) override;
+
+ private:
+  explicit NodeGroup(NodeGroupOptions options);
+  void ExecuteLoop();
+  void Execute(PlannedEntry entry);
+  absl::Status RunAllreduce(std::vector<ReadySet>& sets, uint64_t tag_base);
+  absl::Status RunBroadcast(std::vector<ReadySet>& sets, uint64_t tag_base);
+  void Complete(std::vector<ReadySet>& sets, const absl::Status& status);
+
+  const NodeGroupOptions options_;
+  std::unique_ptr<Transport> transport_;
+  std::unique_ptr<MemberLink> link_;
+
+  absl::Mutex mu_;
+  bool welcomed_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status aborted_ ABSL_GUARDED_BY(mu_);
+  std::vector<int> rank_node_ ABSL_GUARDED_BY(mu_);  // node index per rank
+  absl::flat_hash_map<std::string, ReadySet> parked_ ABSL_GUARDED_BY(mu_);
+  std::deque<PlannedEntry> plan_ ABSL_GUARDED_BY(mu_);
+
+  uint64_t sequence_ = 0;              // executor thread only
+  std::vector<uint8_t> fusion_buffer_;  // executor thread only
+  std::thread executor_;
+};
+
+}  // namespace kolo::daemon

@@ -1,0 +1,203 @@
+#include "daemon/transport/in_process_transport.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+
+namespace kolo::daemon {
+
+class InProcessFabric::Endpoint final : public Transport {
+ public:
+  Endpoint(InProcessFabric* fabric, int node) : fabric_(fabric), node_(node) {}
+
+  int node() const override { return node_; }
+  int nodes() const override { return fabric_->nodes(); }
+  absl::StatusOr<Ticket> PostSend(int peer, uint64_t tag, const void* data,
+                                  size_t bytes) override {
+    return fabric_->Post(node_, /*is_send=*/true, peer, tag, data, nullptr,
+                         bytes);
+  }
+  absl::StatusOr<Ticket> PostRecv(int peer, uint64_t tag, void* data,
+                                  size_t bytes) override {
+    return fabric_->Post(node_, /*is_send=*/false, peer, tag, nullptr, data,
+                         bytes);
+  }
+  absl::Status Wait(absl::Span<const Ticket> tickets,
+                    absl::Time deadline) override {
+    return fabric_->Wait(node_, tickets, deadline);
+  }
+  void Abort(const absl::Status& why) override { fabric_->Abort(node_, why); }
+
+ private:
+  InProcessFabric* const fabric_;
+  const int node_;
+};
+
+InProcessFabric::InProcessFabric(int nodes) : states_(nodes) {
+  for (int i = 0; i < nodes; ++i) {
+    endpoints_.push_back(std::make_unique<Endpoint>(this, i));
+  }
+}
+
+InProcessFabric::~InProcessFabric() = default;
+
+Transport& InProcessFabric::endpoint(int i) { return *endpoints_.at(i); }
+
+size_t InProcessFabric::outstanding() const {
+  absl::MutexLock lock(&mu_);
+  size_t n = 0;
+  for (const NodeState& s : states_) n += s.ops.size();
+  return n;
+}
+
+bool InProcessFabric::AwaitInFlight(absl::Span<const int> nodes,
+                                    absl::Time deadline) const {
+  auto in_flight = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    for (int node : nodes) {
+      bool any = false;
+      for (const auto& [ticket, op] : states_.at(node).ops) {
+        any = any || !op->done;
+      }
+      if (!any) return false;
+    }
+    return true;
+  };
+  absl::MutexLock lock(&mu_);
+  return mu_.AwaitWithDeadline(absl::Condition(&in_flight), deadline);
+}
+
+absl::StatusOr<Transport::Ticket> InProcessFabric::Post(int node, bool is_send,
+                                                        int peer, uint64_t tag,
+                                                        const void* src,
+                                                        void* dst,
+                                                        size_t bytes) {
+  const char* what = is_send ? "send" : "receive";
+  if (peer < 0 || peer >= nodes() || peer == node) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("node %d: %s to/from node %d: not a peer (%d nodes)",
+                        node, what, peer, nodes()));
+  }
+  if (tag >= kTransportTagLimit) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("node %d: %s tag %#x uses more than %d bits", node,
+                        what, tag, kTransportTagBits));
+  }
+  if (bytes > 0 && (is_send ? src == nullptr : dst == nullptr)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "node %d: %s of %d bytes with a null buffer", node, what, bytes));
+  }
+  absl::MutexLock lock(&mu_);
+  NodeState& state = states_[node];
+  if (!state.aborted.ok()) return state.aborted;
+
+  const Transport::Ticket ticket = state.next_ticket++;
+  auto owned = std::make_unique<Op>();
+  Op* op = owned.get();
+  *op = Op{.node = node,
+           .is_send = is_send,
+           .peer = peer,
+           .tag = tag,
+           .src = src,
+           .dst = dst,
+           .bytes = bytes};
+  state.ops.emplace(ticket, std::move(owned));
+
+  const Key key = is_send ? Key{node, peer, tag} : Key{peer, node, tag};
+  auto& counterpart = is_send ? unmatched_recvs_ : unmatched_sends_;
+  auto it = counterpart.find(key);
+  if (it == counterpart.end() || it->second.empty()) {
+    (is_send ? unmatched_sends_ : unmatched_recvs_)[key].push_back(op);
+    return ticket;
+  }
+  Op* other = it->second.front();
+  it->second.pop_front();
+  if (it->second.empty()) counterpart.erase(it);
+  Op* send = is_send ? op : other;
+  Op* recv = is_send ? other : op;
+  send->done = recv->done = true;
+  if (send->bytes != recv->bytes) {
+    recv->status = absl::InternalError(absl::StrFormat(
+        "node %d: receive from node %d tag %#x: got %d bytes, expected %d",
+        recv->node, recv->peer, tag, send->bytes, recv->bytes));
+  } else if (send->bytes > 0) {
+    std::memcpy(recv->dst, send->src, send->bytes);
+  }
+  return ticket;
+}
+
+void InProcessFabric::CancelLocked(Op& op, const absl::Status& status) {
+  if (op.done) return;
+  const Key key = op.is_send ? Key{op.node, op.peer, op.tag}
+                             : Key{op.peer, op.node, op.tag};
+  auto& queues = op.is_send ? unmatched_sends_ : unmatched_recvs_;
+  auto it = queues.find(key);
+  if (it != queues.end()) {
+    auto& q = it->second;
+    q.erase(std::remove(q.begin(), q.end(), &op), q.end());
+    if (q.empty()) queues.erase(it);
+  }
+  op.done = true;
+  op.status = status;
+}
+
+absl::Status InProcessFabric::Wait(int node,
+                                   absl::Span<const Transport::Ticket> tickets,
+                                   absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  NodeState& state = states_[node];
+  std::vector<Op*> ops;
+  ops.reserve(tickets.size());
+  for (Transport::Ticket t : tickets) {
+    auto it = state.ops.find(t);
+    if (it == state.ops.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("node %d: wait on unknown ticket %d", node, t));
+    }
+    ops.push_back(it->second.get());
+  }
+  auto settled = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    bool all_done = true;
+    for (const Op* op : ops) {
+      if (op->done && !op->status.ok()) return true;
+      all_done = all_done && op->done;
+    }
+    return all_done;
+  };
+  mu_.AwaitWithDeadline(absl::Condition(&settled), deadline);
+
+  absl::Status result;
+  for (const Op* op : ops) {
+    if (op->done && !op->status.ok()) {
+      result = op->status;
+      break;
+    }
+  }
+  size_t late = 0;
+  for (Op* op : ops) {
+    if (!op->done) {
+      ++late;
+      CancelLocked(*op, absl::CancelledError("cancelled"));
+    }
+  }
+  if (late > 0 && result.ok()) {
+    result = absl::DeadlineExceededError(absl::StrFormat(
+        "node %d: %d of %d transfers not complete by the deadline", node, late,
+        tickets.size()));
+  }
+  for (Transport::Ticket t : tickets) state.ops.erase(t);
+  return result;
+}
+
+void InProcessFabric::Abort(int node, const absl::Status& why) {
+  absl::MutexLock lock(&mu_);
+  NodeState& state = states_[node];
+  if (!state.aborted.ok()) return;
+  state.aborted =
+      AbortedTransferStatus(why.ok() ? absl::AbortedError("aborted") : why);
+  for (auto& [ticket, op] : state.ops) CancelLocked(*op, state.aborted);
+}
+
+}  // namespace kolo::daemon

@@ -1,0 +1,161 @@
+// UcxTransport: the Transport between Kolo daemons over UCX tag matching, for
+// host memory.
+//
+// Use: Create() on every node, exchange worker_address() out of band (the
+// daemons do it over gRPC), then Connect() with every node's address.
+//
+// Threading: one progress thread owns the UCX worker, which is therefore
+// created UCS_THREAD_MODE_SINGLE. Callers' threads never touch UCX: PostSend
+// and PostRecv queue an operation and wake the progress thread through an
+// eventfd; Wait sleeps on a mutex condition that the progress thread
+// signals when an operation completes. This was chosen over
+// UCS_THREAD_MODE_MULTI because UCX then serialises every call on one worker
+// lock anyway, while a single owner makes the request lifetimes, the
+// cancellation and the endpoint teardown easy to reason about, and lets the
+// owner sleep on the worker's event fd when nothing is pending (idle costs
+// no CPU) without another thread racing it for the worker.
+//
+// Tags: the UCX tag is (sending node << 48) | tag, matched with a full mask,
+// so a receive matches exactly one peer's sends of that tag.
+//
+// Failures:
+//   - A broken connection (UCX's endpoint error callback) aborts the whole
+//     transport with an error naming the peer node.
+//   - Receives are cancelled individually. UCX cannot cancel one send, so a
+//     send that must be withdrawn (its Wait hit the deadline, or another
+//     transfer of the Wait failed) force-closes the endpoint to its peer:
+//     later transfers with that peer fail, and the peer sees the connection
+//     drop. A deadline is a failed collective, which fails the job anyway.
+//
+// Thread-safety: all Transport methods are thread-safe. Create, Connect and
+// the destructor are called by the owner, once each; destroying the
+// transport while another thread is inside Wait is an error.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "common/unique_fd.h"
+#include "daemon/transport/transport.h"
+#include "daemon/transport/ucx_handles.h"
+
+namespace kolo::daemon {
+
+struct UcxOptions {
+  // How long the destructor may spend flushing endpoints of a healthy
+  // transport before tearing them down regardless.
+  absl::Duration close_timeout = absl::Seconds(2);
+  // Empty progress passes the progress thread makes, while transfers are in
+  // flight, before it sleeps on the worker's event fd. Trades CPU for latency.
+  int spin_passes = 16;
+};
+
+class UcxTransport final : public Transport {
+ public:
+  // Reads UCX's configuration from the environment (UCX_TLS is honoured; with
+  // UCX 1.13 keep "tcp" in it) and creates the context and worker.
+  static absl::StatusOr<std::unique_ptr<UcxTransport>> Create(
+      const UcxOptions& options);
+  UcxTransport(const UcxTransport&) = delete;
+  UcxTransport& operator=(const UcxTransport&) = delete;
+  // Stops the progress thread and closes the endpoints (flushing them unless
+  // the transport was aborted), within about options.close_timeout.
+  ~UcxTransport() override;
+
+  // This node's worker address, opaque bytes for the peers' Connect().
+  const std::string& worker_address() const { return worker_address_; }
+
+  // Creates endpoints to every other node; peer_addresses[i] is node i's
+  // worker_address() and `self` this node's index (at most 2^16 nodes). Call
+  // once, before any transfer.
+  absl::Status Connect(std::vector<std::string> peer_addresses, int self);
+
+  int node() const override { return node_.load(std::memory_order_acquire); }
+  int nodes() const override { return nodes_.load(std::memory_order_acquire); }
+  absl::StatusOr<Ticket> PostSend(int peer, uint64_t tag, const void* data,
+                                  size_t bytes) override;
+  absl::StatusOr<Ticket> PostRecv(int peer, uint64_t tag, void* data,
+                                  size_t bytes) override;
+  absl::Status Wait(absl::Span<const Ticket> tickets,
+                    absl::Time deadline) override;
+  void Abort(const absl::Status& why) override;
+
+ private:
+  struct Op;
+  struct Peer;
+  struct TicketState {
+    bool done = false;
+    absl::Status status;
+  };
+
+  UcxTransport(const UcxOptions& options, UcxContext context, UcxWorker worker,
+               std::string address, UniqueFd wake_fd, int worker_fd);
+
+  absl::StatusOr<Ticket> Post(std::unique_ptr<Op> op);
+  void Wake();
+
+  // --- Progress thread. ---
+  void Run();
+  void Start(std::unique_ptr<Op> op);
+  void Cancel(Ticket ticket, const absl::Status& why);
+  void FailPeer(int peer, const absl::Status& why);
+  void FailAll(const absl::Status& why);
+  void HandleEndpointErrors();
+  void Retire();
+  void Sleep();
+  void CloseEndpoints();
+  static void OnSendDone(void* request, ucs_status_t status, void* user_data);
+  static void OnRecvDone(void* request, ucs_status_t status,
+                         const ucp_tag_recv_info_t* info, void* user_data);
+  static void OnEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status);
+
+  const UcxOptions options_;
+  // Set once by Connect before the progress thread starts.
+  std::atomic<int> node_{-1};
+  std::atomic<int> nodes_{0};
+
+  // Owned by the progress thread once it runs (by Connect before, by the
+  // destructor after). Declared so that the worker goes before the context
+  // and after the endpoints, and the operations UCX may still call back
+  // about outlive the worker.
+  UcxContext context_;
+  absl::flat_hash_map<Ticket, std::unique_ptr<Op>> in_flight_;
+  std::vector<Op*> completed_;  // filled by UCX callbacks
+  std::vector<std::pair<int, ucs_status_t>> endpoint_errors_;  // likewise
+  UcxWorker worker_;
+  std::vector<std::unique_ptr<Peer>> peers_;  // index = node; null for self
+  absl::Status fail_all_status_;  // non-OK once every link was failed
+
+  const std::string worker_address_;
+  const UniqueFd wake_fd_;  // eventfd: new work for the progress thread
+  const int worker_fd_;     // owned by the worker
+
+  // Shared between callers and the progress thread.
+  absl::Mutex mu_;
+  bool connected_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status abort_status_ ABSL_GUARDED_BY(mu_);
+  Ticket next_ticket_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::flat_hash_map<Ticket, TicketState> tickets_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::unique_ptr<Op>> submissions_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::pair<Ticket, absl::Status>> cancellations_
+      ABSL_GUARDED_BY(mu_);
+
+  std::thread progress_thread_;  // last: started by Connect, joined first
+};
+
+}  // namespace kolo::daemon

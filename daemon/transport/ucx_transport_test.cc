@@ -1,0 +1,171 @@
+#include "daemon/transport/ucx_transport.h"
+
+#include <time.h>
+
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "daemon/transport/ucx_loopback_cluster.h"
+#include "gtest/gtest.h"
+
+namespace kolo::daemon {
+namespace {
+
+absl::Time Later() { return absl::Now() + absl::Seconds(30); }
+
+UcxLoopbackCluster MakeCluster(int n) {
+  absl::StatusOr<UcxLoopbackCluster> c = UcxLoopbackCluster::Create(n);
+  EXPECT_TRUE(c.ok()) << c.status();
+  return std::move(*c);
+}
+
+// Sends `out` from a to b under `tag` and checks it arrives intact.
+void PingOnce(Transport& a, Transport& b, uint64_t tag,
+              const std::vector<char>& out) {
+  std::vector<char> in(out.size(), 0);
+  auto r = b.PostRecv(a.node(), tag, in.data(), in.size());
+  auto s = a.PostSend(b.node(), tag, out.data(), out.size());
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE(a.Wait({*s}, Later()).ok());
+  ASSERT_TRUE(b.Wait({*r}, Later()).ok());
+  EXPECT_TRUE(in == out);
+}
+
+TEST(UcxTransportTest, MovesZeroSmallAndLargeMessages) {
+  UcxLoopbackCluster c = MakeCluster(2);
+  EXPECT_EQ(c.node(1).node(), 1);
+  EXPECT_EQ(c.node(1).nodes(), 2);
+  for (size_t bytes : {size_t{0}, size_t{1}, size_t{4096}, size_t{8} << 20}) {
+    std::vector<char> out(bytes);
+    for (size_t i = 0; i < bytes; ++i) out[i] = static_cast<char>(i * 7 + 1);
+    PingOnce(c.node(0), c.node(1), 1, out);
+    PingOnce(c.node(1), c.node(0), 2, out);
+  }
+  // Zero bytes with null pointers.
+  auto r = c.node(1).PostRecv(0, 3, nullptr, 0);
+  auto s = c.node(0).PostSend(1, 3, nullptr, 0);
+  ASSERT_TRUE(r.ok() && s.ok());
+  EXPECT_TRUE(c.node(0).Wait({*s}, Later()).ok());
+  EXPECT_TRUE(c.node(1).Wait({*r}, Later()).ok());
+}
+
+TEST(UcxTransportTest, MatchesOnPeerAndTag) {
+  UcxLoopbackCluster c = MakeCluster(3);
+  // Nodes 0 and 2 send to node 1 under the same tag; node 1 tells them apart.
+  char from0[8] = {}, from2[8] = {}, other_tag[8] = {};
+  auto r2 = c.node(1).PostRecv(2, 9, from2, 8);
+  auto rt = c.node(1).PostRecv(0, 10, other_tag, 8);
+  auto r0 = c.node(1).PostRecv(0, 9, from0, 8);
+  const char zero9[8] = "zero-9", zero10[8] = "zero-10", two9[8] = "two-9";
+  auto s0 = c.node(0).PostSend(1, 9, zero9, 8);
+  auto s0t = c.node(0).PostSend(1, 10, zero10, 8);
+  auto s2 = c.node(2).PostSend(1, 9, two9, 8);
+  ASSERT_TRUE(r0.ok() && r2.ok() && rt.ok() && s0.ok() && s0t.ok() && s2.ok());
+  EXPECT_TRUE(c.node(1).Wait({*r0, *r2, *rt}, Later()).ok());
+  EXPECT_TRUE(c.node(0).Wait({*s0, *s0t}, Later()).ok());
+  EXPECT_TRUE(c.node(2).Wait({*s2}, Later()).ok());
+  EXPECT_STREQ(from0, "zero-9");
+  EXPECT_STREQ(from2, "two-9");
+  EXPECT_STREQ(other_tag, "zero-10");
+}
+
+TEST(UcxTransportTest, RejectsBadArguments) {
+  UcxLoopbackCluster c = MakeCluster(2);
+  char b = 0;
+  EXPECT_EQ(c.node(0).PostSend(0, 1, &b, 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.node(0).PostSend(5, 1, &b, 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.node(0).PostRecv(1, kTransportTagLimit, &b, 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.node(0).PostRecv(1, 1, nullptr, 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.node(0).Wait({77}, Later()).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.node(0).Connect({"a", "b"}, 0).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(UcxTransportTest, SizeMismatchFailsTheReceive) {
+  UcxLoopbackCluster c = MakeCluster(2);
+  char big[16] = "0123456789", small[4];
+  // Larger than expected: UCX truncates.
+  auto r = c.node(1).PostRecv(0, 1, small, 4);
+  auto s = c.node(0).PostSend(1, 1, big, 16);
+  EXPECT_EQ(c.node(1).Wait({*r}, Later()).code(), absl::StatusCode::kInternal);
+  EXPECT_TRUE(c.node(0).Wait({*s}, Later()).ok());
+  // Smaller than expected.
+  r = c.node(1).PostRecv(0, 2, big, 16);
+  s = c.node(0).PostSend(1, 2, small, 4);
+  EXPECT_EQ(c.node(1).Wait({*r}, Later()).code(), absl::StatusCode::kInternal);
+  EXPECT_TRUE(c.node(0).Wait({*s}, Later()).ok());
+}
+
+TEST(UcxTransportTest, ReceiveDeadlineCancelsAndTheLinkStaysUsable) {
+  UcxLoopbackCluster c = MakeCluster(2);
+  char b[8];
+  auto r = c.node(0).PostRecv(1, 4, b, 8);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(c.node(0).Wait({*r}, absl::Now() + absl::Milliseconds(50)).code(),
+            absl::StatusCode::kDeadlineExceeded);
+  PingOnce(c.node(1), c.node(0), 4, std::vector<char>(8, 'k'));
+}
+
+TEST(UcxTransportTest, AbortFailsPendingAndFutureTransfers) {
+  UcxLoopbackCluster c = MakeCluster(2);
+  std::vector<char> b(1 << 20);
+  auto r = c.node(0).PostRecv(1, 4, b.data(), b.size());
+  // A large send no one receives stays pending (rendezvous).
+  auto s = c.node(0).PostSend(1, 5, b.data(), b.size());
+  ASSERT_TRUE(r.ok() && s.ok());
+  absl::Status waited;
+  std::thread waiter([&] {
+    waited = c.node(0).Wait({*r, *s}, absl::Now() + absl::Seconds(60));
+  });
+  c.node(0).Abort(absl::UnavailableError("node 1 went away"));
+  waiter.join();
+  EXPECT_EQ(waited.code(), absl::StatusCode::kAborted) << waited;
+  EXPECT_NE(waited.message().find("node 1 went away"), std::string::npos);
+  EXPECT_EQ(c.node(0).PostSend(1, 1, b.data(), 1).status().code(),
+            absl::StatusCode::kAborted);
+}
+
+TEST(UcxTransportTest, DestroyedPeerAbortsTheOthers) {
+  UcxLoopbackCluster c = MakeCluster(3);
+  // Make sure the links are up before the crash.
+  PingOnce(c.node(2), c.node(0), 1, std::vector<char>(64, 'x'));
+  PingOnce(c.node(2), c.node(1), 1, std::vector<char>(64, 'x'));
+  std::vector<char> b(1 << 20);
+  auto r = c.node(0).PostRecv(2, 7, b.data(), b.size());
+  ASSERT_TRUE(r.ok());
+  const absl::Time start = absl::Now();
+  c.node(2).Abort(absl::AbortedError("node 2 crashes"));
+  c.Destroy(2);
+  absl::Status s = c.node(0).Wait({*r}, start + absl::Seconds(20));
+  EXPECT_FALSE(s.ok());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(25));
+  // Normally the endpoint error handler names node 2 well before the deadline.
+  EXPECT_EQ(s.code(), absl::StatusCode::kAborted) << s;
+  EXPECT_NE(s.message().find("node 2"), std::string::npos) << s;
+}
+
+TEST(UcxTransportTest, IdleCostsNoCpu) {
+  UcxLoopbackCluster c = MakeCluster(2);
+  PingOnce(c.node(0), c.node(1), 1, std::vector<char>(64, 'x'));
+  auto cpu = [] {
+    timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return absl::DurationFromTimespec(ts);
+  };
+  // A measurement, not synchronisation: idle progress threads must sleep.
+  const absl::Duration before = cpu();
+  absl::SleepFor(absl::Milliseconds(500));
+  EXPECT_LT(cpu() - before, absl::Milliseconds(100));
+}
+
+}  // namespace
+}  // namespace kolo::daemon

@@ -1,0 +1,436 @@
+"""The NumPy-level API of kolo (re-exported by the package)."""
+
+import enum
+import itertools
+import threading
+
+import numpy as np
+
+from kolo import errors
+from kolo._native import core
+
+
+class ReduceOp(enum.IntEnum):
+    """How allreduce and reducescatter combine the ranks' tensors."""
+
+    SUM = 0
+    AVERAGE = 1
+    MIN = 2
+    MAX = 3
+    PRODUCT = 4
+
+
+Sum = ReduceOp.SUM
+Average = ReduceOp.AVERAGE
+Min = ReduceOp.MIN
+Max = ReduceOp.MAX
+Product = ReduceOp.PRODUCT
+
+
+class _Codec:
+    """A wire format of float32 allreduce data (see Compression)."""
+
+    def __init__(self, name, code):
+        self.name, self.code = name, code
+
+    def __repr__(self):
+        return f"Compression.{self.name}"
+
+
+class Compression:
+    """How float32 allreduce data travels: `none` as is, `fp16`/`bf16`
+    rounded to 16 bits (the reduction still accumulates in float32)."""
+
+    none = _Codec("none", 0)
+    fp16 = _Codec("fp16", 1)
+    bf16 = _Codec("bf16", 2)
+
+
+_DTYPE_CODES = {
+    "uint8": 0, "int8": 1, "int32": 2, "int64": 3,
+    "float16": 4, "bfloat16": 5, "float32": 6, "float64": 7,
+}
+
+
+def _dtype_code(array):
+    code = _DTYPE_CODES.get(array.dtype.name)
+    if code is None:
+        raise TypeError(
+            f"kolo does not support dtype {array.dtype.name}; supported: "
+            + ", ".join(_DTYPE_CODES))
+    return code
+
+
+def _as_input(tensor):
+    return np.ascontiguousarray(tensor)
+
+
+def _op_code(op, average=None):
+    if op is None:
+        if average is None or average:
+            return int(ReduceOp.AVERAGE)
+        return int(ReduceOp.SUM)
+    if average is not None:
+        raise ValueError("give either op or the deprecated average, not both")
+    return int(ReduceOp(int(op)))
+
+
+def _compression_code(compression):
+    if compression is None:
+        return 0
+    code = getattr(compression, "code", compression)
+    if code not in (0, 1, 2):
+        raise ValueError(f"unknown compression {compression!r}")
+    return int(code)
+
+
+class ProcessSet:
+    """A subset of the job's ranks that collectives can run on.
+
+    Create it with add_process_set (every rank of the job calls it with the
+    same ranks); pass it as `process_set=` to any collective."""
+
+    def __init__(self, ranks, process_set_id=None):
+        self.ranks = sorted(int(r) for r in ranks) if ranks is not None else None
+        self.process_set_id = process_set_id
+
+    def included(self):
+        """Whether this process belongs to the set."""
+        return self.ranks is None or rank() in self.ranks
+
+    def rank(self):
+        return core.process_set_rank(self._id())
+
+    def size(self):
+        return core.process_set_size(self._id())
+
+    def _id(self):
+        if self.process_set_id is None:
+            raise ValueError("process set was not registered with add_process_set")
+        return self.process_set_id
+
+    def __repr__(self):
+        return f"ProcessSet(id={self.process_set_id}, ranks={self.ranks})"
+
+
+global_process_set = ProcessSet(None, 0)
+
+
+def _ps_id(process_set):
+    if process_set is None:
+        return 0
+    if isinstance(process_set, ProcessSet):
+        return process_set._id()
+    return int(process_set)
+
+
+# Names identify collectives across ranks: an unnamed one gets the next number
+# of its kind, the same on every rank that makes the same calls in order.
+_counters = {}
+_counters_lock = threading.Lock()
+
+
+def _name(kind, name):
+    if name is not None:
+        return str(name)
+    with _counters_lock:
+        counter = _counters.setdefault(kind, itertools.count())
+        return f"{kind}.noname.{next(counter)}"
+
+
+# ---------------------------------------------------------------- lifecycle
+
+def init():
+    """Attaches this process to kolod as the rank its KOLO_* environment names
+    (a job of one rank without it). Safe to call twice."""
+    core.init()
+
+
+def shutdown():
+    """Detaches from kolod; pending collectives fail with CancelledError."""
+    core.shutdown()
+
+
+def is_initialized():
+    return core.is_initialized()
+
+
+def rank():
+    return core.rank()
+
+
+def size():
+    return core.size()
+
+
+def local_rank():
+    return core.local_rank()
+
+
+def local_size():
+    return core.local_size()
+
+
+# ---------------------------------------------------------------- handles
+
+class Handle:
+    """A submitted collective. wait() blocks and returns its result (raising
+    its error); poll() tells whether it completed. The arrays it reads and
+    writes are kept alive until it is waited for."""
+
+    _PLAIN, _OUTPUT, _ALLTOALL = 0, 1, 2
+
+    def __init__(self, hid, kind, keep, result=None, dtype=None):
+        self._id = hid
+        self._kind = kind
+        self._keep = keep
+        self._result = result
+        self._dtype = dtype
+        self._done = False
+        self._error = None
+        self._lock = threading.Lock()
+
+    def poll(self):
+        """True once the collective completed (wait() then returns at once)."""
+        with self._lock:
+            if self._done:
+                return True
+            return core.test(self._id)
+
+    def wait(self):
+        with self._lock:
+            if not self._done:
+                try:
+                    if self._kind == Handle._PLAIN:
+                        core.wait(self._id)
+                    elif self._kind == Handle._OUTPUT:
+                        data, shape = core.wait_output(self._id, self._dtype.itemsize)
+                        self._result = _to_array(data, shape, self._dtype)
+                    else:
+                        data, shape, splits = core.wait_alltoall(self._id,
+                                                                 self._dtype.itemsize)
+                        self._result = (_to_array(data, shape, self._dtype),
+                                        np.asarray(splits, dtype=np.int64))
+                except errors.KoloError as e:
+                    self._error = e
+                finally:
+                    self._done = True
+                    self._keep = None
+            if self._error is not None:
+                raise self._error
+            return self._result
+
+
+def _to_array(data, shape, dtype):
+    return np.frombuffer(data, dtype=dtype).reshape(shape).copy()
+
+
+class _GroupHandle:
+    """The handles of one grouped collective; wait() returns their results."""
+
+    def __init__(self, handles):
+        self._handles = handles
+
+    def poll(self):
+        return all(h.poll() for h in self._handles)
+
+    def wait(self):
+        results, first_error = [], None
+        for h in self._handles:
+            try:
+                results.append(h.wait())
+            except errors.KoloError as e:
+                first_error = first_error or e
+                results.append(None)
+        if first_error is not None:
+            raise first_error
+        return results
+
+
+def poll(handle):
+    return handle.poll()
+
+
+def synchronize(handle):
+    """Waits for `handle` and returns its collective's result."""
+    return handle.wait()
+
+
+# ---------------------------------------------------------------- collectives
+
+def allreduce_async(tensor, average=None, name=None, op=None,
+                    prescale_factor=1.0, postscale_factor=1.0,
+                    compression=Compression.none, process_set=global_process_set):
+    """Starts reducing `tensor` across the ranks (default op: Average)."""
+    inp = _as_input(tensor)
+    out = np.empty_like(inp)
+    code = _dtype_code(inp)
+    hid = core.allreduce_async(inp, out, code, _name("allreduce", name),
+                               _op_code(op, average), float(prescale_factor),
+                               float(postscale_factor),
+                               _compression_code(compression), _ps_id(process_set))
+    return Handle(hid, Handle._PLAIN, (inp, out), result=out)
+
+
+def allreduce(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+              postscale_factor=1.0, compression=Compression.none,
+              process_set=global_process_set):
+    """The reduction of `tensor` over the ranks, as a new array."""
+    return allreduce_async(tensor, average, name, op, prescale_factor,
+                           postscale_factor, compression, process_set).wait()
+
+
+def grouped_allreduce_async(tensors, average=None, name=None, op=None,
+                            prescale_factor=1.0, postscale_factor=1.0,
+                            compression=Compression.none,
+                            process_set=global_process_set):
+    """Starts reducing several tensors negotiated and fused as one unit."""
+    inputs = [_as_input(t) for t in tensors]
+    outputs = [np.empty_like(t) for t in inputs]
+    base = _name("grouped_allreduce", name)
+    names = [f"{base}.{i}" for i in range(len(inputs))]
+    ids = core.grouped_allreduce_async(
+        inputs, outputs, [_dtype_code(t) for t in inputs], names,
+        _op_code(op, average), float(prescale_factor), float(postscale_factor),
+        _compression_code(compression), _ps_id(process_set))
+    return _GroupHandle([Handle(h, Handle._PLAIN, (i, o), result=o)
+                         for h, i, o in zip(ids, inputs, outputs)])
+
+
+def grouped_allreduce(tensors, average=None, name=None, op=None,
+                      prescale_factor=1.0, postscale_factor=1.0,
+                      compression=Compression.none, process_set=global_process_set):
+    return grouped_allreduce_async(tensors, average, name, op, prescale_factor,
+                                   postscale_factor, compression, process_set).wait()
+
+
+def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
+    """Starts replacing `tensor` (a writable C-contiguous array) in place with
+    root_rank's; wait() returns it."""
+    if not isinstance(tensor, np.ndarray) or not tensor.flags.c_contiguous \
+            or not tensor.flags.writeable:
+        raise ValueError("broadcast_ needs a writable C-contiguous numpy array")
+    hid = core.broadcast_async(tensor, _dtype_code(tensor), _name("broadcast", name),
+                               int(root_rank), _ps_id(process_set))
+    return Handle(hid, Handle._PLAIN, (tensor,), result=tensor)
+
+
+def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
+    """Starts a broadcast from root_rank into a copy of `tensor`."""
+    return broadcast_async_(np.array(tensor, copy=True, order="C"), root_rank,
+                            name, process_set)
+
+
+def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
+    """root_rank's `tensor`, on every rank, as a new array."""
+    return broadcast_async(tensor, root_rank, name, process_set).wait()
+
+
+def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
+    """Replaces `tensor` in place with root_rank's and returns it."""
+    return broadcast_async_(tensor, root_rank, name, process_set).wait()
+
+
+def allgather_async(tensor, name=None, process_set=global_process_set):
+    inp = _as_input(tensor)
+    if inp.ndim == 0:
+        inp = inp.reshape(1)
+    hid = core.allgather_async(inp, _dtype_code(inp), _name("allgather", name),
+                               _ps_id(process_set))
+    return Handle(hid, Handle._OUTPUT, (inp,), dtype=inp.dtype)
+
+
+def allgather(tensor, name=None, process_set=global_process_set):
+    """Every rank's `tensor` concatenated along the first dimension, in rank
+    order (the first dimension may differ per rank)."""
+    return allgather_async(tensor, name, process_set).wait()
+
+
+def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
+    inputs = [_as_input(t) for t in tensors]
+    inputs = [t.reshape(1) if t.ndim == 0 else t for t in inputs]
+    base = _name("grouped_allgather", name)
+    ids = core.grouped_allgather_async(inputs, [_dtype_code(t) for t in inputs],
+                                       [f"{base}.{i}" for i in range(len(inputs))],
+                                       _ps_id(process_set))
+    return _GroupHandle([Handle(h, Handle._OUTPUT, (t,), dtype=t.dtype)
+                         for h, t in zip(ids, inputs)])
+
+
+def grouped_allgather(tensors, name=None, process_set=global_process_set):
+    return grouped_allgather_async(tensors, name, process_set).wait()
+
+
+def reducescatter_async(tensor, name=None, op=Average, prescale_factor=1.0,
+                        postscale_factor=1.0, process_set=global_process_set):
+    inp = _as_input(tensor)
+    hid = core.reducescatter_async(inp, _dtype_code(inp), _name("reducescatter", name),
+                                   _op_code(op), float(prescale_factor),
+                                   float(postscale_factor), _ps_id(process_set))
+    return Handle(hid, Handle._OUTPUT, (inp,), dtype=inp.dtype)
+
+
+def reducescatter(tensor, name=None, op=Average, prescale_factor=1.0,
+                  postscale_factor=1.0, process_set=global_process_set):
+    """This rank's block of rows of the reduction of `tensor` (op Sum or
+    Average); lower ranks take one extra row when the rows do not divide."""
+    return reducescatter_async(tensor, name, op, prescale_factor,
+                               postscale_factor, process_set).wait()
+
+
+def grouped_reducescatter_async(tensors, name=None, op=Average, prescale_factor=1.0,
+                                postscale_factor=1.0, process_set=global_process_set):
+    inputs = [_as_input(t) for t in tensors]
+    base = _name("grouped_reducescatter", name)
+    ids = core.grouped_reducescatter_async(
+        inputs, [_dtype_code(t) for t in inputs],
+        [f"{base}.{i}" for i in range(len(inputs))], _op_code(op),
+        float(prescale_factor), float(postscale_factor), _ps_id(process_set))
+    return _GroupHandle([Handle(h, Handle._OUTPUT, (t,), dtype=t.dtype)
+                         for h, t in zip(ids, inputs)])
+
+
+def grouped_reducescatter(tensors, name=None, op=Average, prescale_factor=1.0,
+                          postscale_factor=1.0, process_set=global_process_set):
+    return grouped_reducescatter_async(tensors, name, op, prescale_factor,
+                                       postscale_factor, process_set).wait()
+
+
+def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
+    inp = _as_input(tensor)
+    sp = [] if splits is None else [int(s) for s in np.asarray(splits).reshape(-1)]
+    hid = core.alltoall_async(inp, _dtype_code(inp), sp, _name("alltoall", name),
+                              _ps_id(process_set))
+    return Handle(hid, Handle._ALLTOALL, (inp,), dtype=inp.dtype)
+
+
+def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
+    """Sends splits[j] rows of `tensor` to rank j (even split when None) and
+    returns (received rows in rank order, rows received from each rank)."""
+    return alltoall_async(tensor, splits, name, process_set).wait()
+
+
+def barrier(process_set=global_process_set):
+    """Returns once every rank of the process set has called it."""
+    core.barrier(_ps_id(process_set))
+
+
+def join():
+    """Declares this rank out of data; returns the last rank to join once all
+    have (meanwhile this rank contributes zeros to the others' allreduces)."""
+    return core.join()
+
+
+def add_process_set(ranks):
+    """Registers a process set of global ranks (every rank of the job calls it
+    with the same ranks, in the same order); returns the ProcessSet."""
+    ps = ranks if isinstance(ranks, ProcessSet) else ProcessSet(ranks)
+    ps.process_set_id = core.add_process_set(list(ps.ranks))
+    return ps
+
+
+def remove_process_set(process_set):
+    """Removes a process set (every rank of the job calls it)."""
+    core.remove_process_set(_ps_id(process_set))
+    if isinstance(process_set, ProcessSet):
+        process_set.process_set_id = None

@@ -1,0 +1,151 @@
+"""Averaging gradients over the ranks: DistributedGradientTape and
+DistributedOptimizer (Keras 3)."""
+
+import tensorflow as tf
+
+from kolo._api import Average, global_process_set
+from kolo.tensorflow import functions as F
+from kolo.tensorflow.compression import Compression
+
+
+def allreduce_gradients(grads, op=Average, compression=Compression.none,
+                        sparse_as_dense=False, prescale_factor=1.0,
+                        postscale_factor=1.0, process_set=global_process_set,
+                        name=None):
+    """Reduces a list of gradients (None entries stay None): dense ones as one
+    grouped collective, IndexedSlices gathered (or densified first when
+    sparse_as_dense)."""
+    grads = list(grads)
+    out = list(grads)
+    dense_idx, sparse_idx = [], []
+    for i, g in enumerate(grads):
+        if g is None:
+            continue
+        if isinstance(g, tf.IndexedSlices):
+            if sparse_as_dense:
+                out[i] = tf.convert_to_tensor(g)
+                dense_idx.append(i)
+            else:
+                sparse_idx.append(i)
+        else:
+            dense_idx.append(i)
+    if dense_idx:
+        reduced = F.grouped_allreduce([out[i] for i in dense_idx], op=op,
+                                      compression=compression,
+                                      prescale_factor=prescale_factor,
+                                      postscale_factor=postscale_factor,
+                                      process_set=process_set, name=name)
+        for i, r in zip(dense_idx, reduced):
+            out[i] = r
+    for i in sparse_idx:
+        out[i] = F.allreduce(grads[i], op=op, prescale_factor=prescale_factor,
+                             postscale_factor=postscale_factor, process_set=process_set)
+    return out
+
+
+class DistributedGradientTape:
+    """Wraps a tf.GradientTape: gradient() returns gradients reduced over the
+    ranks (averaged by default). Every other attribute is the tape's."""
+
+    def __init__(self, gradtape, device_dense="", device_sparse="",
+                 compression=Compression.none, sparse_as_dense=False, op=Average,
+                 gradient_predivide_factor=1.0, num_groups=0, groups=None,
+                 process_set=global_process_set, scale_local_gradients=True,
+                 **kwargs):
+        self._tape = gradtape
+        self._kw = dict(op=op, compression=compression, sparse_as_dense=sparse_as_dense,
+                        process_set=process_set)
+        if gradient_predivide_factor != 1.0:
+            if op != Average:
+                raise ValueError("gradient_predivide_factor needs op=Average")
+            self._kw["prescale_factor"] = 1.0 / gradient_predivide_factor
+            self._kw["postscale_factor"] = gradient_predivide_factor
+
+    def __getattr__(self, attr):
+        return getattr(self._tape, attr)
+
+    def __enter__(self):
+        self._tape.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._tape.__exit__(*exc)
+
+    def gradient(self, target, sources, output_gradients=None, **kwargs):
+        grads = self._tape.gradient(target, sources, output_gradients, **kwargs)
+        flat = tf.nest.flatten(grads)
+        reduced = allreduce_gradients(flat, **self._kw)
+        return tf.nest.pack_sequence_as(grads, reduced)
+
+
+class _DistributedOptimizerMixin:
+    """Methods put in front of a Keras 3 optimizer's class: apply() reduces
+    the gradients over the ranks before the update, so model.fit, a custom
+    train_step and apply_gradients all train on the ranks' average."""
+
+    _kolo_distributed = True
+
+    def apply(self, grads, trainable_variables=None):
+        grads = list(grads)
+        kw = self._kolo_kwargs
+        if self._kolo_passes > 1:
+            return self._kolo_accumulate(grads, trainable_variables)
+        reduced = allreduce_gradients(grads, **kw)
+        return super().apply(reduced, trainable_variables)
+
+    def _kolo_accumulate(self, grads, trainable_variables):
+        # Sums backward_passes_per_step passes locally, then reduces and applies.
+        if trainable_variables is None:
+            trainable_variables = self._trainable_variables
+        if not hasattr(self, "_kolo_acc"):
+            self._kolo_acc = [tf.Variable(tf.zeros_like(v), trainable=False)
+                              for v in trainable_variables]
+            self._kolo_count = tf.Variable(0, dtype=tf.int64, trainable=False)
+        for a, g in zip(self._kolo_acc, grads):
+            if g is not None:
+                a.assign_add(tf.convert_to_tensor(g))
+        self._kolo_count.assign_add(1)
+
+        def _apply():
+            scale = 1.0 / self._kolo_passes if self._kolo_average_acc else 1.0
+            acc = [a * scale for a in self._kolo_acc]
+            reduced = allreduce_gradients(acc, **self._kolo_kwargs)
+            super(_DistributedOptimizerMixin, self).apply(reduced, trainable_variables)
+            for a in self._kolo_acc:
+                a.assign(tf.zeros_like(a))
+            return tf.constant(True)
+
+        tf.cond(self._kolo_count % self._kolo_passes == 0, _apply, lambda: tf.constant(False))
+
+
+def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="",
+                         device_sparse="", compression=Compression.none,
+                         sparse_as_dense=False, backward_passes_per_step=1,
+                         op=Average, gradient_predivide_factor=1.0,
+                         average_aggregated_gradients=False, num_groups=0,
+                         groups=None, process_set=global_process_set, **kwargs):
+    """A copy of the Keras 3 `optimizer` (same class, same config) whose
+    updates use gradients reduced over the ranks (averaged by default)."""
+    if getattr(optimizer, "_kolo_distributed", False):
+        return optimizer
+    import keras
+
+    if not isinstance(optimizer, keras.optimizers.Optimizer):
+        raise TypeError(
+            f"DistributedOptimizer wraps a Keras 3 optimizer, not {type(optimizer).__name__}; "
+            "for a custom loop use DistributedGradientTape")
+    base = type(optimizer)
+    cls = type(base.__name__, (_DistributedOptimizerMixin, base),
+               {"__module__": base.__module__})
+    dist = cls.from_config(optimizer.get_config())
+    kw = dict(op=op, compression=compression, sparse_as_dense=sparse_as_dense,
+              process_set=process_set)
+    if gradient_predivide_factor != 1.0:
+        if op != Average:
+            raise ValueError("gradient_predivide_factor needs op=Average")
+        kw["prescale_factor"] = 1.0 / gradient_predivide_factor
+        kw["postscale_factor"] = gradient_predivide_factor
+    dist._kolo_kwargs = kw
+    dist._kolo_passes = int(backward_passes_per_step)
+    dist._kolo_average_acc = bool(average_aggregated_gradients)
+    return dist

@@ -1,0 +1,289 @@
+// kolo._core: the native half of the kolo Python package. It exposes the
+// process's Client (process_client.h) to Python on buffers: the Python half
+// (kolo/__init__.py) checks arrays, names collectives, keeps the memory of a
+// pending collective alive and turns the status codes raised here into the
+// KoloError hierarchy.
+//
+// Every call that can block (submission and every wait) releases the GIL;
+// the caller keeps the buffers alive until the collective's wait returns.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "kolo/kolo.h"
+#include "python/src/process_client.h"
+
+namespace py = pybind11;
+
+namespace kolo::python {
+namespace {
+
+// A failed status on its way to Python: the translator registered below
+// raises kolo.errors.error_for(code, message).
+struct StatusError {
+  int code;
+  std::string message;
+};
+
+void ThrowIfError(const absl::Status& s) {
+  if (!s.ok()) throw StatusError{static_cast<int>(s.code()), std::string(s.message())};
+}
+
+template <typename T>
+T ValueOrThrow(absl::StatusOr<T> v) {
+  ThrowIfError(v.status());
+  return *std::move(v);
+}
+
+std::shared_ptr<Client> ClientOrThrow() { return ValueOrThrow(GetProcessClient()); }
+
+std::vector<int64_t> ShapeOf(const py::buffer_info& info) {
+  return std::vector<int64_t>(info.shape.begin(), info.shape.end());
+}
+
+// A C-contiguous view of `buf`; the Python half passes only such arrays.
+py::buffer_info Request(const py::buffer& buf, bool writable) {
+  py::buffer_info info = buf.request(writable);
+  ssize_t expect = info.itemsize;
+  for (ssize_t d = info.ndim - 1; d >= 0; --d) {
+    if (info.shape[d] > 1 && info.strides[d] != expect) {
+      throw StatusError{static_cast<int>(absl::StatusCode::kInvalidArgument),
+                        "tensor is not C-contiguous"};
+    }
+    expect *= info.shape[d];
+  }
+  return info;
+}
+
+ConstTensorView InView(const py::buffer& buf, int dtype) {
+  py::buffer_info info = Request(buf, false);
+  return ConstTensorView(info.ptr, ValueOrThrow(ToDType(dtype)), ShapeOf(info));
+}
+
+TensorView OutView(const py::buffer& buf, int dtype) {
+  py::buffer_info info = Request(buf, true);
+  return TensorView{info.ptr, ValueOrThrow(ToDType(dtype)), ShapeOf(info)};
+}
+
+AllreduceOptions ReduceOptions(int op, double prescale, double postscale,
+                               int compression, int process_set) {
+  return AllreduceOptions{.op = ValueOrThrow(ToReduceOp(op)),
+                          .prescale = prescale,
+                          .postscale = postscale,
+                          .compression = ValueOrThrow(ToCompression(compression)),
+                          .process_set = process_set};
+}
+
+// A collective's result copied out of the session's shared memory (without
+// the GIL, so into plain memory first).
+struct ResultCopy {
+  std::vector<int64_t> shape;
+  std::vector<int64_t> splits;
+  std::vector<char> bytes;
+
+  static void* Sink(void* self, const int64_t* shape, int ndim,
+                    const int64_t* splits, int nsplits) {
+    auto* r = static_cast<ResultCopy*>(self);
+    r->shape.assign(shape, shape + ndim);
+    r->splits.assign(splits, splits + nsplits);
+    size_t n = 1;
+    for (int64_t d : r->shape) n *= static_cast<size_t>(d);
+    r->bytes.resize(n * 8 + 1);  // generous: the element size is not known here
+    return r->bytes.data();
+  }
+
+  // The bytes and shape; kolo/_api.py makes the array. (Building it here
+  // with pybind11's NumPy API would tie the extension to the NumPy ABI its
+  // pybind11 knows: Debian's 2.10 misreads NumPy 2's dtype layout.)
+  py::tuple ToPython(size_t itemsize) const {
+    size_t n = itemsize;
+    for (int64_t d : shape) n *= static_cast<size_t>(d);
+    return py::make_tuple(py::bytes(bytes.data(), std::min(n, bytes.size())), shape);
+  }
+};
+
+ResultCopy WaitAndCopy(uint64_t h, bool alltoall) {
+  ResultCopy res;
+  char err[2048] = {0};
+  int rc;
+  {
+    py::gil_scoped_release nogil;
+    rc = PyApiTable()->wait_output(h, alltoall ? 1 : 0, &ResultCopy::Sink, &res,
+                                   err, sizeof(err));
+  }
+  if (rc != 0) throw StatusError{rc, err};
+  return res;
+}
+
+std::vector<uint64_t> Ids(const std::vector<Handle>& hs) {
+  std::vector<uint64_t> ids;
+  for (const Handle& h : hs) ids.push_back(h.id);
+  return ids;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "Kolo's native client: the process's attachment to kolod.";
+
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const StatusError& e) {
+      py::object err =
+          py::module_::import("kolo.errors").attr("error_for")(e.code, e.message);
+      PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(err.ptr())), err.ptr());
+    }
+  });
+
+  m.def("init", [] {
+    py::gil_scoped_release nogil;
+    ThrowIfError(InitProcessClient());
+  });
+  m.def("shutdown", [] {
+    py::gil_scoped_release nogil;
+    ShutdownProcessClient();
+  });
+  m.def("is_initialized", [] { return GetProcessClient().ok(); });
+  m.def("rank", [] { return ClientOrThrow()->rank(); });
+  m.def("size", [] { return ClientOrThrow()->size(); });
+  m.def("local_rank", [] { return ClientOrThrow()->local_rank(); });
+  m.def("local_size", [] { return ClientOrThrow()->local_size(); });
+  m.def("process_set_rank", [](int ps) { return ValueOrThrow(ClientOrThrow()->ProcessSetRank(ps)); });
+  m.def("process_set_size", [](int ps) { return ValueOrThrow(ClientOrThrow()->ProcessSetSize(ps)); });
+  m.def("add_process_set", [](std::vector<int> ranks) {
+    auto c = ClientOrThrow();
+    py::gil_scoped_release nogil;
+    return ValueOrThrow(c->AddProcessSet(std::move(ranks)));
+  });
+  m.def("remove_process_set", [](int ps) {
+    auto c = ClientOrThrow();
+    py::gil_scoped_release nogil;
+    ThrowIfError(c->RemoveProcessSet(ps));
+  });
+
+  m.def("allreduce_async",
+        [](py::buffer input, py::buffer output, int dtype, const std::string& name,
+           int op, double prescale, double postscale, int compression, int ps) {
+          auto c = ClientOrThrow();
+          ConstTensorView in = InView(input, dtype);
+          TensorView out = OutView(output, dtype);
+          AllreduceOptions o = ReduceOptions(op, prescale, postscale, compression, ps);
+          py::gil_scoped_release nogil;
+          return ValueOrThrow(c->AllreduceAsync(in, out, name, o)).id;
+        });
+  m.def("grouped_allreduce_async",
+        [](std::vector<py::buffer> inputs, std::vector<py::buffer> outputs,
+           std::vector<int> dtypes, std::vector<std::string> names, int op,
+           double prescale, double postscale, int compression, int ps) {
+          auto c = ClientOrThrow();
+          std::vector<ConstTensorView> ins;
+          std::vector<TensorView> outs;
+          for (size_t i = 0; i < inputs.size() && i < outputs.size() && i < dtypes.size(); ++i) {
+            ins.push_back(InView(inputs[i], dtypes[i]));
+            outs.push_back(OutView(outputs[i], dtypes[i]));
+          }
+          AllreduceOptions o = ReduceOptions(op, prescale, postscale, compression, ps);
+          py::gil_scoped_release nogil;
+          return Ids(ValueOrThrow(c->GroupedAllreduceAsync(ins, outs, names, o)));
+        });
+  m.def("broadcast_async",
+        [](py::buffer tensor, int dtype, const std::string& name, int root, int ps) {
+          auto c = ClientOrThrow();
+          TensorView t = OutView(tensor, dtype);
+          py::gil_scoped_release nogil;
+          return ValueOrThrow(c->BroadcastAsync(t, name, root, {.process_set = ps})).id;
+        });
+  m.def("allgather_async",
+        [](py::buffer input, int dtype, const std::string& name, int ps) {
+          auto c = ClientOrThrow();
+          ConstTensorView in = InView(input, dtype);
+          py::gil_scoped_release nogil;
+          return ValueOrThrow(c->AllgatherAsync(in, name, {.process_set = ps})).id;
+        });
+  m.def("grouped_allgather_async",
+        [](std::vector<py::buffer> inputs, std::vector<int> dtypes,
+           std::vector<std::string> names, int ps) {
+          auto c = ClientOrThrow();
+          std::vector<ConstTensorView> ins;
+          for (size_t i = 0; i < inputs.size() && i < dtypes.size(); ++i) {
+            ins.push_back(InView(inputs[i], dtypes[i]));
+          }
+          py::gil_scoped_release nogil;
+          return Ids(ValueOrThrow(c->GroupedAllgatherAsync(ins, names, {.process_set = ps})));
+        });
+  m.def("reducescatter_async",
+        [](py::buffer input, int dtype, const std::string& name, int op,
+           double prescale, double postscale, int ps) {
+          auto c = ClientOrThrow();
+          ConstTensorView in = InView(input, dtype);
+          AllreduceOptions o = ReduceOptions(op, prescale, postscale, 0, ps);
+          py::gil_scoped_release nogil;
+          return ValueOrThrow(c->ReducescatterAsync(in, name, o)).id;
+        });
+  m.def("grouped_reducescatter_async",
+        [](std::vector<py::buffer> inputs, std::vector<int> dtypes,
+           std::vector<std::string> names, int op, double prescale,
+           double postscale, int ps) {
+          auto c = ClientOrThrow();
+          std::vector<ConstTensorView> ins;
+          for (size_t i = 0; i < inputs.size() && i < dtypes.size(); ++i) {
+            ins.push_back(InView(inputs[i], dtypes[i]));
+          }
+          AllreduceOptions o = ReduceOptions(op, prescale, postscale, 0, ps);
+          py::gil_scoped_release nogil;
+          return Ids(ValueOrThrow(c->GroupedReducescatterAsync(ins, names, o)));
+        });
+  m.def("alltoall_async",
+        [](py::buffer input, int dtype, std::vector<int64_t> splits,
+           const std::string& name, int ps) {
+          auto c = ClientOrThrow();
+          ConstTensorView in = InView(input, dtype);
+          py::gil_scoped_release nogil;
+          return ValueOrThrow(c->AlltoallAsync(in, std::move(splits), name, {.process_set = ps})).id;
+        });
+
+  m.def("wait", [](uint64_t h) {
+    auto c = ClientOrThrow();
+    py::gil_scoped_release nogil;
+    ThrowIfError(c->Wait(Handle{h}));
+  });
+  // Both copy the result out through the table's wait_output, the path the
+  // TensorFlow ops take too.
+  // Return (bytes, shape) and (bytes, shape, received_splits).
+  m.def("wait_output", [](uint64_t h, size_t itemsize) {
+    return WaitAndCopy(h, false).ToPython(itemsize);
+  });
+  m.def("wait_alltoall", [](uint64_t h, size_t itemsize) {
+    ResultCopy res = WaitAndCopy(h, true);
+    py::tuple t = res.ToPython(itemsize);
+    return py::make_tuple(t[0], t[1], res.splits);
+  });
+  // True once complete (a later wait returns at once); the handle stays valid.
+  m.def("test", [](uint64_t h) {
+    auto c = ClientOrThrow();
+    py::gil_scoped_release nogil;
+    return ValueOrThrow(c->Test(Handle{h}));
+  });
+  m.def("barrier", [](int ps) {
+    auto c = ClientOrThrow();
+    py::gil_scoped_release nogil;
+    ThrowIfError(c->Barrier({.process_set = ps}));
+  });
+  m.def("join", [] {
+    auto c = ClientOrThrow();
+    py::gil_scoped_release nogil;
+    return ValueOrThrow(c->Join());
+  });
+  // The address of the KoloPyApiV1 table for the TensorFlow op library.
+  m.def("_api_table", [] { return reinterpret_cast<uintptr_t>(PyApiTable()); });
+  m.attr("API_VERSION") = KOLO_PY_API_VERSION;
+}
+
+}  // namespace kolo::python

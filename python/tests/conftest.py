@@ -1,0 +1,99 @@
+"""Fixtures for Kolo's Python tests: launching N ranks of a worker script
+through kolorun (each run starts a private kolod on a fresh /tmp socket) and
+collecting what each rank reported.
+
+A worker runs a list of named checks in the same order on every rank and
+writes {check: "ok" | error text} per rank as JSON (workers/harness.py); the
+tests then assert one check each, so a few launches cover many cases.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+WORKERS = os.path.join(os.path.dirname(__file__), "workers")
+
+
+def _bazel_bin(*parts):
+    return os.path.join(REPO, "bazel-bin", *parts)
+
+
+def kolorun_path():
+    path = os.environ.get("KOLO_KOLORUN") or _bazel_bin("client", "kolorun", "kolorun")
+    if not os.path.exists(path):
+        pytest.skip(f"kolorun not built ({path}); run scripts/install_python.sh")
+    return path
+
+
+def kolod_path():
+    return os.environ.get("KOLO_KOLOD") or _bazel_bin("daemon", "kolod")
+
+
+class RankRun:
+    """The outcome of one kolorun launch."""
+
+    def __init__(self, returncode, output, results):
+        self.returncode = returncode
+        self.output = output
+        self.results = results  # rank -> {check: "ok" | error}
+
+    def check(self, name):
+        """Fails the calling test unless every rank reported `name` as ok."""
+        problems = []
+        for rank in sorted(self.results):
+            status = self.results[rank].get(name)
+            if status != "ok":
+                problems.append(f"rank {rank}: {status or 'not reached'}")
+        if not self.results:
+            problems.append("no rank reported")
+        if problems:
+            tail = self.output[-4000:]
+            pytest.fail(f"{name}: " + "; ".join(problems) + f"\n--- output tail ---\n{tail}")
+
+
+def run_ranks(np_, script, args=(), timeout=300, env=None):
+    """Runs `script` (a path) on np_ ranks under kolorun with a private kolod;
+    returns a RankRun. Workers write their results under $KOLO_TEST_OUT."""
+    tmp = tempfile.mkdtemp(prefix="kolo-pytest-")
+    try:
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        full_env["KOLO_TEST_OUT"] = tmp
+        full_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        full_env.setdefault("PYTHONUNBUFFERED", "1")
+        cmd = [kolorun_path(), "-np", str(np_), "--socket", os.path.join(tmp, "kolod.sock")]
+        if os.path.exists(kolod_path()):
+            cmd += ["--kolod", kolod_path()]
+        cmd += ["--", sys.executable, script, *args]
+        try:
+            proc = subprocess.run(cmd, env=full_env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, timeout=timeout, text=True,
+                                  errors="replace")
+            code, output = proc.returncode, proc.stdout
+        except subprocess.TimeoutExpired as e:
+            out = e.stdout or ""
+            code, output = -1, (out if isinstance(out, str) else out.decode(errors="replace")) \
+                + f"\n[timed out after {timeout} s]"
+        results = {}
+        for name in os.listdir(tmp):
+            if name.startswith("rank") and name.endswith(".json"):
+                with open(os.path.join(tmp, name)) as f:
+                    results[int(name[4:-5])] = json.load(f)
+        return RankRun(code, output, results)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def launch():
+    return run_ranks
+
+
+def worker(name):
+    return os.path.join(WORKERS, name)

@@ -1,0 +1,247 @@
+"""Checks of kolo.tensorflow, eager and in tf.function, run on every rank."""
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+import keras  # noqa: E402
+
+import kolo.tensorflow as hvd  # noqa: E402
+from harness import check, run  # noqa: E402
+
+hvd.init()
+R, N = hvd.rank(), hvd.size()
+MODES = {"eager": lambda f: f, "function": tf.function}
+
+
+def expect(cond, msg):
+    if not cond:
+        raise AssertionError(msg)
+
+
+def close(a, b, rtol=1e-5):
+    np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64),
+                               rtol=rtol, atol=1e-5)
+
+
+@check
+def topology():
+    expect(hvd.is_initialized() and hvd.size() == N and 0 <= hvd.rank() < N, "rank/size")
+    expect(hvd.local_size() == N and hvd.local_rank() == R, "local")
+    expect(hvd.cross_size() == 1 and hvd.cross_rank() == 0, "cross")
+
+
+def _allreduce_all(x):
+    return (hvd.allreduce(x), hvd.allreduce(x, op=hvd.Sum), hvd.allreduce(x, op=hvd.Min),
+            hvd.allreduce(x, op=hvd.Max), hvd.allreduce(x + 1, op=hvd.Product),
+            hvd.allreduce(x, op=hvd.Sum, prescale_factor=2.0, postscale_factor=0.25))
+
+
+def _check_allreduce(fn):
+    x = tf.constant([[1.0, 2.0], [3.0, 4.0]]) * (R + 1)
+    base = np.array([[1.0, 2.0], [3.0, 4.0]])
+    s = N * (N + 1) / 2
+    avg, tot, mn, mx, prod, scaled = fn(x)
+    close(avg, base * s / N)
+    close(tot, base * s)
+    close(mn, base)
+    close(mx, base * N)
+    close(prod, np.prod([base * (r + 1) + 1 for r in range(N)], axis=0))
+    close(scaled, base * s * 0.5)
+
+
+@check
+def allreduce_eager():
+    _check_allreduce(_allreduce_all)
+
+
+@check
+def allreduce_function():
+    _check_allreduce(tf.function(_allreduce_all))
+
+
+@check
+def allreduce_dtypes_and_compression():
+    for mode, wrap in MODES.items():
+        for dt in [tf.int32, tf.int64, tf.float16, tf.float64, tf.uint8]:
+            y = wrap(lambda: hvd.allreduce(tf.ones([3], dt) * (R + 1), op=hvd.Sum))()
+            expect(y.dtype == dt, f"{mode} {dt}: {y.dtype}")
+            close(y, np.full([3], N * (N + 1) / 2))
+        for dt in [tf.float32, tf.float64]:
+            y = wrap(lambda: hvd.allreduce(tf.linspace(0.0, 1.0, 16) * (R + 1) if dt == tf.float32
+                                           else tf.cast(tf.linspace(0.0, 1.0, 16), tf.float64) * (R + 1),
+                                           compression=hvd.Compression.fp16))()
+            expect(y.dtype == dt, f"{mode} compressed dtype {y.dtype}")
+            close(y, np.linspace(0, 1, 16) * (N + 1) / 2, rtol=1e-2)
+
+
+@check
+def grouped_allreduce():
+    for mode, wrap in MODES.items():
+        outs = wrap(lambda: hvd.grouped_allreduce(
+            [tf.ones([2]) * R, tf.ones([2, 2], tf.int64)], op=hvd.Sum))()
+        close(outs[0], np.full([2], N * (N - 1) / 2))
+        close(outs[1], np.full([2, 2], N))
+
+
+@check
+def broadcast():
+    for mode, wrap in MODES.items():
+        for root in range(N):
+            y = wrap(lambda: hvd.broadcast(tf.range(4) * (R + 1), root))()
+            close(y, np.arange(4) * (root + 1))
+
+
+@check
+def broadcast_variables():
+    v = tf.Variable(tf.ones([3]) * R)
+    kv = keras.Variable(np.full([2], R, np.float32))
+    hvd.broadcast_variables([v, kv], root_rank=N - 1)
+    close(v.numpy(), np.full([3], N - 1))
+    close(kv.numpy(), np.full([2], N - 1))
+    w = tf.Variable(tf.ones([2]) * R)
+    tf.function(lambda: hvd.broadcast_variables([w], root_rank=0))()
+    close(w.numpy(), np.zeros([2]))
+
+
+@check
+def broadcast_and_allgather_object():
+    expect(hvd.broadcast_object({"from": R}, root_rank=1) == {"from": 1}, "broadcast_object")
+    expect(hvd.allgather_object(R * 10) == [r * 10 for r in range(N)], "allgather_object")
+
+
+@check
+def allgather():
+    want = np.concatenate([np.full([r + 1, 2], r) for r in range(N)])
+    for mode, wrap in MODES.items():
+        y = wrap(lambda: hvd.allgather(tf.fill([R + 1, 2], R)))()
+        expect(tuple(y.shape) == want.shape and (y.numpy() == want).all(), f"{mode}: {y}")
+
+
+@check
+def reducescatter():
+    rows = 2 * N
+    x = np.arange(rows * 3, dtype=np.float32).reshape(rows, 3)
+    for mode, wrap in MODES.items():
+        y = wrap(lambda: hvd.reducescatter(tf.constant(x) * (R + 1), op=hvd.Sum))()
+        close(y, x[2 * R:2 * R + 2] * N * (N + 1) / 2)
+
+
+@check
+def alltoall():
+    splits = [j + 1 for j in range(N)]
+    x = np.concatenate([np.full([j + 1], 100 * R + j) for j in range(N)])
+    want = np.concatenate([np.full([R + 1], 100 * r + R) for r in range(N)])
+    for mode, wrap in MODES.items():
+        out, received = wrap(lambda: hvd.alltoall(tf.constant(x), splits=splits))()
+        expect((out.numpy() == want).all(), f"{mode}: {out}")
+        expect(list(received.numpy()) == [R + 1] * N, f"{mode}: {received}")
+
+
+@check
+def barrier():
+    hvd.barrier()
+    tf.function(lambda: hvd.barrier())()
+
+
+@check
+def allreduce_gradient():
+    for mode, wrap in MODES.items():
+        x = tf.Variable(tf.ones([3]))
+
+        def step():
+            with tf.GradientTape() as tape:
+                y = hvd.allreduce(x * (R + 1), op=hvd.Sum)
+                loss = tf.reduce_sum(y)
+            return tape.gradient(loss, x)
+
+        g = wrap(step)()
+        # d/dx sum_r allreduce(x*(r+1)) on this rank: the allreduce of the
+        # upstream ones (N) times this rank's factor.
+        close(g, np.full([3], N * (R + 1)))
+
+
+@check
+def distributed_gradient_tape():
+    for mode, wrap in MODES.items():
+        w = tf.Variable([1.0, 2.0])
+
+        def step():
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(w * float(R + 1))
+            tape = hvd.DistributedGradientTape(tape)
+            return tape.gradient(loss, [w])
+
+        (g,) = wrap(step)()
+        close(g, np.full([2], (N + 1) / 2))
+
+
+@check
+def keras_fit_distributed_optimizer():
+    # Each rank trains on different data; averaged gradients keep the
+    # weights identical on every rank.
+    keras.utils.set_random_seed(R)  # different initial weights too
+    model = keras.Sequential([keras.Input([4]), keras.layers.Dense(3), keras.layers.Dense(1)])
+    opt = hvd.DistributedOptimizer(keras.optimizers.SGD(0.05))
+    model.compile(optimizer=opt, loss="mse")
+    rng = np.random.default_rng(R)
+    x = rng.normal(size=[64, 4]).astype(np.float32)
+    y = rng.normal(size=[64, 1]).astype(np.float32)
+    model.fit(x, y, batch_size=16, epochs=2, verbose=0,
+              callbacks=[hvd.BroadcastGlobalVariablesCallback(0), hvd.MetricAverageCallback()])
+    flat = np.concatenate([v.numpy().ravel() for v in model.trainable_variables])
+    gathered = hvd.allgather(tf.constant(flat[None, :])).numpy()
+    for r in range(N):
+        close(gathered[r], gathered[0])
+
+
+@check
+def distributed_model_and_metric_average():
+    keras.utils.set_random_seed(R)
+    model = hvd.DistributedModel(keras.Sequential([keras.Input([2]), keras.layers.Dense(1)]))
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss="mse")
+    expect(getattr(model.optimizer, "_kolo_distributed", False), "compile did not wrap")
+    x = np.full([8, 2], R + 1, np.float32)
+    hist = model.fit(x, x[:, :1], epochs=1, verbose=0, callbacks=[hvd.MetricAverageCallback()])
+    loss = hist.history["loss"][-1]
+    losses = hvd.allgather(tf.constant([loss], tf.float64)).numpy()
+    close(losses, np.full([N], losses[0]))
+    flat = np.concatenate([v.numpy().ravel() for v in model.trainable_variables])
+    gathered = hvd.allgather(tf.constant(flat[None, :])).numpy()
+    for r in range(N):
+        close(gathered[r], gathered[0])
+
+
+@check
+def mismatch_raises_in_eager():
+    try:
+        hvd.allreduce(tf.ones([2 + R]), name="tf.mismatch.eager")
+    except tf.errors.FailedPreconditionError as e:
+        expect("tf.mismatch.eager" in e.message, e.message)
+    else:
+        raise AssertionError("no error for mismatched shapes")
+
+
+@check
+def mismatch_raises_in_function():
+    f = tf.function(lambda: hvd.allreduce(tf.ones([2 + R]), name="tf.mismatch.function"))
+    try:
+        f()
+    except tf.errors.FailedPreconditionError as e:
+        expect("tf.mismatch.function" in e.message, e.message)
+    else:
+        raise AssertionError("no error for mismatched shapes")
+
+
+@check
+def join():
+    if R != 0:
+        close(hvd.allreduce(tf.ones([2]), op=hvd.Sum, name="tf.after.join"), np.full([2], N - 1))
+    last = hvd.join()
+    expect(0 <= last < N, f"{last}")
+
+
+run(hvd.rank)
+hvd.shutdown()

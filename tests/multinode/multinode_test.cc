@@ -1,0 +1,171 @@
+// Several daemons on one machine, each a "node" with its own socket and peer
+// port on loopback, and ranks spread over them: the collectives of the
+// one-node slice give the same results across nodes, and a peer daemon that
+// dies, stops or presents the wrong token ends the job on every node with
+// an error naming it, while the daemons stay up.
+#include <signal.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "proto/kolo/v1/status.grpc.pb.h"
+#include "tests/integration/harness.h"
+
+namespace kolo::testing {
+namespace {
+
+std::string PeerAddressOf(const DaemonProcess& d) {
+  auto stub = kolo::v1::Status::NewStub(
+      grpc::CreateChannel("unix:" + d.socket_path(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  kolo::v1::GetStatusResponse resp;
+  if (!stub->GetStatus(&ctx, {}, &resp).ok()) return "";
+  auto it = resp.node().config().find("peer_address");
+  return it == resp.node().config().end() ? "" : it->second;
+}
+
+class MultiNodeTest : public ::testing::Test {
+ protected:
+  // `nodes` daemons; extra flags for every one.
+  void StartDaemons(int nodes, std::vector<std::string> flags = {}) {
+    setenv("UCX_TLS", "tcp", 1);
+    for (int n = 0; n < nodes; ++n) {
+      std::string dir = MakeTempDir();
+      std::vector<std::string> args = flags;
+      args.push_back(absl::StrCat("--node_name=node", n));
+      auto d = DaemonProcess::Start(dir + "/kolod.sock", args);
+      ASSERT_TRUE(d.ok()) << d.status();
+      daemons_.push_back(std::make_unique<DaemonProcess>(std::move(*d)));
+    }
+    coordinator_ = PeerAddressOf(*daemons_[0]);
+    ASSERT_FALSE(coordinator_.empty());
+  }
+
+  // Starts `per_node` ranks on each daemon.
+  std::vector<Ranks> StartJob(const std::string& job, int per_node,
+                              const std::vector<std::string>& argv,
+                              const std::vector<std::string>& tokens = {}) {
+    std::vector<Ranks> out;
+    const int size = per_node * static_cast<int>(daemons_.size());
+    for (size_t n = 0; n < daemons_.size(); ++n) {
+      auto r = Ranks::StartOnNode(daemons_[n]->socket_path(), job, size,
+                                  static_cast<int>(n) * per_node, per_node, coordinator_, argv,
+                                  tokens.empty() ? "t0ken" : tokens[n]);
+      EXPECT_TRUE(r.ok()) << r.status();
+      if (r.ok()) out.push_back(std::move(*r));
+    }
+    return out;
+  }
+
+  void RunScenario(const std::string& scenario, int per_node,
+                   absl::Duration timeout = absl::Seconds(180)) {
+    auto nodes = StartJob("job-" + scenario, per_node, {kTestRankPath, scenario});
+    for (size_t n = 0; n < nodes.size(); ++n) {
+      auto results = nodes[n].Wait(timeout);
+      for (size_t r = 0; r < results.size(); ++r) {
+        EXPECT_EQ(results[r].exit_code, 0)
+            << "node " << n << " local rank " << r << ":\n" << results[r].output;
+      }
+    }
+    for (const auto& d : daemons_) EXPECT_TRUE(d->Alive());
+  }
+
+  std::vector<std::unique_ptr<DaemonProcess>> daemons_;
+  std::string coordinator_;
+};
+
+TEST_F(MultiNodeTest, ThreeNodesTwoRanksEachEveryDtypeAndOp) {
+  StartDaemons(3);
+  RunScenario("matrix", 2);
+}
+
+TEST_F(MultiNodeTest, ThreeNodesSizesUpTo64MiB) {
+  StartDaemons(3);
+  RunScenario("sizes", 2);
+}
+
+TEST_F(MultiNodeTest, ThreeNodesBroadcastFromEveryRoot) {
+  StartDaemons(3);
+  RunScenario("broadcast", 2);
+}
+
+TEST_F(MultiNodeTest, AThousandTensorsInFlightAcrossNodes) {
+  StartDaemons(2);
+  RunScenario("inflight", 2);
+}
+
+TEST_F(MultiNodeTest, MismatchAcrossNodesFailsEveryRank) {
+  StartDaemons(2);
+  RunScenario("mismatch", 2);
+}
+
+TEST_F(MultiNodeTest, KilledPeerDaemonAbortsTheJobNamingTheNode) {
+  StartDaemons(3, {"--peer_timeout_s=5"});
+  auto nodes = StartJob("job-kill", 2, {kTestRankPath, "hold"});
+  ASSERT_EQ(nodes.size(), 3u);
+  for (auto& n : nodes) {
+    ASSERT_TRUE(n.WaitForOutput(0, "holding", absl::Seconds(30)));
+    ASSERT_TRUE(n.WaitForOutput(1, "holding", absl::Seconds(30)));
+  }
+  absl::Time killed = absl::Now();
+  daemons_[2]->Kill(SIGKILL);
+  for (int n = 0; n < 2; ++n) {
+    for (const auto& r : nodes[n].Wait(absl::Seconds(20))) {
+      EXPECT_EQ(r.exit_code, 0) << r.output;
+      EXPECT_TRUE(absl::StrContains(r.output, "ABORTED")) << r.output;
+      EXPECT_TRUE(absl::StrContains(r.output, "node2")) << r.output;
+    }
+  }
+  EXPECT_LT(absl::Now() - killed, absl::Seconds(5));
+  for (const auto& r : nodes[2].Wait(absl::Seconds(10))) {
+    EXPECT_TRUE(absl::StrContains(r.output, "UNAVAILABLE")) << r.output;
+  }
+  // The surviving daemons serve a new multi-node job.
+  EXPECT_TRUE(daemons_[0]->Alive() && daemons_[1]->Alive());
+  daemons_.pop_back();
+  RunScenario("duplicate", 1);
+}
+
+TEST_F(MultiNodeTest, StoppedPeerDaemonAbortsTheJobAfterThePeerTimeout) {
+  StartDaemons(2, {"--peer_timeout_s=2"});
+  auto nodes = StartJob("job-stop", 1, {kTestRankPath, "hold"});
+  ASSERT_EQ(nodes.size(), 2u);
+  ASSERT_TRUE(nodes[0].WaitForOutput(0, "holding", absl::Seconds(30)));
+  ASSERT_TRUE(nodes[1].WaitForOutput(0, "holding", absl::Seconds(30)));
+  kill(daemons_[1]->pid(), SIGSTOP);
+  absl::Time stopped = absl::Now();
+  auto results = nodes[0].Wait(absl::Seconds(20));
+  EXPECT_LT(absl::Now() - stopped, absl::Seconds(6));
+  kill(daemons_[1]->pid(), SIGCONT);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].exit_code, 0) << results[0].output;
+  EXPECT_TRUE(absl::StrContains(results[0].output, "ABORTED")) << results[0].output;
+  EXPECT_TRUE(absl::StrContains(results[0].output, "node1")) << results[0].output;
+  EXPECT_TRUE(absl::StrContains(results[0].output, "sent nothing")) << results[0].output;
+}
+
+TEST_F(MultiNodeTest, WrongTokenIsRefused) {
+  StartDaemons(2);
+  auto nodes = StartJob("job-token", 1, {kTestRankPath, "hold"}, {"right", "wrong"});
+  ASSERT_EQ(nodes.size(), 2u);
+  auto refused = nodes[1].Wait(absl::Seconds(30));
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_TRUE(absl::StrContains(refused[0].output, "wrong job token")) << refused[0].output;
+  for (const auto& d : daemons_) EXPECT_TRUE(d->Alive());
+}
+
+TEST_F(MultiNodeTest, OtherCollectivesSayTheyDoNotSpanNodesYet) {
+  StartDaemons(2);
+  RunScenario("multinode_limits", 1);
+}
+
+}  // namespace
+}  // namespace kolo::testing
