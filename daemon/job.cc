@@ -74,6 +74,12 @@ void Job::MaybeStartNodeGroup() {
   options.coordinator_address = layout_.coordinator;
   options.peer_timeout = layout_.env.peer_timeout;
   options.abort_job = [this](const absl::Status& why) { Abort(why); };
+  options.on_executed = [this](int tensors, uint64_t bytes) {
+    absl::MutexLock l(&mu_);
+    ++responses_;
+    fused_tensors_ += tensors;
+    bytes_reduced_ += bytes;
+  };
   if (options.local_coordinator && options.coordinators == nullptr) {
     Abort(absl::FailedPreconditionError(absl::StrCat(
         "job ", id_, ": this node hosts rank 0 of a multi-node job but has no peer address "
@@ -205,13 +211,14 @@ absl::Status Job::AdmitLocked(const Request& r) const {
   if (!abort_status_.ok()) return abort_status_;
   const char* kind = CollectiveKindName(r.kind);
   if (multi_node_ && ((r.kind != CollectiveKind::kAllreduce &&
-                       r.kind != CollectiveKind::kBroadcast) ||
+                       r.kind != CollectiveKind::kBroadcast &&
+                       r.kind != CollectiveKind::kBarrier) ||
                       r.process_set != 0 || r.group_size > 1 ||
                       r.compression != Compression::kNone)) {
     return absl::UnimplementedError(absl::StrCat(
         kind, " \"", r.name, "\": job ", id_,
-        " spans nodes, where allreduce and broadcast (of every rank, ungrouped, "
-        "uncompressed) are available so far"));
+        " spans nodes, where allreduce, broadcast and barrier (of every rank, "
+        "ungrouped, uncompressed) are available so far"));
   }
   if ((r.kind == CollectiveKind::kJoin || r.kind == CollectiveKind::kAddProcessSet ||
        r.kind == CollectiveKind::kRemoveProcessSet) &&

@@ -251,6 +251,8 @@ void NodeGroup::Execute(PlannedEntry entry) {
     case CollectiveKind::kBroadcast:
       status = RunBroadcast(sets, tag_base);
       break;
+    case CollectiveKind::kBarrier:
+      break;  // every node reached it: that is all a barrier is
     default:
       status = absl::UnimplementedError("only allreduce and broadcast span nodes");
   }
@@ -259,6 +261,11 @@ void NodeGroup::Execute(PlannedEntry entry) {
     if (!aborted_.ok()) status = aborted_;
   }
   Complete(sets, status);
+  if (status.ok() && options_.on_executed) {
+    uint64_t bytes = 0;
+    for (const ReadySet& s : sets) bytes += s.requests.front().bytes;
+    options_.on_executed(static_cast<int>(sets.size()), bytes);
+  }
 }
 
 absl::Status NodeGroup::RunAllreduce(std::vector<ReadySet>& sets, uint64_t tag_base) {

@@ -48,6 +48,8 @@ struct NodeGroupOptions {
   absl::Duration connect_timeout = absl::Seconds(10);
   // Ends the job on this node (every pending collective fails with it).
   std::function<void(const absl::Status&)> abort_job;
+  // Called after each executed response: its tensors and bytes.
+  std::function<void(int tensors, uint64_t bytes)> on_executed;
 };
 
 class NodeGroup : public LinkListener {
