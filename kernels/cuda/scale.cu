@@ -1,27 +1,36 @@
+#include "kernels/cuda/scale.h"
+
 #include <cuda_runtime.h>
 
-#include "kernels/cuda/scale.h"
+#include "kernels/cuda/device_math.cuh"
 
 namespace kolo::kernels::cuda {
 namespace {
 
-__global__ void ScaleKernel(float* data, size_t count, float factor) {
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < count;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    data[i] *= factor;
+constexpr unsigned kThreads = 256;
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    ScaleKernel(T* data, uint64_t count, double factor) {
+  using E = device::Element<T>;
+  const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
+  for (uint64_t i = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += stride) {
+    data[i] = E::Store(device::ApplyScale(E::Load(data[i]), factor));
   }
 }
 
 }  // namespace
 
-int ScaleFloat32Async(float* data, size_t count, float factor, void* stream) {
-  if (count == 0) return cudaSuccess;
-  constexpr int kThreads = 256;
-  size_t blocks = (count + kThreads - 1) / kThreads;
-  if (blocks > 65535) blocks = 65535;
-  ScaleKernel<<<static_cast<unsigned>(blocks), kThreads, 0,
-                static_cast<cudaStream_t>(stream)>>>(data, count, factor);
-  return static_cast<int>(cudaGetLastError());
+int ScaleAsync(DType dtype, void* data, uint64_t count, double factor, void* stream) {
+  if (count == 0 || factor == 1.0) return cudaSuccess;
+  if (data == nullptr) return cudaErrorInvalidValue;
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  const unsigned grid = device::GridFor(count, kThreads);
+  return device::DispatchDType(dtype, [&]<typename T>() -> cudaError_t {
+    ScaleKernel<T><<<grid, kThreads, 0, s>>>(static_cast<T*>(data), count, factor);
+    return cudaGetLastError();
+  });
 }
 
 }  // namespace kolo::kernels::cuda

@@ -1,0 +1,27 @@
+// The allocation that contains a device address: its base and size, from the
+// driver's cuMemGetAddressRange. A CUDA IPC handle names a whole allocation,
+// so the SDK exports the base and sends the offset, and kolod checks each
+// offset against the size of what it mapped.
+//
+// The driver entry point is looked up through the runtime
+// (cudaGetDriverEntryPointByVersion), so nothing links libcuda directly and
+// binaries still load on machines without a driver.
+//
+// Thread-safety: thread-safe.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+
+namespace kolo::daemon::nccl {
+
+struct AllocationRange {
+  uint64_t base = 0;
+  uint64_t size = 0;
+};
+
+// The allocation containing `device_ptr` in the current context.
+absl::StatusOr<AllocationRange> FindAllocation(const void* device_ptr);
+
+}  // namespace kolo::daemon::nccl

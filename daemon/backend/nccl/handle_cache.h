@@ -1,0 +1,81 @@
+// HandleCache: opened CUDA IPC objects of one session, keyed by the bytes of
+// their handle. Opening an IPC handle costs a driver round trip and a handle
+// may be opened only once per process, so each handle is opened on first use
+// and kept until the session ends (or it is evicted while unused).
+//
+// Values are handed out as shared_ptr: a collective holds what it uses, so
+// eviction or Clear() while it runs closes nothing under it — the last
+// holder closes the object.
+//
+// Thread-safety: thread-safe (one mutex; opening happens under it, so a
+// handle is never opened twice).
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/backend/nccl/device_tensor.h"
+
+namespace kolo::daemon::nccl {
+
+template <typename Value>
+class HandleCache {
+ public:
+  using Opener = std::function<absl::StatusOr<Value>(const IpcHandleBytes&)>;
+
+  // At most `max_entries` are kept: past that, entries nobody holds are
+  // closed to make room (entries in use are never closed, so the cache may
+  // exceed the bound while a collective holds many).
+  HandleCache(Opener open, size_t max_entries) : open_(std::move(open)), max_(max_entries) {}
+  HandleCache(const HandleCache&) = delete;
+  HandleCache& operator=(const HandleCache&) = delete;
+
+  absl::StatusOr<std::shared_ptr<const Value>> Get(const IpcHandleBytes& handle) {
+    absl::MutexLock lock(&mu_);
+    if (auto it = entries_.find(handle); it != entries_.end()) return it->second;
+    if (entries_.size() >= max_) EvictUnusedLocked();
+    absl::StatusOr<Value> opened = open_(handle);
+    if (!opened.ok()) return opened.status();
+    auto value = std::make_shared<const Value>(std::move(*opened));
+    entries_.emplace(handle, value);
+    return value;
+  }
+
+  size_t size() const {
+    absl::MutexLock lock(&mu_);
+    return entries_.size();
+  }
+
+  // Drops every entry; each closes when its last holder lets go.
+  void Clear() {
+    absl::flat_hash_map<IpcHandleBytes, std::shared_ptr<const Value>> dropped;
+    {
+      absl::MutexLock lock(&mu_);
+      dropped.swap(entries_);
+    }
+    // `dropped` closes the unheld values here, outside the lock.
+  }
+
+ private:
+  void EvictUnusedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      if (it->second.use_count() == 1) {
+        entries_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  const Opener open_;
+  const size_t max_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<IpcHandleBytes, std::shared_ptr<const Value>> entries_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace kolo::daemon::nccl

@@ -1,0 +1,61 @@
+#include "daemon/backend/nccl/ipc_mapping.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/backend/nccl/allocation_range.h"
+#include "daemon/backend/nccl/cuda_status.h"
+
+namespace kolo::daemon::nccl {
+
+absl::StatusOr<IpcMemoryMapping> IpcMemoryMapping::Open(const IpcHandleBytes& handle) {
+  cudaIpcMemHandle_t h;
+  std::memcpy(&h, handle.data(), sizeof(h));
+  void* base = nullptr;
+  KOLO_RETURN_IF_CUDA_ERROR(cudaIpcOpenMemHandle(&base, h, cudaIpcMemLazyEnablePeerAccess),
+                            "cudaIpcOpenMemHandle");
+  IpcMemoryMapping mapping(static_cast<uint8_t*>(base), 0);
+  // The mapping's extent bounds every offset a client may send. The mapped
+  // range is the exporter's whole allocation.
+  absl::StatusOr<AllocationRange> range = FindAllocation(base);
+  if (!range.ok()) return range.status();
+  mapping.size_ = range->size - (reinterpret_cast<uint64_t>(base) - range->base);
+  return mapping;
+}
+
+IpcMemoryMapping& IpcMemoryMapping::operator=(IpcMemoryMapping&& other) noexcept {
+  if (this != &other) {
+    if (base_ != nullptr) cudaIpcCloseMemHandle(base_);
+    base_ = std::exchange(other.base_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+IpcMemoryMapping::~IpcMemoryMapping() {
+  if (base_ != nullptr) cudaIpcCloseMemHandle(base_);
+}
+
+absl::StatusOr<uint8_t*> IpcMemoryMapping::Resolve(uint64_t offset, uint64_t bytes,
+                                                   size_t alignment) const {
+  if (offset > size_ || bytes > size_ - offset) {
+    return absl::InvalidArgumentError(absl::StrCat("device tensor [", offset, ", +", bytes,
+                                                   ") lies outside its allocation of ", size_,
+                                                   " bytes"));
+  }
+  uint8_t* p = base_ + offset;
+  if (alignment > 1 && reinterpret_cast<uintptr_t>(p) % alignment != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("device tensor at offset ", offset,
+                                                   " is not aligned to its element size ",
+                                                   alignment));
+  }
+  return p;
+}
+
+IpcMappingCache::IpcMappingCache(size_t max_entries)
+    : memory_([](const IpcHandleBytes& h) { return IpcMemoryMapping::Open(h); }, max_entries),
+      events_([](const IpcHandleBytes& h) { return CudaEvent::OpenIpc(h); }, max_entries) {}
+
+}  // namespace kolo::daemon::nccl

@@ -1,0 +1,72 @@
+// IpcMemoryMapping: another process's device allocation mapped into kolod
+// (cudaIpcOpenMemHandle), closed on destruction. IpcMappingCache: the
+// mappings and opened events of one session, kept while the session lives.
+//
+// Thread-safety: IpcMemoryMapping is thread-compatible (immutable once
+// open); IpcMappingCache is thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <utility>
+
+#include "absl/status/statusor.h"
+#include "daemon/backend/nccl/cuda_resources.h"
+#include "daemon/backend/nccl/device_tensor.h"
+#include "daemon/backend/nccl/handle_cache.h"
+
+namespace kolo::daemon::nccl {
+
+class IpcMemoryMapping {
+ public:
+  // Maps the allocation named by `handle` on the current device (peer access
+  // enabled lazily when it lives on another GPU) and reads its size.
+  static absl::StatusOr<IpcMemoryMapping> Open(const IpcHandleBytes& handle);
+
+  IpcMemoryMapping(IpcMemoryMapping&& other) noexcept
+      : base_(std::exchange(other.base_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+  IpcMemoryMapping& operator=(IpcMemoryMapping&& other) noexcept;
+  IpcMemoryMapping(const IpcMemoryMapping&) = delete;
+  IpcMemoryMapping& operator=(const IpcMemoryMapping&) = delete;
+  ~IpcMemoryMapping();
+
+  uint8_t* base() const { return base_; }
+  uint64_t size() const { return size_; }
+
+  // base + offset, after checking that [offset, offset + bytes) lies in the
+  // allocation and that the address is aligned to `alignment` (the element
+  // size). The values come from a client: errors are INVALID_ARGUMENT.
+  absl::StatusOr<uint8_t*> Resolve(uint64_t offset, uint64_t bytes, size_t alignment) const;
+
+ private:
+  IpcMemoryMapping(uint8_t* base, uint64_t size) : base_(base), size_(size) {}
+  uint8_t* base_ = nullptr;
+  uint64_t size_ = 0;
+};
+
+// One session's opened IPC objects. Created when the session first sends a
+// device tensor; dropped by the session teardown hook, after which each
+// object closes when the last collective using it ends.
+class IpcMappingCache {
+ public:
+  explicit IpcMappingCache(size_t max_entries = 4096);
+
+  absl::StatusOr<std::shared_ptr<const IpcMemoryMapping>> Memory(const IpcHandleBytes& handle) {
+    return memory_.Get(handle);
+  }
+  absl::StatusOr<std::shared_ptr<const CudaEvent>> Event(const IpcHandleBytes& handle) {
+    return events_.Get(handle);
+  }
+  void Clear() {
+    memory_.Clear();
+    events_.Clear();
+  }
+  size_t size() const { return memory_.size() + events_.size(); }
+
+ private:
+  HandleCache<IpcMemoryMapping> memory_;
+  HandleCache<CudaEvent> events_;
+};
+
+}  // namespace kolo::daemon::nccl

@@ -1,0 +1,80 @@
+#include "daemon/backend/nccl/ipc_tensor_resolver.h"
+
+#include "absl/strings/str_cat.h"
+#include "daemon/session.h"
+
+namespace kolo::daemon::nccl {
+namespace {
+
+absl::Status Annotate(const absl::Status& s, const Request& r, const char* which) {
+  return absl::Status(s.code(), absl::StrCat(CollectiveKindName(r.kind), " \"", r.name,
+                                             "\": rank ", r.rank, " ", which, ": ", s.message()));
+}
+
+}  // namespace
+
+std::shared_ptr<IpcMappingCache> IpcTensorResolver::CacheFor(const std::string& session_id) {
+  absl::MutexLock lock(&mu_);
+  std::shared_ptr<IpcMappingCache>& cache = caches_[session_id];
+  if (cache == nullptr) cache = std::make_shared<IpcMappingCache>(max_entries_);
+  return cache;
+}
+
+absl::StatusOr<ResolvedIo> IpcTensorResolver::Resolve(const Request& request) {
+  const DeviceIo* io = device_io_of_(request);
+  if (io == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(CollectiveKindName(request.kind), " \"",
+                                                   request.name, "\": rank ", request.rank,
+                                                   " sent no device tensor"));
+  }
+  const std::string session_id =
+      request.session != nullptr ? request.session->identity().session_id : std::string();
+  std::shared_ptr<IpcMappingCache> cache = CacheFor(session_id);
+  const size_t esize = DTypeSize(request.dtype);
+  ResolvedIo out;
+  out.holds.push_back(cache);
+  struct Side {
+    const DeviceTensorRef* ref;
+    ResolvedTensor* into;
+    const char* name;
+  };
+  for (const Side& side : {Side{&io->input, &out.input, "input"},
+                           Side{&io->output, &out.output, "output"}}) {
+    if (side.ref->bytes != request.bytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(CollectiveKindName(request.kind), " \"", request.name, "\": rank ",
+                       request.rank, " ", side.name, " device tensor has ", side.ref->bytes,
+                       " bytes, the request ", request.bytes));
+    }
+    auto mapping = cache->Memory(side.ref->memory);
+    if (!mapping.ok()) return Annotate(mapping.status(), request, side.name);
+    auto data = (*mapping)->Resolve(side.ref->offset, side.ref->bytes, esize);
+    if (!data.ok()) return Annotate(data.status(), request, side.name);
+    auto event = cache->Event(side.ref->event);
+    if (!event.ok()) return Annotate(event.status(), request, side.name);
+    side.into->data = *data;
+    side.into->event = (*event)->get();
+    out.holds.push_back(*mapping);
+    out.holds.push_back(*event);
+  }
+  return out;
+}
+
+void IpcTensorResolver::ReleaseSession(const std::string& session_id) {
+  std::shared_ptr<IpcMappingCache> cache;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = caches_.find(session_id);
+    if (it == caches_.end()) return;
+    cache = std::move(it->second);
+    caches_.erase(it);
+  }
+  cache->Clear();
+}
+
+size_t IpcTensorResolver::sessions() const {
+  absl::MutexLock lock(&mu_);
+  return caches_.size();
+}
+
+}  // namespace kolo::daemon::nccl

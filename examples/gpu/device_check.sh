@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Kolo device check: one script for the few minutes a GPU machine is lent.
+#
+#   1. builds the GPU targets (kernels, NCCL backend, SDK helpers, GPU tests,
+#      the bench) with nvcc (sm_90 + compute_90 PTX);
+#   2. runs every gpu-tagged test of //kernels/cuda, //daemon/backend/nccl,
+#      //client/cuda and //tests/gpu;
+#   3. runs examples/gpu:pack_bench: pack/unpack bandwidth as a fraction of
+#      cudaMemcpy device-to-device, and a single-rank ncclAllReduce sweep.
+#
+# Prints one "PASS <step>" or "FAIL <step>" line per step and a final
+# summary; exits 0 only if every step passed. Each step has its own time
+# limit so the whole run stays under 5 minutes. Logs go to $OUT (if set) or
+# to a temporary folder, whose path is printed.
+#
+# Usage (from anywhere in the repository): examples/gpu/device_check.sh
+set -uo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 2
+LOGS="${OUT:-$(mktemp -d /tmp/kolo-device-check.XXXXXX)}"
+mkdir -p "$LOGS"
+START=$(date +%s)
+FAILED=0
+BAZEL="${BAZEL:-bazel}"
+
+step() {  # step NAME TIMEOUT_S COMMAND...
+  local name="$1" limit="$2"
+  shift 2
+  local t0=$(date +%s)
+  echo "=== $name (limit ${limit}s): $*"
+  timeout --kill-after=10 "$limit" "$@" >"$LOGS/$name.log" 2>&1
+  local rc=$?
+  local dt=$(( $(date +%s) - t0 ))
+  if [ $rc -eq 0 ]; then
+    echo "PASS $name (${dt}s)"
+  else
+    FAILED=1
+    if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+      echo "FAIL $name: timed out after ${limit}s"
+    else
+      echo "FAIL $name: exit code $rc (${dt}s); last lines of $LOGS/$name.log:"
+    fi
+    tail -n 40 "$LOGS/$name.log" | sed 's/^/    /'
+  fi
+  return $rc
+}
+
+echo "kolo device check: $(date -u +%FT%TZ) on $(hostname)"
+if command -v nvidia-smi >/dev/null; then
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+else
+  echo "FAIL gpu-present: nvidia-smi not found"
+  FAILED=1
+fi
+[ -x /usr/local/cuda/bin/nvcc ] && /usr/local/cuda/bin/nvcc --version | tail -n 1
+
+GPU_PACKAGES=(//kernels/cuda/... //daemon/backend/nccl/... //client/cuda/... //tests/gpu/...)
+
+if step build 200 "$BAZEL" build "${GPU_PACKAGES[@]}" //examples/gpu:pack_bench; then
+  # The build step compiled everything, so this is test time only.
+  step gpu-tests 75 "$BAZEL" test --config=gpu --test_output=errors --local_test_jobs=4 \
+    --test_timeout=70 "${GPU_PACKAGES[@]}"
+  if [ -f "$LOGS/gpu-tests.log" ]; then
+    grep -E '^//.*(PASSED|FAILED|TIMEOUT|NO STATUS|SKIPPED)' "$LOGS/gpu-tests.log" | sed 's/^/    /'
+  fi
+  # A test without a usable GPU skips and still reports PASSED: catch that.
+  SKIPPED=$(grep -l '\[  SKIPPED \]' bazel-testlogs/kernels/cuda/*/test.log \
+    bazel-testlogs/daemon/backend/nccl/*/test.log bazel-testlogs/client/cuda/*/test.log \
+    bazel-testlogs/tests/gpu/*/test.log 2>/dev/null)
+  if [ -n "$SKIPPED" ]; then
+    FAILED=1
+    echo "FAIL gpu-tests-ran: tests skipped (no usable GPU?):"
+    echo "$SKIPPED" | sed 's/^/    /'
+  else
+    echo "PASS gpu-tests-ran: no test skipped"
+  fi
+  step pack-bench 40 bazel-bin/examples/gpu/pack_bench
+  if [ -f "$LOGS/pack-bench.log" ]; then
+    sed 's/^/    /' "$LOGS/pack-bench.log"
+  fi
+else
+  echo "FAIL gpu-tests: not run (build failed)"
+  echo "FAIL pack-bench: not run (build failed)"
+fi
+
+TOTAL=$(( $(date +%s) - START ))
+if [ $FAILED -eq 0 ]; then
+  echo "PASS device-check: all steps passed in ${TOTAL}s (logs: $LOGS)"
+else
+  echo "FAIL device-check: see the FAIL lines above (${TOTAL}s; logs: $LOGS)"
+fi
+exit $FAILED
