@@ -259,6 +259,19 @@ absl::StatusOr<Handle> ClientImpl::Submit(const SubmitSpec& spec) {
     if (d < 0) return absl::InvalidArgumentError("negative dimension");
   }
   const uint64_t bytes = input.byte_size();
+  const bool on_device = input.device >= 0 || (in_place_kind && spec.output.device >= 0);
+  if (on_device) {
+    if (spec.kind != CollectiveKind::kAllreduce) {
+      return absl::UnimplementedError(absl::StrCat(
+          CollectiveKindName(spec.kind), " \"", std::string(name),
+          "\": device tensors are supported for allreduce only so far"));
+    }
+    if (input.device != spec.output.device) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "\"", std::string(name), "\": input on device ", input.device, ", output on device ",
+          spec.output.device, " (both must be on one GPU)"));
+    }
+  }
 
   // Place the tensor in the arena: in place when the caller allocated it
   // there, else through staging copies.
@@ -270,7 +283,7 @@ absl::StatusOr<Handle> ClientImpl::Submit(const SubmitSpec& spec) {
   uint64_t in_off = 0, out_off = 0, aux_off = 0;
   {
     absl::MutexLock l(&arena_->mu);
-    if (bytes > 0) {
+    if (bytes > 0 && !on_device) {
       if (arena_->Contains(input.data, bytes)) {
         in_off = static_cast<const uint8_t*>(input.data) - arena_->base;
       } else {
@@ -328,6 +341,17 @@ absl::StatusOr<Handle> ClientImpl::Submit(const SubmitSpec& spec) {
   slot.group_size = spec.group_size;
   slot.aux_offset = aux_off;
   slot.aux_count = spec.aux.size();
+  if (on_device) {
+    auto pending = device_io_->Prepare(input.data, spec.output.data, bytes, input.device,
+                                       spec.reduce.cuda_stream, &slot);
+    if (!pending.ok()) {
+      FreeStaging(p);
+      return absl::Status(pending.status().code(),
+                          absl::StrCat("allreduce \"", std::string(name),
+                                       "\": ", pending.status().message()));
+    }
+    p.device = std::move(*pending);
+  }
 
   // Keep at most completion_capacity requests between the rings, so kolod
   // always has room for their completions.
@@ -387,6 +411,10 @@ void ClientImpl::DrainLocked() {
     auto it = pending_.find(slot.request_id);
     if (it == pending_.end()) continue;
     const Pending& p = it->second;
+    if (p.device != nullptr) {
+      absl::Status ordered = p.device->Complete(status);
+      if (status.ok()) status = ordered;
+    }
     if (status.ok() && p.copy_out_to != nullptr && p.bytes > 0) {
       std::memcpy(p.copy_out_to, arena_->base + p.output_staging, p.bytes);
     }

@@ -20,6 +20,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "client/device_tensor_io.h"
 #include "common/arena_allocator.h"
 #include "common/shared_segment.h"
 #include "common/spsc_ring.h"
@@ -107,6 +108,7 @@ class ClientImpl {
     DType dtype = DType::kFloat32;
     std::vector<int64_t> row_shape;  // the input's shape without dimension 0
     int process_set = kGlobalProcessSet;
+    std::shared_ptr<client::DevicePending> device;  // device requests
   };
   // A completed request, until Wait takes it.
   struct Done {
@@ -156,6 +158,7 @@ class ClientImpl {
   absl::flat_hash_map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(completion_mu_);
   absl::flat_hash_map<uint64_t, Done> done_ ABSL_GUARDED_BY(completion_mu_);
   std::atomic<uint64_t> next_id_{1};
+  const std::unique_ptr<client::DeviceTensorIo> device_io_ = client::MakeDeviceTensorIo();
 
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<kolo::v1::Node::Stub> stub_;

@@ -26,6 +26,7 @@
 #include "common/unique_fd.h"
 #include "daemon/admin_service.h"
 #include "daemon/backend/cpu/cpu_backend.h"
+#include "daemon/backend/device_backend.h"
 #include "daemon/job_registry.h"
 #include "daemon/metrics.h"
 #include "daemon/metrics_http.h"
@@ -121,6 +122,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   d->timeline_ = std::make_unique<Timeline>();
   d->pool_ = std::make_unique<WorkerPool>(workers);
   d->backend_ = std::make_unique<CpuBackend>(d->pool_.get());
+  d->device_backends_ = MakeDeviceBackendFactory();
   JobObservers observers;
   observers.metrics = d->metrics_.get();
   observers.timeline = d->timeline_.get();
@@ -153,7 +155,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     multi_node.peer_timeout = config.peer_timeout;
   }
   d->registry_ = std::make_unique<JobRegistry>(
-      d->backend_.get(), config.fusion_threshold_bytes, observers, multi_node);
+      d->backend_.get(), config.fusion_threshold_bytes, observers, multi_node,
+      d->device_backends_.get());
   NodeServiceOptions node_options;
   node_options.limits.spin = config.spin;
   node_options.limits.max_segment_bytes = config.max_segment_bytes;
@@ -291,16 +294,18 @@ void Daemon::Shutdown() {
   if (peer_server_) peer_server_->Shutdown(std::chrono::system_clock::now());
   // Cancels the Attach streams still open after the deadline; their handlers
   // close the sessions.
-  server_->Shutdown(std::chrono::system_clock::now() +
+  if (server_) server_->Shutdown(std::chrono::system_clock::now() +
                     std::chrono::milliseconds(200));
   unlink(config_.socket_path.c_str());
 }
 
-void Daemon::Wait() { server_->Wait(); }
+void Daemon::Wait() {
+  if (server_) server_->Wait();
+}
 
 Daemon::~Daemon() {
   Shutdown();
-  server_->Wait();
+  if (server_) server_->Wait();
   if (tcp_server_) tcp_server_->Wait();
   if (peer_server_) peer_server_->Wait();
   // The stall inspector reads the registry: stop it first.

@@ -23,6 +23,7 @@ class AdminService;
 class CoordinatorRegistry;
 class PeerService;
 class CpuBackend;
+class DeviceBackendFactory;
 class JobRegistry;
 class Metrics;
 class MetricsHttpServer;
@@ -66,6 +67,7 @@ class Daemon {
   std::unique_ptr<Timeline> timeline_;
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<CpuBackend> backend_;
+  std::unique_ptr<DeviceBackendFactory> device_backends_;
   std::unique_ptr<JobRegistry> registry_;
   std::unique_ptr<NodeService> node_service_;
   std::unique_ptr<StatusService> status_service_;

@@ -13,8 +13,13 @@ uint64_t Align(uint64_t v) {
   return (v + kMemberAlignment - 1) & ~(kMemberAlignment - 1);
 }
 
+// Device tensors and host tensors never share a response (they run on
+// different backends), nor do tensors on different GPUs.
+int DeviceOf(const Request& r) { return r.device.has_value() ? r.device->input.device : -1; }
+
 bool SameGroup(const Response& g, const Request& r) {
-  if (g.kind != r.kind || g.dtype != r.dtype || g.process_set != r.process_set) {
+  if (g.kind != r.kind || g.dtype != r.dtype || g.process_set != r.process_set ||
+      g.device != DeviceOf(r)) {
     return false;
   }
   switch (r.kind) {
@@ -57,6 +62,7 @@ std::vector<Response> PlanFusion(std::vector<ReadySet> ready,
       g.root_rank = r.root_rank;
       g.process_set = r.process_set;
       g.compression = r.compression;
+      g.device = DeviceOf(r);
       out.push_back(std::move(g));
       open.push_back(out.size() - 1);
       target = &out.back();

@@ -42,6 +42,9 @@ struct Response {
   int root_rank = 0;
   int process_set = 0;
   Compression compression = Compression::kNone;
+  // -1: host tensors; else the CUDA ordinal of every member's device tensors
+  // (the response runs on the job's device backend).
+  int device = -1;
   std::vector<FusedMember> members;
   uint64_t total_bytes = 0;
 };

@@ -19,6 +19,7 @@ struct Spec {
   double prescale = 1.0;
   double postscale = 1.0;
   int root = 0;
+  int device = -1;  // -1: host tensors
 };
 
 // A two-rank ready set whose ranks agree on `spec`.
@@ -37,6 +38,11 @@ ReadySet MakeSet(const Spec& spec) {
     r.root_rank = spec.root;
     r.bytes = spec.bytes;
     r.shape = {static_cast<int64_t>(spec.bytes)};
+    if (spec.device >= 0) {
+      r.device = nccl::DeviceIo{};
+      r.device->input.device = spec.device;
+      r.device->output.device = spec.device;
+    }
     set.requests.push_back(std::move(r));
   }
   return set;
@@ -279,6 +285,21 @@ TEST(FusionPlannerTest, OnlyZeroByteTensorsMakeAnEmptyFusedBuffer) {
   EXPECT_EQ(Names(plan), (Groups{{"e1", "e2"}}));
   ASSERT_EQ(plan.size(), 1u);
   EXPECT_EQ(plan[0].total_bytes, 0u);
+}
+
+TEST(FusionPlannerTest, DeviceAndHostTensorsDoNotFuse) {
+  Spec host{.name = "host"};
+  Spec gpu0{.name = "gpu0", .device = 0};
+  Spec gpu0b{.name = "gpu0b", .device = 0};
+  Spec gpu1{.name = "gpu1", .device = 1};
+  Spec host2{.name = "host2"};
+  std::vector<Response> out =
+      PlanFusion(MakeSets({host, gpu0, gpu1, gpu0b, host2}), kThreshold);
+  EXPECT_EQ(Names(out), (Groups{{"host", "host2"}, {"gpu0", "gpu0b"}, {"gpu1"}}));
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].device, -1);
+  EXPECT_EQ(out[1].device, 0);
+  EXPECT_EQ(out[2].device, 1);
 }
 
 }  // namespace

@@ -26,7 +26,8 @@ void Deliver(std::vector<std::pair<Session*, Completion>>& items) {
 }  // namespace
 
 Job::Job(std::string id, std::string token, int size, Backend* backend,
-         uint64_t fusion_threshold_bytes, JobObservers observers, JobLayout layout)
+         uint64_t fusion_threshold_bytes, JobObservers observers, JobLayout layout,
+         DeviceBackendFactory* device_backends)
     : id_(std::move(id)),
       token_(std::move(token)),
       size_(size),
@@ -37,6 +38,7 @@ Job::Job(std::string id, std::string token, int size, Backend* backend,
       layout_(std::move(layout)),
       multi_node_(layout_.local_size > 0 &&
                   (layout_.local_size < size || !layout_.coordinator.empty())),
+      device_backends_(device_backends),
       table_(size),
       recorder_(observers.flight_records, observers.flight_errors) {
   ranks_.resize(size);
@@ -149,9 +151,11 @@ absl::Status Job::AttachRank(int rank, const std::string& session_id,
 
 int Job::RankLeft(int rank, bool clean, const absl::Status& why) {
   int remaining;
+  std::string session_id;
   {
     absl::MutexLock l(&mu_);
     RankSnapshot& r = ranks_[rank];
+    session_id = r.session_id;
     if (r.attached) {
       r.attached = false;
       --attached_;
@@ -167,7 +171,35 @@ int Job::RankLeft(int rank, bool clean, const absl::Status& why) {
                                                 " died: ", why.message()));
     Abort(status);
   }
+  // After its pending requests failed: the session's IPC mappings go (those
+  // a running collective holds close when it finishes).
+  {
+    absl::MutexLock l(&device_mu_);
+    if (device_backend_ != nullptr) device_backend_->ReleaseSession(session_id);
+  }
   return remaining;
+}
+
+absl::StatusOr<Backend*> Job::BackendFor(const Response& response) {
+  if (response.device < 0) return backend_;
+  absl::MutexLock l(&device_mu_);
+  if (device_backend_ != nullptr) return device_backend_.get();
+  if (!device_error_.ok()) return device_error_;
+  if (device_backends_ == nullptr) {
+    device_error_ = absl::UnimplementedError(
+        absl::StrCat("job ", id_, ": this kolod has no backend for device tensors"));
+    return device_error_;
+  }
+  // Single node: the job's first device response picks the GPU; the backend
+  // maps other local GPUs' tensors through CUDA IPC (peer access).
+  auto made = device_backends_->Create(DeviceBackendOptions{id_, response.device});
+  if (!made.ok()) {
+    spdlog::warn("job {}: no device backend: {}", id_, made.status().ToString());
+    device_error_ = made.status();
+    return device_error_;
+  }
+  device_backend_ = *std::move(made);
+  return device_backend_.get();
 }
 
 void Job::Fail(std::vector<Request> requests, const absl::Status& status) {
@@ -219,6 +251,12 @@ absl::Status Job::AdmitLocked(const Request& r) const {
         kind, " \"", r.name, "\": job ", id_,
         " spans nodes, where allreduce, broadcast and barrier (of every rank, "
         "ungrouped, uncompressed) are available so far"));
+  }
+  if (multi_node_ && r.device.has_value()) {
+    return absl::UnimplementedError(absl::StrCat(
+        kind, " \"", r.name, "\": job ", id_,
+        " spans nodes, and device tensors are supported in single-node jobs only so far "
+        "(copy the tensor to host memory, or run the job on one node)"));
   }
   if ((r.kind == CollectiveKind::kJoin || r.kind == CollectiveKind::kAddProcessSet ||
        r.kind == CollectiveKind::kRemoveProcessSet) &&
@@ -506,13 +544,17 @@ void Job::RunReady() {
         PlanFusion(std::move(agreed), fusion_threshold_);
     for (Response& response : responses) {
       const absl::Time start = absl::Now();
+      absl::StatusOr<Backend*> backend = BackendFor(response);
+      const std::string backend_name =
+          backend.ok() ? std::string((*backend)->name()) : std::string("none");
       {
         absl::MutexLock l(&mu_);
         executing_name_ = response.members.front().set.name;
         executing_kind_ = response.kind;
+        executing_backend_ = backend_name;
         executing_since_ = start;
       }
-      absl::Status status = backend_->Execute(response);
+      absl::Status status = backend.ok() ? (*backend)->Execute(response) : backend.status();
       const absl::Time end = absl::Now();
       uint64_t bytes = 0;
       for (const FusedMember& m : response.members) {
@@ -548,7 +590,7 @@ void Job::RunReady() {
       if (timeline != nullptr && timeline->recording()) {
         std::string fuse_args = absl::StrCat("\"tensors\":", fused);
         std::string reduce_args = absl::StrCat(
-            "\"bytes\":", bytes, ",\"backend\":", JsonString(std::string(backend_->name())));
+            "\"bytes\":", bytes, ",\"backend\":", JsonString(backend_name));
         for (const FusedMember& m : response.members) {
           for (const Request& r : m.set.requests) {
             timeline->Instant(id_, r.rank, m.set.name, "FUSED", start, fuse_args);
@@ -611,7 +653,7 @@ std::vector<StallView> Job::Stalls(absl::Time now, absl::Duration warning) const
     s.message = absl::StrFormat(
         "%s \"%s\" executing for %d s (every rank submitted; stuck in the %s backend)",
         CollectiveKindName(s.kind), s.name, absl::ToInt64Seconds(s.waiting),
-        backend_->name());
+        executing_backend_);
     out.push_back(std::move(s));
   }
   return out;

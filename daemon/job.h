@@ -27,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/backend/backend.h"
+#include "daemon/backend/device_backend.h"
 #include "daemon/flight_recorder.h"
 #include "daemon/metrics.h"
 #include "daemon/request_table.h"
@@ -102,10 +103,13 @@ struct JobSnapshot {
 
 class Job {
  public:
-  // `backend` must outlive the job.
+  // `backend` (for host tensors) and `device_backends` must outlive the job.
+  // Responses over device tensors run on a device backend the job makes
+  // from `device_backends` when its first one runs; without a factory they
+  // fail with UNIMPLEMENTED.
   Job(std::string id, std::string token, int size, Backend* backend,
       uint64_t fusion_threshold_bytes, JobObservers observers = {},
-      JobLayout layout = {});
+      JobLayout layout = {}, DeviceBackendFactory* device_backends = nullptr);
   ~Job();
 
   bool multi_node() const { return multi_node_; }
@@ -142,6 +146,9 @@ class Job {
   using Outbox = std::vector<std::pair<Session*, Completion>>;
 
   void RunReady();
+  // The backend of `response`: the host one, or for device tensors the
+  // job's device backend (made on first use). Called by the executor only.
+  absl::StatusOr<Backend*> BackendFor(const Response& response);
   void Fail(std::vector<Request> requests, const absl::Status& status);
   // Why `request` may not enter the request table, or OK.
   absl::Status AdmitLocked(const Request& request) const
@@ -165,6 +172,13 @@ class Job {
   const absl::Time created_;
   const JobLayout layout_;
   const bool multi_node_;
+  DeviceBackendFactory* const device_backends_;
+
+  // The device backend: made by the executor, then kept for the job's life
+  // (RankLeft releases a leaving session's IPC mappings through it).
+  mutable absl::Mutex device_mu_;
+  std::unique_ptr<DeviceBackend> device_backend_ ABSL_GUARDED_BY(device_mu_);
+  absl::Status device_error_ ABSL_GUARDED_BY(device_mu_);  // why it could not be made
 
   mutable absl::Mutex mu_;
   RequestTable table_ ABSL_GUARDED_BY(mu_);
@@ -191,6 +205,7 @@ class Job {
   // and kind, and since when.
   std::string executing_name_ ABSL_GUARDED_BY(mu_);
   CollectiveKind executing_kind_ ABSL_GUARDED_BY(mu_) = CollectiveKind::kAllreduce;
+  std::string executing_backend_ ABSL_GUARDED_BY(mu_);
   absl::Time executing_since_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   // Multi-node: the global ranks attached here, and names locally ready
   // that go to the node group once the lock is released.

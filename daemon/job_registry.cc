@@ -33,7 +33,7 @@ absl::StatusOr<std::shared_ptr<Job>> JobRegistry::Join(
       layout.env = multi_node_;
       job = std::make_shared<Job>(request.job_id, request.job_token,
                                   request.size, backend_, fusion_threshold_,
-                                  observers_, std::move(layout));
+                                  observers_, std::move(layout), device_backends_);
       jobs_[request.job_id] = job;
     } else {
       job = it->second;

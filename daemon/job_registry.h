@@ -31,10 +31,13 @@ struct JoinRequest {
 
 class JobRegistry {
  public:
-  // `backend` and the observers must outlive the registry.
+  // `backend`, `device_backends` (may be null: device requests then fail)
+  // and the observers must outlive the registry.
   JobRegistry(Backend* backend, uint64_t fusion_threshold_bytes,
-              JobObservers observers = {}, MultiNodeEnv multi_node = {})
+              JobObservers observers = {}, MultiNodeEnv multi_node = {},
+              DeviceBackendFactory* device_backends = nullptr)
       : backend_(backend),
+        device_backends_(device_backends),
         fusion_threshold_(fusion_threshold_bytes),
         observers_(observers),
         multi_node_(std::move(multi_node)) {}
@@ -58,6 +61,7 @@ class JobRegistry {
 
  private:
   Backend* const backend_;
+  DeviceBackendFactory* const device_backends_;
   const uint64_t fusion_threshold_;
   const JobObservers observers_;
   const MultiNodeEnv multi_node_;

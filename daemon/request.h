@@ -3,11 +3,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "daemon/backend/nccl/device_tensor.h"
 #include "proto/kolo/abi/types.h"
 
 namespace kolo::daemon {
@@ -34,9 +36,13 @@ struct Request {
   // split). add_process_set: the set's global ranks.
   std::vector<int64_t> aux;
   // Resolved into the daemon's mapping of the submitting session's arena;
-  // valid while `session` is held.
+  // valid while `session` is held. Null for a device request.
   const uint8_t* input = nullptr;
   uint8_t* output = nullptr;
+  // A device request: its tensors are in GPU memory, named by CUDA IPC
+  // handles (plain data; no CUDA header needed). Its response runs on the
+  // job's device backend.
+  std::optional<nccl::DeviceIo> device;
   std::shared_ptr<Session> session;
   absl::Time submitted_at;
 };

@@ -14,6 +14,11 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
 }
 
+std::string DeviceString(const Request& r) {
+  return r.device.has_value() ? absl::StrCat("a tensor on CUDA device ", r.device->input.device)
+                              : std::string("a tensor in host memory");
+}
+
 absl::Status Mismatch(const Request& first, const Request& other,
                       absl::string_view what, absl::string_view a,
                       absl::string_view b) {
@@ -34,6 +39,12 @@ absl::Status CheckAgreement(const std::vector<Request>& requests) {
     if (r.dtype != first.dtype) {
       return Mismatch(first, r, "dtype", DTypeName(first.dtype),
                       DTypeName(r.dtype));
+    }
+    if (r.device.has_value() != first.device.has_value() ||
+        (r.device.has_value() && r.device->input.device != first.device->input.device)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          CollectiveKindName(first.kind), " \"", first.name, "\": rank ", r.rank, " sent ",
+          DeviceString(r), ", rank ", first.rank, " sent ", DeviceString(first)));
     }
     if (r.group_size != first.group_size) {
       return Mismatch(first, r, "group size", absl::StrCat(first.group_size),

@@ -318,5 +318,46 @@ TEST(CheckAgreementTest, IdenticalRequestsAgree) {
   EXPECT_TRUE(CheckAgreement(requests).ok());
 }
 
+TEST(RequestTableTest, DeviceAndHostTensorsDisagreeNamingRanks) {
+  RequestTable table(3);
+  std::vector<Request> requests;
+  for (int rank = 0; rank < 3; ++rank) requests.push_back(MakeRequest("grad/mixed", rank));
+  requests[0].device = nccl::DeviceIo{};
+  requests[0].device->input.device = 0;
+  requests[1].device = requests[0].device;
+  ReadySet ready = AddAll(table, std::move(requests));
+  EXPECT_EQ(ready.agreement.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ready.agreement.message(),
+            "allreduce \"grad/mixed\": rank 2 sent a tensor in host memory, rank 0 sent a "
+            "tensor on CUDA device 0");
+}
+
+TEST(RequestTableTest, DeviceTensorsOnDifferentGpusDisagree) {
+  RequestTable table(2);
+  std::vector<Request> requests;
+  for (int rank = 0; rank < 2; ++rank) {
+    requests.push_back(MakeRequest("grad/gpus", rank));
+    requests.back().device = nccl::DeviceIo{};
+    requests.back().device->input.device = rank;
+  }
+  ReadySet ready = AddAll(table, std::move(requests));
+  EXPECT_EQ(ready.agreement.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(ready.agreement.message().find("rank 1 sent a tensor on CUDA device 1"),
+            absl::string_view::npos)
+      << ready.agreement;
+}
+
+TEST(RequestTableTest, DeviceTensorsOnOneGpuAgree) {
+  RequestTable table(2);
+  std::vector<Request> requests;
+  for (int rank = 0; rank < 2; ++rank) {
+    requests.push_back(MakeRequest("grad/gpu", rank));
+    requests.back().device = nccl::DeviceIo{};
+    requests.back().device->input.device = 0;
+  }
+  ReadySet ready = AddAll(table, std::move(requests));
+  EXPECT_TRUE(ready.agreement.ok()) << ready.agreement;
+}
+
 }  // namespace
 }  // namespace kolo::daemon

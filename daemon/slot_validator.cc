@@ -24,6 +24,85 @@ bool RangeInArena(uint64_t offset, uint64_t length, uint64_t arena_bytes) {
   return offset <= arena_bytes && length <= arena_bytes - offset;
 }
 
+bool AllZero(const void* p, size_t n) {
+  const auto* b = static_cast<const uint8_t*>(p);
+  for (size_t i = 0; i < n; ++i) {
+    if (b[i] != 0) return false;
+  }
+  return true;
+}
+
+nccl::DeviceTensorRef ToRef(const abi::v1::DeviceTensorSlot& t) {
+  nccl::DeviceTensorRef ref;
+  static_assert(sizeof(t.memory_handle) == nccl::kIpcHandleBytes);
+  static_assert(sizeof(t.event_handle) == nccl::kIpcHandleBytes);
+  std::memcpy(ref.memory.data(), t.memory_handle, nccl::kIpcHandleBytes);
+  std::memcpy(ref.event.data(), t.event_handle, nccl::kIpcHandleBytes);
+  ref.offset = t.offset;
+  ref.bytes = t.bytes;
+  ref.device = t.device;
+  return ref;
+}
+
+// The device fields of `slot`: present only with kSlotFlagDevice, sizes equal
+// to the request's, a sane ordinal, and no arena offsets.
+absl::Status ValidateDevice(const abi::v1::SubmitSlot& slot, Request* r) {
+  const std::string& name = r->name;
+  if ((slot.flags & ~abi::v1::kKnownSlotFlags) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", name, "\": unknown slot flags ", slot.flags));
+  }
+  if ((slot.flags & abi::v1::kSlotFlagDevice) == 0) {
+    if (!AllZero(&slot.device_input, sizeof(slot.device_input)) ||
+        !AllZero(&slot.device_output, sizeof(slot.device_output))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "\"", name, "\": device tensor fields set without the device flag"));
+    }
+    return absl::OkStatus();
+  }
+  if (r->kind != CollectiveKind::kAllreduce) {
+    return absl::UnimplementedError(absl::StrCat(
+        CollectiveKindName(r->kind), " \"", name,
+        "\": device tensors are supported for allreduce only so far"));
+  }
+  if (slot.input_offset != 0 || slot.output_offset != 0 || slot.aux_count != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "\"", name, "\": a device request uses no arena offsets (input ", slot.input_offset,
+        ", output ", slot.output_offset, ", aux entries ", slot.aux_count, ")"));
+  }
+  const struct {
+    const char* what;
+    const abi::v1::DeviceTensorSlot& t;
+  } sides[] = {{"input", slot.device_input}, {"output", slot.device_output}};
+  for (const auto& [what, t] : sides) {
+    if (t.bytes != r->bytes) {
+      return absl::InvalidArgumentError(absl::StrCat("\"", name, "\": device ", what, " of ",
+                                                     t.bytes, " bytes, the request has ",
+                                                     r->bytes));
+    }
+    if (t.device < 0 || t.device >= kMaxDeviceOrdinal) {
+      return absl::InvalidArgumentError(absl::StrCat("\"", name, "\": device ", what,
+                                                     " on CUDA device ", t.device,
+                                                     ", outside [0, ", kMaxDeviceOrdinal, ")"));
+    }
+    if (t.offset > std::numeric_limits<uint64_t>::max() - t.bytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"", name, "\": device ", what, " offset ", t.offset, " overflows"));
+    }
+    if (t.reserved != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"", name, "\": device ", what, " has reserved bits set"));
+    }
+  }
+  if (slot.device_input.device != slot.device_output.device) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "\"", name, "\": input on CUDA device ", slot.device_input.device,
+        ", output on device ", slot.device_output.device));
+  }
+  r->device = nccl::DeviceIo{ToRef(slot.device_input), ToRef(slot.device_output)};
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<Request> ValidateSlot(const abi::v1::SubmitSlot& slot,
@@ -112,21 +191,24 @@ absl::StatusOr<Request> ValidateSlot(const abi::v1::SubmitSlot& slot,
         DTypeName(r.dtype), " need ", expected));
   }
   r.bytes = expected;
-  if (!RangeInArena(slot.input_offset, r.bytes, arena.bytes) ||
-      !RangeInArena(slot.output_offset, r.bytes, arena.bytes)) {
-    return absl::OutOfRangeError(absl::StrCat(
-        "\"", name, "\": tensor [", slot.input_offset, ", +", r.bytes,
-        ") or output [", slot.output_offset, ", +", r.bytes,
-        ") outside the arena of ", arena.bytes, " bytes"));
+  if (absl::Status device = ValidateDevice(slot, &r); !device.ok()) return device;
+  if (!r.device.has_value()) {
+    if (!RangeInArena(slot.input_offset, r.bytes, arena.bytes) ||
+        !RangeInArena(slot.output_offset, r.bytes, arena.bytes)) {
+      return absl::OutOfRangeError(absl::StrCat(
+          "\"", name, "\": tensor [", slot.input_offset, ", +", r.bytes,
+          ") or output [", slot.output_offset, ", +", r.bytes,
+          ") outside the arena of ", arena.bytes, " bytes"));
+    }
+    if (slot.input_offset != slot.output_offset && r.bytes > 0 &&
+        slot.input_offset < slot.output_offset + r.bytes &&
+        slot.output_offset < slot.input_offset + r.bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "\"", name, "\": input and output overlap without being the same"));
+    }
+    r.input = arena.base + slot.input_offset;
+    r.output = arena.base + slot.output_offset;
   }
-  if (slot.input_offset != slot.output_offset && r.bytes > 0 &&
-      slot.input_offset < slot.output_offset + r.bytes &&
-      slot.output_offset < slot.input_offset + r.bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "\"", name, "\": input and output overlap without being the same"));
-  }
-  r.input = arena.base + slot.input_offset;
-  r.output = arena.base + slot.output_offset;
 
   if (slot.compression >= kNumCompressions) {
     return absl::InvalidArgumentError(absl::StrCat(

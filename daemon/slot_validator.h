@@ -16,8 +16,13 @@ struct ArenaBounds {
   uint64_t bytes = 0;
 };
 
+// CUDA ordinals a device request may name (a node has far fewer GPUs; the
+// device backend checks the ordinal against the GPUs it sees).
+inline constexpr int32_t kMaxDeviceOrdinal = 64;
+
 // `slot` is the daemon's private copy. `job_size` bounds root ranks. The
-// returned Request has input/output resolved inside `arena`; `rank` and
+// returned Request has input/output resolved inside `arena` (or, with
+// kSlotFlagDevice, `device` set and input/output null); `rank` and
 // `session` are left for the caller to fill.
 absl::StatusOr<Request> ValidateSlot(const abi::v1::SubmitSlot& slot,
                                      const ArenaBounds& arena, int job_size);

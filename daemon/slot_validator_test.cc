@@ -359,5 +359,115 @@ TEST_F(SlotValidatorTest, AcceptsScalarWithNoDimensions) {
   ExpectRejected(s, "byte length 0");
 }
 
+// A valid device allreduce: the [4,4] float32 tensors on CUDA device 1, no
+// arena offsets.
+SubmitSlot DeviceSlot() {
+  SubmitSlot s;
+  std::memset(&s, 0, sizeof(s));
+  s.request_id = 78;
+  s.kind = static_cast<uint32_t>(CollectiveKind::kAllreduce);
+  s.dtype = static_cast<uint32_t>(DType::kFloat32);
+  s.reduce_op = static_cast<uint32_t>(ReduceOp::kSum);
+  s.prescale = 1.0;
+  s.postscale = 1.0;
+  s.ndim = 2;
+  s.shape[0] = 4;
+  s.shape[1] = 4;
+  s.byte_length = 64;
+  const std::string name = "grad/gpu";
+  std::memcpy(s.name, name.data(), name.size());
+  s.name_length = static_cast<uint32_t>(name.size());
+  s.flags = abi::v1::kSlotFlagDevice;
+  for (abi::v1::DeviceTensorSlot* t : {&s.device_input, &s.device_output}) {
+    std::memset(t->memory_handle, 0xab, sizeof(t->memory_handle));
+    std::memset(t->event_handle, 0xcd, sizeof(t->event_handle));
+    t->offset = 4096;
+    t->bytes = 64;
+    t->device = 1;
+  }
+  s.device_output.offset = 8192;
+  s.device_output.event_handle[0] = 0x11;
+  return s;
+}
+
+TEST_F(SlotValidatorTest, DeviceSlotBecomesADeviceRequest) {
+  absl::StatusOr<Request> r = ValidateSlot(DeviceSlot(), arena_, kJobSize);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->device.has_value());
+  EXPECT_EQ(r->input, nullptr);
+  EXPECT_EQ(r->output, nullptr);
+  EXPECT_EQ(r->device->input.device, 1);
+  EXPECT_EQ(r->device->input.offset, 4096u);
+  EXPECT_EQ(r->device->output.offset, 8192u);
+  EXPECT_EQ(r->device->input.bytes, 64u);
+  EXPECT_EQ(r->device->input.memory[63], 0xab);
+  EXPECT_EQ(r->device->input.event[0], 0xcd);
+  EXPECT_EQ(r->device->output.event[0], 0x11);
+}
+
+TEST_F(SlotValidatorTest, HostSlotHasNoDeviceRequest) {
+  absl::StatusOr<Request> r = ValidateSlot(AllreduceSlot(), arena_, kJobSize);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->device.has_value());
+}
+
+TEST_F(SlotValidatorTest, DeviceFieldsWithoutTheFlagAreRefused) {
+  SubmitSlot s = AllreduceSlot();
+  s.device_input.bytes = 64;
+  ExpectRejected(s, "without the device flag");
+  s = AllreduceSlot();
+  s.device_output.memory_handle[5] = 1;
+  ExpectRejected(s, "without the device flag");
+}
+
+TEST_F(SlotValidatorTest, UnknownFlagsAreRefused) {
+  SubmitSlot s = AllreduceSlot();
+  s.flags = 0x80;
+  ExpectRejected(s, "unknown slot flags 128");
+}
+
+TEST_F(SlotValidatorTest, DeviceSizesMustEqualTheRequest) {
+  SubmitSlot s = DeviceSlot();
+  s.device_input.bytes = 60;
+  ExpectRejected(s, "device input of 60 bytes, the request has 64");
+  s = DeviceSlot();
+  s.device_output.bytes = 128;
+  ExpectRejected(s, "device output of 128 bytes, the request has 64");
+}
+
+TEST_F(SlotValidatorTest, DeviceOrdinalMustBeSane) {
+  SubmitSlot s = DeviceSlot();
+  s.device_input.device = -1;
+  ExpectRejected(s, "CUDA device -1");
+  s = DeviceSlot();
+  s.device_output.device = kMaxDeviceOrdinal;
+  ExpectRejected(s, "CUDA device 64");
+  s = DeviceSlot();
+  s.device_output.device = 0;
+  ExpectRejected(s, "input on CUDA device 1, output on device 0");
+}
+
+TEST_F(SlotValidatorTest, DeviceRequestUsesNoArenaOffsets) {
+  SubmitSlot s = DeviceSlot();
+  s.input_offset = 1024;
+  ExpectRejected(s, "uses no arena offsets");
+  s = DeviceSlot();
+  s.output_offset = 64;
+  ExpectRejected(s, "uses no arena offsets");
+}
+
+TEST_F(SlotValidatorTest, DeviceOffsetMustNotOverflow) {
+  SubmitSlot s = DeviceSlot();
+  s.device_input.offset = std::numeric_limits<uint64_t>::max() - 10;
+  ExpectRejected(s, "overflows");
+}
+
+TEST_F(SlotValidatorTest, DeviceTensorsOnlyForAllreduce) {
+  SubmitSlot s = DeviceSlot();
+  s.kind = static_cast<uint32_t>(CollectiveKind::kBroadcast);
+  s.root_rank = 0;
+  ExpectRejected(s, absl::StatusCode::kUnimplemented, "allreduce only");
+}
+
 }  // namespace
 }  // namespace kolo::daemon

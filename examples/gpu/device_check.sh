@@ -6,7 +6,13 @@
 #   2. runs every gpu-tagged test of //kernels/cuda, //daemon/backend/nccl,
 #      //client/cuda and //tests/gpu;
 #   3. runs examples/gpu:pack_bench: pack/unpack bandwidth as a fraction of
-#      cudaMemcpy device-to-device, and a single-rank ncclAllReduce sweep.
+#      cudaMemcpy device-to-device, and a single-rank ncclAllReduce sweep;
+#   4. starts a private kolod and runs examples/gpu:device_allreduce_perf:
+#      two ranks on GPU 0 allreducing device tensors through kolod (CUDA IPC,
+#      NCCL backend), in the allreduce_perf table format, printed after the
+#      direct ncclAllReduce figures of step 3 for comparison. (The gpu tests
+#      of step 2 include //tests/gpu:device_allreduce_test, the same path
+#      checked element by element.)
 #
 # Prints one "PASS <step>" or "FAIL <step>" line per step and a final
 # summary; exits 0 only if every step passed. Each step has its own time
@@ -56,7 +62,8 @@ fi
 
 GPU_PACKAGES=(//kernels/cuda/... //daemon/backend/nccl/... //client/cuda/... //tests/gpu/...)
 
-if step build 200 "$BAZEL" build "${GPU_PACKAGES[@]}" //examples/gpu:pack_bench; then
+if step build 200 "$BAZEL" build "${GPU_PACKAGES[@]}" //examples/gpu:pack_bench \
+    //examples/gpu:device_allreduce_perf //daemon:kolod; then
   # The build step compiled everything, so this is test time only.
   step gpu-tests 75 "$BAZEL" test --config=gpu --test_output=errors --local_test_jobs=4 \
     --test_timeout=70 "${GPU_PACKAGES[@]}"
@@ -78,9 +85,24 @@ if step build 200 "$BAZEL" build "${GPU_PACKAGES[@]}" //examples/gpu:pack_bench;
   if [ -f "$LOGS/pack-bench.log" ]; then
     sed 's/^/    /' "$LOGS/pack-bench.log"
   fi
+  # Device tensors through kolod, beside the direct ncclAllReduce above.
+  KOLOD_DIR=$(mktemp -d /tmp/kolo-device-kolod.XXXXXX)
+  bazel-bin/daemon/kolod --socket "$KOLOD_DIR/kolod.sock" --status_address=127.0.0.1:0 \
+    --peer_address=127.0.0.1:0 --admin_token_file="$KOLOD_DIR/admin_token" >"$LOGS/kolod.log" 2>&1 &
+  KOLOD_PID=$!
+  for _ in $(seq 100); do [ -S "$KOLOD_DIR/kolod.sock" ] && break; sleep 0.1; done
+  step device-allreduce-perf 60 bazel-bin/examples/gpu/device_allreduce_perf \
+    --socket="$KOLOD_DIR/kolod.sock" --ranks=2 --max_bytes=$((256 << 20)) --iters=10 --warmup=3
+  if [ -f "$LOGS/device-allreduce-perf.log" ]; then
+    sed 's/^/    /' "$LOGS/device-allreduce-perf.log"
+  fi
+  kill "$KOLOD_PID" 2>/dev/null
+  wait "$KOLOD_PID" 2>/dev/null
+  rm -rf "$KOLOD_DIR"
 else
   echo "FAIL gpu-tests: not run (build failed)"
   echo "FAIL pack-bench: not run (build failed)"
+  echo "FAIL device-allreduce-perf: not run (build failed)"
 fi
 
 TOTAL=$(( $(date +%s) - START ))

@@ -3,7 +3,9 @@
 // serving everyone else. Also checks the Status and health services.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <iostream>
 #include <memory>
 
 #include <grpcpp/generic/generic_stub.h>
@@ -40,6 +42,23 @@ struct RawSession {
 
   SubmitSlot* slots() {
     return reinterpret_cast<SubmitSlot*>(segment.data() + header->submit_offset);
+  }
+  // The next completion, or a CompletionSlot with request_id 0 if none
+  // arrives by `deadline`.
+  abi::v1::CompletionSlot PopCompletion(absl::Time deadline) {
+    abi::v1::CompletionSlot out{};
+    auto* ring = reinterpret_cast<abi::v1::CompletionSlot*>(segment.data() +
+                                                             header->completion_offset);
+    for (;;) {
+      uint64_t head = header->completion_head.value.load();
+      if (head != header->completion_tail.value.load()) {
+        std::memcpy(&out, &ring[head % kCompletionCap], sizeof(out));
+        header->completion_head.value.store(head + 1);
+        return out;
+      }
+      if (absl::Now() >= deadline) return out;
+      absl::SleepFor(absl::Milliseconds(5));  // polls a ring with a deadline
+    }
   }
   void Push(const SubmitSlot& s) {
     uint64_t tail = header->submit_tail.value.load();
@@ -203,6 +222,58 @@ TEST_F(HostileClientTest, MalformedSlotsFailOnlyThatSession) {
     EXPECT_EQ(event.code(), static_cast<int>(absl::StatusCode::kInvalidArgument)) << c.what;
     EXPECT_TRUE(absl::StrContains(event.message(), c.what)) << event.message();
   }
+  ExpectDaemonServesAJob();
+}
+
+// A device request with made-up CUDA IPC handles: whether this kolod was
+// built without CUDA, runs where no GPU is, or cannot open the handles, the
+// request fails with an error of its own, the session stays usable and
+// kolod carries on.
+TEST_F(HostileClientTest, DeviceRequestKolodCannotServeFailsOnlyThatRequest) {
+  kolo::v1::DaemonMessage reply;
+  bool ok = false;
+  auto s = Attach("job-device", 0, 1, &reply, &ok);
+  ASSERT_TRUE(ok);
+  SubmitSlot slot{};
+  slot.request_id = 11;
+  slot.kind = static_cast<uint32_t>(CollectiveKind::kAllreduce);
+  slot.dtype = static_cast<uint32_t>(DType::kFloat32);
+  slot.ndim = 1;
+  slot.shape[0] = 16;
+  slot.byte_length = 64;
+  std::memcpy(slot.name, "grad/gpu", 8);
+  slot.name_length = 8;
+  slot.flags = abi::v1::kSlotFlagDevice;
+  for (abi::v1::DeviceTensorSlot* t : {&slot.device_input, &slot.device_output}) {
+    std::memset(t->memory_handle, 0x5a, sizeof(t->memory_handle));
+    std::memset(t->event_handle, 0xa5, sizeof(t->event_handle));
+    t->bytes = 64;
+    t->device = 0;
+  }
+  s->Push(slot);
+  abi::v1::CompletionSlot done = s->PopCompletion(absl::Now() + absl::Seconds(60));
+  ASSERT_EQ(done.request_id, 11u) << "no completion for the device request";
+  EXPECT_NE(done.code, 0);
+  std::string message(done.message, std::min(done.message_length, abi::v1::kMaxMessageBytes));
+  EXPECT_FALSE(message.empty());
+  EXPECT_TRUE(absl::StrContains(message, "CUDA") || absl::StrContains(message, "device"))
+      << message;
+  std::cerr << "device request on this kolod: code " << done.code << ": " << message << "\n";
+
+  // The same session still runs a host allreduce.
+  SubmitSlot host{};
+  host.request_id = 12;
+  host.kind = static_cast<uint32_t>(CollectiveKind::kAllreduce);
+  host.dtype = static_cast<uint32_t>(DType::kFloat32);
+  host.ndim = 1;
+  host.shape[0] = 4;
+  host.byte_length = 16;
+  std::memcpy(host.name, "grad/host", 9);
+  host.name_length = 9;
+  s->Push(host);
+  done = s->PopCompletion(absl::Now() + absl::Seconds(60));
+  EXPECT_EQ(done.request_id, 12u);
+  EXPECT_EQ(done.code, 0) << std::string(done.message, done.message_length);
   ExpectDaemonServesAJob();
 }
 

@@ -60,12 +60,20 @@ struct ClientOptions {
   static absl::StatusOr<ClientOptions> FromEnv();
 };
 
-// A non-owning view of a host tensor: `data` points at `shape`'s elements of
+// A non-owning view of a tensor: `data` points at `shape`'s elements of
 // `dtype`, densely packed in row-major order.
+//
+// `device` says where: -1 (the default) is host memory; an ordinal N is the
+// memory of CUDA device N, allocated with cudaMalloc (not managed memory),
+// which kolod reads and writes through CUDA IPC. Device tensors work for
+// allreduce only so far, in single-node jobs, with input and output on the
+// same device; AllreduceOptions::cuda_stream orders them with the caller's
+// work. A libkolo built without CUDA refuses them with UNIMPLEMENTED.
 struct TensorView {
   void* data = nullptr;
   DType dtype = DType::kFloat32;
   std::vector<int64_t> shape;
+  int device = -1;  // -1: host memory; else a CUDA ordinal
 
   int64_t num_elements() const;
   uint64_t byte_size() const;
@@ -75,12 +83,13 @@ struct ConstTensorView {
   const void* data = nullptr;
   DType dtype = DType::kFloat32;
   std::vector<int64_t> shape;
+  int device = -1;  // as TensorView::device
 
   ConstTensorView() = default;
-  ConstTensorView(const void* d, DType t, std::vector<int64_t> s)
-      : data(d), dtype(t), shape(std::move(s)) {}
+  ConstTensorView(const void* d, DType t, std::vector<int64_t> s, int dev = -1)
+      : data(d), dtype(t), shape(std::move(s)), device(dev) {}
   ConstTensorView(const TensorView& v)  // NOLINT: a mutable view is readable.
-      : data(v.data), dtype(v.dtype), shape(v.shape) {}
+      : data(v.data), dtype(v.dtype), shape(v.shape), device(v.device) {}
 
   int64_t num_elements() const;
   uint64_t byte_size() const;
@@ -146,6 +155,13 @@ struct AllreduceOptions {
   Compression compression = Compression::kNone;
   // Ranks that take part (see AddProcessSet); names are per process set.
   int process_set = kGlobalProcessSet;
+  // Device tensors only: the cudaStream_t that produces the input and
+  // consumes the output (null: the legacy default stream). The SDK records
+  // an event on it before submitting, which kolod's stream waits on; when
+  // the completion arrives (in Wait) it makes this stream wait on kolod's
+  // "done" event (cudaStreamWaitEvent). Nothing synchronises the host: work
+  // enqueued on the stream after Wait returns sees the result.
+  void* cuda_stream = nullptr;
 };
 
 struct CollectiveOptions {

@@ -40,46 +40,29 @@
 // resolve fails alone: its region is zeroed and the collective still runs,
 // so the peers are not left waiting (see integration point 4).
 //
-// ===================== Integration points for the lead =====================
-// 1. Submission slot and Request. Add to the shm submission slot (ABI v1 ->
-//    next version) a device-tensor block mirroring DeviceIo (device_tensor.h):
-//    per tensor (input, output) the 64-byte cudaIpcMemHandle_t of the
-//    allocation base, u64 offset, u64 bytes, the 64-byte cudaIpcEventHandle_t
-//    and i32 device ordinal, plus a slot flag `kSlotFlagDevice`. The ingress
-//    validator copies it into a new `std::optional<nccl::DeviceIo> device;`
-//    field of daemon::Request (input/output host pointers stay null). Make
-//    device.input.bytes == device.output.bytes == request.bytes a slot check.
-// 2. Choosing the backend per response at run time. Job keeps its
-//    `Backend*` for host data and gains an optional
-//    `std::unique_ptr<NcclBackend>` (created when the job's first device
-//    request arrives, or eagerly when Attach says the job uses GPUs): in
-//    Job's execute step, `response.members[0].set.requests[0].device
-//    .has_value()` selects NcclBackend, else the CPU/UCX backend. A response
-//    never mixes device and host tensors: add `device` (has_value and device
-//    ordinal) to CheckAgreement and to the fusion planner's grouping key, so
-//    mixed sets become an error response and are never fused together.
-//    Construct it with IpcTensorResolver([](const Request& r) {
-//    return r.device ? &*r.device : nullptr; }) and
-//    NcclBackendOptions{.device, .nranks = daemons in the job, .rank = this
-//    daemon's index, .unique_id}. The unique id is made by the coordinator
-//    daemon (NewNcclUniqueId()) and sent to members in the Peer join reply;
-//    every daemon of the job must call NcclBackend::Create concurrently
-//    (it blocks up to init_timeout until all have joined), so create it on
-//    a job worker thread, not on the job's owner thread.
-// 3. Session teardown. When a session ends (Session::Close / the Attach
-//    stream ends), call `resolver.ReleaseSession(identity.session_id)` on
-//    the IpcTensorResolver of every job the session belonged to, after its
-//    pending requests are failed. Mappings still held by a running
-//    collective close when it finishes.
-// 4. Resolve early. Resolving (mapping) device tensors at ingress instead of
-//    in Execute would turn a bad handle into a failure of that request before
-//    negotiation; today a member that fails to resolve on one daemon after
-//    agreement still reduces as zeros on the others (correct only for sum).
-//    IpcTensorResolver::Resolve is safe to call from the ingress thread.
-// 5. Completion. After Execute returns OK each output's event has been
-//    recorded and has completed; write the completion slots as for host
-//    data. The client's SDK makes its stream wait on the output event
-//    (client/cuda/device_tensor_export.h).
+// ============================ How kolod uses it ============================
+// 1. Submission slot and Request: SubmitSlot (shm_abi_v1.h) carries a
+//    DeviceTensorSlot per input and output and kSlotFlagDevice; ValidateSlot
+//    checks them (flag, sizes == request bytes, ordinal, no arena offsets,
+//    allreduce only) and fills Request::device.
+// 2. Backend per response: CheckAgreement and the fusion planner's key
+//    separate device from host tensors (and GPUs from each other); Job picks
+//    its host backend or, for Response::device >= 0, a DeviceBackend it
+//    makes on the first device response through DeviceBackendFactory
+//    (daemon/backend/device_backend.h; the CUDA factory wraps this class
+//    with an IpcTensorResolver and a one-rank communicator, the other one
+//    answers UNIMPLEMENTED). A failure to make it fails the device requests
+//    only, with its error.
+// 3. Session teardown: Job::RankLeft releases the session's IPC mappings
+//    after failing its pending requests.
+// Not yet: multi-node jobs refuse device tensors (UNIMPLEMENTED in
+// Job::AdmitLocked). They need the coordinator to make the unique id
+// (NewNcclUniqueId) when the first device request is globally ready, send it
+// with the daemons' ranks in the Peer protocol (join reply or a dedicated
+// message), and every daemon to call NcclBackend::Create concurrently on a
+// job worker thread with nranks = daemons, rank = its index. Nor resolving
+// device tensors at ingress (IpcTensorResolver::Resolve is safe there),
+// which would fail a bad handle before negotiation.
 // ==========================================================================
 //
 // Thread-safety: thread-safe; Execute calls are serialised (one job's

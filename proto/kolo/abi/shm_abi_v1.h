@@ -48,6 +48,27 @@ struct alignas(64) RingIndex {
   std::atomic<uint64_t> value;
 };
 
+// SubmitSlot::flags.
+inline constexpr uint32_t kSlotFlagDevice = 1;  // the tensors are in GPU memory
+inline constexpr uint32_t kKnownSlotFlags = kSlotFlagDevice;
+inline constexpr uint32_t kIpcHandleBytes = 64;  // cudaIpc{Mem,Event}Handle_t
+
+// A tensor in GPU memory, named by CUDA IPC handles (device requests only).
+// The memory handle names the whole allocation; the tensor starts `offset`
+// bytes into it. The event: for an input, recorded by the client after the
+// work that produced the tensor (kolod's stream waits on it); for an output,
+// recorded by kolod after writing the result (the client's stream waits on
+// it).
+struct DeviceTensorSlot {
+  uint8_t memory_handle[kIpcHandleBytes];
+  uint8_t event_handle[kIpcHandleBytes];
+  uint64_t offset;
+  uint64_t bytes;   // equals the slot's byte_length
+  int32_t device;   // CUDA ordinal, as kolod numbers the node's GPUs
+  uint32_t reserved;
+};
+static_assert(sizeof(DeviceTensorSlot) == 152);
+
 // One collective request, written by the client.
 struct SubmitSlot {
   uint64_t request_id;  // chosen by the client, echoed in the completion
@@ -71,8 +92,14 @@ struct SubmitSlot {
   uint32_t reserved;
   uint64_t aux_offset;     // arena offset of int64 entries (splits, ranks)
   uint64_t aux_count;
+  uint32_t flags;          // kSlotFlag*
+  uint32_t reserved2;
+  // With kSlotFlagDevice: the tensors (input_offset and output_offset are
+  // then unused and must be 0). Otherwise all zero.
+  DeviceTensorSlot device_input;
+  DeviceTensorSlot device_output;
 };
-static_assert(sizeof(SubmitSlot) == 376);
+static_assert(sizeof(SubmitSlot) == 688);
 
 // The outcome of one request, written by kolod.
 struct CompletionSlot {

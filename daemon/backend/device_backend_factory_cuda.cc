@@ -1,0 +1,78 @@
+// The device backend factory of a kolod built with CUDA and NCCL: per job an
+// NcclBackend over CUDA IPC tensors. Single node: the communicator has one
+// rank (this daemon) and the local ranks' contributions are reduced on the
+// device by the backend's kernels.
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "daemon/backend/device_backend.h"
+#include "daemon/backend/nccl/ipc_tensor_resolver.h"
+#include "daemon/backend/nccl/nccl_backend.h"
+#include "daemon/backend/nccl/nccl_communicator.h"
+
+namespace kolo::daemon {
+namespace {
+
+class NcclDeviceBackend : public DeviceBackend {
+public:
+  // `resolver` is the one `backend` was created with.
+  NcclDeviceBackend(std::unique_ptr<nccl::IpcTensorResolver> resolver,
+                    std::unique_ptr<nccl::NcclBackend> backend)
+      : resolver_(std::move(resolver)), backend_(std::move(backend)) {}
+  ~NcclDeviceBackend() override { backend_.reset(); } // before the resolver
+
+  absl::string_view name() const override { return backend_->name(); }
+  absl::Status Execute(Response &response) override {
+    return backend_->Execute(response);
+  }
+  void ReleaseSession(const std::string &session_id) override {
+    resolver_->ReleaseSession(session_id);
+  }
+
+private:
+  std::unique_ptr<nccl::IpcTensorResolver> resolver_;
+  std::unique_ptr<nccl::NcclBackend> backend_;
+};
+
+class NcclDeviceBackendFactory : public DeviceBackendFactory {
+public:
+  absl::StatusOr<std::unique_ptr<DeviceBackend>>
+  Create(const DeviceBackendOptions &options) override {
+    auto resolver =
+        std::make_unique<nccl::IpcTensorResolver>([](const Request &r) {
+          return r.device.has_value() ? &*r.device : nullptr;
+        });
+    absl::StatusOr<nccl::NcclUniqueIdBytes> id = nccl::NewNcclUniqueId();
+    if (!id.ok())
+      return Annotate(options, id.status());
+    nccl::NcclBackendOptions backend_options;
+    backend_options.device = options.device;
+    backend_options.nranks = 1;
+    backend_options.rank = 0;
+    backend_options.unique_id = *id;
+    auto backend = nccl::NcclBackend::Create(backend_options, resolver.get());
+    if (!backend.ok())
+      return Annotate(options, backend.status());
+    return std::make_unique<NcclDeviceBackend>(std::move(resolver),
+                                               *std::move(backend));
+  }
+
+private:
+  static absl::Status Annotate(const DeviceBackendOptions &options,
+                               const absl::Status &s) {
+    return absl::Status(
+        s.code(),
+        absl::StrCat("job ", options.job_id,
+                     ": cannot start the NCCL backend on CUDA device ",
+                     options.device, ": ", s.message()));
+  }
+};
+
+} // namespace
+
+std::unique_ptr<DeviceBackendFactory> MakeDeviceBackendFactory() {
+  return std::make_unique<NcclDeviceBackendFactory>();
+}
+
+} // namespace kolo::daemon

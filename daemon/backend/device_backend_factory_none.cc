@@ -1,0 +1,10 @@
+// MakeDeviceBackendFactory of a kolod built without CUDA or NCCL.
+#include "daemon/backend/device_backend.h"
+
+namespace kolo::daemon {
+
+std::unique_ptr<DeviceBackendFactory> MakeDeviceBackendFactory() {
+  return MakeNoDeviceBackendFactory();
+}
+
+} // namespace kolo::daemon

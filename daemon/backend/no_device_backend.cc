@@ -1,0 +1,27 @@
+// The device backend factory of a kolod built without CUDA or NCCL: every
+// device request fails with UNIMPLEMENTED.
+#include "daemon/backend/device_backend.h"
+
+#include "absl/status/status.h"
+
+namespace kolo::daemon {
+namespace {
+
+class NoDeviceBackendFactory : public DeviceBackendFactory {
+public:
+  absl::StatusOr<std::unique_ptr<DeviceBackend>>
+  Create(const DeviceBackendOptions & /*options*/) override {
+    return absl::UnimplementedError(
+        "device tensors: this kolod was built without CUDA (rebuild it where "
+        "the CUDA toolkit "
+        "and NCCL are installed)");
+  }
+};
+
+} // namespace
+
+std::unique_ptr<DeviceBackendFactory> MakeNoDeviceBackendFactory() {
+  return std::make_unique<NoDeviceBackendFactory>();
+}
+
+} // namespace kolo::daemon
