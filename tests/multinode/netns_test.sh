@@ -90,4 +90,36 @@ run_job() {  # scenario
 run_job matrix
 run_job broadcast
 run_job sizes
+
+# Cut the link under a running job: node A's ranks must end with ABORTED
+# naming node B once the peer timeout (20 s here) has passed.
+job=netns-cut
+rpids=()
+for node in 0 1; do
+  ns=$a; sock=$dir/nodeA.sock
+  [[ $node -eq 1 ]] && ns=$b && sock=$dir/nodeB.sock
+  for local_rank in 0 1; do
+    r=$((node * 2 + local_rank))
+    ip netns exec "$ns" env UCX_TLS=tcp KOLO_SOCKET="$sock" KOLO_JOB_ID="$job" \
+      KOLO_JOB_TOKEN=t KOLO_RANK=$r KOLO_SIZE=4 KOLO_LOCAL_RANK=$local_rank \
+      KOLO_LOCAL_SIZE=2 KOLO_COORDINATOR=10.254.77.1:7371 \
+      timeout 120 "$rank" hold >"$dir/$job.$r.log" 2>&1 &
+    rpids+=($!)
+  done
+done
+for _ in $(seq 1 400); do
+  grep -q holding "$dir/$job.0.log" 2>/dev/null && grep -q holding "$dir/$job.3.log" 2>/dev/null && break
+  sleep 0.05
+done
+ip -n "$b" link set "veth-$tag-b" down
+cut_at=$(date +%s)
+wait "${rpids[0]}" "${rpids[1]}" || true
+took=$(( $(date +%s) - cut_at ))
+for r in 0 1; do
+  if ! grep -q "ABORTED" "$dir/$job.$r.log" || ! grep -q "nodeB" "$dir/$job.$r.log"; then
+    echo "FAIL: rank $r did not end with ABORTED naming nodeB:"; cat "$dir/$job.$r.log"; exit 1
+  fi
+done
+echo "PASS: cut link aborted the job on node A after ${took} s: $(grep -h ended "$dir/$job.0.log")"
+for p in "${rpids[@]:2}"; do kill "$p" 2>/dev/null || true; done
 echo "PASS"
