@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/futex.h"
+#include "common/grpc_status.h"
 
 namespace kolo {
 namespace {
@@ -22,11 +23,6 @@ constexpr uint32_t kSubmitCapacity = 1024;
 constexpr uint32_t kCompletionCapacity = 4096;
 // Sleepers re-check the session's liveness at least this often.
 constexpr absl::Duration kMaxSleep = absl::Milliseconds(100);
-
-absl::Status FromGrpc(const grpc::Status& s) {
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
-                      s.error_message());
-}
 
 }  // namespace
 
@@ -121,7 +117,7 @@ absl::Status ClientImpl::Attach() {
   kolo::v1::DaemonMessage reply;
   if (!stream_->Write(hello) || !stream_->Read(&reply) || !reply.has_attached()) {
     grpc::Status s = stream_->Finish();
-    absl::Status err = FromGrpc(s);
+    absl::Status err = FromGrpcStatus(s);
     if (err.ok()) err = absl::UnavailableError("kolod ended the attach");
     return absl::Status(err.code(), absl::StrCat("attach to kolod at ",
                                                  options_.socket_path,

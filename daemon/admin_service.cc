@@ -1,17 +1,12 @@
 #include "daemon/admin_service.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/secret_compare.h"
 #include "spdlog/spdlog.h"
 
 namespace kolo::daemon {
 namespace {
 
-bool ConstantTimeEqual(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= a[i] ^ b[i];
-  return diff == 0;
-}
 
 }  // namespace
 
@@ -26,7 +21,7 @@ grpc::Status AdminService::Authorize(grpc::ServerContext* context) const {
   std::string value(it->second.data(), it->second.size());
   constexpr char kPrefix[] = "Bearer ";
   if (value.rfind(kPrefix, 0) != 0 ||
-      !ConstantTimeEqual(value.substr(sizeof(kPrefix) - 1), token_)) {
+      !SecretsEqual(value.substr(sizeof(kPrefix) - 1), token_)) {
     spdlog::warn("admin call refused: wrong token from {}", context->peer());
     return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "wrong admin token");
   }

@@ -1,17 +1,11 @@
 #include "daemon/job_registry.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/secret_compare.h"
 
 namespace kolo::daemon {
 namespace {
 
-bool TokensEqual(const std::string& a, const std::string& b) {
-  // Constant time in the contents, so a token cannot be guessed bytewise.
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= a[i] ^ b[i];
-  return diff == 0;
-}
 
 }  // namespace
 
@@ -37,7 +31,7 @@ absl::StatusOr<std::shared_ptr<Job>> JobRegistry::Join(
       jobs_[request.job_id] = job;
     } else {
       job = it->second;
-      if (!TokensEqual(job->token(), request.job_token)) {
+      if (!SecretsEqual(job->token(), request.job_token)) {
         return absl::PermissionDeniedError(absl::StrCat(
             "job ", request.job_id, ": wrong job token for rank ",
             request.rank));

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/random_id.h"
-#include "daemon/grpc_status.h"
+#include "common/grpc_status.h"
 #include "proto/kolo/abi/shm_abi_v1.h"
 #include "spdlog/spdlog.h"
 

@@ -7,17 +7,11 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/rank_ranges.h"
+#include "common/secret_compare.h"
 #include "proto/kolo/abi/types.h"
 
 namespace kolo::daemon {
 namespace {
-
-bool TokensEqual(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= a[i] ^ b[i];
-  return diff == 0;
-}
 
 std::string Shape(const kolo::v1::TensorMeta& m) {
   return absl::StrCat("[", absl::StrJoin(m.shape(), ","), "]");
@@ -94,7 +88,7 @@ absl::StatusOr<int> Coordinator::AddMember(const kolo::v1::Hello& hello,
     if (aborted_) {
       return absl::AbortedError(absl::StrCat("job ", job_id_, " was aborted"));
     }
-    if (!TokensEqual(hello.job_token(), token_)) {
+    if (!SecretsEqual(hello.job_token(), token_)) {
       return absl::PermissionDeniedError(absl::StrCat(
           "job ", job_id_, ": node ", hello.node(), " presented a wrong job token"));
     }

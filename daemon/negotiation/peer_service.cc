@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
 #include "absl/time/clock.h"
 #include "spdlog/spdlog.h"
 
@@ -31,10 +32,6 @@ class StreamSink : public MemberSink {
   grpc::ServerReaderWriter<kolo::v1::CoordinatorMessage, kolo::v1::MemberMessage>* stream_
       ABSL_GUARDED_BY(mu_);
 };
-
-grpc::Status ToGrpc(const absl::Status& s) {
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
-}
 
 }  // namespace
 
@@ -111,7 +108,7 @@ grpc::Status PeerService::Negotiate(
     sink->Close();
     spdlog::warn("job {}: node {} refused: {}", hello.job_id(), hello.node(),
                  id.status().ToString());
-    return ToGrpc(id.status());
+    return ToGrpcStatus(id.status());
   }
   spdlog::info("job {}: node {} joined with {} ranks", hello.job_id(), hello.node(),
                hello.ranks_size());
