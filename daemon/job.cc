@@ -641,6 +641,30 @@ std::vector<StallView> Job::Stalls(absl::Time now, absl::Duration warning) const
     s.missing = std::move(p.missing);
     out.push_back(std::move(s));
   }
+  if (NodeGroup* g = group_ptr_.load()) {
+    // Ready here, waiting for the other nodes' ranks.
+    for (const NodeGroup::Parked& p : g->ParkedNames()) {
+      absl::Duration waiting = now - p.first_submitted;
+      if (waiting < warning) continue;
+      StallView s;
+      s.name = p.name;
+      s.kind = p.kind;
+      s.waiting = waiting;
+      s.since = p.first_submitted;
+      s.submitted = local_ranks_;
+      for (int r = 0; r < size_; ++r) {
+        if (!std::binary_search(local_ranks_.begin(), local_ranks_.end(), r)) {
+          s.missing.push_back(r);
+        }
+      }
+      s.message = absl::StrFormat(
+          "%s \"%s\" waiting %d s for the other nodes (ranks %s have not all submitted; "
+          "every rank here did: %s)",
+          CollectiveKindName(p.kind), p.name, absl::ToInt64Seconds(waiting),
+          FormatRankRanges(s.missing), FormatRankRanges(s.submitted));
+      out.push_back(std::move(s));
+    }
+  }
   if (executing_since_ != absl::InfiniteFuture() &&
       now - executing_since_ >= warning) {
     StallView s;

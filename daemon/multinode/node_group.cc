@@ -120,6 +120,15 @@ void NodeGroup::LocallyReady(ReadySet set) {
   if (link != nullptr) link->ReportReady(meta);
 }
 
+std::vector<NodeGroup::Parked> NodeGroup::ParkedNames() {
+  absl::MutexLock l(&mu_);
+  std::vector<Parked> out;
+  for (const auto& [name, set] : parked_) {
+    out.push_back(Parked{name, set.requests.front().kind, set.first_submitted});
+  }
+  return out;
+}
+
 void NodeGroup::Abort(const absl::Status& why) {
   MemberLink* link;
   {

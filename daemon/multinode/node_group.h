@@ -64,6 +64,15 @@ class NodeGroup : public LinkListener {
   // The job ended here: tell the others and stop moving data.
   void Abort(const absl::Status& why);
 
+  // Names ready on this node and waiting for the other nodes (for stall
+  // reports): name, collective, and when its first local rank submitted it.
+  struct Parked {
+    std::string name;
+    CollectiveKind kind;
+    absl::Time first_submitted;
+  };
+  std::vector<Parked> ParkedNames();
+
   void OnWelcome(const kolo::v1::Welcome& welcome) override;
   void OnPlan(std::vector<PlannedEntry> plan) override;
   void OnLinkAbort(const std::string& reason) override;

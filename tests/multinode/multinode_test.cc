@@ -162,6 +162,32 @@ TEST_F(MultiNodeTest, WrongTokenIsRefused) {
   for (const auto& d : daemons_) EXPECT_TRUE(d->Alive());
 }
 
+TEST_F(MultiNodeTest, AStallAcrossNodesIsReportedOnTheWaitingNode) {
+  StartDaemons(2, {"--stall_warning_s=1"});
+  // Rank 1 (node 1) withholds "grad/w1"; rank 0's node has it ready.
+  auto nodes = StartJob("job-stall", 1, {kTestRankPath, "withhold"});
+  ASSERT_EQ(nodes.size(), 2u);
+  ASSERT_TRUE(nodes[1].WaitForOutput(0, "withholding", absl::Seconds(30)));
+  auto stub = kolo::v1::Status::NewStub(grpc::CreateChannel(
+      "unix:" + daemons_[0]->socket_path(), grpc::InsecureChannelCredentials()));
+  std::string message;
+  absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (message.empty() && absl::Now() < deadline) {
+    grpc::ClientContext ctx;
+    kolo::v1::ListStallsResponse resp;
+    ASSERT_TRUE(stub->ListStalls(&ctx, {}, &resp).ok());
+    for (const auto& st : resp.stalls()) {
+      if (st.name() == "grad/w1") {
+        message = st.message();
+        EXPECT_EQ(st.missing_ranks_size(), 1);
+      }
+    }
+    if (message.empty()) absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_TRUE(absl::StrContains(message, "waiting")) << message;
+  EXPECT_TRUE(absl::StrContains(message, "for the other nodes (ranks 1 ")) << message;
+}
+
 TEST_F(MultiNodeTest, OtherCollectivesSayTheyDoNotSpanNodesYet) {
   StartDaemons(2);
   RunScenario("multinode_limits", 1);
