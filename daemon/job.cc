@@ -473,6 +473,21 @@ void Job::Submit(Request request) {
     if (refused.ok() && request.kind == CollectiveKind::kJoin) {
       JoinLocked(std::move(request), &out);
     } else if (refused.ok()) {
+      if (multi_node_) {
+        // Once every local rank submitted a name it leaves the table for the
+        // node group; a rank submitting it again before it completes is
+        // still a duplicate in flight.
+        NodeGroup* g = group_ptr_.load();
+        bool in_flight = g != nullptr && g->IsParked(request.name);
+        for (const ReadySet& set : to_group_) in_flight |= set.name == request.name;
+        if (in_flight) {
+          refused = absl::AlreadyExistsError(absl::StrCat(
+              CollectiveKindName(request.kind), " \"", request.name, "\": rank ",
+              request.rank, " submitted this name again while it is still in flight"));
+        }
+      }
+    }
+    if (refused.ok() && request.kind != CollectiveKind::kJoin) {
       auto added = table_.Add(request, RequiredLocked(request.process_set));
       if (!added.ok()) {
         refused = added.status();

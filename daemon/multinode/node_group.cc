@@ -129,6 +129,11 @@ std::vector<NodeGroup::Parked> NodeGroup::ParkedNames() {
   return out;
 }
 
+bool NodeGroup::IsParked(const std::string& name) {
+  absl::MutexLock l(&mu_);
+  return parked_.contains(name);
+}
+
 void NodeGroup::Abort(const absl::Status& why) {
   MemberLink* link;
   {

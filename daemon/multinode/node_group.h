@@ -72,6 +72,8 @@ class NodeGroup : public LinkListener {
     absl::Time first_submitted;
   };
   std::vector<Parked> ParkedNames();
+  // Whether `name` is ready here and still waiting for the other nodes.
+  bool IsParked(const std::string& name);
 
   void OnWelcome(const kolo::v1::Welcome& welcome) override;
   void OnPlan(std::vector<PlannedEntry> plan) override;

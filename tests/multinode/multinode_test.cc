@@ -107,6 +107,11 @@ TEST_F(MultiNodeTest, MismatchAcrossNodesFailsEveryRank) {
   RunScenario("mismatch", 2);
 }
 
+TEST_F(MultiNodeTest, DuplicateNameInFlightAcrossNodes) {
+  StartDaemons(2);
+  RunScenario("duplicate", 1);
+}
+
 TEST_F(MultiNodeTest, KilledPeerDaemonAbortsTheJobNamingTheNode) {
   StartDaemons(3, {"--peer_timeout_s=5"});
   auto nodes = StartJob("job-kill", 2, {kTestRankPath, "hold"});
