@@ -143,6 +143,10 @@ void Session::Close() {
       ingress_.join();
     }
   }
+  // Requests still in flight hold this session; they must not keep the job
+  // alive too, or the job could end up destroyed on one of its own threads
+  // (a multi-node job's executor) when the last of them is released.
+  job_.reset();
   header_->session_state.store(abi::v1::kSessionClosed,
                                std::memory_order_release);
   header_->completion_ready.seq.fetch_add(1, std::memory_order_release);

@@ -22,6 +22,8 @@ constexpr uint64_t kAlign = 64;
 // Transfers fail by abort (peer loss is detected by heartbeats), so their
 // own deadline is only a backstop.
 constexpr absl::Duration kTransferDeadline = absl::Minutes(30);
+// How long a response already executing may go on after the job ended.
+constexpr absl::Duration kAbortGrace = absl::Seconds(2);
 
 uint64_t Align(uint64_t v) { return (v + kAlign - 1) & ~(kAlign - 1); }
 
@@ -75,6 +77,7 @@ absl::StatusOr<std::unique_ptr<NodeGroup>> NodeGroup::Start(NodeGroupOptions opt
   link.peer_timeout = g->options_.peer_timeout;
   link.coordinator_name = coordinator_name;
   g->executor_ = std::thread([p = g.get()] { p->ExecuteLoop(); });
+  g->transport_aborter_ = std::thread([p = g.get()] { p->AbortTransportLoop(); });
   auto l = MemberLink::Start(std::move(channel), std::move(link), g.get());
   if (!l.ok()) return l.status();
   {
@@ -91,6 +94,7 @@ NodeGroup::~NodeGroup() {
     if (aborted_.ok()) aborted_ = absl::CancelledError("the job ended on this node");
   }
   if (transport_) transport_->Abort(absl::CancelledError("the job ended on this node"));
+  if (transport_aborter_.joinable()) transport_aborter_.join();
   if (executor_.joinable()) executor_.join();
   std::unique_ptr<MemberLink> link;
   {
@@ -143,6 +147,19 @@ void NodeGroup::Abort(const absl::Status& why) {
     link = link_.get();
   }
   if (link != nullptr) link->Abort(std::string(why.message()));
+}
+
+void NodeGroup::AbortTransportLoop() {
+  absl::Status why;
+  {
+    absl::MutexLock l(&mu_);
+    auto ended = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stop_ || !aborted_.ok(); };
+    mu_.Await(absl::Condition(&ended));
+    if (stop_) return;
+    auto idle = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stop_ || !executing_; };
+    mu_.AwaitWithTimeout(absl::Condition(&idle), kAbortGrace);
+    why = aborted_;
+  }
   transport_->Abort(why);
 }
 
@@ -184,7 +201,6 @@ void NodeGroup::OnLinkAbort(const std::string& reason) {
     aborted_ = why;
   }
   spdlog::warn("job {}: {}", options_.job_id, reason);
-  transport_->Abort(why);
   options_.abort_job(why);
 }
 
@@ -211,8 +227,11 @@ void NodeGroup::ExecuteLoop() {
       }
       entry = std::move(plan_.front());
       plan_.pop_front();
+      executing_ = true;
     }
     Execute(std::move(entry));
+    absl::MutexLock l(&mu_);
+    executing_ = false;
   }
 }
 

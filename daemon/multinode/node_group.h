@@ -82,6 +82,11 @@ class NodeGroup : public LinkListener {
  private:
   explicit NodeGroup(NodeGroupOptions options);
   void ExecuteLoop();
+  // Aborts the transport once the job has ended here, but only after the
+  // response being executed has had a moment to finish: when another node
+  // ends the job because its ranks finished, this node may still be
+  // receiving that node's last bytes of the same (complete-able) response.
+  void AbortTransportLoop();
   void Execute(PlannedEntry entry);
   absl::Status RunAllreduce(std::vector<ReadySet>& sets, uint64_t tag_base);
   absl::Status RunBroadcast(std::vector<ReadySet>& sets, uint64_t tag_base);
@@ -95,6 +100,7 @@ class NodeGroup : public LinkListener {
   bool welcomed_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status aborted_ ABSL_GUARDED_BY(mu_);
+  bool executing_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<int> rank_node_ ABSL_GUARDED_BY(mu_);  // node index per rank
   absl::flat_hash_map<std::string, ReadySet> parked_ ABSL_GUARDED_BY(mu_);
   std::deque<PlannedEntry> plan_ ABSL_GUARDED_BY(mu_);
@@ -102,6 +108,7 @@ class NodeGroup : public LinkListener {
   uint64_t sequence_ = 0;              // executor thread only
   std::vector<uint8_t> fusion_buffer_;  // executor thread only
   std::thread executor_;
+  std::thread transport_aborter_;
 };
 
 }  // namespace kolo::daemon
