@@ -27,6 +27,18 @@ constexpr absl::Duration kAbortGrace = absl::Seconds(2);
 
 uint64_t Align(uint64_t v) { return (v + kAlign - 1) & ~(kAlign - 1); }
 
+// Lays the tensors of a response out in the fusion buffer as every node
+// does: same order, each member 64-byte aligned. Returns the aligned total.
+uint64_t LayOut(const std::vector<ReadySet>& sets, std::vector<uint64_t>* offsets) {
+  uint64_t total = 0;
+  for (const ReadySet& s : sets) {
+    total = Align(total);
+    offsets->push_back(total);
+    total += s.requests.front().bytes;
+  }
+  return Align(total);
+}
+
 kolo::v1::TensorMeta MetaOf(const ReadySet& set) {
   const Request& r = set.requests.front();
   kolo::v1::TensorMeta m;
@@ -308,17 +320,16 @@ absl::Status NodeGroup::RunAllreduce(std::vector<ReadySet>& sets, uint64_t tag_b
   ReduceOp op = first.op == ReduceOp::kAverage ? ReduceOp::kSum : first.op;
   double postscale = first.postscale;
   if (first.op == ReduceOp::kAverage) postscale /= options_.size;
-  // Lay the tensors out as every node does: same order, same alignment.
   std::vector<uint64_t> offsets;
-  uint64_t total = 0;
-  for (const ReadySet& s : sets) {
-    total = Align(total);
-    offsets.push_back(total);
-    total += s.requests.front().bytes;
-  }
-  total = Align(total);
+  const uint64_t total = LayOut(sets, &offsets);
   if (fusion_buffer_.size() < total) fusion_buffer_.resize(total);
-  std::memset(fusion_buffer_.data(), 0, total);
+  // Only the alignment padding between members needs defined (zero) values;
+  // the members themselves are overwritten by the local reduction.
+  for (size_t i = 0; i < sets.size(); ++i) {
+    const uint64_t end = offsets[i] + sets[i].requests.front().bytes;
+    const uint64_t next = i + 1 < sets.size() ? offsets[i + 1] : total;
+    std::memset(fusion_buffer_.data() + end, 0, next - end);
+  }
   for (size_t i = 0; i < sets.size(); ++i) {
     const uint64_t n = sets[i].requests.front().bytes / esize;
     if (n == 0) continue;
@@ -354,12 +365,7 @@ absl::Status NodeGroup::RunBroadcast(std::vector<ReadySet>& sets, uint64_t tag_b
   }
   if (root_node < 0) return absl::InternalError("broadcast root on no known node");
   std::vector<uint64_t> offsets;
-  uint64_t total = 0;
-  for (const ReadySet& s : sets) {
-    total = Align(total);
-    offsets.push_back(total);
-    total += s.requests.front().bytes;
-  }
+  const uint64_t total = LayOut(sets, &offsets);
   if (fusion_buffer_.size() < total) fusion_buffer_.resize(total);
   for (size_t i = 0; i < sets.size(); ++i) {
     for (const Request& r : sets[i].requests) {
