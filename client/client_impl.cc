@@ -257,10 +257,10 @@ absl::StatusOr<Handle> ClientImpl::Submit(const SubmitSpec& spec) {
   const uint64_t bytes = input.byte_size();
   const bool on_device = input.device >= 0 || (in_place_kind && spec.output.device >= 0);
   if (on_device) {
-    if (spec.kind != CollectiveKind::kAllreduce) {
+    if (spec.kind != CollectiveKind::kAllreduce && spec.kind != CollectiveKind::kBroadcast) {
       return absl::UnimplementedError(absl::StrCat(
           CollectiveKindName(spec.kind), " \"", std::string(name),
-          "\": device tensors are supported for allreduce only so far"));
+          "\": device tensors are supported for allreduce and broadcast so far"));
     }
     if (input.device != spec.output.device) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -225,6 +225,7 @@ absl::StatusOr<Handle> Client::BroadcastAsync(const TensorView& tensor,
   SubmitSpec spec{CollectiveKind::kBroadcast, tensor, tensor, name};
   spec.root_rank = root_rank;
   spec.process_set = options.process_set;
+  spec.reduce.cuda_stream = options.cuda_stream;
   return impl_->Submit(spec);
 }
 

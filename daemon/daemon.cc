@@ -133,6 +133,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     CoordinatorOptions coordinator_options;
     coordinator_options.fusion_threshold_bytes = config.fusion_threshold_bytes;
     coordinator_options.cache_capacity = config.response_cache_capacity;
+    coordinator_options.new_device_comm_id = [f = d->device_backends_.get()] {
+      return f->NewCommId();
+    };
     d->coordinators_ = std::make_unique<CoordinatorRegistry>(
         coordinator_options, absl::Seconds(1), config.peer_timeout);
     d->peer_service_ = std::make_unique<PeerService>(d->coordinators_.get());

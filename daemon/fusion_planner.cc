@@ -14,12 +14,12 @@ uint64_t Align(uint64_t v) {
 }
 
 // Device tensors and host tensors never share a response (they run on
-// different backends), nor do tensors on different GPUs.
-int DeviceOf(const Request& r) { return r.device.has_value() ? r.device->input.device : -1; }
+// different backends); ranks' GPUs may differ (each is an NCCL rank).
+bool OnDevice(const Request& r) { return r.device.has_value(); }
 
 bool SameGroup(const Response& g, const Request& r) {
   if (g.kind != r.kind || g.dtype != r.dtype || g.process_set != r.process_set ||
-      g.device != DeviceOf(r)) {
+      g.on_device != OnDevice(r)) {
     return false;
   }
   switch (r.kind) {
@@ -62,7 +62,7 @@ std::vector<Response> PlanFusion(std::vector<ReadySet> ready,
       g.root_rank = r.root_rank;
       g.process_set = r.process_set;
       g.compression = r.compression;
-      g.device = DeviceOf(r);
+      g.on_device = OnDevice(r);
       out.push_back(std::move(g));
       open.push_back(out.size() - 1);
       target = &out.back();

@@ -42,9 +42,9 @@ struct Response {
   int root_rank = 0;
   int process_set = 0;
   Compression compression = Compression::kNone;
-  // -1: host tensors; else the CUDA ordinal of every member's device tensors
-  // (the response runs on the job's device backend).
-  int device = -1;
+  // Device tensors (each request names its GPU): the response runs on the
+  // job's device backend; host tensors otherwise.
+  bool on_device = false;
   std::vector<FusedMember> members;
   uint64_t total_bytes = 0;
 };

@@ -295,11 +295,12 @@ TEST(FusionPlannerTest, DeviceAndHostTensorsDoNotFuse) {
   Spec host2{.name = "host2"};
   std::vector<Response> out =
       PlanFusion(MakeSets({host, gpu0, gpu1, gpu0b, host2}), kThreshold);
-  EXPECT_EQ(Names(out), (Groups{{"host", "host2"}, {"gpu0", "gpu0b"}, {"gpu1"}}));
-  ASSERT_EQ(out.size(), 3u);
-  EXPECT_EQ(out[0].device, -1);
-  EXPECT_EQ(out[1].device, 0);
-  EXPECT_EQ(out[2].device, 1);
+  // Tensors of one rank on different GPUs still fuse: the backend places
+  // each request on its own GPU's lane.
+  EXPECT_EQ(Names(out), (Groups{{"host", "host2"}, {"gpu0", "gpu1", "gpu0b"}}));
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_FALSE(out[0].on_device);
+  EXPECT_TRUE(out[1].on_device);
 }
 
 }  // namespace

@@ -76,6 +76,9 @@ void Job::MaybeStartNodeGroup() {
   options.coordinator_address = layout_.coordinator;
   options.peer_timeout = layout_.env.peer_timeout;
   options.abort_job = [this](const absl::Status& why) { Abort(why); };
+  options.run_device = [this](std::vector<ReadySet> sets, const DeviceCommPlan* comm) {
+    RunDeviceSets(std::move(sets), comm);
+  };
   options.on_executed = [this](int tensors, uint64_t bytes) {
     absl::MutexLock l(&mu_);
     ++responses_;
@@ -181,7 +184,36 @@ int Job::RankLeft(int rank, bool clean, const absl::Status& why) {
 }
 
 absl::StatusOr<Backend*> Job::BackendFor(const Response& response) {
-  if (response.device < 0) return backend_;
+  if (!response.on_device) return backend_;
+  if (DeviceBackend* made = device_backend_ptr_.load()) return made;
+  std::vector<int> all(size_);
+  for (int r = 0; r < size_; ++r) all[r] = r;
+  if (device_backends_ == nullptr) return DeviceBackendFor(nullptr, std::move(all));
+  // One node: the job's first device response places each rank on the GPU
+  // of its tensor, and every GPU used becomes an NCCL rank of a
+  // communicator this daemon alone drives.
+  RankDevices placed;
+  for (const Request& r : response.members.front().set.requests) {
+    if (r.device.has_value()) placed.emplace_back(r.rank, r.device->input.device);
+  }
+  absl::StatusOr<std::string> id = device_backends_->NewCommId();
+  absl::StatusOr<DeviceCommPlan> comm =
+      id.ok() ? MakeDeviceCommPlan(size_, {placed}, *std::move(id))
+              : absl::StatusOr<DeviceCommPlan>(id.status());
+  if (!comm.ok()) {
+    absl::MutexLock l(&device_mu_);
+    if (device_error_.ok()) {
+      device_error_ = absl::Status(comm.status().code(),
+                                   absl::StrCat("job ", id_, ": no NCCL communicator: ",
+                                                comm.status().message()));
+    }
+    return device_error_;
+  }
+  return DeviceBackendFor(&*comm, std::move(all));
+}
+
+absl::StatusOr<Backend*> Job::DeviceBackendFor(const DeviceCommPlan* comm,
+                                               std::vector<int> local_ranks) {
   absl::MutexLock l(&device_mu_);
   if (device_backend_ != nullptr) return device_backend_.get();
   if (!device_error_.ok()) return device_error_;
@@ -190,16 +222,44 @@ absl::StatusOr<Backend*> Job::BackendFor(const Response& response) {
         absl::StrCat("job ", id_, ": this kolod has no backend for device tensors"));
     return device_error_;
   }
-  // Single node: the job's first device response picks the GPU; the backend
-  // maps other local GPUs' tensors through CUDA IPC (peer access).
-  auto made = device_backends_->Create(DeviceBackendOptions{id_, response.device});
+  if (comm == nullptr) {
+    device_error_ = absl::InternalError(absl::StrCat(
+        "job ", id_, ": a device response came before the job's NCCL communicator"));
+    return device_error_;
+  }
+  auto made = device_backends_->Create(DeviceBackendOptions{id_, *comm, std::move(local_ranks)});
   if (!made.ok()) {
     spdlog::warn("job {}: no device backend: {}", id_, made.status().ToString());
     device_error_ = made.status();
     return device_error_;
   }
   device_backend_ = *std::move(made);
+  device_backend_ptr_.store(device_backend_.get());
   return device_backend_.get();
+}
+
+void Job::RunDeviceSets(std::vector<ReadySet> sets, const DeviceCommPlan* comm) {
+  std::vector<int> local;
+  {
+    absl::MutexLock l(&mu_);
+    local = local_ranks_;
+  }
+  absl::StatusOr<Backend*> backend = DeviceBackendFor(comm, std::move(local));
+  // The coordinator fused these; every node plans the same single response.
+  std::vector<Response> responses = PlanFusion(std::move(sets), UINT64_MAX);
+  absl::Status status;
+  for (Response& response : responses) {
+    absl::Status s = ExecuteResponse(response, backend);
+    if (status.ok()) status = s;
+  }
+  if (!status.ok()) {
+    // The job's communicator is unusable (or was never made here) and the
+    // other daemons would wait in NCCL for this one until their deadline:
+    // end the job on every node now.
+    Abort(absl::Status(status.code(), absl::StrCat("job ", id_, ": device collective failed on "
+                                                   "node ", layout_.env.node_name, ": ",
+                                                   status.message())));
+  }
 }
 
 void Job::Fail(std::vector<Request> requests, const absl::Status& status) {
@@ -237,6 +297,7 @@ void Job::Abort(const absl::Status& status) {
   }
   Fail(std::move(pending), status);
   if (NodeGroup* g = group_ptr_.load()) g->Abort(status);
+  if (DeviceBackend* d = device_backend_ptr_.load()) d->Abort(status);
 }
 
 absl::Status Job::AdmitLocked(const Request& r) const {
@@ -252,11 +313,11 @@ absl::Status Job::AdmitLocked(const Request& r) const {
         " spans nodes, where allreduce, broadcast and barrier (of every rank, "
         "ungrouped, uncompressed) are available so far"));
   }
-  if (multi_node_ && r.device.has_value()) {
+  if (r.device.has_value() && r.process_set != 0) {
+    // The job has one NCCL communicator, over every rank's GPU.
     return absl::UnimplementedError(absl::StrCat(
-        kind, " \"", r.name, "\": job ", id_,
-        " spans nodes, and device tensors are supported in single-node jobs only so far "
-        "(copy the tensor to host memory, or run the job on one node)"));
+        kind, " \"", r.name, "\": device tensors run on the whole job so far, not on process "
+        "set ", r.process_set, " (copy the tensor to host memory for a process set)"));
   }
   if ((r.kind == CollectiveKind::kJoin || r.kind == CollectiveKind::kAddProcessSet ||
        r.kind == CollectiveKind::kRemoveProcessSet) &&
@@ -557,82 +618,87 @@ void Job::RunReady() {
     Deliver(out);
     std::vector<Response> responses =
         PlanFusion(std::move(agreed), fusion_threshold_);
-    for (Response& response : responses) {
-      const absl::Time start = absl::Now();
-      absl::StatusOr<Backend*> backend = BackendFor(response);
-      const std::string backend_name =
-          backend.ok() ? std::string((*backend)->name()) : std::string("none");
-      {
-        absl::MutexLock l(&mu_);
-        executing_name_ = response.members.front().set.name;
-        executing_kind_ = response.kind;
-        executing_backend_ = backend_name;
-        executing_since_ = start;
+    for (Response& response : responses) (void)ExecuteResponse(response, BackendFor(response));
+  }
+}
+
+absl::Status Job::ExecuteResponse(Response& response, absl::StatusOr<Backend*> backend) {
+  Timeline* timeline = observers_.timeline;
+  Metrics* metrics = observers_.metrics;
+  std::vector<std::pair<Session*, Completion>> out;
+  const absl::Time start = absl::Now();
+  const std::string backend_name =
+      backend.ok() ? std::string((*backend)->name()) : std::string("none");
+  {
+    absl::MutexLock l(&mu_);
+    executing_name_ = response.members.front().set.name;
+    executing_kind_ = response.kind;
+    executing_backend_ = backend_name;
+    executing_since_ = start;
+  }
+  absl::Status status = backend.ok() ? (*backend)->Execute(response) : backend.status();
+  const absl::Time end = absl::Now();
+  uint64_t bytes = 0;
+  for (const FusedMember& m : response.members) {
+    bytes += m.set.requests.front().bytes;
+    absl::Status member_status = status.ok() ? m.status : status;
+    if (!member_status.ok()) {
+      // Nobody will hand these back: free them here.
+      for (size_t i = 0; i < m.results.size(); ++i) {
+        m.set.requests[i].session->ReleaseResult(m.results[i].offset);
       }
-      absl::Status status = backend.ok() ? (*backend)->Execute(response) : backend.status();
-      const absl::Time end = absl::Now();
-      uint64_t bytes = 0;
-      for (const FusedMember& m : response.members) {
-        bytes += m.set.requests.front().bytes;
-        absl::Status member_status = status.ok() ? m.status : status;
-        if (!member_status.ok()) {
-          // Nobody will hand these back: free them here.
-          for (size_t i = 0; i < m.results.size(); ++i) {
-            m.set.requests[i].session->ReleaseResult(m.results[i].offset);
-          }
-        }
-        for (size_t i = 0; i < m.set.requests.size(); ++i) {
-          const Request& r = m.set.requests[i];
-          Completion c{r.request_id, member_status};
-          if (member_status.ok() && i < m.results.size()) {
-            c.result_offset = m.results[i].offset;
-            c.result_bytes = m.results[i].bytes;
-            c.value = m.results[i].value;
-          }
-          out.push_back({r.session.get(), std::move(c)});
-        }
+    }
+    for (size_t i = 0; i < m.set.requests.size(); ++i) {
+      const Request& r = m.set.requests[i];
+      Completion c{r.request_id, member_status};
+      if (member_status.ok() && i < m.results.size()) {
+        c.result_offset = m.results[i].offset;
+        c.result_bytes = m.results[i].bytes;
+        c.value = m.results[i].value;
       }
-      Deliver(out);
-      const absl::Time done = absl::Now();
-      const int fused = static_cast<int>(response.members.size());
-      if (metrics != nullptr) {
-        metrics->RecordResponse(response.kind, response.dtype, fused, bytes);
-        for (const FusedMember& m : response.members) {
-          metrics->RecordLatency(response.kind, done - m.set.first_submitted);
-          if (!status.ok()) metrics->RecordError(response.kind);
-        }
-      }
-      if (timeline != nullptr && timeline->recording()) {
-        std::string fuse_args = absl::StrCat("\"tensors\":", fused);
-        std::string reduce_args = absl::StrCat(
-            "\"bytes\":", bytes, ",\"backend\":", JsonString(backend_name));
-        for (const FusedMember& m : response.members) {
-          for (const Request& r : m.set.requests) {
-            timeline->Instant(id_, r.rank, m.set.name, "FUSED", start, fuse_args);
-            timeline->Span(id_, r.rank, m.set.name, "REDUCED", start, end, reduce_args);
-            timeline->Instant(id_, r.rank, m.set.name, "DONE", done);
-          }
-        }
-      }
-      absl::MutexLock l(&mu_);
-      executing_since_ = absl::InfiniteFuture();
-      ++responses_;
-      fused_tensors_ += response.members.size();
-      bytes_reduced_ += bytes;
-      for (const FusedMember& m : response.members) {
-        for (const Request& r : m.set.requests) {
-          ranks_[r.rank].completed++;
-          ranks_[r.rank].last_complete = done;
-        }
-        const Request& r = m.set.requests.front();
-        recorder_.Record(CollectiveRecord{
-            0, r.kind, m.set.name, r.dtype, r.op, r.bytes, !status.ok(),
-            std::string(status.message()), m.set.first_submitted,
-            m.set.ready_at, end - start, fused - 1});
-      }
-      if (!status.ok()) recorder_.Error(status.ToString());
+      out.push_back({r.session.get(), std::move(c)});
     }
   }
+  Deliver(out);
+  const absl::Time done = absl::Now();
+  const int fused = static_cast<int>(response.members.size());
+  if (metrics != nullptr) {
+    metrics->RecordResponse(response.kind, response.dtype, fused, bytes);
+    for (const FusedMember& m : response.members) {
+      metrics->RecordLatency(response.kind, done - m.set.first_submitted);
+      if (!status.ok()) metrics->RecordError(response.kind);
+    }
+  }
+  if (timeline != nullptr && timeline->recording()) {
+    std::string fuse_args = absl::StrCat("\"tensors\":", fused);
+    std::string reduce_args = absl::StrCat(
+        "\"bytes\":", bytes, ",\"backend\":", JsonString(backend_name));
+    for (const FusedMember& m : response.members) {
+      for (const Request& r : m.set.requests) {
+        timeline->Instant(id_, r.rank, m.set.name, "FUSED", start, fuse_args);
+        timeline->Span(id_, r.rank, m.set.name, "REDUCED", start, end, reduce_args);
+        timeline->Instant(id_, r.rank, m.set.name, "DONE", done);
+      }
+    }
+  }
+  absl::MutexLock l(&mu_);
+  executing_since_ = absl::InfiniteFuture();
+  ++responses_;
+  fused_tensors_ += response.members.size();
+  bytes_reduced_ += bytes;
+  for (const FusedMember& m : response.members) {
+    for (const Request& r : m.set.requests) {
+      ranks_[r.rank].completed++;
+      ranks_[r.rank].last_complete = done;
+    }
+    const Request& r = m.set.requests.front();
+    recorder_.Record(CollectiveRecord{
+        0, r.kind, m.set.name, r.dtype, r.op, r.bytes, !status.ok(),
+        std::string(status.message()), m.set.first_submitted,
+        m.set.ready_at, end - start, fused - 1});
+  }
+  if (!status.ok()) recorder_.Error(status.ToString());
+  return status;
 }
 
 std::vector<StallView> Job::Stalls(absl::Time now, absl::Duration warning) const {

@@ -147,8 +147,18 @@ class Job {
 
   void RunReady();
   // The backend of `response`: the host one, or for device tensors the
-  // job's device backend (made on first use). Called by the executor only.
+  // job's device backend (made on first use, its communicator planned here:
+  // one node). Called by the executor only.
   absl::StatusOr<Backend*> BackendFor(const Response& response);
+  // The device backend, made with `comm` if there is none yet.
+  absl::StatusOr<Backend*> DeviceBackendFor(const DeviceCommPlan* comm,
+                                            std::vector<int> local_ranks);
+  // Runs one response and completes its requests (metrics, timeline and
+  // flight recorder included). Returns the backend's overall status.
+  absl::Status ExecuteResponse(Response& response, absl::StatusOr<Backend*> backend);
+  // Multi-node: runs a planned response of device tensors (the node group's
+  // executor thread calls this in plan order).
+  void RunDeviceSets(std::vector<ReadySet> sets, const DeviceCommPlan* comm);
   void Fail(std::vector<Request> requests, const absl::Status& status);
   // Why `request` may not enter the request table, or OK.
   absl::Status AdmitLocked(const Request& request) const
@@ -179,6 +189,9 @@ class Job {
   mutable absl::Mutex device_mu_;
   std::unique_ptr<DeviceBackend> device_backend_ ABSL_GUARDED_BY(device_mu_);
   absl::Status device_error_ ABSL_GUARDED_BY(device_mu_);  // why it could not be made
+  // Set with device_backend_, for Abort (device_mu_ may be held for long
+  // while an NCCL communicator is being joined).
+  std::atomic<DeviceBackend*> device_backend_ptr_{nullptr};
 
   mutable absl::Mutex mu_;
   RequestTable table_ ABSL_GUARDED_BY(mu_);

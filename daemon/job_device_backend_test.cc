@@ -2,8 +2,8 @@
 // the device backend it makes (once) through the DeviceBackendFactory seam,
 // host ones to the host backend; a factory that cannot make one fails the
 // device requests with its error and leaves host ones alone; leaving ranks
-// release their session's IPC mappings; multi-node jobs refuse device
-// tensors.
+// release their session's IPC mappings; the job plans one NCCL rank per GPU
+// its ranks use; aborting the job aborts the device backend.
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "daemon/backend/device_backend.h"
 #include "daemon/fake_backend.h"
+#include "daemon/fake_device_backend.h"
 #include "daemon/job.h"
 #include "daemon/loopback_session.h"
 #include "gmock/gmock.h"
@@ -25,61 +26,6 @@ using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
 constexpr uint64_t kFusionThreshold = 64 << 20;
-
-// Records what ran on it and which sessions were released.
-class FakeDeviceBackend : public DeviceBackend {
-public:
-  absl::string_view name() const override { return "fake-device"; }
-  absl::Status Execute(Response &response) override {
-    absl::MutexLock l(&mu_);
-    for (const FusedMember &m : response.members)
-      executed_.push_back(m.set.name);
-    devices_.push_back(response.device);
-    return absl::OkStatus();
-  }
-  void ReleaseSession(const std::string &session_id) override {
-    absl::MutexLock l(&mu_);
-    released_.push_back(session_id);
-  }
-  std::vector<std::string> executed() const {
-    absl::MutexLock l(&mu_);
-    return executed_;
-  }
-  std::vector<int> devices() const {
-    absl::MutexLock l(&mu_);
-    return devices_;
-  }
-  std::vector<std::string> released() const {
-    absl::MutexLock l(&mu_);
-    return released_;
-  }
-
-private:
-  mutable absl::Mutex mu_;
-  std::vector<std::string> executed_ ABSL_GUARDED_BY(mu_);
-  std::vector<int> devices_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::string> released_ ABSL_GUARDED_BY(mu_);
-};
-
-// Hands out one FakeDeviceBackend (which the test keeps a pointer to), or
-// fails with `error`.
-class FakeDeviceBackendFactory : public DeviceBackendFactory {
-public:
-  absl::StatusOr<std::unique_ptr<DeviceBackend>>
-  Create(const DeviceBackendOptions &options) override {
-    ++created_;
-    last_options_ = options;
-    if (!error_.ok())
-      return error_;
-    auto backend = std::make_unique<FakeDeviceBackend>();
-    made_ = backend.get();
-    return backend;
-  }
-  absl::Status error_;
-  int created_ = 0;
-  DeviceBackendOptions last_options_;
-  FakeDeviceBackend *made_ = nullptr;
-};
 
 class JobDeviceBackendTest : public ::testing::Test {
 protected:
@@ -144,10 +90,13 @@ TEST_F(JobDeviceBackendTest,
 
   ASSERT_NE(factory.made_, nullptr);
   EXPECT_EQ(factory.created_, 1); // made once, on the first device response
-  EXPECT_EQ(factory.last_options_.device, 0);
   EXPECT_EQ(factory.last_options_.job_id, "job-gpu");
+  // Both ranks on GPU 0: one NCCL rank, driven by this daemon.
+  EXPECT_EQ(factory.last_options_.comm.unique_id, "unique-id-1");
+  EXPECT_EQ(factory.last_options_.comm.nranks, 1);
+  EXPECT_THAT(factory.last_options_.comm.nccl_rank, ElementsAre(0, 0));
+  EXPECT_THAT(factory.last_options_.local_ranks, ElementsAre(0, 1));
   EXPECT_THAT(factory.made_->executed(), ElementsAre("gpu/a", "gpu/b"));
-  EXPECT_THAT(factory.made_->devices(), ElementsAre(0, 0));
   std::vector<std::string> host_ran;
   for (const auto &names : host_.executed()) {
     for (const std::string &n : names)
@@ -240,19 +189,44 @@ TEST_F(JobDeviceBackendTest, LeavingRankReleasesItsSessionMappings) {
   EXPECT_THAT(factory.made_->released(), ElementsAre("session-1"));
 }
 
-TEST_F(JobDeviceBackendTest, MultiNodeJobsRefuseDeviceTensors) {
+TEST_F(JobDeviceBackendTest, RanksOnSeveralGpusGetOneNcclRankPerGpu) {
   FakeDeviceBackendFactory factory;
-  JobLayout layout;
-  layout.local_size = 1; // of 2 ranks: the job spans nodes
-  MakeJob(2, &factory, layout);
-  job_->Submit(MakeRequest(0, "gpu/a", 0));
+  MakeJob(4, &factory);
+  const int gpu_of_rank[] = {1, 0, 1, 0};
+  for (int r = 0; r < 4; ++r)
+    job_->Submit(MakeRequest(r, "gpu/a", gpu_of_rank[r]));
+  ASSERT_NE(factory.made_, nullptr);
+  EXPECT_EQ(factory.last_options_.comm.nranks, 2);
+  EXPECT_THAT(factory.last_options_.comm.nccl_rank, ElementsAre(1, 0, 1, 0));
+  EXPECT_THAT(factory.last_options_.comm.device, ElementsAre(1, 0, 1, 0));
+  EXPECT_THAT(factory.made_->executed(), ElementsAre("gpu/a"));
+  for (int r = 0; r < 4; ++r) {
+    std::vector<ReceivedCompletion> got = Completions(r);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].code, absl::StatusCode::kOk) << got[0].message;
+  }
+}
+
+TEST_F(JobDeviceBackendTest, DeviceTensorsOfAProcessSetAreRefused) {
+  FakeDeviceBackendFactory factory;
+  MakeJob(2, &factory);
+  Request r = MakeRequest(0, "gpu/ps", 0);
+  r.process_set = 1;
+  job_->Submit(std::move(r));
   std::vector<ReceivedCompletion> got = Completions(0);
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].code, absl::StatusCode::kUnimplemented);
-  EXPECT_TRUE(absl::StrContains(got[0].message,
-                                "device tensors are supported in single-node"))
-      << got[0].message;
-  EXPECT_EQ(factory.created_, 0);
+  EXPECT_TRUE(absl::StrContains(got[0].message, "not on process set 1")) << got[0].message;
+}
+
+TEST_F(JobDeviceBackendTest, AbortingTheJobAbortsTheDeviceBackend) {
+  FakeDeviceBackendFactory factory;
+  MakeJob(2, &factory);
+  for (int r = 0; r < 2; ++r)
+    job_->Submit(MakeRequest(r, "gpu/a", 0));
+  ASSERT_NE(factory.made_, nullptr);
+  job_->Abort(absl::AbortedError("operator said so"));
+  EXPECT_EQ(factory.made_->aborted().message(), "operator said so");
 }
 
 } // namespace

@@ -40,8 +40,9 @@ absl::Status CheckAgreement(const std::vector<Request>& requests) {
       return Mismatch(first, r, "dtype", DTypeName(first.dtype),
                       DTypeName(r.dtype));
     }
-    if (r.device.has_value() != first.device.has_value() ||
-        (r.device.has_value() && r.device->input.device != first.device->input.device)) {
+    // Ranks on different GPUs agree: each GPU is one NCCL rank of the job's
+    // communicator (see daemon/backend/device_comm_plan.h).
+    if (r.device.has_value() != first.device.has_value()) {
       return absl::FailedPreconditionError(absl::StrCat(
           CollectiveKindName(first.kind), " \"", first.name, "\": rank ", r.rank, " sent ",
           DeviceString(r), ", rank ", first.rank, " sent ", DeviceString(first)));

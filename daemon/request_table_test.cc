@@ -332,7 +332,8 @@ TEST(RequestTableTest, DeviceAndHostTensorsDisagreeNamingRanks) {
             "tensor on CUDA device 0");
 }
 
-TEST(RequestTableTest, DeviceTensorsOnDifferentGpusDisagree) {
+TEST(RequestTableTest, DeviceTensorsOnDifferentGpusAgree) {
+  // One rank per GPU is the usual layout: each GPU is an NCCL rank.
   RequestTable table(2);
   std::vector<Request> requests;
   for (int rank = 0; rank < 2; ++rank) {
@@ -341,10 +342,7 @@ TEST(RequestTableTest, DeviceTensorsOnDifferentGpusDisagree) {
     requests.back().device->input.device = rank;
   }
   ReadySet ready = AddAll(table, std::move(requests));
-  EXPECT_EQ(ready.agreement.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(ready.agreement.message().find("rank 1 sent a tensor on CUDA device 1"),
-            absl::string_view::npos)
-      << ready.agreement;
+  EXPECT_TRUE(ready.agreement.ok()) << ready.agreement;
 }
 
 TEST(RequestTableTest, DeviceTensorsOnOneGpuAgree) {

@@ -60,10 +60,10 @@ absl::Status ValidateDevice(const abi::v1::SubmitSlot& slot, Request* r) {
     }
     return absl::OkStatus();
   }
-  if (r->kind != CollectiveKind::kAllreduce) {
+  if (r->kind != CollectiveKind::kAllreduce && r->kind != CollectiveKind::kBroadcast) {
     return absl::UnimplementedError(absl::StrCat(
         CollectiveKindName(r->kind), " \"", name,
-        "\": device tensors are supported for allreduce only so far"));
+        "\": device tensors are supported for allreduce and broadcast so far"));
   }
   if (slot.input_offset != 0 || slot.output_offset != 0 || slot.aux_count != 0) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -462,11 +462,14 @@ TEST_F(SlotValidatorTest, DeviceOffsetMustNotOverflow) {
   ExpectRejected(s, "overflows");
 }
 
-TEST_F(SlotValidatorTest, DeviceTensorsOnlyForAllreduce) {
+TEST_F(SlotValidatorTest, DeviceTensorsForAllreduceAndBroadcastOnly) {
   SubmitSlot s = DeviceSlot();
   s.kind = static_cast<uint32_t>(CollectiveKind::kBroadcast);
   s.root_rank = 0;
-  ExpectRejected(s, absl::StatusCode::kUnimplemented, "allreduce only");
+  absl::StatusOr<Request> broadcast = ValidateSlot(s, arena_, kJobSize);
+  EXPECT_TRUE(broadcast.ok()) << broadcast.status();
+  s.kind = static_cast<uint32_t>(CollectiveKind::kAllgather);
+  ExpectRejected(s, absl::StatusCode::kUnimplemented, "allreduce and broadcast so far");
 }
 
 }  // namespace

@@ -4,16 +4,18 @@
 // the CUDA one makes an NCCL backend over CUDA IPC tensors, the other
 // refuses with UNIMPLEMENTED. Tests pass a fake.
 //
-// Thread-safety: DeviceBackendFactory::Create is thread-safe; a
-// DeviceBackend's Execute calls are serialised by its job, ReleaseSession
-// may run concurrently with them.
+// Thread-safety: DeviceBackendFactory is thread-safe; a DeviceBackend's
+// Execute calls are serialised by its job, ReleaseSession and Abort may run
+// concurrently with them.
 #pragma once
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "daemon/backend/backend.h"
+#include "daemon/backend/device_comm_plan.h"
 
 namespace kolo::daemon {
 
@@ -22,24 +24,38 @@ public:
   // The session teardown hook: drops the session's cached IPC mappings and
   // events (those held by a running collective close when it finishes).
   virtual void ReleaseSession(const std::string &session_id) = 0;
+  // The job ended: aborts its communicators at once, so that a collective
+  // waiting on a peer that will never come fails now (every later Execute
+  // fails). Called from any thread, also while Execute runs.
+  virtual void Abort(const absl::Status &why) = 0;
 };
 
 struct DeviceBackendOptions {
   std::string job_id;
-  int device = 0; // CUDA ordinal the backend drives
+  // The job's communicator: every daemon of the job gets the same plan.
+  DeviceCommPlan comm;
+  // The global ranks this daemon hosts (its lanes: LocalLanes(comm, ...)).
+  std::vector<int> local_ranks;
 };
 
 class DeviceBackendFactory {
 public:
   virtual ~DeviceBackendFactory() = default;
-  // The device backend of one single-node job, created on the executing
-  // thread when the job's first device response runs. Its error fails that
-  // response (and, remembered by the job, every later device response).
+  // A fresh communicator id (an ncclUniqueId's bytes), made once per job by
+  // the daemon that plans the job's communicator: the job itself on one
+  // node, the coordinator's daemon across nodes.
+  virtual absl::StatusOr<std::string> NewCommId() = 0;
+  // The device backend of one job on this daemon, created on the executing
+  // thread when the job's first device response runs (every daemon of a
+  // multi-node job does so at the same planned response, so their NCCL
+  // initialisations meet). Its error fails that response (and, remembered
+  // by the job, every later device response).
   virtual absl::StatusOr<std::unique_ptr<DeviceBackend>>
   Create(const DeviceBackendOptions &options) = 0;
 };
 
-// The factory of a kolod built without CUDA: Create is UNIMPLEMENTED.
+// The factory of a kolod built without CUDA: NewCommId and Create are
+// UNIMPLEMENTED.
 std::unique_ptr<DeviceBackendFactory> MakeNoDeviceBackendFactory();
 
 // The factory this kolod was built with (device_backend_factory_{cuda,none}.cc

@@ -1,7 +1,6 @@
 // The device backend factory of a kolod built with CUDA and NCCL: per job an
-// NcclBackend over CUDA IPC tensors. Single node: the communicator has one
-// rank (this daemon) and the local ranks' contributions are reduced on the
-// device by the backend's kernels.
+// NcclBackend over CUDA IPC tensors, one NCCL rank per GPU this daemon
+// drives for the job (the ranks sharing a GPU are reduced there first).
 #include <utility>
 
 #include "absl/status/status.h"
@@ -29,6 +28,7 @@ public:
   void ReleaseSession(const std::string &session_id) override {
     resolver_->ReleaseSession(session_id);
   }
+  void Abort(const absl::Status &why) override { backend_->Abort(why); }
 
 private:
   std::unique_ptr<nccl::IpcTensorResolver> resolver_;
@@ -37,20 +37,22 @@ private:
 
 class NcclDeviceBackendFactory : public DeviceBackendFactory {
 public:
+  absl::StatusOr<std::string> NewCommId() override {
+    absl::StatusOr<nccl::NcclUniqueIdBytes> id = nccl::NewNcclUniqueId();
+    if (!id.ok())
+      return id.status();
+    return std::string(id->data(), id->size());
+  }
+
   absl::StatusOr<std::unique_ptr<DeviceBackend>>
   Create(const DeviceBackendOptions &options) override {
     auto resolver =
         std::make_unique<nccl::IpcTensorResolver>([](const Request &r) {
           return r.device.has_value() ? &*r.device : nullptr;
         });
-    absl::StatusOr<nccl::NcclUniqueIdBytes> id = nccl::NewNcclUniqueId();
-    if (!id.ok())
-      return Annotate(options, id.status());
     nccl::NcclBackendOptions backend_options;
-    backend_options.device = options.device;
-    backend_options.nranks = 1;
-    backend_options.rank = 0;
-    backend_options.unique_id = *id;
+    backend_options.comm = options.comm;
+    backend_options.local_ranks = options.local_ranks;
     auto backend = nccl::NcclBackend::Create(backend_options, resolver.get());
     if (!backend.ok())
       return Annotate(options, backend.status());
@@ -64,8 +66,7 @@ private:
     return absl::Status(
         s.code(),
         absl::StrCat("job ", options.job_id,
-                     ": cannot start the NCCL backend on CUDA device ",
-                     options.device, ": ", s.message()));
+                     ": cannot start the NCCL backend: ", s.message()));
   }
 };
 

@@ -7,14 +7,18 @@
 namespace kolo::daemon {
 namespace {
 
+absl::Status NoCuda() {
+  return absl::UnimplementedError(
+      "device tensors: this kolod was built without CUDA (rebuild it where the "
+      "CUDA toolkit and NCCL are installed)");
+}
+
 class NoDeviceBackendFactory : public DeviceBackendFactory {
 public:
+  absl::StatusOr<std::string> NewCommId() override { return NoCuda(); }
   absl::StatusOr<std::unique_ptr<DeviceBackend>>
   Create(const DeviceBackendOptions & /*options*/) override {
-    return absl::UnimplementedError(
-        "device tensors: this kolod was built without CUDA (rebuild it where "
-        "the CUDA toolkit "
-        "and NCCL are installed)");
+    return NoCuda();
   }
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -51,8 +52,20 @@ kolo::v1::TensorMeta MetaOf(const ReadySet& set) {
   m.set_postscale(r.postscale);
   m.set_root_rank(r.root_rank);
   m.set_bytes(r.bytes);
+  m.set_device(r.device.has_value());
   if (!set.agreement.ok()) m.set_local_error(std::string(set.agreement.message()));
   return m;
+}
+
+// Where this node's ranks keep the device tensors of `set`.
+kolo::v1::DeviceLayout LayoutOf(const ReadySet& set) {
+  kolo::v1::DeviceLayout layout;
+  for (const Request& r : set.requests) {
+    if (!r.device.has_value()) continue;
+    layout.add_ranks(r.rank);
+    layout.add_devices(r.device->input.device);
+  }
+  return layout;
 }
 
 
@@ -118,6 +131,8 @@ NodeGroup::~NodeGroup() {
 
 void NodeGroup::LocallyReady(ReadySet set) {
   kolo::v1::TensorMeta meta = MetaOf(set);
+  std::optional<kolo::v1::DeviceLayout> devices;
+  if (meta.device()) devices = LayoutOf(set);
   MemberLink* link;
   {
     absl::MutexLock l(&mu_);
@@ -133,7 +148,7 @@ void NodeGroup::LocallyReady(ReadySet set) {
     parked_[set.name] = std::move(set);
     link = link_.get();
   }
-  if (link != nullptr) link->ReportReady(meta);
+  if (link != nullptr) link->ReportReady(meta, devices ? &*devices : nullptr);
 }
 
 std::vector<NodeGroup::Parked> NodeGroup::ParkedNames() {
@@ -283,6 +298,14 @@ void NodeGroup::Execute(PlannedEntry entry) {
   }
   if (!entry.error.ok() || sets.empty()) {
     Complete(sets, entry.error);
+    return;
+  }
+  if (sets.front().requests.front().device.has_value()) {
+    if (!options_.run_device) {
+      Complete(sets, absl::UnimplementedError("device tensors: no device backend"));
+      return;
+    }
+    options_.run_device(std::move(sets), entry.device_comm ? &*entry.device_comm : nullptr);
     return;
   }
   // Each job has its own transport, so the response's sequence number alone

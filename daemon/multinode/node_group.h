@@ -6,7 +6,9 @@
 // transport, and deliver the result to every local rank.
 //
 // Allreduce and broadcast span nodes; the job refuses the other collectives
-// of a multi-node job before they get here.
+// of a multi-node job before they get here. Responses of device tensors go
+// back to the job (NodeGroupOptions::run_device), which runs them on its
+// NCCL backend in the same plan order on every node.
 //
 // Thread-safety: thread-safe. The link's threads call the listener methods;
 // a dedicated executor thread runs the plan, so the link keeps reading
@@ -50,6 +52,10 @@ struct NodeGroupOptions {
   std::function<void(const absl::Status&)> abort_job;
   // Called after each executed response: its tensors and bytes.
   std::function<void(int tensors, uint64_t bytes)> on_executed;
+  // Runs a planned response of device tensors (over the job's NCCL
+  // communicator, joined first when `comm` is set) and completes every
+  // request of `sets`. Called on the group's executor thread, in plan order.
+  std::function<void(std::vector<ReadySet> sets, const DeviceCommPlan* comm)> run_device;
 };
 
 class NodeGroup : public LinkListener {

@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/rank_ranges.h"
+#include "daemon/backend/device_comm_plan.h"
 #include "common/secret_compare.h"
 #include "proto/kolo/abi/types.h"
 
@@ -22,7 +23,9 @@ std::string Shape(const kolo::v1::TensorMeta& m) {
 std::vector<std::string> Difference(const kolo::v1::TensorMeta& a,
                                     const kolo::v1::TensorMeta& b) {
   auto kind = [](uint32_t k) { return CollectiveKindName(static_cast<CollectiveKind>(k)); };
+  auto where = [](bool device) { return device ? "in device memory" : "in host memory"; };
   if (a.kind() != b.kind()) return {"collective", kind(a.kind()), kind(b.kind())};
+  if (a.device() != b.device()) return {"a tensor", where(a.device()), where(b.device())};
   if (a.dtype() != b.dtype()) {
     return {"dtype", DTypeName(static_cast<DType>(a.dtype())),
             DTypeName(static_cast<DType>(b.dtype()))};
@@ -48,7 +51,8 @@ std::vector<std::string> Difference(const kolo::v1::TensorMeta& a,
 }
 
 bool Fusable(const kolo::v1::TensorMeta& a, const kolo::v1::TensorMeta& b) {
-  return a.kind() == b.kind() && a.dtype() == b.dtype() && a.op() == b.op() &&
+  return a.kind() == b.kind() && a.device() == b.device() && a.dtype() == b.dtype() &&
+         a.op() == b.op() &&
          a.prescale() == b.prescale() && a.postscale() == b.postscale() &&
          a.root_rank() == b.root_rank();
 }
@@ -66,7 +70,13 @@ Coordinator::Coordinator(std::string job_id, std::string token, int size,
   rank_owner_.assign(size, -1);
 }
 
-void Coordinator::Flush(Outbox* out) {
+void Coordinator::Deliver(absl::ReleasableMutexLock& state, Outbox* out) {
+  // Taken before the state lock is let go: the next state change waits for
+  // this delivery, so every sink sees messages in the order of the changes
+  // (two plans sent in opposite orders to two nodes would make them execute
+  // different responses under the same sequence number).
+  absl::MutexLock order(&deliver_mu_);
+  state.Release();
   for (auto& [sink, msg] : *out) sink->Send(msg);
   out->clear();
 }
@@ -82,52 +92,49 @@ std::string Coordinator::DescribeNode(int node_index) const {
 absl::StatusOr<int> Coordinator::AddMember(const kolo::v1::Hello& hello,
                                            std::shared_ptr<MemberSink> sink) {
   Outbox out;
-  int id;
-  {
-    absl::MutexLock l(&mu_);
-    if (aborted_) {
-      return absl::AbortedError(absl::StrCat("job ", job_id_, " was aborted"));
-    }
-    if (!SecretsEqual(hello.job_token(), token_)) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          "job ", job_id_, ": node ", hello.node(), " presented a wrong job token"));
-    }
-    if (hello.size() != size_) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "job ", job_id_, " has size ", size_, ", node ", hello.node(), " says ",
-          hello.size()));
-    }
-    if (welcomed_) {
-      return absl::AlreadyExistsError(
-          absl::StrCat("job ", job_id_, " already has all its nodes"));
-    }
-    std::vector<int> ranks(hello.ranks().begin(), hello.ranks().end());
-    std::sort(ranks.begin(), ranks.end());
-    if (ranks.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("node ", hello.node(), " hosts no rank"));
-    }
-    for (int r : ranks) {
-      if (r < 0 || r >= size_ || rank_owner_[r] != -1) {
-        return absl::AlreadyExistsError(absl::StrCat(
-            "job ", job_id_, ": node ", hello.node(), " claims rank ", r,
-            ", which is out of range or hosted elsewhere"));
-      }
-    }
-    id = next_member_++;
-    for (int r : ranks) rank_owner_[r] = id;
-    Member m;
-    m.node = hello.node();
-    m.ranks = std::move(ranks);
-    m.ucx_address = hello.ucx_address();
-    m.sink = std::move(sink);
-    m.last_heard = absl::Now();
-    members_[id] = std::move(m);
-    if (std::all_of(rank_owner_.begin(), rank_owner_.end(), [](int o) { return o >= 0; })) {
-      WelcomeLocked(&out);
+  absl::ReleasableMutexLock l(&mu_);
+  if (aborted_) {
+    return absl::AbortedError(absl::StrCat("job ", job_id_, " was aborted"));
+  }
+  if (!SecretsEqual(hello.job_token(), token_)) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "job ", job_id_, ": node ", hello.node(), " presented a wrong job token"));
+  }
+  if (hello.size() != size_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", job_id_, " has size ", size_, ", node ", hello.node(), " says ",
+        hello.size()));
+  }
+  if (welcomed_) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("job ", job_id_, " already has all its nodes"));
+  }
+  std::vector<int> ranks(hello.ranks().begin(), hello.ranks().end());
+  std::sort(ranks.begin(), ranks.end());
+  if (ranks.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("node ", hello.node(), " hosts no rank"));
+  }
+  for (int r : ranks) {
+    if (r < 0 || r >= size_ || rank_owner_[r] != -1) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "job ", job_id_, ": node ", hello.node(), " claims rank ", r,
+          ", which is out of range or hosted elsewhere"));
     }
   }
-  Flush(&out);
-  return id;
+  const int member_id = next_member_++;
+  for (int r : ranks) rank_owner_[r] = member_id;
+  Member m;
+  m.node = hello.node();
+  m.ranks = std::move(ranks);
+  m.ucx_address = hello.ucx_address();
+  m.sink = std::move(sink);
+  m.last_heard = absl::Now();
+  members_[member_id] = std::move(m);
+  if (std::all_of(rank_owner_.begin(), rank_owner_.end(), [](int o) { return o >= 0; })) {
+    WelcomeLocked(&out);
+  }
+  Deliver(l, &out);
+  return member_id;
 }
 
 void Coordinator::WelcomeLocked(Outbox* out) {
@@ -157,6 +164,10 @@ void Coordinator::WelcomeLocked(Outbox* out) {
   }
   for (auto& [id, readies] : early_) {
     for (const auto& ready : readies) {
+      if (ready.has_devices() && !members_.at(id).has_devices) {
+        members_.at(id).has_devices = true;
+        members_.at(id).devices = ready.devices();
+      }
       int node = members_.at(id).node_index;
       for (const auto& meta : ready.tensors()) AddReadyLocked(node, meta);
     }
@@ -195,31 +206,33 @@ void Coordinator::AddReadyLocked(int node, const kolo::v1::TensorMeta& meta) {
 
 void Coordinator::OnReady(int member, const kolo::v1::Ready& ready) {
   Outbox out;
-  {
-    absl::MutexLock l(&mu_);
-    auto it = members_.find(member);
-    if (it == members_.end() || aborted_) return;
-    it->second.last_heard = absl::Now();
-    if (!welcomed_) {
-      kolo::v1::Ready copy = ready;
-      // Cached bits need the node index; none exist before the welcome.
-      copy.clear_cached_bits();
-      early_[member].push_back(std::move(copy));
-      return;
-    }
-    int node = it->second.node_index;
-    for (const auto& meta : ready.tensors()) AddReadyLocked(node, meta);
-    const std::string& bits = ready.cached_bits();
-    for (size_t byte = 0; byte < bits.size(); ++byte) {
-      for (int bit = 0; bit < 8; ++bit) {
-        if ((static_cast<unsigned char>(bits[byte]) >> bit & 1) == 0) continue;
-        size_t id = byte * 8 + bit;
-        if (id < cache_names_.size()) AddReadyLocked(node, cache_meta_[id]);
-      }
-    }
-    PlanLocked(&out);
+  absl::ReleasableMutexLock l(&mu_);
+  auto it = members_.find(member);
+  if (it == members_.end() || aborted_) return;
+  it->second.last_heard = absl::Now();
+  if (!welcomed_) {
+    kolo::v1::Ready copy = ready;
+    // Cached bits need the node index; none exist before the welcome.
+    copy.clear_cached_bits();
+    early_[member].push_back(std::move(copy));
+    return;
   }
-  Flush(&out);
+  if (ready.has_devices() && !it->second.has_devices) {
+    it->second.has_devices = true;
+    it->second.devices = ready.devices();
+  }
+  int node = it->second.node_index;
+  for (const auto& meta : ready.tensors()) AddReadyLocked(node, meta);
+  const std::string& bits = ready.cached_bits();
+  for (size_t byte = 0; byte < bits.size(); ++byte) {
+    for (int bit = 0; bit < 8; ++bit) {
+      if ((static_cast<unsigned char>(bits[byte]) >> bit & 1) == 0) continue;
+      size_t id = byte * 8 + bit;
+      if (id < cache_names_.size()) AddReadyLocked(node, cache_meta_[id]);
+    }
+  }
+  PlanLocked(&out);
+  Deliver(l, &out);
 }
 
 void Coordinator::PlanLocked(Outbox* out) {
@@ -273,12 +286,72 @@ void Coordinator::PlanLocked(Outbox* out) {
     target->bytes = Align64(target->bytes) + meta.bytes();
   }
   ready_.clear();
+  // Device responses: the first carries the communicator every daemon joins
+  // before running it (groups were opened in plan order).
+  for (Group& g : open) {
+    if (!g.key.device()) continue;
+    if (!device_comm_planned_) {
+      device_comm_planned_ = true;
+      absl::StatusOr<kolo::v1::DeviceComm> comm = MakeDeviceCommLocked();
+      if (comm.ok()) {
+        *g.response->mutable_device_comm() = *std::move(comm);
+        continue;
+      }
+      device_comm_error_ = absl::Status(
+          comm.status().code(), absl::StrCat("job ", job_id_, ": no NCCL communicator for device "
+                                             "tensors: ", comm.status().message()));
+    }
+    if (!device_comm_error_.ok()) {
+      g.response->set_error_code(static_cast<int>(device_comm_error_.code()));
+      g.response->set_error_message(std::string(device_comm_error_.message()));
+    }
+  }
+  plan.set_sequence(plans_++);
   for (const auto& [id, m] : members_) {
     if (!m.connected) continue;
     kolo::v1::CoordinatorMessage msg;
     *msg.mutable_plan() = plan;
     out->push_back({m.sink, std::move(msg)});
   }
+}
+
+absl::StatusOr<kolo::v1::DeviceComm> Coordinator::MakeDeviceCommLocked() {
+  std::vector<RankDevices> nodes;
+  for (int member : node_members_) {
+    const Member& m = members_.at(member);
+    if (!m.has_devices) {
+      return absl::InternalError(
+          absl::StrCat("node ", m.node, " sent a device tensor without its GPU layout"));
+    }
+    const kolo::v1::DeviceLayout& layout = m.devices;
+    if (layout.ranks_size() != layout.devices_size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("node ", m.node, " sent a malformed GPU layout"));
+    }
+    RankDevices placed;
+    for (int i = 0; i < layout.ranks_size(); ++i) {
+      const int rank = layout.ranks(i);
+      if (rank < 0 || rank >= size_ || rank_owner_[rank] != member) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("node ", m.node, " placed rank ", rank, ", which it does not host"));
+      }
+      placed.emplace_back(rank, layout.devices(i));
+    }
+    nodes.push_back(std::move(placed));
+  }
+  if (!options_.new_device_comm_id) {
+    return absl::UnimplementedError("the coordinating kolod cannot make NCCL communicators");
+  }
+  absl::StatusOr<std::string> id = options_.new_device_comm_id();
+  if (!id.ok()) return id.status();
+  absl::StatusOr<DeviceCommPlan> plan = MakeDeviceCommPlan(size_, nodes, *std::move(id));
+  if (!plan.ok()) return plan.status();
+  kolo::v1::DeviceComm comm;
+  comm.set_unique_id(plan->unique_id);
+  comm.set_nranks(plan->nranks);
+  for (int r : plan->nccl_rank) comm.add_nccl_rank(r);
+  for (int d : plan->device) comm.add_device(d);
+  return comm;
 }
 
 void Coordinator::AbortLocked(const std::string& reason, Outbox* out) {
@@ -294,25 +367,21 @@ void Coordinator::AbortLocked(const std::string& reason, Outbox* out) {
 
 void Coordinator::MemberLost(int member, const std::string& why) {
   Outbox out;
-  {
-    absl::MutexLock l(&mu_);
-    auto it = members_.find(member);
-    if (it == members_.end()) return;
-    it->second.connected = false;
-    std::string who = absl::StrCat("ranks ", FormatRankRanges(it->second.ranks), " (node ",
-                                   it->second.node, ")");
-    AbortLocked(absl::StrCat("job ", job_id_, ": ", who, " left the job: ", why), &out);
-  }
-  Flush(&out);
+  absl::ReleasableMutexLock l(&mu_);
+  auto it = members_.find(member);
+  if (it == members_.end()) return;
+  it->second.connected = false;
+  std::string who = absl::StrCat("ranks ", FormatRankRanges(it->second.ranks), " (node ",
+                                 it->second.node, ")");
+  AbortLocked(absl::StrCat("job ", job_id_, ": ", who, " left the job: ", why), &out);
+  Deliver(l, &out);
 }
 
 void Coordinator::OnAbort(int member, const std::string& reason) {
   Outbox out;
-  {
-    absl::MutexLock l(&mu_);
-    AbortLocked(reason, &out);
-  }
-  Flush(&out);
+  absl::ReleasableMutexLock l(&mu_);
+  AbortLocked(reason, &out);
+  Deliver(l, &out);
 }
 
 void Coordinator::Heartbeat(int member) {
@@ -323,30 +392,27 @@ void Coordinator::Heartbeat(int member) {
 
 bool Coordinator::Tick(absl::Time now, absl::Duration timeout) {
   Outbox out;
-  bool alive;
-  {
-    absl::MutexLock l(&mu_);
-    for (const auto& [id, m] : members_) {
-      if (aborted_) break;
-      if (m.connected && now - m.last_heard > timeout) {
-        AbortLocked(absl::StrCat("job ", job_id_, ": ranks ", FormatRankRanges(m.ranks),
-                                 " (node ", m.node, ") sent nothing for ",
-                                 absl::ToInt64Seconds(timeout),
-                                 " s: its daemon is stopped, hung or cut off"),
-                    &out);
-      }
+  absl::ReleasableMutexLock l(&mu_);
+  for (const auto& [id, m] : members_) {
+    if (aborted_) break;
+    if (m.connected && now - m.last_heard > timeout) {
+      AbortLocked(absl::StrCat("job ", job_id_, ": ranks ", FormatRankRanges(m.ranks),
+                               " (node ", m.node, ") sent nothing for ",
+                               absl::ToInt64Seconds(timeout),
+                               " s: its daemon is stopped, hung or cut off"),
+                  &out);
     }
-    if (!aborted_) {
-      for (const auto& [id, m] : members_) {
-        if (!m.connected) continue;
-        kolo::v1::CoordinatorMessage msg;
-        msg.mutable_heartbeat();
-        out.push_back({m.sink, std::move(msg)});
-      }
-    }
-    alive = !aborted_;
   }
-  Flush(&out);
+  if (!aborted_) {
+    for (const auto& [id, m] : members_) {
+      if (!m.connected) continue;
+      kolo::v1::CoordinatorMessage msg;
+      msg.mutable_heartbeat();
+      out.push_back({m.sink, std::move(msg)});
+    }
+  }
+  const bool alive = !aborted_;
+  Deliver(l, &out);
   return alive;
 }
 

@@ -9,10 +9,12 @@
 // remote daemon, a direct call for the local one).
 //
 // Thread-safety: thread-safe; one mutex guards the state, and sinks are
-// called outside it in the order the state changed.
+// called outside it, under a second mutex taken before the first is
+// released, so every sink sees messages in the order the state changed.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -39,6 +41,9 @@ class MemberSink {
 struct CoordinatorOptions {
   uint64_t fusion_threshold_bytes = uint64_t{64} << 20;
   uint32_t cache_capacity = 1024;
+  // Makes the NCCL unique id of the job's device communicator (this
+  // daemon's DeviceBackendFactory::NewCommId); unset: device tensors fail.
+  std::function<absl::StatusOr<std::string>()> new_device_comm_id;
 };
 
 class Coordinator {
@@ -75,6 +80,9 @@ class Coordinator {
     int node_index = -1;
     absl::Time last_heard;
     bool connected = true;
+    // Where its ranks keep device tensors (sent with its first one).
+    bool has_devices = false;
+    kolo::v1::DeviceLayout devices;
   };
   struct Pending {
     kolo::v1::TensorMeta meta;  // from the first node that reported
@@ -89,10 +97,14 @@ class Coordinator {
   void AddReadyLocked(int node, const kolo::v1::TensorMeta& meta)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PlanLocked(Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The job's device communicator, from every node's DeviceLayout.
+  absl::StatusOr<kolo::v1::DeviceComm> MakeDeviceCommLocked()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AbortLocked(const std::string& reason, Outbox* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string DescribeNode(int node_index) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  static void Flush(Outbox* out);
+  // Releases `state` and sends `out`, in the order the state changed.
+  void Deliver(absl::ReleasableMutexLock& state, Outbox* out) ABSL_UNLOCK_FUNCTION(mu_);
 
   const std::string job_id_;
   const std::string token_;
@@ -100,6 +112,8 @@ class Coordinator {
   const CoordinatorOptions options_;
 
   mutable absl::Mutex mu_;
+  absl::Mutex deliver_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  uint64_t plans_ ABSL_GUARDED_BY(mu_) = 0;  // sent so far; numbers the next
   std::map<int, Member> members_ ABSL_GUARDED_BY(mu_);
   int next_member_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<int> rank_owner_ ABSL_GUARDED_BY(mu_);  // member id per rank
@@ -111,6 +125,10 @@ class Coordinator {
   absl::flat_hash_map<std::string, Pending> pending_ ABSL_GUARDED_BY(mu_);
   // Globally ready names, in the order they became ready.
   std::vector<std::pair<kolo::v1::TensorMeta, std::string>> ready_ ABSL_GUARDED_BY(mu_);
+  // The device communicator goes out once, on the first device response;
+  // if it could not be made, every device response fails with why.
+  bool device_comm_planned_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status device_comm_error_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, uint32_t> cache_ids_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> cache_names_ ABSL_GUARDED_BY(mu_);
   std::vector<kolo::v1::TensorMeta> cache_meta_ ABSL_GUARDED_BY(mu_);

@@ -178,8 +178,15 @@ void MemberLink::Enqueue(kolo::v1::MemberMessage message) {
   outbox_.push_back(std::move(message));
 }
 
-void MemberLink::ReportReady(const kolo::v1::TensorMeta& meta) {
+void MemberLink::ReportReady(const kolo::v1::TensorMeta& meta,
+                             const kolo::v1::DeviceLayout* devices) {
   absl::MutexLock l(&mu_);
+  if (devices != nullptr && !devices_sent_) {
+    // In the same message as (or one before) the first device tensor, so the
+    // coordinator has it when that tensor is ready everywhere.
+    *ready_.mutable_devices() = *devices;
+    devices_sent_ = true;
+  }
   auto it = cache_.find(meta.name());
   if (it != cache_.end() &&
       it->second.second.SerializeAsString() == meta.SerializeAsString()) {
@@ -263,8 +270,18 @@ void MemberLink::ReadLoop() {
         break;
       case kolo::v1::CoordinatorMessage::kPlan: {
         std::vector<PlannedEntry> plan;
+        std::string link_error;
         {
           absl::MutexLock l(&mu_);
+          if (ended_) break;
+          if (msg.plan().sequence() != plans_) {
+            link_error = absl::StrCat(
+                "plan ", msg.plan().sequence(), " from the coordinator ",
+                options_.coordinator_name, " arrived where plan ", plans_,
+                " was due; the nodes' orders would diverge");
+            ended_ = true;
+          }
+          ++plans_;
           for (const auto& a : msg.plan().new_cache_ids()) {
             auto it = cache_.find(a.name());
             if (it == cache_.end()) continue;
@@ -285,9 +302,29 @@ void MemberLink::ReadLoop() {
             if (r.error_code() != 0) {
               e.error = absl::Status(static_cast<absl::StatusCode>(r.error_code()),
                                      r.error_message());
+            } else if (r.has_device_comm()) {
+              const kolo::v1::DeviceComm& c = r.device_comm();
+              DeviceCommPlan comm;
+              comm.unique_id = c.unique_id();
+              comm.nranks = c.nranks();
+              comm.nccl_rank.assign(c.nccl_rank().begin(), c.nccl_rank().end());
+              comm.device.assign(c.device().begin(), c.device().end());
+              if (absl::Status v = ValidateDeviceCommPlan(comm, options_.hello.size());
+                  !v.ok() && link_error.empty()) {
+                // The other daemons would wait in NCCL for this one: end the job.
+                link_error = absl::StrCat("the coordinator ", options_.coordinator_name,
+                                            " sent an unusable device communicator: ",
+                                            v.message());
+                ended_ = true;
+              }
+              e.device_comm = std::move(comm);
             }
             plan.push_back(std::move(e));
           }
+        }
+        if (!link_error.empty()) {
+          listener_->OnLinkAbort(link_error);
+          break;
         }
         listener_->OnPlan(std::move(plan));
         break;

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "daemon/backend/device_comm_plan.h"
 #include "daemon/negotiation/coordinator.h"
 #include "proto/kolo/v1/peer.pb.h"
 
@@ -33,6 +35,9 @@ namespace kolo::daemon {
 struct PlannedEntry {
   std::vector<std::string> names;
   absl::Status error;  // OK, or the disagreement to deliver
+  // The job's device communicator, to join before running this response
+  // (validated against the job's size).
+  std::optional<DeviceCommPlan> device_comm;
 };
 
 class LinkListener {
@@ -77,8 +82,10 @@ class MemberLink {
       LinkListener* listener);
   ~MemberLink();
 
-  // Reports a locally ready tensor.
-  void ReportReady(const kolo::v1::TensorMeta& meta);
+  // Reports a locally ready tensor. For a device tensor, `devices` is where
+  // this node's ranks keep theirs; the first one reported goes along.
+  void ReportReady(const kolo::v1::TensorMeta& meta,
+                   const kolo::v1::DeviceLayout* devices = nullptr);
   // Tells the coordinator the job is over (it relays to every node).
   void Abort(const std::string& reason);
 
@@ -102,6 +109,8 @@ class MemberLink {
   absl::flat_hash_map<std::string, std::pair<uint32_t, kolo::v1::TensorMeta>> cache_
       ABSL_GUARDED_BY(mu_);
   std::vector<std::string> cache_names_ ABSL_GUARDED_BY(mu_);
+  uint64_t plans_ ABSL_GUARDED_BY(mu_) = 0;  // received so far
+  bool devices_sent_ ABSL_GUARDED_BY(mu_) = false;
   // Ready reports not yet sent: tensors and cache bits.
   kolo::v1::Ready ready_ ABSL_GUARDED_BY(mu_);
   bool ready_dirty_ ABSL_GUARDED_BY(mu_) = false;

@@ -66,9 +66,12 @@ struct ClientOptions {
 // `device` says where: -1 (the default) is host memory; an ordinal N is the
 // memory of CUDA device N, allocated with cudaMalloc (not managed memory),
 // which kolod reads and writes through CUDA IPC. Device tensors work for
-// allreduce only so far, in single-node jobs, with input and output on the
-// same device; AllreduceOptions::cuda_stream orders them with the caller's
-// work. A libkolo built without CUDA refuses them with UNIMPLEMENTED.
+// allreduce and broadcast of the whole job (not a process set), on one node
+// or across nodes, with input and output on the same device; a rank keeps
+// the GPU of its first device tensor for the job's life (ranks may use
+// different GPUs). AllreduceOptions::cuda_stream and
+// CollectiveOptions::cuda_stream order them with the caller's work. A
+// libkolo built without CUDA refuses them with UNIMPLEMENTED.
 struct TensorView {
   void* data = nullptr;
   DType dtype = DType::kFloat32;
@@ -166,6 +169,8 @@ struct AllreduceOptions {
 
 struct CollectiveOptions {
   int process_set = kGlobalProcessSet;
+  // Device tensors (broadcast) only: as AllreduceOptions::cuda_stream.
+  void* cuda_stream = nullptr;
 };
 
 // What an alltoall returns: the received rows, concatenated in the order of

@@ -47,249 +47,401 @@ std::string Describe(const Response& r) {
 
 }  // namespace
 
+struct NcclBackend::Lane {
+  Lane(DeviceLane place, CudaDevice device, CudaStream stream, CudaEvent done)
+      : place(std::move(place)),
+        device(std::move(device)),
+        stream(std::move(stream)),
+        done(std::move(done)) {}
+  // Buffers, stream and event belong to this lane's GPU: free them there.
+  ~Lane() { (void)device.MakeCurrent(); }
+
+  const DeviceLane place;
+  const CudaDevice device;
+  CudaStream stream;
+  CudaEvent done;
+  DeviceBuffer fusion;
+  DeviceBuffer descriptors;
+  PinnedBuffer staging;
+  // What the response being executed moves on this lane.
+  std::vector<CopySegment> pack;
+  std::vector<CopySegment> unpack;
+  uint64_t unpack_chunks = 0;
+  std::vector<std::pair<uint8_t*, uint64_t>> zero;  // regions of failed members
+  std::vector<cudaEvent_t> wait_events;
+  std::vector<cudaEvent_t> record_events;
+
+  uint8_t* region(size_t i, uint64_t region_bytes) const {
+    return fusion.data() + i * region_bytes;
+  }
+};
+
 absl::StatusOr<std::unique_ptr<NcclBackend>> NcclBackend::Create(
     const NcclBackendOptions& options, DeviceTensorResolver* resolver) {
-  absl::StatusOr<CudaDevice> device = CudaDevice::Open(options.device);
-  if (!device.ok()) return device.status();
-  absl::StatusOr<CudaStream> stream = CudaStream::Create();
-  if (!stream.ok()) return stream.status();
-  absl::StatusOr<CudaEvent> done = CudaEvent::Create();
-  if (!done.ok()) return done.status();
+  if (options.comm.unique_id.size() != NCCL_UNIQUE_ID_BYTES) {
+    return absl::InvalidArgumentError(absl::StrCat("NCCL unique id of ",
+                                                   options.comm.unique_id.size(),
+                                                   " bytes (want ", NCCL_UNIQUE_ID_BYTES, ")"));
+  }
+  absl::StatusOr<std::vector<DeviceLane>> places = LocalLanes(options.comm, options.local_ranks);
+  if (!places.ok()) return places.status();
+  if (places->empty()) {
+    return absl::FailedPreconditionError("no rank of this node has a GPU in the job");
+  }
+  std::vector<std::unique_ptr<Lane>> lanes;
+  std::vector<NcclLaneRank> ranks;
+  for (DeviceLane& place : *places) {
+    if (place.ranks.size() > static_cast<size_t>(kernels::cuda::kMaxReduceSources)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          place.ranks.size(), " ranks on CUDA device ", place.device, " (at most ",
+          kernels::cuda::kMaxReduceSources, " per GPU)"));
+    }
+    absl::StatusOr<CudaDevice> device = CudaDevice::Open(place.device);
+    if (!device.ok()) return device.status();
+    absl::StatusOr<CudaStream> stream = CudaStream::Create();
+    if (!stream.ok()) return stream.status();
+    absl::StatusOr<CudaEvent> done = CudaEvent::Create();
+    if (!done.ok()) return done.status();
+    ranks.push_back(NcclLaneRank{place.nccl_rank, place.device});
+    lanes.push_back(std::make_unique<Lane>(std::move(place), std::move(*device),
+                                           std::move(*stream), std::move(*done)));
+  }
+  NcclUniqueIdBytes id;
+  std::memcpy(id.data(), options.comm.unique_id.data(), id.size());
   absl::StatusOr<std::unique_ptr<NcclCommunicator>> comm = NcclCommunicator::Create(
-      options.unique_id, options.nranks, options.rank, options.device, options.init_timeout);
+      id, options.comm.nranks, std::move(ranks), options.init_timeout);
   if (!comm.ok()) return comm.status();
-  std::unique_ptr<NcclBackend> backend(new NcclBackend(options, resolver, std::move(*device),
-                                                       std::move(*stream), std::move(*done),
-                                                       std::move(*comm)));
+  std::unique_ptr<NcclBackend> backend(
+      new NcclBackend(options, resolver, std::move(lanes), std::move(*comm)));
   absl::MutexLock lock(&backend->mu_);
-  if (absl::Status s = backend->fusion_.Reserve(options.initial_fusion_bytes); !s.ok()) return s;
+  for (auto& lane : backend->lanes_) {
+    if (absl::Status s = lane->device.MakeCurrent(); !s.ok()) return s;
+    const uint64_t bytes = options.initial_fusion_bytes * lane->place.ranks.size();
+    if (absl::Status s = lane->fusion.Reserve(bytes); !s.ok()) return s;
+  }
   return backend;
 }
 
 NcclBackend::NcclBackend(NcclBackendOptions options, DeviceTensorResolver* resolver,
-                         CudaDevice device, CudaStream stream, CudaEvent done,
+                         std::vector<std::unique_ptr<Lane>> lanes,
                          std::unique_ptr<NcclCommunicator> comm)
-    : options_(std::move(options)),
-      resolver_(resolver),
-      device_(std::move(device)),
-      stream_(std::move(stream)),
-      done_(std::move(done)),
+    : options_(std::move(options)), resolver_(resolver), lanes_(std::move(lanes)),
       comm_(std::move(comm)) {
-  watchdog_ =
-      std::make_unique<CollectiveWatchdog>(comm_.get(), &device_, options_.watchdog_interval);
+  for (size_t l = 0; l < lanes_.size(); ++l) {
+    for (size_t i = 0; i < lanes_[l]->place.ranks.size(); ++i) {
+      slots_[lanes_[l]->place.ranks[i]] = Slot{l, i};
+    }
+  }
+  watchdog_ = std::make_unique<CollectiveWatchdog>(comm_.get(), &lanes_.front()->device,
+                                                   options_.watchdog_interval);
 }
 
 NcclBackend::~NcclBackend() {
   watchdog_.reset();  // before the communicator it watches
-  (void)device_.MakeCurrent();
   absl::MutexLock lock(&mu_);
   // Let enqueued work finish before its buffers are freed (after an abort
   // the NCCL kernels have exited, so this does not hang on a dead peer).
-  cudaStreamSynchronize(stream_.get());
+  for (auto& lane : lanes_) {
+    (void)lane->device.MakeCurrent();
+    cudaStreamSynchronize(lane->stream.get());
+  }
 }
 
 absl::Status NcclBackend::Execute(Response& response) {
   absl::MutexLock lock(&mu_);
-  if (response.kind != CollectiveKind::kAllreduce) {
+  const bool broadcast = response.kind == CollectiveKind::kBroadcast;
+  if (response.kind != CollectiveKind::kAllreduce && !broadcast) {
     return absl::UnimplementedError(absl::StrCat(
         "the nccl backend does not run ", CollectiveKindName(response.kind), " yet"));
   }
+  const std::string what = Describe(response);
   if (comm_->aborted()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        Describe(response), ": the job's NCCL communicator was aborted earlier: ",
+        what, ": the job's NCCL communicator was aborted earlier: ",
         comm_->abort_cause().message()));
   }
-  if (absl::Status s = device_.MakeCurrent(); !s.ok()) return s;
-  return ExecuteAllreduce(response);
+  std::vector<ResolvedIo> holds;  // keeps mappings and events open until the end
+  if (absl::Status s = Prepare(response, broadcast, &holds); !s.ok()) {
+    // Every daemon plans the same response; one that cannot run it must not
+    // leave the others waiting.
+    comm_->Abort(s);
+    return s;
+  }
+  if (absl::Status s = Enqueue(response, broadcast); !s.ok()) {
+    comm_->Abort(s);
+    // Drain what was enqueued before returning (bounded: NCCL has exited).
+    (void)WaitForCompletion(what);
+    return s;
+  }
+  return WaitForCompletion(what);
 }
 
-absl::Status NcclBackend::ExecuteAllreduce(Response& response) {
+absl::Status NcclBackend::Prepare(Response& response, bool broadcast,
+                                  std::vector<ResolvedIo>* holds) {
   const std::string what = Describe(response);
   const size_t esize = DTypeSize(response.dtype);
   if (esize == 0 || response.total_bytes % esize != 0 || response.members.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": malformed response"));
   }
-  const size_t local = response.members.front().set.requests.size();
-  if (local == 0 || local > static_cast<size_t>(kernels::cuda::kMaxReduceSources)) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": ", local,
-                                                   " local ranks (1 to ",
-                                                   kernels::cuda::kMaxReduceSources,
-                                                   " supported)"));
+  op_ = response.op;
+  postscale_ = response.postscale;
+  if (op_ == ReduceOp::kAverage) {
+    op_ = ReduceOp::kSum;
+    postscale_ /= std::max(1, response.members.front().set.set_size);
   }
-  for (const FusedMember& m : response.members) {
-    if (m.set.requests.size() != local ||
-        m.offset + m.set.requests.front().bytes > response.total_bytes) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, ": member \"", m.set.name, "\" does not fit the response"));
+  root_ = -1;
+  if (broadcast) {
+    const int root = response.root_rank;
+    if (root < 0 || root >= static_cast<int>(options_.comm.nccl_rank.size()) ||
+        options_.comm.nccl_rank[root] < 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          what, ": root rank ", root, " has no GPU in the job's communicator (a rank's first "
+          "device tensor places it)"));
     }
+    root_ = options_.comm.nccl_rank[root];
   }
-  ReduceOp op = response.op;
-  double postscale = response.postscale;
-  if (op == ReduceOp::kAverage) {
-    op = ReduceOp::kSum;
-    postscale /= std::max(1, response.members.front().set.set_size);
-  }
-  // The backend's own layout of the fused buffer: each member starts on a
-  // 16-byte boundary so pack/unpack move whole vectors (the planner's offsets
-  // are dense). Every daemon derives the same layout from the same response,
-  // so the NCCL step lines up; the padding is reduced along and never read.
+  // The backend's own layout of a region: each member starts on a 16-byte
+  // boundary so pack/unpack move whole vectors (the planner's offsets are
+  // dense). Every daemon derives the same layout from the same response, so
+  // the NCCL step lines up; the padding is reduced along and never read.
   offsets_.clear();
   uint64_t fused_bytes = 0;
   for (const FusedMember& m : response.members) {
     fused_bytes = AlignUp(fused_bytes, kMemberAlign);
     offsets_.push_back(fused_bytes);
+    if (m.set.requests.empty() || m.offset + m.set.requests.front().bytes > response.total_bytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": member \"", m.set.name, "\" does not fit the response"));
+    }
     fused_bytes += m.set.requests.front().bytes;
   }
   fused_bytes = AlignUp(fused_bytes, esize);
-  const uint64_t count = fused_bytes / esize;
-  const uint64_t region = AlignUp(fused_bytes, kRegionAlign);
-  const bool compress = response.compression != Compression::kNone &&
-                        response.dtype == DType::kFloat32 && comm_->size() > 1;
-  const uint64_t fusion_bytes = region * local + (compress ? AlignUp(count * 2, kRegionAlign) : 0);
-  if (absl::Status s = fusion_.Reserve(fusion_bytes); !s.ok()) {
-    // Every daemon plans the same response; one that cannot hold it must not
-    // leave the others waiting.
-    comm_->Abort(s);
-    return s;
+  count_ = broadcast ? fused_bytes : fused_bytes / esize;
+  region_ = AlignUp(fused_bytes, kRegionAlign);
+  compress_ = !broadcast && response.compression != Compression::kNone &&
+              response.dtype == DType::kFloat32 && comm_->size() > 1;
+  for (auto& lane : lanes_) {
+    const size_t regions = broadcast ? 1 : lane->place.ranks.size();
+    const uint64_t bytes =
+        region_ * regions + (compress_ ? AlignUp(count_ * 2, kRegionAlign) : 0);
+    if (absl::Status s = lane->device.MakeCurrent(); !s.ok()) return s;
+    if (absl::Status s = lane->fusion.Reserve(bytes); !s.ok()) return s;
+    lane->pack.clear();
+    lane->unpack.clear();
+    lane->zero.clear();
+    lane->wait_events.clear();
+    lane->record_events.clear();
   }
 
-  // Step 1: resolve. A member whose tensors cannot be used fails alone.
-  pack_.clear();
-  unpack_.clear();
-  pack_dst_of_failed_.clear();
-  failed_bytes_.clear();
-  std::vector<ResolvedIo> holds;
-  std::vector<cudaEvent_t> wait_events, record_events;
+  // Step 1: resolve each request on its rank's lane. A member whose tensors
+  // cannot be used fails alone.
+  const uint64_t unit = broadcast ? 1 : esize;  // copy element size
   for (size_t mi = 0; mi < response.members.size(); ++mi) {
     FusedMember& m = response.members[mi];
     const uint64_t bytes = m.set.requests.front().bytes;
-    if (m.set.joined > 0 && op != ReduceOp::kSum && m.status.ok()) {
+    if (!broadcast && m.set.joined > 0 && op_ != ReduceOp::kSum && m.status.ok()) {
       m.status = absl::UnimplementedError(absl::StrCat(
           "allreduce \"", m.set.name, "\": ", ReduceOpName(response.op),
           " with joined ranks is not supported for device tensors"));
     }
-    std::vector<ResolvedIo> resolved;
+    // Which region of which lane each request fills.
+    std::vector<std::pair<const Request*, Slot>> placed;
     for (const Request& r : m.set.requests) {
       if (!m.status.ok()) break;
-      absl::StatusOr<ResolvedIo> io = resolver_->Resolve(r);
+      auto it = slots_.find(r.rank);
+      if (it == slots_.end()) {
+        m.status = absl::FailedPreconditionError(absl::StrCat(
+            CollectiveKindName(response.kind), " \"", m.set.name, "\": rank ", r.rank,
+            " has no GPU in the job's communicator (its first device tensor places it)"));
+        break;
+      }
+      const Lane& lane = *lanes_[it->second.lane];
+      if (r.device.has_value() && r.device->input.device != lane.place.device) {
+        m.status = absl::FailedPreconditionError(absl::StrCat(
+            CollectiveKindName(response.kind), " \"", m.set.name, "\": rank ", r.rank,
+            " sent a tensor on CUDA device ", r.device->input.device, "; its GPU in this job is "
+            "device ", lane.place.device, " (a rank keeps the GPU of its first device tensor)"));
+        break;
+      }
+      placed.push_back({&r, it->second});
+    }
+    std::vector<ResolvedIo> resolved;
+    for (const auto& [r, slot] : placed) {
+      if (!m.status.ok()) break;
+      if (absl::Status s = lanes_[slot.lane]->device.MakeCurrent(); !s.ok()) return s;
+      absl::StatusOr<ResolvedIo> io = resolver_->Resolve(*r);
       if (!io.ok()) {
         m.status = io.status();
         break;
       }
       resolved.push_back(std::move(*io));
     }
-    for (size_t r = 0; r < local; ++r) {
-      uint8_t* region_dst = fusion_.data() + r * region + offsets_[mi];
-      if (!m.status.ok()) {
-        pack_dst_of_failed_.push_back(region_dst);
-        failed_bytes_.push_back(bytes);
-        continue;
+    if (!m.status.ok()) {
+      // Zeros instead of this member, on every lane: the collective runs.
+      for (auto& lane : lanes_) {
+        const size_t regions = broadcast ? 1 : lane->place.ranks.size();
+        for (size_t i = 0; i < regions; ++i) {
+          lane->zero.push_back({lane->region(i, region_) + offsets_[mi], bytes});
+        }
       }
-      const ResolvedIo& io = resolved[r];
-      pack_.push_back(CopySegment{reinterpret_cast<uint64_t>(io.input.data),
-                                  reinterpret_cast<uint64_t>(region_dst), bytes / esize, 0});
-      unpack_.push_back(CopySegment{reinterpret_cast<uint64_t>(fusion_.data() + offsets_[mi]),
-                                    reinterpret_cast<uint64_t>(io.output.data), bytes / esize,
-                                    0});
-      if (io.input.event != nullptr) wait_events.push_back(io.input.event);
-      if (io.output.event != nullptr) record_events.push_back(io.output.event);
+      continue;
     }
-    for (ResolvedIo& io : resolved) holds.push_back(std::move(io));
+    // Allreduce: every region a rank of this member does not fill (a joined
+    // rank) holds zeros.
+    if (!broadcast) {
+      for (size_t l = 0; l < lanes_.size(); ++l) {
+        Lane& lane = *lanes_[l];
+        for (size_t i = 0; i < lane.place.ranks.size(); ++i) {
+          bool filled = false;
+          for (const auto& [r, slot] : placed) filled = filled || (slot.lane == l && slot.region == i);
+          if (!filled) lane.zero.push_back({lane.region(i, region_) + offsets_[mi], bytes});
+        }
+      }
+    }
+    for (size_t k = 0; k < placed.size(); ++k) {
+      const auto& [r, slot] = placed[k];
+      const ResolvedIo& io = resolved[k];
+      Lane& lane = *lanes_[slot.lane];
+      uint8_t* lane_result = lane.region(0, region_) + offsets_[mi];
+      const bool is_root = broadcast && r->rank == response.root_rank;
+      if (!broadcast || is_root) {
+        lane.pack.push_back(CopySegment{reinterpret_cast<uint64_t>(io.input.data),
+                                        reinterpret_cast<uint64_t>(
+                                            lane.region(broadcast ? 0 : slot.region, region_) +
+                                            offsets_[mi]),
+                                        bytes / unit, 0});
+        if (io.input.event != nullptr) lane.wait_events.push_back(io.input.event);
+      }
+      // The root's own output already holds the data when it is the input.
+      if (!(is_root && io.output.data == io.input.data)) {
+        lane.unpack.push_back(CopySegment{reinterpret_cast<uint64_t>(lane_result),
+                                          reinterpret_cast<uint64_t>(io.output.data),
+                                          bytes / unit, 0});
+      }
+      if (io.output.event != nullptr) lane.record_events.push_back(io.output.event);
+    }
+    for (ResolvedIo& io : resolved) holds->push_back(std::move(io));
   }
-
-  // Steps 2-7.
-  if (absl::Status s = Enqueue(response, count, region, local, op, postscale, compress,
-                               Distinct(std::move(wait_events)),
-                               Distinct(std::move(record_events)));
-      !s.ok()) {
-    comm_->Abort(s);
-    // Drain what was enqueued before returning (bounded: NCCL has exited).
-    (void)WaitForCompletion(what);
-    return s;
+  for (auto& lane : lanes_) {
+    lane->wait_events = Distinct(std::move(lane->wait_events));
+    lane->record_events = Distinct(std::move(lane->record_events));
   }
-  // Step 8. `holds` keeps mappings and events open until here.
-  return WaitForCompletion(what);
+  return absl::OkStatus();
 }
 
-absl::Status NcclBackend::Enqueue(Response& response, uint64_t count, uint64_t region,
-                                  size_t local, ReduceOp op, double postscale, bool compress,
-                                  const std::vector<cudaEvent_t>& wait_events,
-                                  const std::vector<cudaEvent_t>& record_events) {
-  const cudaStream_t s = stream_.get();
-  const DType dtype = response.dtype;
+absl::Status NcclBackend::Enqueue(Response& response, bool broadcast) {
+  const DType dtype = broadcast ? DType::kUint8 : response.dtype;
+  const double prescale = broadcast ? 1.0 : response.prescale;
+  const double postscale = broadcast ? 1.0 : postscale_;
   const absl::Time deadline = absl::Now() + options_.collective_timeout;
 
-  // Step 2: one upload of both descriptor arrays.
-  const uint64_t pack_chunks = kernels::cuda::AssignCopyChunks(dtype, pack_.data(), pack_.size());
-  const uint64_t unpack_chunks =
-      kernels::cuda::AssignCopyChunks(dtype, unpack_.data(), unpack_.size());
-  const size_t desc_bytes = (pack_.size() + unpack_.size()) * sizeof(CopySegment);
-  if (desc_bytes > 0) {
-    if (absl::Status st = staging_.Reserve(desc_bytes); !st.ok()) return st;
-    if (absl::Status st = descriptors_.Reserve(desc_bytes); !st.ok()) return st;
-    std::memcpy(staging_.data(), pack_.data(), pack_.size() * sizeof(CopySegment));
-    std::memcpy(staging_.data() + pack_.size() * sizeof(CopySegment), unpack_.data(),
-                unpack_.size() * sizeof(CopySegment));
-    KOLO_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(descriptors_.data(), staging_.data(), desc_bytes,
-                                              cudaMemcpyHostToDevice, s),
-                              "uploading copy descriptors");
-  }
-  const auto* pack_desc = reinterpret_cast<const CopySegment*>(descriptors_.data());
-  const auto* unpack_desc = pack_desc + pack_.size();
-
-  // Step 3: the GPU waits for each client's producer work.
-  for (cudaEvent_t e : wait_events) {
-    KOLO_RETURN_IF_CUDA_ERROR(cudaStreamWaitEvent(s, e, 0), "cudaStreamWaitEvent on an input");
-  }
-  // Members that failed locally contribute zeros (see the header).
-  for (size_t i = 0; i < pack_dst_of_failed_.size(); ++i) {
-    KOLO_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(pack_dst_of_failed_[i], 0, failed_bytes_[i], s),
-                              "zeroing a failed member");
-  }
-  // Step 4: pack with prescale.
-  KOLO_RETURN_IF_LAUNCH_ERROR(kernels::cuda::BatchedCopyAsync(
-                            dtype, pack_desc, static_cast<uint32_t>(pack_.size()), pack_chunks,
-                            response.prescale, s),
-                        "pack kernel");
-  // Step 5: local ranks.
-  if (local > 1) {
-    std::vector<const void*> srcs(local);
-    for (size_t r = 0; r < local; ++r) srcs[r] = fusion_.data() + r * region;
-    KOLO_RETURN_IF_LAUNCH_ERROR(kernels::cuda::ReduceAsync(dtype, op, srcs.data(),
-                                                     static_cast<int>(local), fusion_.data(),
-                                                     count, 1.0, 1.0, s),
-                          "local reduce kernel");
-  }
-  // Step 6: between daemons.
-  if (comm_->size() > 1) {
-    if (compress) {
-      const DType wire = response.compression == Compression::kFloat16 ? DType::kFloat16
-                                                                        : DType::kBFloat16;
-      auto* f32 = reinterpret_cast<float*>(fusion_.data());
-      auto* narrow = reinterpret_cast<uint16_t*>(fusion_.data() + region * local);
-      KOLO_RETURN_IF_LAUNCH_ERROR(kernels::cuda::NarrowFloat32Async(wire, f32, narrow, count, s),
-                            "compression kernel");
-      if (absl::Status st = comm_->AllReduce(narrow, narrow, count, wire, op, s, deadline);
-          !st.ok()) {
-        return st;
-      }
-      KOLO_RETURN_IF_LAUNCH_ERROR(kernels::cuda::WidenToFloat32Async(wire, narrow, f32, count, s),
-                            "decompression kernel");
-    } else if (absl::Status st = comm_->AllReduce(fusion_.data(), fusion_.data(), count, dtype,
-                                                  op, s, deadline);
-               !st.ok()) {
-      return st;
+  // Steps 2-5 per lane.
+  for (auto& lane_ptr : lanes_) {
+    Lane& lane = *lane_ptr;
+    if (absl::Status st = lane.device.MakeCurrent(); !st.ok()) return st;
+    const cudaStream_t s = lane.stream.get();
+    // Step 2: one upload of both descriptor arrays.
+    const uint64_t pack_chunks =
+        kernels::cuda::AssignCopyChunks(dtype, lane.pack.data(), lane.pack.size());
+    lane.unpack_chunks =
+        kernels::cuda::AssignCopyChunks(dtype, lane.unpack.data(), lane.unpack.size());
+    const size_t desc_bytes = (lane.pack.size() + lane.unpack.size()) * sizeof(CopySegment);
+    if (desc_bytes > 0) {
+      if (absl::Status st = lane.staging.Reserve(desc_bytes); !st.ok()) return st;
+      if (absl::Status st = lane.descriptors.Reserve(desc_bytes); !st.ok()) return st;
+      std::memcpy(lane.staging.data(), lane.pack.data(), lane.pack.size() * sizeof(CopySegment));
+      std::memcpy(lane.staging.data() + lane.pack.size() * sizeof(CopySegment),
+                  lane.unpack.data(), lane.unpack.size() * sizeof(CopySegment));
+      KOLO_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(lane.descriptors.data(), lane.staging.data(),
+                                                desc_bytes, cudaMemcpyHostToDevice, s),
+                                "uploading copy descriptors");
+    }
+    // Step 3: the GPU waits for each client's producer work.
+    for (cudaEvent_t e : lane.wait_events) {
+      KOLO_RETURN_IF_CUDA_ERROR(cudaStreamWaitEvent(s, e, 0), "cudaStreamWaitEvent on an input");
+    }
+    for (const auto& [ptr, bytes] : lane.zero) {
+      KOLO_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(ptr, 0, bytes, s), "zeroing a region");
+    }
+    // Step 4: pack with prescale.
+    const auto* pack_desc = reinterpret_cast<const CopySegment*>(lane.descriptors.data());
+    KOLO_RETURN_IF_LAUNCH_ERROR(
+        kernels::cuda::BatchedCopyAsync(dtype, pack_desc, static_cast<uint32_t>(lane.pack.size()),
+                                        pack_chunks, prescale, s),
+        "pack kernel");
+    // Step 5: the lane's ranks into region 0.
+    const size_t regions = broadcast ? 1 : lane.place.ranks.size();
+    if (regions > 1) {
+      std::vector<const void*> srcs(regions);
+      for (size_t r = 0; r < regions; ++r) srcs[r] = lane.region(r, region_);
+      KOLO_RETURN_IF_LAUNCH_ERROR(
+          kernels::cuda::ReduceAsync(dtype, op_, srcs.data(), static_cast<int>(regions),
+                                     lane.region(0, region_), count_, 1.0, 1.0, s),
+          "local reduce kernel");
     }
   }
-  // Step 7: unpack with postscale, then tell each client.
-  KOLO_RETURN_IF_LAUNCH_ERROR(kernels::cuda::BatchedCopyAsync(dtype, unpack_desc,
-                                                        static_cast<uint32_t>(unpack_.size()),
-                                                        unpack_chunks, postscale, s),
-                        "unpack kernel");
-  for (cudaEvent_t e : record_events) {
-    KOLO_RETURN_IF_CUDA_ERROR(cudaEventRecord(e, s), "recording an output event");
+  // Step 6: between GPUs and daemons, one NCCL group over every lane.
+  if (comm_->size() > 1) {
+    std::vector<NcclLaneBuffers> buffers;
+    if (broadcast) {
+      for (auto& lane : lanes_) {
+        uint8_t* r0 = lane->region(0, region_);
+        buffers.push_back(NcclLaneBuffers{r0, r0, lane->stream.get()});
+      }
+      if (absl::Status st = comm_->Broadcast(buffers, count_, root_, deadline); !st.ok()) {
+        return st;
+      }
+    } else if (compress_) {
+      const DType wire = response.compression == Compression::kFloat16 ? DType::kFloat16
+                                                                        : DType::kBFloat16;
+      for (auto& lane : lanes_) {
+        if (absl::Status st = lane->device.MakeCurrent(); !st.ok()) return st;
+        auto* f32 = reinterpret_cast<float*>(lane->region(0, region_));
+        auto* narrow = reinterpret_cast<uint16_t*>(lane->region(lane->place.ranks.size(), region_));
+        KOLO_RETURN_IF_LAUNCH_ERROR(
+            kernels::cuda::NarrowFloat32Async(wire, f32, narrow, count_, lane->stream.get()),
+            "compression kernel");
+        buffers.push_back(NcclLaneBuffers{narrow, narrow, lane->stream.get()});
+      }
+      if (absl::Status st = comm_->AllReduce(buffers, count_, wire, op_, deadline); !st.ok()) {
+        return st;
+      }
+      for (auto& lane : lanes_) {
+        if (absl::Status st = lane->device.MakeCurrent(); !st.ok()) return st;
+        auto* f32 = reinterpret_cast<float*>(lane->region(0, region_));
+        auto* narrow = reinterpret_cast<uint16_t*>(lane->region(lane->place.ranks.size(), region_));
+        KOLO_RETURN_IF_LAUNCH_ERROR(
+            kernels::cuda::WidenToFloat32Async(wire, narrow, f32, count_, lane->stream.get()),
+            "decompression kernel");
+      }
+    } else {
+      for (auto& lane : lanes_) {
+        uint8_t* r0 = lane->region(0, region_);
+        buffers.push_back(NcclLaneBuffers{r0, r0, lane->stream.get()});
+      }
+      if (absl::Status st = comm_->AllReduce(buffers, count_, dtype, op_, deadline); !st.ok()) {
+        return st;
+      }
+    }
   }
-  return done_.Record(s);
+  // Step 7 per lane: unpack with postscale, then tell each client.
+  for (auto& lane_ptr : lanes_) {
+    Lane& lane = *lane_ptr;
+    if (absl::Status st = lane.device.MakeCurrent(); !st.ok()) return st;
+    const cudaStream_t s = lane.stream.get();
+    const auto* unpack_desc =
+        reinterpret_cast<const CopySegment*>(lane.descriptors.data()) + lane.pack.size();
+    KOLO_RETURN_IF_LAUNCH_ERROR(
+        kernels::cuda::BatchedCopyAsync(dtype, unpack_desc,
+                                        static_cast<uint32_t>(lane.unpack.size()), lane.unpack_chunks,
+                                        postscale, s),
+        "unpack kernel");
+    for (cudaEvent_t e : lane.record_events) {
+      KOLO_RETURN_IF_CUDA_ERROR(cudaEventRecord(e, s), "recording an output event");
+    }
+    if (absl::Status st = lane.done.Record(s); !st.ok()) return st;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status NcclBackend::WaitForCompletion(const std::string& what) {
@@ -297,15 +449,19 @@ absl::Status NcclBackend::WaitForCompletion(const std::string& what) {
   absl::Status result;
   int polls = 0;
   absl::Duration sleep = absl::Microseconds(20);
-  // After an abort the stream drains quickly; give it this long at most.
+  // After an abort the streams drain quickly; give them this long at most.
   absl::Time drain_deadline = absl::InfiniteFuture();
-  while (true) {
-    absl::StatusOr<bool> complete = done_.IsComplete();
+  size_t next = 0;  // lanes before it have completed
+  while (next < lanes_.size()) {
+    absl::StatusOr<bool> complete = lanes_[next]->done.IsComplete();
     if (!complete.ok()) {
       result = complete.status();
       break;
     }
-    if (*complete) break;
+    if (*complete) {
+      ++next;
+      continue;
+    }
     if (absl::Status f = watchdog_->failure(); !f.ok() && result.ok()) {
       result = f;
       drain_deadline = absl::Now() + absl::Seconds(10);

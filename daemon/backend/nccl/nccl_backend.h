@@ -1,28 +1,35 @@
-// NcclBackend: allreduce of device tensors. One instance per job and GPU;
-// it is one NCCL rank of the job's communicator (one rank per daemon) and
-// reduces the contributions of the local ranks that share this daemon on the
-// device before the inter-daemon step.
+// NcclBackend: allreduce and broadcast of device tensors. One instance per
+// job and daemon: it holds this daemon's NCCL ranks of the job's
+// communicator, one per GPU ("lane") the job's local ranks use (see
+// daemon/backend/device_comm_plan.h), and reduces the contributions of the
+// local ranks that share a GPU on that GPU before the NCCL step.
 //
-// Life of one fused allreduce response (everything on the backend's stream,
+// Life of one fused allreduce response (everything on the lanes' streams,
 // nothing waits on the host until step 8):
-//   1. Resolve every request's DeviceTensorRefs (IPC mappings and events,
-//      cached per session) and check offsets and sizes.
-//   2. Upload the pack and unpack descriptors (pinned staging -> device).
+//   1. Resolve every request's DeviceTensorRefs on its rank's lane (IPC
+//      mappings and events, cached per session) and check offsets, sizes
+//      and that the tensor is on the rank's GPU.
+//   2. Per lane: upload the pack and unpack descriptors (pinned staging ->
+//      device).
 //   3. cudaStreamWaitEvent on each input's event: the GPU, not kolod, waits
 //      for the client's producer kernels.
-//   4. Pack: one launch copies every local rank's tensors into its region of
-//      the fusion buffer, prescale fused in.
-//   5. With several local ranks, reduce their regions into region 0 (K-way
-//      kernel, f16/bf16 accumulating in f32).
-//   6. With several daemons, ncclAllReduce in place on region 0 (float32 with
-//      compression travels as float16/bfloat16: narrow, reduce, widen).
-//   7. Unpack: one launch copies the result to every rank's output,
-//      postscale fused in (kAverage is a sum with postscale / set size); then
-//      record each output's event for the client's stream to wait on.
-//   8. Record a completion event and poll it (cudaEventQuery with backoff)
-//      on the executing thread while the watchdog thread checks
-//      ncclCommGetAsyncError and the collective's deadline, aborting the
-//      communicator on failure.
+//   4. Pack: one launch per lane copies each local rank's tensors into that
+//      rank's region of the lane's fusion buffer, prescale fused in.
+//   5. With several ranks on a lane, reduce their regions into region 0
+//      (K-way kernel, f16/bf16 accumulating in f32).
+//   6. With several NCCL ranks, one grouped ncclAllReduce in place on every
+//      lane's region 0 (float32 with compression travels as
+//      float16/bfloat16: narrow, reduce, widen).
+//   7. Unpack: one launch per lane copies the result to its ranks' outputs,
+//      postscale fused in (kAverage is a sum with postscale / set size);
+//      then record each output's event for the client's stream to wait on.
+//   8. Record each lane's completion event and poll them (cudaEventQuery
+//      with backoff) on the executing thread while the watchdog thread
+//      checks ncclCommGetAsyncError and the collective's deadline, aborting
+//      the communicator on failure.
+// A broadcast packs the root's tensors into its lane's region 0, runs one
+// grouped ncclBroadcast from the root's NCCL rank into every lane, and
+// unpacks on every lane (steps 1-4, 6-8).
 //
 // Why poll an event rather than cudaLaunchHostFunc: the daemon must learn of
 // completion only to write completion slots, and it must also give up at a
@@ -35,34 +42,28 @@
 //
 // Failure: an error after step 1 but before the NCCL call is enqueued aborts
 // the communicator (the peers would otherwise wait for this rank forever);
-// after an abort every Execute fails with FAILED_PRECONDITION until the job
-// builds a new backend with a new unique id. A member whose tensors fail to
-// resolve fails alone: its region is zeroed and the collective still runs,
-// so the peers are not left waiting (see integration point 4).
+// after an abort every Execute fails with FAILED_PRECONDITION. A member
+// whose tensors fail to resolve, or that a rank sent from a GPU other than
+// its own, fails alone: its regions are zeroed and the collective still
+// runs, so the peers are not left waiting. A rank keeps the GPU its first
+// device tensor was on for the job's life.
 //
 // ============================ How kolod uses it ============================
 // 1. Submission slot and Request: SubmitSlot (shm_abi_v1.h) carries a
 //    DeviceTensorSlot per input and output and kSlotFlagDevice; ValidateSlot
 //    checks them (flag, sizes == request bytes, ordinal, no arena offsets,
-//    allreduce only) and fills Request::device.
+//    allreduce or broadcast) and fills Request::device.
 // 2. Backend per response: CheckAgreement and the fusion planner's key
-//    separate device from host tensors (and GPUs from each other); Job picks
-//    its host backend or, for Response::device >= 0, a DeviceBackend it
-//    makes on the first device response through DeviceBackendFactory
-//    (daemon/backend/device_backend.h; the CUDA factory wraps this class
-//    with an IpcTensorResolver and a one-rank communicator, the other one
-//    answers UNIMPLEMENTED). A failure to make it fails the device requests
-//    only, with its error.
+//    separate device from host tensors; Job picks its host backend or, for
+//    Response::on_device, a DeviceBackend it makes on the first device
+//    response through DeviceBackendFactory (daemon/backend/device_backend.h;
+//    the CUDA factory wraps this class with an IpcTensorResolver). On one
+//    node the job plans the communicator itself; across nodes the
+//    coordinator does (every node's rank -> GPU pairs, one unique id) and the
+//    plan rides on the first device response of the Peer plan, which every
+//    daemon executes in the same order, so their NCCL initialisations meet.
 // 3. Session teardown: Job::RankLeft releases the session's IPC mappings
-//    after failing its pending requests.
-// Not yet: multi-node jobs refuse device tensors (UNIMPLEMENTED in
-// Job::AdmitLocked). They need the coordinator to make the unique id
-// (NewNcclUniqueId) when the first device request is globally ready, send it
-// with the daemons' ranks in the Peer protocol (join reply or a dedicated
-// message), and every daemon to call NcclBackend::Create concurrently on a
-// job worker thread with nranks = daemons, rank = its index. Nor resolving
-// device tensors at ingress (IpcTensorResolver::Resolve is safe there),
-// which would fail a bad handle before negotiation.
+//    after failing its pending requests; Job::Abort aborts the communicator.
 // ==========================================================================
 //
 // Thread-safety: thread-safe; Execute calls are serialised (one job's
@@ -70,6 +71,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -78,6 +80,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/backend/backend.h"
+#include "daemon/backend/device_comm_plan.h"
 #include "daemon/backend/nccl/collective_watchdog.h"
 #include "daemon/backend/nccl/cuda_resources.h"
 #include "daemon/backend/nccl/device_tensor_resolver.h"
@@ -87,66 +90,74 @@
 namespace kolo::daemon::nccl {
 
 struct NcclBackendOptions {
-  int device = 0;  // CUDA ordinal this daemon drives for the job
-  int nranks = 1;  // daemons in the job
-  int rank = 0;    // this daemon's NCCL rank
-  NcclUniqueIdBytes unique_id{};
+  // The job's communicator (its unique_id an ncclUniqueId's bytes) and the
+  // global ranks this daemon hosts: they make the lanes.
+  DeviceCommPlan comm;
+  std::vector<int> local_ranks;
   absl::Duration init_timeout = absl::Seconds(120);
   // The deadline of one collective, from its enqueue to its completion.
   absl::Duration collective_timeout = absl::Seconds(300);
   absl::Duration watchdog_interval = absl::Milliseconds(10);
-  // The fusion buffer's first size; it grows (between collectives) when a
-  // response needs more and never shrinks.
+  // Each lane's fusion buffer's first size; it grows (between collectives)
+  // when a response needs more and never shrinks.
   uint64_t initial_fusion_bytes = 64ull << 20;
 };
 
 class NcclBackend : public Backend {
  public:
-  // Opens the device, creates the stream, events and fusion buffer, joins
-  // the communicator and starts the watchdog. `resolver` must outlive the
-  // backend.
+  // Opens the lanes' devices, creates their streams, events and fusion
+  // buffers, joins the communicator and starts the watchdog. `resolver` must
+  // outlive the backend.
   static absl::StatusOr<std::unique_ptr<NcclBackend>> Create(const NcclBackendOptions& options,
                                                              DeviceTensorResolver* resolver);
   ~NcclBackend() override;
 
   absl::string_view name() const override { return "nccl"; }
-  // Runs an allreduce response over device tensors (other collectives are
-  // UNIMPLEMENTED for now). Returns once the result is in every output.
+  // Runs an allreduce or broadcast response over device tensors (other
+  // collectives are UNIMPLEMENTED). Returns once the result is in every
+  // output.
   absl::Status Execute(Response& response) override;
+  // Aborts the communicator (from any thread): a collective in flight ends.
+  void Abort(const absl::Status& why) { comm_->Abort(why); }
 
   NcclCommunicator& communicator() { return *comm_; }
 
  private:
-  NcclBackend(NcclBackendOptions options, DeviceTensorResolver* resolver, CudaDevice device,
-              CudaStream stream, CudaEvent done, std::unique_ptr<NcclCommunicator> comm);
+  // One GPU: its ranks' regions in its fusion buffer, its stream and what
+  // the response being executed moves there.
+  struct Lane;
+  // Where one local rank contributes: its lane and its region there.
+  struct Slot {
+    size_t lane = 0;
+    size_t region = 0;
+  };
 
-  absl::Status ExecuteAllreduce(Response& response) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Steps 2-7; an error here aborts the communicator.
-  absl::Status Enqueue(Response& response, uint64_t count, uint64_t region_bytes,
-                       size_t local_ranks, ReduceOp op, double postscale, bool compress,
-                       const std::vector<cudaEvent_t>& wait_events,
-                       const std::vector<cudaEvent_t>& record_events)
+  NcclBackend(NcclBackendOptions options, DeviceTensorResolver* resolver,
+              std::vector<std::unique_ptr<Lane>> lanes, std::unique_ptr<NcclCommunicator> comm);
+
+  // Steps 1 and 2-7 for either collective; an error in Enqueue aborts the
+  // communicator.
+  absl::Status Prepare(Response& response, bool broadcast, std::vector<ResolvedIo>* holds)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Enqueue(Response& response, bool broadcast) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Step 8.
   absl::Status WaitForCompletion(const std::string& what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const NcclBackendOptions options_;
   DeviceTensorResolver* const resolver_;
-  const CudaDevice device_;
   absl::Mutex mu_;  // serialises Execute
-  // Owned by whichever thread holds mu_:
-  CudaStream stream_ ABSL_GUARDED_BY(mu_);
-  CudaEvent done_ ABSL_GUARDED_BY(mu_);
   // Not shared between jobs on one GPU: two jobs whose daemons ran their
   // collectives in different orders would deadlock on a shared buffer.
-  DeviceBuffer fusion_ ABSL_GUARDED_BY(mu_);
-  DeviceBuffer descriptors_ ABSL_GUARDED_BY(mu_);
-  PinnedBuffer staging_ ABSL_GUARDED_BY(mu_);
-  std::vector<kernels::cuda::CopySegment> pack_ ABSL_GUARDED_BY(mu_);
-  std::vector<kernels::cuda::CopySegment> unpack_ ABSL_GUARDED_BY(mu_);
-  std::vector<uint64_t> offsets_ ABSL_GUARDED_BY(mu_);  // per member, in the fusion buffer
-  std::vector<uint8_t*> pack_dst_of_failed_ ABSL_GUARDED_BY(mu_);
-  std::vector<uint64_t> failed_bytes_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<Lane>> lanes_ ABSL_GUARDED_BY(mu_);
+  std::map<int, Slot> slots_;  // by global rank; fixed at creation
+  // The response being executed (owned by whichever thread holds mu_).
+  std::vector<uint64_t> offsets_ ABSL_GUARDED_BY(mu_);  // per member, in a region
+  uint64_t count_ ABSL_GUARDED_BY(mu_) = 0;   // elements (bytes for a broadcast)
+  uint64_t region_ ABSL_GUARDED_BY(mu_) = 0;  // bytes per region
+  ReduceOp op_ ABSL_GUARDED_BY(mu_) = ReduceOp::kSum;
+  double postscale_ ABSL_GUARDED_BY(mu_) = 1.0;
+  bool compress_ ABSL_GUARDED_BY(mu_) = false;
+  int root_ ABSL_GUARDED_BY(mu_) = 0;  // NCCL rank of a broadcast's root
   // Thread-safe on their own:
   std::unique_ptr<NcclCommunicator> comm_;
   std::unique_ptr<CollectiveWatchdog> watchdog_;  // after comm_: stops first

@@ -33,14 +33,28 @@ class NcclBackendTest : public ::testing::Test {
   void SetUp() override {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) GTEST_SKIP() << "no CUDA device";
+  }
+  // A backend whose job has `ranks` local ranks, all on GPU 0 (one NCCL
+  // rank); made again when the count changes.
+  void UseRanks(int ranks) {
+    if (backend_ != nullptr && ranks_ == ranks) return;
+    backend_.reset();
     auto id = NewNcclUniqueId();
     ASSERT_TRUE(id.ok()) << id.status();
+    RankDevices placed;
     NcclBackendOptions options;
-    options.unique_id = *id;
+    for (int r = 0; r < ranks; ++r) {
+      placed.emplace_back(r, 0);
+      options.local_ranks.push_back(r);
+    }
+    auto comm = MakeDeviceCommPlan(ranks, {placed}, std::string(id->data(), id->size()));
+    ASSERT_TRUE(comm.ok()) << comm.status();
+    options.comm = *comm;
     options.initial_fusion_bytes = 1 << 20;  // forces growth below
     auto b = NcclBackend::Create(options, &resolver_);
     ASSERT_TRUE(b.ok()) << b.status();
     backend_ = std::move(*b);
+    ranks_ = ranks;
   }
   void TearDown() override {
     backend_.reset();
@@ -65,6 +79,7 @@ class NcclBackendTest : public ::testing::Test {
   // output against the CPU reference.
   void RunAndCheck(const std::vector<uint64_t>& sizes, int local, ReduceOp op, double prescale,
                    double postscale) {
+    UseRanks(local);
     std::mt19937 rng(42);
     std::uniform_real_distribution<float> dist(-2, 2);
     Response response;
@@ -141,6 +156,7 @@ class NcclBackendTest : public ::testing::Test {
 
   FakeResolver resolver_;
   std::unique_ptr<NcclBackend> backend_;
+  int ranks_ = 0;
   std::vector<void*> allocations_;
   std::vector<cudaEvent_t> events_;
 };
@@ -160,6 +176,7 @@ TEST_F(NcclBackendTest, GrowsTheFusionBufferForALargeResponse) {
 }
 
 TEST_F(NcclBackendTest, AMemberThatFailsToResolveFailsAlone) {
+  UseRanks(1);
   Response response;
   response.dtype = DType::kFloat32;
   FusedMember m;
@@ -175,9 +192,86 @@ TEST_F(NcclBackendTest, AMemberThatFailsToResolveFailsAlone) {
   EXPECT_EQ(response.members[0].status.code(), absl::StatusCode::kInvalidArgument);
 }
 
-TEST_F(NcclBackendTest, OtherCollectivesAreUnimplemented) {
+TEST_F(NcclBackendTest, BroadcastsFromTheRootToEveryLocalRank) {
+  UseRanks(3);
   Response response;
   response.kind = CollectiveKind::kBroadcast;
+  response.dtype = DType::kInt32;
+  response.root_rank = 1;
+  std::vector<std::vector<int32_t>> want(2);
+  std::vector<std::vector<uint8_t*>> outs(2);
+  uint64_t next_id = 1, offset = 0;
+  for (int m = 0; m < 2; ++m) {
+    FusedMember member;
+    member.set.name = "b" + std::to_string(m);
+    member.set.set_size = 3;
+    member.offset = offset;
+    const size_t n = m == 0 ? 5 : 70001;
+    for (int r = 0; r < 3; ++r) {
+      Request req;
+      req.request_id = next_id++;
+      req.rank = r;
+      req.kind = CollectiveKind::kBroadcast;
+      req.dtype = DType::kInt32;
+      req.root_rank = 1;
+      req.bytes = n * 4;
+      std::vector<int32_t> v(n);
+      for (size_t i = 0; i < n; ++i) v[i] = static_cast<int32_t>(i * 7 + r * 1000003 + m);
+      if (r == 1) want[m] = v;
+      uint8_t* buf = DeviceAlloc(req.bytes);  // in place, as the SDK submits it
+      EXPECT_EQ(cudaMemcpy(buf, v.data(), req.bytes, cudaMemcpyHostToDevice), cudaSuccess);
+      outs[m].push_back(buf);
+      ResolvedIo io;
+      io.input = {buf, Event()};
+      io.output = {buf, Event()};
+      EXPECT_EQ(cudaEventRecord(io.input.event, nullptr), cudaSuccess);
+      resolver_.io_[req.request_id] = io;
+      member.set.requests.push_back(std::move(req));
+    }
+    offset += n * 4;
+    response.members.push_back(std::move(member));
+  }
+  response.total_bytes = offset;
+  const absl::Status s = backend_->Execute(response);
+  ASSERT_TRUE(s.ok()) << s;
+  for (int m = 0; m < 2; ++m) {
+    ASSERT_TRUE(response.members[m].status.ok()) << response.members[m].status;
+    for (int r = 0; r < 3; ++r) {
+      std::vector<int32_t> got(want[m].size());
+      ASSERT_EQ(cudaMemcpy(got.data(), outs[m][r], got.size() * 4, cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      EXPECT_EQ(got, want[m]) << "member " << m << " rank " << r;
+    }
+  }
+}
+
+TEST_F(NcclBackendTest, ARankOnAnotherGpuThanItsOwnFailsAlone) {
+  UseRanks(1);
+  Response response;
+  response.dtype = DType::kFloat32;
+  FusedMember m;
+  m.set.name = "moved";
+  m.set.set_size = 1;
+  Request r;
+  r.request_id = 1000;
+  r.rank = 0;
+  r.bytes = 64;
+  r.device = DeviceIo{};
+  r.device->input.device = 5;  // rank 0 lives on GPU 0 in this job
+  m.set.requests.push_back(r);
+  response.members.push_back(m);
+  response.total_bytes = 64;
+  EXPECT_TRUE(backend_->Execute(response).ok());
+  EXPECT_EQ(response.members[0].status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(response.members[0].status.message().find("its GPU in this job is device 0"),
+            std::string::npos)
+      << response.members[0].status;
+}
+
+TEST_F(NcclBackendTest, OtherCollectivesAreUnimplemented) {
+  UseRanks(1);
+  Response response;
+  response.kind = CollectiveKind::kAllgather;
   EXPECT_EQ(backend_->Execute(response).code(), absl::StatusCode::kUnimplemented);
 }
 

@@ -69,28 +69,60 @@ absl::StatusOr<ncclRedOp_t> ToNcclOp(ReduceOp op) {
 }
 
 absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
-    const NcclUniqueIdBytes& id, int nranks, int rank, int device, absl::Duration timeout) {
-  if (nranks < 1 || rank < 0 || rank >= nranks) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("NCCL rank ", rank, " of ", nranks, " is not a rank"));
+    const NcclUniqueIdBytes& id, int nranks, std::vector<NcclLaneRank> lanes,
+    absl::Duration timeout) {
+  if (lanes.empty()) return absl::InvalidArgumentError("an NCCL communicator needs a GPU");
+  for (size_t i = 0; i < lanes.size(); ++i) {
+    if (nranks < 1 || lanes[i].rank < 0 || lanes[i].rank >= nranks) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("NCCL rank ", lanes[i].rank, " of ", nranks, " is not a rank"));
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (lanes[j].device == lanes[i].device || lanes[j].rank == lanes[i].rank) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "NCCL ranks ", lanes[j].rank, " and ", lanes[i].rank, " on CUDA devices ",
+            lanes[j].device, " and ", lanes[i].device, ": one rank per GPU"));
+      }
+    }
   }
-  KOLO_RETURN_IF_CUDA_ERROR(cudaSetDevice(device), absl::StrCat("cudaSetDevice(", device, ")"));
+  int current = 0;
+  KOLO_RETURN_IF_CUDA_ERROR(cudaGetDevice(&current), "cudaGetDevice");
   ncclUniqueId uid;
   std::memcpy(uid.internal, id.data(), id.size());
-  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  config.blocking = 0;
-  config.commName = "kolo";
-  ncclComm_t comm = nullptr;
-  const ncclResult_t r = ncclCommInitRankConfig(&comm, nranks, uid, rank, &config);
-  const std::string what = absl::StrCat("ncclCommInitRankConfig(rank ", rank, " of ", nranks,
-                                        ", device ", device, ")");
-  if (r != ncclSuccess && r != ncclInProgress) {
-    if (comm != nullptr) ncclCommAbort(comm);
-    return NcclStatus(r, what);
+  std::vector<ncclComm_t> comms(lanes.size(), nullptr);
+  std::string what = absl::StrCat("ncclCommInitRankConfig(", nranks, " ranks; here");
+  for (const NcclLaneRank& l : lanes) absl::StrAppend(&what, " rank ", l.rank, " on device ", l.device);
+  what += ")";
+  // Several GPUs from one thread: one group, or the first init would wait
+  // for the others forever.
+  ncclResult_t r = ncclGroupStart();
+  absl::Status failed;
+  for (size_t i = 0; i < lanes.size() && r == ncclSuccess; ++i) {
+    if (cudaSetDevice(lanes[i].device) != cudaSuccess) {
+      failed = absl::FailedPreconditionError(
+          absl::StrCat(what, ": cannot select CUDA device ", lanes[i].device));
+      break;
+    }
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    config.commName = "kolo";
+    r = ncclCommInitRankConfig(&comms[i], nranks, uid, lanes[i].rank, &config);
+    if (r == ncclInProgress) r = ncclSuccess;
   }
-  std::unique_ptr<NcclCommunicator> c(new NcclCommunicator(comm, nranks, rank));
+  const ncclResult_t end = ncclGroupEnd();
+  (void)cudaSetDevice(current);
+  if (failed.ok() && r != ncclSuccess) failed = NcclStatus(r, what);
+  if (failed.ok() && end != ncclSuccess && end != ncclInProgress) failed = NcclStatus(end, what);
+  if (!failed.ok()) {
+    for (ncclComm_t c : comms) {
+      if (c != nullptr) ncclCommAbort(c);
+    }
+    return failed;
+  }
+  std::unique_ptr<NcclCommunicator> c(new NcclCommunicator(std::move(comms), nranks,
+                                                           std::move(lanes)));
   absl::MutexLock lock(&c->mu_);
-  if (absl::Status s = c->WaitReadyLocked(absl::Now() + timeout, what.c_str()); !s.ok()) {
+  if (absl::Status s = c->WaitReadyLocked(absl::Now() + timeout, what); !s.ok()) {
     return s;  // WaitReadyLocked aborted it; the destructor frees nothing more
   }
   return c;
@@ -98,43 +130,59 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
 
 NcclCommunicator::~NcclCommunicator() {
   absl::MutexLock lock(&mu_);
-  if (comm_ == nullptr) return;
+  if (comms_.empty()) return;
   // A clean finalize flushes outstanding work; on a non-blocking
   // communicator it returns at once and completes asynchronously.
-  ncclResult_t r = ncclCommFinalize(comm_);
-  if (r == ncclSuccess || r == ncclInProgress) {
-    r = WaitReadyLocked(absl::Now() + absl::Seconds(5), "ncclCommFinalize").ok() ? ncclSuccess
-                                                                                 : ncclInternalError;
+  bool clean = true;
+  for (ncclComm_t c : comms_) {
+    const ncclResult_t r = ncclCommFinalize(c);
+    clean = clean && (r == ncclSuccess || r == ncclInProgress);
   }
-  if (comm_ == nullptr) return;  // the wait aborted it
-  if (r == ncclSuccess) {
-    ncclCommDestroy(comm_);
-  } else {
-    ncclCommAbort(comm_);
+  if (clean) clean = WaitReadyLocked(absl::Now() + absl::Seconds(5), "ncclCommFinalize").ok();
+  if (comms_.empty()) return;  // the wait aborted them
+  for (ncclComm_t c : comms_) {
+    if (clean) {
+      ncclCommDestroy(c);
+    } else {
+      ncclCommAbort(c);
+    }
   }
-  comm_ = nullptr;
+  comms_.clear();
 }
 
-absl::Status NcclCommunicator::WaitReadyLocked(absl::Time deadline, const char* what) {
+std::string NcclCommunicator::DescribeLocked() const {
+  std::string out = absl::StrCat("NCCL rank");
+  if (lanes_.size() > 1) out += "s";
+  for (size_t i = 0; i < lanes_.size(); ++i) absl::StrAppend(&out, i ? "," : " ", lanes_[i].rank);
+  absl::StrAppend(&out, " of ", nranks_);
+  return out;
+}
+
+absl::Status NcclCommunicator::WaitReadyLocked(absl::Time deadline, const std::string& what) {
   Backoff backoff;
   while (true) {
-    if (comm_ == nullptr) return abort_cause_;
-    ncclResult_t state = ncclSuccess;
-    const ncclResult_t r = ncclCommGetAsyncError(comm_, &state);
-    if (r != ncclSuccess) {
-      absl::Status s = NcclStatus(r, absl::StrCat(what, ": ncclCommGetAsyncError"), comm_);
-      AbortLocked(s);
-      return s;
+    if (comms_.empty()) return abort_cause_;
+    bool in_progress = false;
+    for (ncclComm_t c : comms_) {
+      ncclResult_t state = ncclSuccess;
+      const ncclResult_t r = ncclCommGetAsyncError(c, &state);
+      if (r != ncclSuccess) {
+        absl::Status s = NcclStatus(r, absl::StrCat(what, ": ncclCommGetAsyncError"), c);
+        AbortLocked(s);
+        return s;
+      }
+      if (state == ncclInProgress) {
+        in_progress = true;
+      } else if (state != ncclSuccess) {
+        absl::Status s = NcclStatus(state, what, c);
+        AbortLocked(s);
+        return s;
+      }
     }
-    if (state == ncclSuccess) return absl::OkStatus();
-    if (state != ncclInProgress) {
-      absl::Status s = NcclStatus(state, what, comm_);
-      AbortLocked(s);
-      return s;
-    }
+    if (!in_progress) return absl::OkStatus();
     if (absl::Now() >= deadline) {
       absl::Status s = absl::DeadlineExceededError(
-          absl::StrCat(what, ": NCCL rank ", rank_, " of ", nranks_,
+          absl::StrCat(what, ": ", DescribeLocked(),
                        " still in progress at its deadline; communicator aborted"));
       AbortLocked(s);
       return s;
@@ -145,43 +193,86 @@ absl::Status NcclCommunicator::WaitReadyLocked(absl::Time deadline, const char* 
   }
 }
 
-absl::Status NcclCommunicator::AllReduce(const void* send, void* recv, size_t count,
-                                         DType dtype, ReduceOp op, cudaStream_t stream,
-                                         absl::Time deadline) {
-  absl::StatusOr<ncclDataType_t> type = ToNcclType(dtype);
-  if (!type.ok()) return type.status();
-  absl::StatusOr<ncclRedOp_t> nccl_op = ToNcclOp(op);
-  if (!nccl_op.ok()) return nccl_op.status();
-  absl::MutexLock lock(&mu_);
-  if (comm_ == nullptr) {
+absl::Status NcclCommunicator::GroupLocked(
+    const std::string& what, absl::Time deadline,
+    const std::function<ncclResult_t(size_t lane)>& enqueue) {
+  if (comms_.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat("NCCL communicator was aborted: ", abort_cause_.message()));
   }
-  const std::string what = absl::StrCat("ncclAllReduce of ", count, " ", DTypeName(dtype),
-                                        " (", ReduceOpName(op), ") on NCCL rank ", rank_, " of ",
-                                        nranks_);
-  const ncclResult_t r = ncclAllReduce(send, recv, count, *type, *nccl_op, comm_, stream);
-  if (r == ncclInProgress) return WaitReadyLocked(deadline, what.c_str());
+  ncclResult_t r = ncclGroupStart();
+  for (size_t i = 0; i < comms_.size() && (r == ncclSuccess || r == ncclInProgress); ++i) {
+    r = enqueue(i);
+  }
+  const ncclResult_t end = ncclGroupEnd();
+  if (r == ncclInProgress) r = ncclSuccess;
+  if (r == ncclSuccess) r = end;
+  if (r == ncclInProgress) return WaitReadyLocked(deadline, what);
   if (r != ncclSuccess) {
-    absl::Status s = NcclStatus(r, what, comm_);
-    // A failed enqueue leaves the peers waiting for this rank: abort.
+    absl::Status s = NcclStatus(r, what, comms_.front());
+    // A failed enqueue leaves the peers waiting for this daemon: abort.
     AbortLocked(s);
     return s;
   }
   return absl::OkStatus();
 }
 
+absl::Status NcclCommunicator::AllReduce(const std::vector<NcclLaneBuffers>& buffers,
+                                         size_t count, DType dtype, ReduceOp op,
+                                         absl::Time deadline) {
+  absl::StatusOr<ncclDataType_t> type = ToNcclType(dtype);
+  if (!type.ok()) return type.status();
+  absl::StatusOr<ncclRedOp_t> nccl_op = ToNcclOp(op);
+  if (!nccl_op.ok()) return nccl_op.status();
+  if (buffers.size() != lanes_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("allreduce with ", buffers.size(),
+                                                   " buffers on ", lanes_.size(), " GPUs"));
+  }
+  absl::MutexLock lock(&mu_);
+  const std::string what = absl::StrCat("ncclAllReduce of ", count, " ", DTypeName(dtype), " (",
+                                        ReduceOpName(op), ") on ", DescribeLocked());
+  return GroupLocked(what, deadline, [&](size_t i) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return ncclAllReduce(buffers[i].send, buffers[i].recv, count, *type, *nccl_op, comms_[i],
+                         buffers[i].stream);
+  });
+}
+
+absl::Status NcclCommunicator::Broadcast(const std::vector<NcclLaneBuffers>& buffers,
+                                         size_t bytes, int root, absl::Time deadline) {
+  if (buffers.size() != lanes_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("broadcast with ", buffers.size(),
+                                                   " buffers on ", lanes_.size(), " GPUs"));
+  }
+  if (root < 0 || root >= nranks_) {
+    return absl::InvalidArgumentError(absl::StrCat("broadcast root NCCL rank ", root, " of ",
+                                                   nranks_));
+  }
+  absl::MutexLock lock(&mu_);
+  const std::string what = absl::StrCat("ncclBroadcast of ", bytes, " bytes from NCCL rank ",
+                                        root, " on ", DescribeLocked());
+  return GroupLocked(what, deadline, [&](size_t i) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return ncclBroadcast(buffers[i].send, buffers[i].recv, bytes, ncclUint8, root, comms_[i],
+                         buffers[i].stream);
+  });
+}
+
 absl::Status NcclCommunicator::AsyncError() {
   absl::MutexLock lock(&mu_);
-  if (comm_ == nullptr) {
+  if (comms_.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat("NCCL communicator was aborted: ", abort_cause_.message()));
   }
-  ncclResult_t state = ncclSuccess;
-  const ncclResult_t r = ncclCommGetAsyncError(comm_, &state);
-  if (r != ncclSuccess) return NcclStatus(r, "ncclCommGetAsyncError", comm_);
-  if (state == ncclSuccess || state == ncclInProgress) return absl::OkStatus();
-  return NcclStatus(state, absl::StrCat("NCCL rank ", rank_, " of ", nranks_), comm_);
+  for (size_t i = 0; i < comms_.size(); ++i) {
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t r = ncclCommGetAsyncError(comms_[i], &state);
+    if (r != ncclSuccess) return NcclStatus(r, "ncclCommGetAsyncError", comms_[i]);
+    if (state == ncclSuccess || state == ncclInProgress) continue;
+    return NcclStatus(state,
+                      absl::StrCat("NCCL rank ", lanes_[i].rank, " of ", nranks_, " on CUDA device ",
+                                   lanes_[i].device),
+                      comms_[i]);
+  }
+  return absl::OkStatus();
 }
 
 void NcclCommunicator::Abort(const absl::Status& cause) {
@@ -190,15 +281,16 @@ void NcclCommunicator::Abort(const absl::Status& cause) {
 }
 
 void NcclCommunicator::AbortLocked(const absl::Status& cause) {
-  if (comm_ == nullptr) return;
+  if (comms_.empty()) return;
   abort_cause_ = cause.ok() ? absl::AbortedError("NCCL communicator aborted") : cause;
-  ncclCommAbort(comm_);
-  comm_ = nullptr;
+  // Every GPU's rank together: a job's failure ends all of them.
+  for (ncclComm_t c : comms_) ncclCommAbort(c);
+  comms_.clear();
 }
 
 bool NcclCommunicator::aborted() const {
   absl::MutexLock lock(&mu_);
-  return comm_ == nullptr;
+  return comms_.empty();
 }
 
 absl::Status NcclCommunicator::abort_cause() const {

@@ -1,0 +1,224 @@
+// Device tensors in a job that spans two daemons, in one process: node A
+// hosts rank 0 and the job's coordinator (the real Coordinator, reached
+// directly), node B hosts rank 1 and reaches it over the real Peer gRPC
+// service on loopback. The device backends are fakes (no GPU here): the
+// tests check what every daemon is told to build and run — the same NCCL
+// unique id and rank layout on both nodes, the same responses in the same
+// order — and that a node that cannot run device tensors ends the job on
+// every node at once instead of leaving the other one waiting in NCCL.
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "daemon/fake_backend.h"
+#include "daemon/fake_device_backend.h"
+#include "daemon/job.h"
+#include "daemon/loopback_session.h"
+#include "daemon/negotiation/peer_service.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kolo::daemon {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr uint64_t kFusionThreshold = 64 << 20;
+
+class MultiNodeDeviceTest : public ::testing::Test {
+ protected:
+  // Starts the coordinator registry (with `coordinator_ids` making the NCCL
+  // ids, or none), its Peer service and the two nodes' jobs.
+  void Start(DeviceBackendFactory* coordinator_ids) {
+    CoordinatorOptions options;
+    if (coordinator_ids != nullptr) {
+      options.new_device_comm_id = [coordinator_ids] { return coordinator_ids->NewCommId(); };
+    }
+    registry_ = std::make_unique<CoordinatorRegistry>(options, absl::Milliseconds(200),
+                                                      absl::Seconds(10));
+    service_ = std::make_unique<PeerService>(registry_.get());
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    ASSERT_GT(port, 0);
+
+    for (int r = 0; r < 2; ++r) {
+      auto s = LoopbackSession::Create("job-mn", r);
+      ASSERT_TRUE(s.ok()) << s.status();
+      sessions_.push_back(std::move(*s));
+    }
+    JobLayout a;
+    a.local_size = 1;
+    a.env.node_name = "nodeA";
+    a.env.coordinators = registry_.get();
+    a.env.peer_timeout = absl::Seconds(10);
+    JobLayout b;
+    b.local_size = 1;
+    b.coordinator = absl::StrCat("127.0.0.1:", port);
+    b.env.node_name = "nodeB";
+    b.env.peer_timeout = absl::Seconds(10);
+    jobs_.push_back(std::make_unique<Job>("job-mn", "token", 2, &host_, kFusionThreshold,
+                                          JobObservers{}, a, &factories_[0]));
+    jobs_.push_back(std::make_unique<Job>("job-mn", "token", 2, &host_, kFusionThreshold,
+                                          JobObservers{}, b, &factories_[1]));
+    for (int r = 0; r < 2; ++r) {
+      ASSERT_TRUE(jobs_[r]->AttachRank(r, absl::StrCat("session-", r), 100 + r).ok());
+    }
+    jobs_[0]->MaybeStartNodeGroup();
+    jobs_[1]->MaybeStartNodeGroup();
+  }
+
+  void TearDown() override {
+    jobs_.clear();  // before the coordinator's service goes
+    if (server_) server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+    server_.reset();
+    service_.reset();
+    registry_.reset();
+  }
+
+  // A float32 allreduce (or a broadcast from rank 0) of 4 elements of rank
+  // `rank` on CUDA device `device` (-1: host memory); no backend reads it.
+  Request MakeRequest(int rank, const std::string& name, int device,
+                      CollectiveKind kind = CollectiveKind::kAllreduce) {
+    Request r;
+    r.request_id = next_request_id_++;
+    r.kind = kind;
+    r.rank = rank;
+    r.name = name;
+    r.shape = {4};
+    r.bytes = 16;
+    if (device >= 0) {
+      r.device = nccl::DeviceIo{};
+      r.device->input.device = device;
+      r.device->input.bytes = 16;
+      r.device->output = r.device->input;
+    }
+    r.session = sessions_[rank]->session();
+    r.submitted_at = absl::Now();
+    return r;
+  }
+
+  // Waits (up to 20 s) for `n` completions of `rank`.
+  std::vector<ReceivedCompletion> WaitForCompletions(int rank, size_t n) {
+    std::vector<ReceivedCompletion> got;
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    while (got.size() < n && absl::Now() < deadline) {
+      for (ReceivedCompletion& c : sessions_[rank]->TakeCompletions()) got.push_back(c);
+      if (got.size() < n) absl::SleepFor(absl::Milliseconds(5));
+    }
+    return got;
+  }
+
+  FakeBackend host_;
+  FakeDeviceBackendFactory factories_[2];  // node A's, node B's
+  std::unique_ptr<CoordinatorRegistry> registry_;
+  std::unique_ptr<PeerService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::vector<std::unique_ptr<LoopbackSession>> sessions_;
+  std::vector<std::unique_ptr<Job>> jobs_;  // declared last: destroyed first
+  uint64_t next_request_id_ = 1;
+};
+
+TEST_F(MultiNodeDeviceTest, EveryNodeJoinsOneCommunicatorAndRunsThePlanInOrder) {
+  Start(&factories_[0]);
+  // Rank 0 on node A's GPU 1, rank 1 on node B's GPU 0.
+  const int kTensors = 20;
+  for (int i = 0; i < kTensors; ++i) {
+    const std::string name = absl::StrCat("grad/", i);
+    const CollectiveKind kind =
+        i % 5 == 4 ? CollectiveKind::kBroadcast : CollectiveKind::kAllreduce;
+    jobs_[0]->Submit(MakeRequest(0, name, 1, kind));
+    jobs_[1]->Submit(MakeRequest(1, name, 0, kind));
+  }
+  for (int r = 0; r < 2; ++r) {
+    std::vector<ReceivedCompletion> got = WaitForCompletions(r, kTensors);
+    ASSERT_EQ(got.size(), static_cast<size_t>(kTensors)) << "rank " << r;
+    for (const ReceivedCompletion& c : got) EXPECT_EQ(c.code, absl::StatusCode::kOk) << c.message;
+  }
+  for (int n = 0; n < 2; ++n) {
+    const FakeDeviceBackendFactory& f = factories_[n];
+    ASSERT_EQ(f.created_, 1) << "node " << n;
+    // One id, made by the coordinator's daemon (node A) and sent to node B.
+    EXPECT_EQ(f.last_options_.comm.unique_id, "unique-id-1") << "node " << n;
+    EXPECT_EQ(f.last_options_.comm.nranks, 2);
+    EXPECT_THAT(f.last_options_.comm.nccl_rank, ElementsAre(0, 1));
+    EXPECT_THAT(f.last_options_.comm.device, ElementsAre(1, 0));
+    EXPECT_THAT(f.last_options_.local_ranks, ElementsAre(n));
+  }
+  EXPECT_EQ(factories_[1].ids_, 0);  // node B made none
+  std::vector<std::string> a = factories_[0].made_->executed();
+  std::vector<std::string> b = factories_[1].made_->executed();
+  EXPECT_EQ(a.size(), static_cast<size_t>(kTensors));
+  EXPECT_EQ(a, b);  // the same responses, in the same order, on both nodes
+}
+
+TEST_F(MultiNodeDeviceTest, DeviceOnOneNodeHostOnTheOtherIsAMismatch) {
+  Start(&factories_[0]);
+  jobs_[0]->Submit(MakeRequest(0, "grad/mixed", 0));
+  jobs_[1]->Submit(MakeRequest(1, "grad/mixed", -1));
+  for (int r = 0; r < 2; ++r) {
+    std::vector<ReceivedCompletion> got = WaitForCompletions(r, 1);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].code, absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(got[0].message, HasSubstr("in host memory"));
+    EXPECT_THAT(got[0].message, HasSubstr("in device memory"));
+  }
+  EXPECT_EQ(factories_[0].created_, 0);
+  EXPECT_EQ(factories_[1].created_, 0);
+}
+
+TEST_F(MultiNodeDeviceTest, ANodeThatCannotRunDeviceTensorsEndsTheJobEverywhere) {
+  factories_[1].error_ = absl::FailedPreconditionError("CUDA device 0 does not exist");
+  Start(&factories_[0]);
+  const absl::Time start = absl::Now();
+  jobs_[0]->Submit(MakeRequest(0, "grad/a", 0));
+  jobs_[1]->Submit(MakeRequest(1, "grad/a", 0));
+  std::vector<ReceivedCompletion> b = WaitForCompletions(1, 1);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].code, absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(b[0].message, HasSubstr("CUDA device 0 does not exist"));
+  // Node A's backend (a fake) ran; with NCCL it would now wait for node B,
+  // so node B ends the job and node A learns it over the peer link.
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (!jobs_[0]->Snapshot().aborted && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  JobSnapshot a = jobs_[0]->Snapshot();
+  ASSERT_TRUE(a.aborted);
+  EXPECT_THAT(a.error, HasSubstr("node nodeB"));
+  EXPECT_THAT(a.error, HasSubstr("CUDA device 0 does not exist"));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  ASSERT_NE(factories_[0].made_, nullptr);
+  EXPECT_THAT(factories_[0].made_->aborted().message(), HasSubstr("nodeB"));
+}
+
+TEST_F(MultiNodeDeviceTest, ACoordinatorWithoutNcclFailsDeviceTensorsClearly) {
+  Start(nullptr);
+  for (int round = 0; round < 2; ++round) {
+    const std::string name = absl::StrCat("grad/", round);
+    jobs_[0]->Submit(MakeRequest(0, name, 0));
+    jobs_[1]->Submit(MakeRequest(1, name, 0));
+    for (int r = 0; r < 2; ++r) {
+      std::vector<ReceivedCompletion> got = WaitForCompletions(r, 1);
+      ASSERT_EQ(got.size(), 1u);
+      EXPECT_EQ(got[0].code, absl::StatusCode::kUnimplemented);
+      EXPECT_THAT(got[0].message, HasSubstr("cannot make NCCL communicators"));
+    }
+  }
+  EXPECT_EQ(factories_[0].created_, 0);
+  EXPECT_EQ(factories_[1].created_, 0);
+  EXPECT_FALSE(jobs_[0]->Snapshot().aborted);
+}
+
+}  // namespace
+}  // namespace kolo::daemon
