@@ -236,6 +236,43 @@ kolo_status kolo_broadcast_ex(kolo_client* c, void* tensor, int dtype, const int
   return 0;
 }
 
+kolo_status kolo_allreduce_device(kolo_client* c, const void* input, void* output, int dtype,
+                                  const int64_t* shape, int ndim, const char* name, int device,
+                                  void* cuda_stream, const kolo_allreduce_options* options,
+                                  kolo_handle* out) {
+  if (absl::Status s = CheckArgs(c, dtype, ndim, name); !s.ok()) return Report(s);
+  if (absl::Status s = CheckOptions(options); !s.ok()) return Report(s);
+  if (device < 0) {
+    return Report(absl::InvalidArgumentError(
+        absl::StrCat("\"", name, "\": device ", device, " is not a CUDA ordinal")));
+  }
+  auto t = static_cast<kolo::DType>(dtype);
+  kolo::AllreduceOptions o = ToOptions(options);
+  o.cuda_stream = cuda_stream;
+  auto h = c->client->AllreduceAsync(kolo::ConstTensorView(input, t, Shape(shape, ndim), device),
+                                     kolo::TensorView{output, t, Shape(shape, ndim), device}, name,
+                                     o);
+  if (!h.ok()) return Report(h.status());
+  if (out != nullptr) *out = h->id;
+  return 0;
+}
+
+kolo_status kolo_broadcast_device(kolo_client* c, void* tensor, int dtype, const int64_t* shape,
+                                  int ndim, const char* name, int root_rank, int device,
+                                  void* cuda_stream, kolo_handle* out) {
+  if (absl::Status s = CheckArgs(c, dtype, ndim, name); !s.ok()) return Report(s);
+  if (device < 0) {
+    return Report(absl::InvalidArgumentError(
+        absl::StrCat("\"", name, "\": device ", device, " is not a CUDA ordinal")));
+  }
+  auto h = c->client->BroadcastAsync(
+      kolo::TensorView{tensor, static_cast<kolo::DType>(dtype), Shape(shape, ndim), device}, name,
+      root_rank, {.process_set = 0, .cuda_stream = cuda_stream});
+  if (!h.ok()) return Report(h.status());
+  if (out != nullptr) *out = h->id;
+  return 0;
+}
+
 kolo_status kolo_allgather_async(kolo_client* c, const void* input, int dtype,
                                  const int64_t* shape, int ndim, const char* name,
                                  int process_set, kolo_handle* out) {

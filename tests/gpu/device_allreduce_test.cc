@@ -107,11 +107,43 @@ void RunRank(const std::string &socket, int rank,
     cudaFree(in);
     cudaFree(out);
   }
+  // Broadcast in place from rank 1: every rank ends with rank 1's tensor.
+  for (int64_t n : sizes) {
+    std::vector<int32_t> host(n);
+    for (int64_t i = 0; i < n; ++i)
+      host[i] = static_cast<int32_t>(rank * 1000003 + i);
+    void *buf = nullptr;
+    if (cudaMalloc(&buf, n * sizeof(int32_t)) != cudaSuccess) {
+      *result = absl::ResourceExhaustedError("cudaMalloc");
+      return;
+    }
+    cudaMemcpyAsync(buf, host.data(), n * sizeof(int32_t), cudaMemcpyHostToDevice, stream);
+    CollectiveOptions bo;
+    bo.cuda_stream = stream;
+    absl::Status s = (*client)->Broadcast(TensorView{buf, DType::kInt32, {n}, /*device=*/0},
+                                          "weights/" + std::to_string(n), /*root_rank=*/1, bo);
+    if (!s.ok()) {
+      *result = s;
+      return;
+    }
+    std::vector<int32_t> got(n);
+    cudaMemcpyAsync(got.data(), buf, n * sizeof(int32_t), cudaMemcpyDeviceToHost, stream);
+    cudaStreamSynchronize(stream);
+    for (int64_t i = 0; i < n; ++i) {
+      if (got[i] != static_cast<int32_t>(1000003 + i)) {
+        *result = absl::InternalError("rank " + std::to_string(rank) + ": broadcast element " +
+                                      std::to_string(i) + " of " + std::to_string(n) + " is " +
+                                      std::to_string(got[i]));
+        return;
+      }
+    }
+    cudaFree(buf);
+  }
   cudaStreamDestroy(stream);
   *result = absl::OkStatus();
 }
 
-TEST_F(DeviceAllreduceTest, TwoRanksOnOneGpuSumDeviceTensors) {
+TEST_F(DeviceAllreduceTest, TwoRanksOnOneGpuSumAndBroadcastDeviceTensors) {
   const std::vector<int64_t> sizes = {1, 1000, 1 << 20};
   absl::Status results[kRanks];
   std::vector<std::thread> threads;

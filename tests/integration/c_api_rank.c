@@ -132,6 +132,24 @@ int main(void) {
     EXPECT(kolo_remove_process_set(c, ps) == 0, "remove process set");
   }
   {
+    /* Device entry points: host memory passed as a device tensor is refused
+     * by the SDK (no GPU here, or not device memory), before kolod sees it;
+     * a negative ordinal is refused as an argument. */
+    float h[4] = {0, 0, 0, 0};
+    int64_t s4[1] = {4};
+    kolo_handle dh = 0;
+    EXPECT(kolo_allreduce_device(c, h, h, KOLO_FLOAT32, s4, 1, "c/dev", -1, NULL, NULL, &dh) ==
+               3 /* INVALID_ARGUMENT */,
+           "device ordinal checked");
+    EXPECT(kolo_allreduce_device(c, h, h, KOLO_FLOAT32, s4, 1, "c/dev", 0, NULL, NULL, &dh) != 0,
+           "host memory is no device tensor");
+    EXPECT(strlen(kolo_last_error()) > 0, "device error says why");
+    EXPECT(kolo_broadcast_device(c, h, KOLO_FLOAT32, s4, 1, "c/devb", 0, 0, NULL, &dh) != 0,
+           "host memory is no device tensor (broadcast)");
+    /* The session goes on working. */
+    EXPECT(kolo_barrier(c, 0) == 0, "barrier after refused device calls");
+  }
+  {
     int last = -1;
     EXPECT(kolo_join(c, &last) == 0 && last >= 0 && last < size, "join");
   }

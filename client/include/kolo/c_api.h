@@ -103,6 +103,24 @@ kolo_status kolo_broadcast_ex(kolo_client* client, void* tensor, int dtype,
                               const int64_t* shape, int ndim, const char* name,
                               int root_rank, int process_set, kolo_handle* out);
 
+/* Device (CUDA) tensors: input, output and tensor are cudaMalloc memory of
+ * CUDA device `device`; `cuda_stream` is the cudaStream_t that produces the
+ * input and consumes the result (NULL: the legacy default stream). Nothing
+ * blocks the host: kolo_wait returns once that stream has been made to wait
+ * for kolod's result. Every rank of the job takes part (options->process_set
+ * must be 0); see kolo::TensorView in kolo.h. A libkolo built without CUDA
+ * returns KOLO_UNIMPLEMENTED (12). */
+kolo_status kolo_allreduce_device(kolo_client* client, const void* input,
+                                  void* output, int dtype, const int64_t* shape,
+                                  int ndim, const char* name, int device,
+                                  void* cuda_stream,
+                                  const kolo_allreduce_options* options,
+                                  kolo_handle* out);
+kolo_status kolo_broadcast_device(kolo_client* client, void* tensor, int dtype,
+                                  const int64_t* shape, int ndim,
+                                  const char* name, int root_rank, int device,
+                                  void* cuda_stream, kolo_handle* out);
+
 /* Collectives that return a new tensor: *_async gives a handle for
  * kolo_wait_tensor; the blocking forms give the tensor. */
 kolo_status kolo_allgather_async(kolo_client* client, const void* input,
