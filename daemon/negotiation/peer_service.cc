@@ -1,5 +1,6 @@
 #include "daemon/negotiation/peer_service.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -33,6 +34,10 @@ class StreamSink : public MemberSink {
       ABSL_GUARDED_BY(mu_);
 };
 
+// How long a node that joins a job waits for the job's rank 0 to attach on
+// this daemon.
+constexpr absl::Duration kJobStartWait = absl::Minutes(5);
+
 }  // namespace
 
 CoordinatorRegistry::CoordinatorRegistry(CoordinatorOptions options, absl::Duration heartbeat,
@@ -58,6 +63,28 @@ std::shared_ptr<Coordinator> CoordinatorRegistry::GetOrCreate(const std::string&
   auto c = std::make_shared<Coordinator>(job_id, token, size, options_);
   coordinators_[job_id] = c;
   return c;
+}
+
+std::shared_ptr<Coordinator> CoordinatorRegistry::WaitFor(
+    const std::string& job_id, absl::Duration timeout, const std::function<bool()>& keepalive) {
+  const absl::Time deadline = absl::Now() + timeout;
+  absl::MutexLock l(&mu_);
+  auto live = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    auto it = coordinators_.find(job_id);
+    return stop_ || (it != coordinators_.end() && !it->second->aborted());
+  };
+  while (!live()) {
+    const absl::Time now = absl::Now();
+    if (now >= deadline) return nullptr;
+    mu_.AwaitWithDeadline(absl::Condition(&live), std::min(deadline, now + heartbeat_));
+    if (live()) break;
+    mu_.Unlock();
+    const bool go_on = keepalive();
+    mu_.Lock();
+    if (!go_on) return nullptr;
+  }
+  if (stop_) return nullptr;
+  return coordinators_.at(job_id);
 }
 
 int CoordinatorRegistry::size() const {
@@ -100,8 +127,24 @@ grpc::Status PeerService::Negotiate(
   if (hello.job_id().empty() || hello.size() < 1) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "Hello without job or size");
   }
-  std::shared_ptr<Coordinator> coordinator =
-      registry_->GetOrCreate(hello.job_id(), hello.job_token(), hello.size());
+  // The job's coordinator is made by this daemon's own part of the job (it
+  // hosts rank 0), with the token its ranks attached with; a node that comes
+  // first waits for it, kept alive by heartbeats.
+  std::shared_ptr<Coordinator> coordinator = registry_->WaitFor(
+      hello.job_id(), kJobStartWait, [context, stream] {
+        if (context->IsCancelled()) return false;
+        kolo::v1::CoordinatorMessage beat;
+        beat.mutable_heartbeat();
+        return stream->Write(beat);
+      });
+  if (coordinator == nullptr) {
+    spdlog::warn("job {}: node {} came, but the job did not start here within {} s",
+                 hello.job_id(), hello.node(), absl::ToInt64Seconds(kJobStartWait));
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        absl::StrCat("job ", hello.job_id(), " did not start on the daemon of "
+                                     "its rank 0 within ",
+                                     absl::ToInt64Seconds(kJobStartWait), " s"));
+  }
   auto sink = std::make_shared<StreamSink>(stream);
   auto id = coordinator->AddMember(hello, sink);
   if (!id.ok()) {

@@ -6,6 +6,7 @@
 // Thread-safety: thread-safe.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -27,9 +28,17 @@ class CoordinatorRegistry {
   ~CoordinatorRegistry();
 
   // The coordinator of `job_id`, created on first use with `token` and
-  // `size` (a later wrong token is refused by Coordinator::AddMember).
+  // `size` (a later wrong token is refused by Coordinator::AddMember). Only
+  // this daemon's own job (the one hosting rank 0) creates it, so the token
+  // is the one its ranks attached with, never one a remote node chose.
   std::shared_ptr<Coordinator> GetOrCreate(const std::string& job_id,
                                            const std::string& token, int size);
+  // The live coordinator of `job_id` once this daemon's job has made it,
+  // waiting up to `timeout` (other nodes may start before rank 0's). While
+  // waiting, `keepalive` runs every heartbeat; its false ends the wait.
+  // Null when there is none by then.
+  std::shared_ptr<Coordinator> WaitFor(const std::string& job_id, absl::Duration timeout,
+                                       const std::function<bool()>& keepalive);
   int size() const;
 
  private:

@@ -17,7 +17,7 @@ from kolo._api import (  # noqa: F401
     Average, Sum, Min, Max, Product, ReduceOp, Compression,
     ProcessSet, global_process_set, Handle,
     init, shutdown, is_initialized, rank, size, local_rank, local_size,
-    allreduce, allreduce_async, grouped_allreduce, grouped_allreduce_async,
+    allreduce, allreduce_async, allreduce_, allreduce_async_, grouped_allreduce, grouped_allreduce_async,
     broadcast, broadcast_, broadcast_async, broadcast_async_,
     allgather, allgather_async, grouped_allgather, grouped_allgather_async,
     reducescatter, reducescatter_async, grouped_reducescatter,

@@ -65,6 +65,62 @@ def _as_input(tensor):
     return np.ascontiguousarray(tensor)
 
 
+class _CudaView:
+    """A C-contiguous CUDA array seen through its __cuda_array_interface__
+    (PyTorch CUDA tensors, CuPy and Numba arrays): kolod reads and writes its
+    memory through CUDA IPC, ordered with the array's stream."""
+
+    def __init__(self, array, device=None):
+        iface = array.__cuda_array_interface__
+        self.array = array
+        self.shape = [int(d) for d in iface["shape"]]
+        typestr = iface["typestr"]
+        try:
+            dtype = np.dtype(typestr)
+        except TypeError:
+            raise TypeError(f"kolo does not support CUDA arrays of type {typestr}") from None
+        self.dtype_code = _DTYPE_CODES.get(dtype.name)
+        if self.dtype_code is None:
+            raise TypeError(f"kolo does not support dtype {dtype.name}; supported: "
+                            + ", ".join(_DTYPE_CODES))
+        strides = iface.get("strides")
+        if strides is not None:
+            expect = dtype.itemsize
+            for dim, stride in zip(reversed(self.shape), reversed(list(strides))):
+                if dim > 1 and stride != expect:
+                    raise ValueError("kolo needs a C-contiguous CUDA array")
+                expect *= dim
+        self.data, readonly = iface["data"]
+        if readonly:
+            raise ValueError("kolo writes CUDA arrays in place: this one is read-only")
+        # Version 3: None means the data is ready; 1 and 2 are CUDA's
+        # legacy and per-thread default streams; else a cudaStream_t.
+        self.stream = int(iface.get("stream") or 0)
+        self.device = _cuda_device(array) if device is None else int(device)
+
+
+def _cuda_device(array):
+    dev = getattr(array, "device", None)
+    for attr in ("index", "id"):  # torch.device.index, cupy.cuda.Device.id
+        value = getattr(dev, attr, None)
+        if isinstance(value, int):
+            return value
+    raise ValueError("cannot tell which GPU holds this CUDA array; pass device=")
+
+
+def _is_cuda(tensor):
+    return hasattr(tensor, "__cuda_array_interface__")
+
+
+def _cuda_copy(tensor):
+    """A new CUDA array equal to `tensor` (clone() for PyTorch, copy() else)."""
+    for method in ("clone", "copy"):
+        fn = getattr(tensor, method, None)
+        if callable(fn):
+            return fn()
+    raise TypeError(f"cannot copy a {type(tensor).__name__}; use the in-place form")
+
+
 def _op_code(op, average=None):
     if op is None:
         if average is None or average:
@@ -258,10 +314,49 @@ def synchronize(handle):
 
 # ---------------------------------------------------------------- collectives
 
+def allreduce_async_(tensor, average=None, name=None, op=None,
+                     prescale_factor=1.0, postscale_factor=1.0,
+                     compression=Compression.none, process_set=global_process_set,
+                     device=None):
+    """Starts reducing `tensor` in place across the ranks (default op:
+    Average); wait() returns it. A CUDA array (one with
+    __cuda_array_interface__: PyTorch, CuPy, Numba) is reduced on its GPU by
+    kolod, ordered with the array's stream; `device` names its CUDA ordinal
+    where the array does not tell."""
+    if not _is_cuda(tensor):
+        if not isinstance(tensor, np.ndarray) or not tensor.flags.c_contiguous \
+                or not tensor.flags.writeable:
+            raise ValueError("allreduce_ needs a writable C-contiguous array")
+        code = _dtype_code(tensor)
+        hid = core.allreduce_async(tensor, tensor, code, _name("allreduce", name),
+                                   _op_code(op, average), float(prescale_factor),
+                                   float(postscale_factor),
+                                   _compression_code(compression), _ps_id(process_set))
+        return Handle(hid, Handle._PLAIN, (tensor,), result=tensor)
+    view = _CudaView(tensor, device)
+    hid = core.allreduce_device_async(view.data, view.shape, view.dtype_code, view.device,
+                                      view.stream, _name("allreduce", name),
+                                      _op_code(op, average), float(prescale_factor),
+                                      float(postscale_factor),
+                                      _compression_code(compression), _ps_id(process_set))
+    return Handle(hid, Handle._PLAIN, (tensor,), result=tensor)
+
+
+def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+               postscale_factor=1.0, compression=Compression.none,
+               process_set=global_process_set, device=None):
+    """Reduces `tensor` in place over the ranks and returns it."""
+    return allreduce_async_(tensor, average, name, op, prescale_factor, postscale_factor,
+                            compression, process_set, device).wait()
+
+
 def allreduce_async(tensor, average=None, name=None, op=None,
                     prescale_factor=1.0, postscale_factor=1.0,
                     compression=Compression.none, process_set=global_process_set):
     """Starts reducing `tensor` across the ranks (default op: Average)."""
+    if _is_cuda(tensor):
+        return allreduce_async_(_cuda_copy(tensor), average, name, op, prescale_factor,
+                                postscale_factor, compression, process_set)
     inp = _as_input(tensor)
     out = np.empty_like(inp)
     code = _dtype_code(inp)
@@ -304,9 +399,17 @@ def grouped_allreduce(tensors, average=None, name=None, op=None,
                                    postscale_factor, compression, process_set).wait()
 
 
-def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
-    """Starts replacing `tensor` (a writable C-contiguous array) in place with
-    root_rank's; wait() returns it."""
+def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set,
+                     device=None):
+    """Starts replacing `tensor` (a writable C-contiguous array, or a CUDA
+    array as for allreduce_async_) in place with root_rank's; wait() returns
+    it."""
+    if _is_cuda(tensor):
+        view = _CudaView(tensor, device)
+        hid = core.broadcast_device_async(view.data, view.shape, view.dtype_code, view.device,
+                                          view.stream, _name("broadcast", name),
+                                          int(root_rank), _ps_id(process_set))
+        return Handle(hid, Handle._PLAIN, (tensor,), result=tensor)
     if not isinstance(tensor, np.ndarray) or not tensor.flags.c_contiguous \
             or not tensor.flags.writeable:
         raise ValueError("broadcast_ needs a writable C-contiguous numpy array")
@@ -317,6 +420,8 @@ def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_se
 
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
     """Starts a broadcast from root_rank into a copy of `tensor`."""
+    if _is_cuda(tensor):
+        return broadcast_async_(_cuda_copy(tensor), root_rank, name, process_set)
     return broadcast_async_(np.array(tensor, copy=True, order="C"), root_rank,
                             name, process_set)
 
@@ -326,9 +431,9 @@ def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
     return broadcast_async(tensor, root_rank, name, process_set).wait()
 
 
-def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
+def broadcast_(tensor, root_rank, name=None, process_set=global_process_set, device=None):
     """Replaces `tensor` in place with root_rank's and returns it."""
-    return broadcast_async_(tensor, root_rank, name, process_set).wait()
+    return broadcast_async_(tensor, root_rank, name, process_set, device).wait()
 
 
 def allgather_async(tensor, name=None, process_set=global_process_set):

@@ -200,6 +200,33 @@ PYBIND11_MODULE(_core, m) {
           py::gil_scoped_release nogil;
           return ValueOrThrow(c->BroadcastAsync(t, name, root, {.process_set = ps})).id;
         });
+  // CUDA arrays (kolo/_api.py reads their __cuda_array_interface__): a
+  // device pointer, updated in place; `stream` is the producer's
+  // cudaStream_t as an integer (0: the legacy default stream).
+  m.def("allreduce_device_async",
+        [](uintptr_t data, std::vector<int64_t> shape, int dtype, int device, uintptr_t stream,
+           const std::string& name, int op, double prescale, double postscale,
+           int compression, int ps) {
+          auto c = ClientOrThrow();
+          auto* p = reinterpret_cast<void*>(data);
+          const auto t = static_cast<DType>(dtype);
+          AllreduceOptions o = ReduceOptions(op, prescale, postscale, compression, ps);
+          o.cuda_stream = reinterpret_cast<void*>(stream);
+          py::gil_scoped_release nogil;
+          return ValueOrThrow(c->AllreduceAsync(ConstTensorView(p, t, shape, device),
+                                                TensorView{p, t, shape, device}, name, o))
+              .id;
+        });
+  m.def("broadcast_device_async",
+        [](uintptr_t data, std::vector<int64_t> shape, int dtype, int device, uintptr_t stream,
+           const std::string& name, int root, int ps) {
+          auto c = ClientOrThrow();
+          TensorView t{reinterpret_cast<void*>(data), static_cast<DType>(dtype), std::move(shape),
+                       device};
+          CollectiveOptions o{.process_set = ps, .cuda_stream = reinterpret_cast<void*>(stream)};
+          py::gil_scoped_release nogil;
+          return ValueOrThrow(c->BroadcastAsync(t, name, root, o)).id;
+        });
   m.def("allgather_async",
         [](py::buffer input, int dtype, const std::string& name, int ps) {
           auto c = ClientOrThrow();

@@ -10,7 +10,8 @@ CHECKS = [
     "allreduce_compression", "allreduce_async_handles", "allreduce_empty_and_scalar",
     "grouped_allreduce", "broadcast", "allgather", "grouped_allgather",
     "reducescatter", "grouped_reducescatter", "alltoall", "barrier", "process_sets",
-    "mismatch_raises_failed_precondition", "unsupported_dtype_raises", "join",
+    "mismatch_raises_failed_precondition", "unsupported_dtype_raises",
+    "in_place_allreduce", "cuda_arrays_take_the_device_path", "join",
 ]
 
 _runs = {}

@@ -207,6 +207,67 @@ def unsupported_dtype_raises():
         raise AssertionError("complex64 accepted")
 
 
+class FakeCudaArray:
+    """Host memory dressed as a CUDA array: kolo takes the device path, and
+    since no GPU holds it (or libkolo has no CUDA) the SDK refuses it before
+    kolod sees it."""
+
+    def __init__(self, array, strides=None, readonly=False, device=0):
+        self.host = array
+        self.device = type("Device", (), {"index": device})()
+        self.__cuda_array_interface__ = {
+            "shape": array.shape, "typestr": array.dtype.str,
+            "data": (array.ctypes.data, readonly), "strides": strides,
+            "version": 3, "stream": None,
+        }
+
+    def clone(self):
+        return FakeCudaArray(self.host.copy())
+
+
+@check
+def in_place_allreduce():
+    x = np.full([3], R + 1, np.float32)
+    y = kolo.allreduce_(x, op=kolo.Sum, name="inplace.sum")
+    expect(y is x, "allreduce_ returns its argument")
+    close(x, np.full([3], N * (N + 1) / 2))
+
+
+@check
+def cuda_arrays_take_the_device_path():
+    x = np.ones([4], np.float32)
+    for fn in (lambda: kolo.allreduce_(FakeCudaArray(x), name="cuda.fake"),
+               lambda: kolo.allreduce(FakeCudaArray(x), name="cuda.fake2"),
+               lambda: kolo.broadcast_(FakeCudaArray(x), 0, name="cuda.fakeb")):
+        try:
+            fn()
+        except kolo.KoloError as e:
+            expect(str(e), "the refusal says why")
+        else:
+            raise AssertionError("host memory accepted as a CUDA array")
+    try:
+        kolo.allreduce_(FakeCudaArray(np.ones([2, 2], np.float32), strides=(4, 8)))
+    except ValueError as e:
+        expect("C-contiguous" in str(e), str(e))
+    else:
+        raise AssertionError("a strided CUDA array was accepted")
+    try:
+        kolo.allreduce_(FakeCudaArray(np.ones([2], np.complex64)))
+    except TypeError as e:
+        expect("complex64" in str(e), str(e))
+    else:
+        raise AssertionError("complex64 accepted")
+    try:
+        kolo.allreduce_(FakeCudaArray(x, readonly=True))
+    except ValueError as e:
+        expect("read-only" in str(e), str(e))
+    else:
+        raise AssertionError("a read-only CUDA array was accepted")
+    # The session goes on working.
+    close(kolo.allreduce(np.ones([2], np.float32), op=kolo.Sum, name="after.cuda"),
+          np.full([2], N))
+
+
 @check
 def join():
     # Rank 0 joins at once; the others allreduce once more first, to which

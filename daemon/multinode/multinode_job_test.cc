@@ -1,11 +1,14 @@
-// Device tensors in a job that spans two daemons, in one process: node A
-// hosts rank 0 and the job's coordinator (the real Coordinator, reached
-// directly), node B hosts rank 1 and reaches it over the real Peer gRPC
-// service on loopback. The device backends are fakes (no GPU here): the
-// tests check what every daemon is told to build and run — the same NCCL
-// unique id and rank layout on both nodes, the same responses in the same
-// order — and that a node that cannot run device tensors ends the job on
-// every node at once instead of leaving the other one waiting in NCCL.
+// A job that spans two daemons, in one process: node A hosts rank 0 and the
+// job's coordinator (the real Coordinator, reached directly), node B hosts
+// rank 1 and reaches it over the real Peer gRPC service on loopback.
+//
+// Device tensors: the device backends are fakes (no GPU here); the tests
+// check what every daemon is told to build and run — the same NCCL unique id
+// and rank layout on both nodes, the same responses in the same order — and
+// that a node that cannot run device tensors ends the job on every node at
+// once instead of leaving the other one waiting in NCCL. Joining: a node
+// that arrives before rank 0's node waits for it, and cannot choose the
+// job's token.
 #include <grpcpp/grpcpp.h>
 
 #include <memory>
@@ -32,11 +35,13 @@ using ::testing::HasSubstr;
 
 constexpr uint64_t kFusionThreshold = 64 << 20;
 
-class MultiNodeDeviceTest : public ::testing::Test {
+class MultiNodeJobTest : public ::testing::Test {
  protected:
   // Starts the coordinator registry (with `coordinator_ids` making the NCCL
-  // ids, or none), its Peer service and the two nodes' jobs.
-  void Start(DeviceBackendFactory* coordinator_ids) {
+  // ids, or none), its Peer service and the two nodes' jobs (node B's with
+  // `b_token`; node B first when `b_first`).
+  void Start(DeviceBackendFactory* coordinator_ids, const std::string& b_token = "token",
+             bool b_first = false) {
     CoordinatorOptions options;
     if (coordinator_ids != nullptr) {
       options.new_device_comm_id = [coordinator_ids] { return coordinator_ids->NewCommId(); };
@@ -69,13 +74,21 @@ class MultiNodeDeviceTest : public ::testing::Test {
     b.env.peer_timeout = absl::Seconds(10);
     jobs_.push_back(std::make_unique<Job>("job-mn", "token", 2, &host_, kFusionThreshold,
                                           JobObservers{}, a, &factories_[0]));
-    jobs_.push_back(std::make_unique<Job>("job-mn", "token", 2, &host_, kFusionThreshold,
+    jobs_.push_back(std::make_unique<Job>("job-mn", b_token, 2, &host_, kFusionThreshold,
                                           JobObservers{}, b, &factories_[1]));
     for (int r = 0; r < 2; ++r) {
       ASSERT_TRUE(jobs_[r]->AttachRank(r, absl::StrCat("session-", r), 100 + r).ok());
     }
-    jobs_[0]->MaybeStartNodeGroup();
-    jobs_[1]->MaybeStartNodeGroup();
+    if (b_first) {
+      // Node B's Hello waits in the Peer service until node A's job starts.
+      std::thread b([this] { jobs_[1]->MaybeStartNodeGroup(); });
+      absl::SleepFor(absl::Milliseconds(500));
+      jobs_[0]->MaybeStartNodeGroup();
+      b.join();
+    } else {
+      jobs_[0]->MaybeStartNodeGroup();
+      jobs_[1]->MaybeStartNodeGroup();
+    }
   }
 
   void TearDown() override {
@@ -129,7 +142,7 @@ class MultiNodeDeviceTest : public ::testing::Test {
   uint64_t next_request_id_ = 1;
 };
 
-TEST_F(MultiNodeDeviceTest, EveryNodeJoinsOneCommunicatorAndRunsThePlanInOrder) {
+TEST_F(MultiNodeJobTest, EveryNodeJoinsOneCommunicatorAndRunsThePlanInOrder) {
   Start(&factories_[0]);
   // Rank 0 on node A's GPU 1, rank 1 on node B's GPU 0.
   const int kTensors = 20;
@@ -162,7 +175,7 @@ TEST_F(MultiNodeDeviceTest, EveryNodeJoinsOneCommunicatorAndRunsThePlanInOrder) 
   EXPECT_EQ(a, b);  // the same responses, in the same order, on both nodes
 }
 
-TEST_F(MultiNodeDeviceTest, DeviceOnOneNodeHostOnTheOtherIsAMismatch) {
+TEST_F(MultiNodeJobTest, DeviceOnOneNodeHostOnTheOtherIsAMismatch) {
   Start(&factories_[0]);
   jobs_[0]->Submit(MakeRequest(0, "grad/mixed", 0));
   jobs_[1]->Submit(MakeRequest(1, "grad/mixed", -1));
@@ -177,7 +190,7 @@ TEST_F(MultiNodeDeviceTest, DeviceOnOneNodeHostOnTheOtherIsAMismatch) {
   EXPECT_EQ(factories_[1].created_, 0);
 }
 
-TEST_F(MultiNodeDeviceTest, ANodeThatCannotRunDeviceTensorsEndsTheJobEverywhere) {
+TEST_F(MultiNodeJobTest, ANodeThatCannotRunDeviceTensorsEndsTheJobEverywhere) {
   factories_[1].error_ = absl::FailedPreconditionError("CUDA device 0 does not exist");
   Start(&factories_[0]);
   const absl::Time start = absl::Now();
@@ -202,7 +215,7 @@ TEST_F(MultiNodeDeviceTest, ANodeThatCannotRunDeviceTensorsEndsTheJobEverywhere)
   EXPECT_THAT(factories_[0].made_->aborted().message(), HasSubstr("nodeB"));
 }
 
-TEST_F(MultiNodeDeviceTest, ACoordinatorWithoutNcclFailsDeviceTensorsClearly) {
+TEST_F(MultiNodeJobTest, ACoordinatorWithoutNcclFailsDeviceTensorsClearly) {
   Start(nullptr);
   for (int round = 0; round < 2; ++round) {
     const std::string name = absl::StrCat("grad/", round);
@@ -217,6 +230,31 @@ TEST_F(MultiNodeDeviceTest, ACoordinatorWithoutNcclFailsDeviceTensorsClearly) {
   }
   EXPECT_EQ(factories_[0].created_, 0);
   EXPECT_EQ(factories_[1].created_, 0);
+  EXPECT_FALSE(jobs_[0]->Snapshot().aborted);
+}
+
+TEST_F(MultiNodeJobTest, ANodeThatComesFirstWaitsForRankZerosNode) {
+  Start(&factories_[0], "token", /*b_first=*/true);
+  jobs_[0]->Submit(MakeRequest(0, "grad/a", 0));
+  jobs_[1]->Submit(MakeRequest(1, "grad/a", 0));
+  for (int r = 0; r < 2; ++r) {
+    std::vector<ReceivedCompletion> got = WaitForCompletions(r, 1);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].code, absl::StatusCode::kOk) << got[0].message;
+  }
+}
+
+TEST_F(MultiNodeJobTest, ANodeThatComesFirstCannotChooseTheToken) {
+  // Node B presents another token and arrives first: the coordinator is
+  // still made with node A's (rank 0's) token, and node B is refused.
+  Start(&factories_[0], "not-the-token", /*b_first=*/true);
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (!jobs_[1]->Snapshot().aborted && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  JobSnapshot b = jobs_[1]->Snapshot();
+  ASSERT_TRUE(b.aborted);
+  EXPECT_THAT(b.error, HasSubstr("wrong job token"));
   EXPECT_FALSE(jobs_[0]->Snapshot().aborted);
 }
 
