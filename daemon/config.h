@@ -34,6 +34,10 @@ struct DaemonConfig {
   uint32_t response_cache_capacity = 1024;
   absl::Duration stall_warning = absl::Seconds(60);       // KOLO_STALL_WARNING_S
   absl::Duration stall_timeout = absl::ZeroDuration();    // KOLO_STALL_TIMEOUT_S
+  // Device tensors: how long joining a job's NCCL communicator may take,
+  // and one collective on it, before the communicator is aborted.
+  absl::Duration nccl_init_timeout = absl::Seconds(120);  // KOLO_NCCL_INIT_TIMEOUT_S
+  absl::Duration nccl_timeout = absl::Seconds(300);       // KOLO_NCCL_TIMEOUT_S
 };
 
 // Parses a non-negative number of seconds ("60", "2.5").

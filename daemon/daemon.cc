@@ -122,7 +122,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   d->timeline_ = std::make_unique<Timeline>();
   d->pool_ = std::make_unique<WorkerPool>(workers);
   d->backend_ = std::make_unique<CpuBackend>(d->pool_.get());
-  d->device_backends_ = MakeDeviceBackendFactory();
+  d->device_backends_ = MakeDeviceBackendFactory(
+      DeviceBackendLimits{config.nccl_init_timeout, config.nccl_timeout});
   JobObservers observers;
   observers.metrics = d->metrics_.get();
   observers.timeline = d->timeline_.get();

@@ -55,6 +55,12 @@ ABSL_FLAG(std::string, node_name, "",
 ABSL_FLAG(std::string, peer_timeout_s, "",
           "seconds of silence after which a peer daemon counts as lost and its "
           "jobs are aborted (env KOLO_PEER_TIMEOUT_S; default 10)");
+ABSL_FLAG(std::string, nccl_init_timeout_s, "",
+          "device tensors: seconds joining a job's NCCL communicator may take "
+          "(env KOLO_NCCL_INIT_TIMEOUT_S; default 120)");
+ABSL_FLAG(std::string, nccl_timeout_s, "",
+          "device tensors: seconds one collective may take before the job's "
+          "NCCL communicator is aborted (env KOLO_NCCL_TIMEOUT_S; default 300)");
 ABSL_FLAG(int, response_cache, 1024,
           "names a coordinator remembers as cache bits (multi-node jobs)");
 ABSL_FLAG(std::string, log_level, "",
@@ -111,7 +117,9 @@ int main(int argc, char** argv) {
   for (auto [flag, field, name] :
        {std::tuple{&FLAGS_stall_warning_s, &config.stall_warning, "--stall_warning_s"},
         std::tuple{&FLAGS_stall_timeout_s, &config.stall_timeout, "--stall_timeout_s"},
-        std::tuple{&FLAGS_peer_timeout_s, &config.peer_timeout, "--peer_timeout_s"}}) {
+        std::tuple{&FLAGS_peer_timeout_s, &config.peer_timeout, "--peer_timeout_s"},
+        std::tuple{&FLAGS_nccl_init_timeout_s, &config.nccl_init_timeout, "--nccl_init_timeout_s"},
+        std::tuple{&FLAGS_nccl_timeout_s, &config.nccl_timeout, "--nccl_timeout_s"}}) {
     std::string v = absl::GetFlag(*flag);
     if (v.empty()) continue;
     auto d = kolo::daemon::ParseSeconds(v);
@@ -120,6 +128,10 @@ int main(int argc, char** argv) {
   }
   if (config.stall_warning <= absl::ZeroDuration()) {
     return Fail("--stall_warning_s must be > 0");
+  }
+  if (config.nccl_init_timeout <= absl::ZeroDuration() ||
+      config.nccl_timeout <= absl::ZeroDuration()) {
+    return Fail("--nccl_init_timeout_s and --nccl_timeout_s must be > 0");
   }
   if (!absl::GetFlag(FLAGS_log_level).empty()) {
     config.log_level = absl::GetFlag(FLAGS_log_level);

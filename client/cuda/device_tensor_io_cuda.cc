@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "client/cuda/device_tensor_export.h"
 #include "client/device_tensor_io.h"
+#include "client/visible_devices.h"
 #include "daemon/backend/nccl/cuda_status.h"
 
 namespace kolo::client {
@@ -93,6 +94,11 @@ public:
     if (absl::Status s = cuda::RecordReady(**pair, cuda_stream); !s.ok()) {
       return Give(pool, std::move(*pair), s);
     }
+    // kolod numbers the node's GPUs; this process may see a subset.
+    absl::StatusOr<int> node_ordinal = visible_.NodeOrdinal(device);
+    if (!node_ordinal.ok())
+      return Give(pool, std::move(*pair), node_ordinal.status());
+    in->device = out->device = *node_ordinal;
     slot->flags |= abi::v1::kSlotFlagDevice;
     CopyRef(*in, &slot->device_input);
     CopyRef(*out, &slot->device_output);
@@ -117,6 +123,10 @@ private:
     return pool.get();
   }
 
+  const VisibleDevices visible_ = VisibleDevices::Parse(
+      std::getenv("CUDA_VISIBLE_DEVICES") != nullptr
+          ? std::optional<std::string>(std::getenv("CUDA_VISIBLE_DEVICES"))
+          : std::nullopt);
   cuda::DeviceTensorExporter exporter_;
   absl::Mutex mu_;
   absl::flat_hash_map<int, std::unique_ptr<cuda::EventPool>>

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "daemon/backend/backend.h"
 #include "daemon/backend/device_comm_plan.h"
 
@@ -58,8 +59,14 @@ public:
 // UNIMPLEMENTED.
 std::unique_ptr<DeviceBackendFactory> MakeNoDeviceBackendFactory();
 
+// Limits the device backends a factory makes work within.
+struct DeviceBackendLimits {
+  absl::Duration init_timeout = absl::Seconds(120);  // joining the communicator
+  absl::Duration collective_timeout = absl::Seconds(300);  // one collective
+};
+
 // The factory this kolod was built with (device_backend_factory_{cuda,none}.cc
 // in //daemon:device_backend_factory).
-std::unique_ptr<DeviceBackendFactory> MakeDeviceBackendFactory();
+std::unique_ptr<DeviceBackendFactory> MakeDeviceBackendFactory(DeviceBackendLimits limits);
 
 } // namespace kolo::daemon

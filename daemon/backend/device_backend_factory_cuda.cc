@@ -37,6 +37,9 @@ private:
 
 class NcclDeviceBackendFactory : public DeviceBackendFactory {
 public:
+  explicit NcclDeviceBackendFactory(DeviceBackendLimits limits)
+      : limits_(limits) {}
+
   absl::StatusOr<std::string> NewCommId() override {
     absl::StatusOr<nccl::NcclUniqueIdBytes> id = nccl::NewNcclUniqueId();
     if (!id.ok())
@@ -53,6 +56,8 @@ public:
     nccl::NcclBackendOptions backend_options;
     backend_options.comm = options.comm;
     backend_options.local_ranks = options.local_ranks;
+    backend_options.init_timeout = limits_.init_timeout;
+    backend_options.collective_timeout = limits_.collective_timeout;
     auto backend = nccl::NcclBackend::Create(backend_options, resolver.get());
     if (!backend.ok())
       return Annotate(options, backend.status());
@@ -61,6 +66,8 @@ public:
   }
 
 private:
+  const DeviceBackendLimits limits_;
+
   static absl::Status Annotate(const DeviceBackendOptions &options,
                                const absl::Status &s) {
     return absl::Status(
@@ -72,8 +79,9 @@ private:
 
 } // namespace
 
-std::unique_ptr<DeviceBackendFactory> MakeDeviceBackendFactory() {
-  return std::make_unique<NcclDeviceBackendFactory>();
+std::unique_ptr<DeviceBackendFactory>
+MakeDeviceBackendFactory(DeviceBackendLimits limits) {
+  return std::make_unique<NcclDeviceBackendFactory>(limits);
 }
 
 } // namespace kolo::daemon

@@ -3,7 +3,8 @@
 
 namespace kolo::daemon {
 
-std::unique_ptr<DeviceBackendFactory> MakeDeviceBackendFactory() {
+std::unique_ptr<DeviceBackendFactory>
+MakeDeviceBackendFactory(DeviceBackendLimits /*limits*/) {
   return MakeNoDeviceBackendFactory();
 }
 

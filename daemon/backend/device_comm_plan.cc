@@ -82,6 +82,13 @@ absl::Status ValidateDeviceCommPlan(const DeviceCommPlan& plan, int job_size) {
     }
     device_of[n] = d;
   }
+  for (int n = 0; n < plan.nranks; ++n) {
+    if (device_of[n] == -1) {
+      // Nobody would join as this rank: NCCL would wait for it.
+      return absl::InvalidArgumentError(
+          absl::StrCat("device communicator plan: NCCL rank ", n, " hosts no rank"));
+    }
+  }
   return absl::OkStatus();
 }
 

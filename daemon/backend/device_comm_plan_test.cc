@@ -72,6 +72,10 @@ TEST(DeviceCommPlanTest, ValidatesReceivedPlans) {
   EXPECT_THAT(ValidateDeviceCommPlan(plan, 2).message(), HasSubstr("CUDA devices 0 and 1"));
   plan.nranks = 0;
   EXPECT_FALSE(ValidateDeviceCommPlan(plan, 2).ok());
+  plan.nranks = 3;  // NCCL rank 2 hosts nobody: init would wait for it
+  plan.nccl_rank = {0, 1};
+  plan.device = {0, 1};
+  EXPECT_THAT(ValidateDeviceCommPlan(plan, 2).message(), HasSubstr("NCCL rank 2 hosts no rank"));
   // Two NCCL ranks on one GPU of a node: a received plan that does this is
   // refused when the lanes are made.
   plan.nranks = 2;

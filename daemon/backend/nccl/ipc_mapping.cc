@@ -14,9 +14,11 @@ absl::StatusOr<IpcMemoryMapping> IpcMemoryMapping::Open(const IpcHandleBytes& ha
   cudaIpcMemHandle_t h;
   std::memcpy(&h, handle.data(), sizeof(h));
   void* base = nullptr;
+  int device = 0;
+  KOLO_RETURN_IF_CUDA_ERROR(cudaGetDevice(&device), "cudaGetDevice");
   KOLO_RETURN_IF_CUDA_ERROR(cudaIpcOpenMemHandle(&base, h, cudaIpcMemLazyEnablePeerAccess),
                             "cudaIpcOpenMemHandle");
-  IpcMemoryMapping mapping(static_cast<uint8_t*>(base), 0);
+  IpcMemoryMapping mapping(static_cast<uint8_t*>(base), 0, device);
   // The mapping's extent bounds every offset a client may send. The mapped
   // range is the exporter's whole allocation.
   absl::StatusOr<AllocationRange> range = FindAllocation(base);
@@ -25,18 +27,27 @@ absl::StatusOr<IpcMemoryMapping> IpcMemoryMapping::Open(const IpcHandleBytes& ha
   return mapping;
 }
 
+void IpcMemoryMapping::Close() {
+  if (base_ == nullptr) return;
+  int current = -1;
+  const bool switched = cudaGetDevice(&current) == cudaSuccess && current != device_ &&
+                        cudaSetDevice(device_) == cudaSuccess;
+  cudaIpcCloseMemHandle(base_);
+  if (switched) cudaSetDevice(current);
+  base_ = nullptr;
+}
+
 IpcMemoryMapping& IpcMemoryMapping::operator=(IpcMemoryMapping&& other) noexcept {
   if (this != &other) {
-    if (base_ != nullptr) cudaIpcCloseMemHandle(base_);
+    Close();
     base_ = std::exchange(other.base_, nullptr);
     size_ = std::exchange(other.size_, 0);
+    device_ = other.device_;
   }
   return *this;
 }
 
-IpcMemoryMapping::~IpcMemoryMapping() {
-  if (base_ != nullptr) cudaIpcCloseMemHandle(base_);
-}
+IpcMemoryMapping::~IpcMemoryMapping() { Close(); }
 
 absl::StatusOr<uint8_t*> IpcMemoryMapping::Resolve(uint64_t offset, uint64_t bytes,
                                                    size_t alignment) const {

@@ -25,7 +25,9 @@ class IpcMemoryMapping {
   static absl::StatusOr<IpcMemoryMapping> Open(const IpcHandleBytes& handle);
 
   IpcMemoryMapping(IpcMemoryMapping&& other) noexcept
-      : base_(std::exchange(other.base_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+      : base_(std::exchange(other.base_, nullptr)),
+        size_(std::exchange(other.size_, 0)),
+        device_(other.device_) {}
   IpcMemoryMapping& operator=(IpcMemoryMapping&& other) noexcept;
   IpcMemoryMapping(const IpcMemoryMapping&) = delete;
   IpcMemoryMapping& operator=(const IpcMemoryMapping&) = delete;
@@ -40,9 +42,14 @@ class IpcMemoryMapping {
   absl::StatusOr<uint8_t*> Resolve(uint64_t offset, uint64_t bytes, size_t alignment) const;
 
  private:
-  IpcMemoryMapping(uint8_t* base, uint64_t size) : base_(base), size_(size) {}
+  IpcMemoryMapping(uint8_t* base, uint64_t size, int device)
+      : base_(base), size_(size), device_(device) {}
+  // Closes the mapping on the device it was opened on (whichever thread
+  // drops it last, with whichever device current).
+  void Close();
   uint8_t* base_ = nullptr;
   uint64_t size_ = 0;
+  int device_ = 0;
 };
 
 // One session's opened IPC objects. Created when the session first sends a

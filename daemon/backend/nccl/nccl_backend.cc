@@ -140,10 +140,14 @@ NcclBackend::~NcclBackend() {
   watchdog_.reset();  // before the communicator it watches
   absl::MutexLock lock(&mu_);
   // Let enqueued work finish before its buffers are freed (after an abort
-  // the NCCL kernels have exited, so this does not hang on a dead peer).
+  // the NCCL kernels have exited, so this does not wait on a dead peer), but
+  // not forever: a pack kernel may wait on a client's event that never fires.
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
   for (auto& lane : lanes_) {
     (void)lane->device.MakeCurrent();
-    cudaStreamSynchronize(lane->stream.get());
+    while (cudaStreamQuery(lane->stream.get()) == cudaErrorNotReady && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
   }
 }
 
@@ -160,6 +164,8 @@ absl::Status NcclBackend::Execute(Response& response) {
         what, ": the job's NCCL communicator was aborted earlier: ",
         comm_->abort_cause().message()));
   }
+  // One deadline for the whole collective: enqueueing and completion.
+  const absl::Time deadline = absl::Now() + options_.collective_timeout;
   std::vector<ResolvedIo> holds;  // keeps mappings and events open until the end
   if (absl::Status s = Prepare(response, broadcast, &holds); !s.ok()) {
     // Every daemon plans the same response; one that cannot run it must not
@@ -167,13 +173,33 @@ absl::Status NcclBackend::Execute(Response& response) {
     comm_->Abort(s);
     return s;
   }
-  if (absl::Status s = Enqueue(response, broadcast); !s.ok()) {
+  if (root_ < 0 && broadcast) return absl::OkStatus();  // every member failed alike everywhere
+  if (comm_->size() > static_cast<int>(lanes_.size())) {
+    // Other daemons take part: a member that failed only here would leave
+    // them with a silently wrong result (zeros in its place). Fail the whole
+    // response, here and, through the abort, everywhere.
+    for (const FusedMember& m : response.members) {
+      if (m.status.ok()) continue;
+      absl::Status s(m.status.code(),
+                     absl::StrCat(what, ": \"", m.set.name, "\" failed on this node (",
+                                  m.status.message(), "); the other nodes cannot finish it"));
+      comm_->Abort(s);
+      return s;
+    }
+  }
+  if (absl::Status s = Enqueue(response, broadcast, deadline); !s.ok()) {
     comm_->Abort(s);
     // Drain what was enqueued before returning (bounded: NCCL has exited).
-    (void)WaitForCompletion(what);
+    // Lanes whose step 7 never ran get their completion event recorded now,
+    // or the wait would see an older record and return while kernels still
+    // use the mappings `holds` keeps open.
+    for (auto& lane : lanes_) {
+      if (lane->device.MakeCurrent().ok()) (void)lane->done.Record(lane->stream.get());
+    }
+    (void)WaitForCompletion(what, absl::Now() + absl::Seconds(10));
     return s;
   }
-  return WaitForCompletion(what);
+  return WaitForCompletion(what, deadline);
 }
 
 absl::Status NcclBackend::Prepare(Response& response, bool broadcast,
@@ -194,9 +220,15 @@ absl::Status NcclBackend::Prepare(Response& response, bool broadcast,
     const int root = response.root_rank;
     if (root < 0 || root >= static_cast<int>(options_.comm.nccl_rank.size()) ||
         options_.comm.nccl_rank[root] < 0) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          what, ": root rank ", root, " has no GPU in the job's communicator (a rank's first "
-          "device tensor places it)"));
+      // Every daemon sees the same plan and reaches this verdict: the
+      // members fail everywhere and no NCCL call is made.
+      for (FusedMember& m : response.members) {
+        if (!m.status.ok()) continue;
+        m.status = absl::FailedPreconditionError(absl::StrCat(
+            "broadcast \"", m.set.name, "\": root rank ", root, " has no GPU in the job's "
+            "communicator (a rank's first device tensor places it)"));
+      }
+      return absl::OkStatus();
     }
     root_ = options_.comm.nccl_rank[root];
   }
@@ -310,8 +342,11 @@ absl::Status NcclBackend::Prepare(Response& response, bool broadcast,
                                             lane.region(broadcast ? 0 : slot.region, region_) +
                                             offsets_[mi]),
                                         bytes / unit, 0});
-        if (io.input.event != nullptr) lane.wait_events.push_back(io.input.event);
       }
+      // The client's ready event follows all its work so far, including any
+      // on the output: wait on it for every rank (a broadcast writes even
+      // the ranks whose input it does not read).
+      if (io.input.event != nullptr) lane.wait_events.push_back(io.input.event);
       // The root's own output already holds the data when it is the input.
       if (!(is_root && io.output.data == io.input.data)) {
         lane.unpack.push_back(CopySegment{reinterpret_cast<uint64_t>(lane_result),
@@ -329,11 +364,10 @@ absl::Status NcclBackend::Prepare(Response& response, bool broadcast,
   return absl::OkStatus();
 }
 
-absl::Status NcclBackend::Enqueue(Response& response, bool broadcast) {
+absl::Status NcclBackend::Enqueue(Response& response, bool broadcast, absl::Time deadline) {
   const DType dtype = broadcast ? DType::kUint8 : response.dtype;
   const double prescale = broadcast ? 1.0 : response.prescale;
   const double postscale = broadcast ? 1.0 : postscale_;
-  const absl::Time deadline = absl::Now() + options_.collective_timeout;
 
   // Steps 2-5 per lane.
   for (auto& lane_ptr : lanes_) {
@@ -444,8 +478,8 @@ absl::Status NcclBackend::Enqueue(Response& response, bool broadcast) {
   return absl::OkStatus();
 }
 
-absl::Status NcclBackend::WaitForCompletion(const std::string& what) {
-  watchdog_->Begin(what, absl::Now() + options_.collective_timeout);
+absl::Status NcclBackend::WaitForCompletion(const std::string& what, absl::Time deadline) {
+  watchdog_->Begin(what, deadline);
   absl::Status result;
   int polls = 0;
   absl::Duration sleep = absl::Microseconds(20);
@@ -455,7 +489,10 @@ absl::Status NcclBackend::WaitForCompletion(const std::string& what) {
   while (next < lanes_.size()) {
     absl::StatusOr<bool> complete = lanes_[next]->done.IsComplete();
     if (!complete.ok()) {
+      // The GPU reported an error: the other lanes and daemons must not go
+      // on with this collective.
       result = complete.status();
+      comm_->Abort(result);
       break;
     }
     if (*complete) {

@@ -44,9 +44,11 @@
 // the communicator (the peers would otherwise wait for this rank forever);
 // after an abort every Execute fails with FAILED_PRECONDITION. A member
 // whose tensors fail to resolve, or that a rank sent from a GPU other than
-// its own, fails alone: its regions are zeroed and the collective still
-// runs, so the peers are not left waiting. A rank keeps the GPU its first
-// device tensor was on for the job's life.
+// its own, fails alone when every NCCL rank is this daemon's (its regions
+// are zeroed and the collective still runs); when other daemons take part,
+// the whole response fails and the communicator is aborted, since they
+// cannot know to discard it. A rank keeps the GPU its first device tensor
+// was on for the job's life.
 //
 // ============================ How kolod uses it ============================
 // 1. Submission slot and Request: SubmitSlot (shm_abi_v1.h) carries a
@@ -139,9 +141,11 @@ class NcclBackend : public Backend {
   // communicator.
   absl::Status Prepare(Response& response, bool broadcast, std::vector<ResolvedIo>* holds)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status Enqueue(Response& response, bool broadcast) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Step 8.
-  absl::Status WaitForCompletion(const std::string& what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Enqueue(Response& response, bool broadcast, absl::Time deadline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Step 8, up to `deadline` (then the watchdog aborts the communicator).
+  absl::Status WaitForCompletion(const std::string& what, absl::Time deadline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const NcclBackendOptions options_;
   DeviceTensorResolver* const resolver_;

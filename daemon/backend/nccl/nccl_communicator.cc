@@ -187,9 +187,12 @@ absl::Status NcclCommunicator::WaitReadyLocked(absl::Time deadline, const std::s
       AbortLocked(s);
       return s;
     }
-    // Other threads (the watchdog) may not take the lock meanwhile; the wait
-    // is bounded by the deadline.
+    // Between polls the lock is free, so Abort (the watchdog, or the job
+    // ending on another thread) can end the wait at once; an abort empties
+    // comms_, which the next round sees before touching a freed comm.
+    mu_.Unlock();
     backoff.Wait();
+    mu_.Lock();
   }
 }
 

@@ -119,7 +119,8 @@ class NcclCommunicator {
   NcclCommunicator(std::vector<ncclComm_t> comms, int nranks, std::vector<NcclLaneRank> lanes)
       : comms_(std::move(comms)), nranks_(nranks), lanes_(std::move(lanes)) {}
   // Polls every lane until none is in progress or the deadline passes
-  // (then aborts).
+  // (then aborts). Releases mu_ between polls: an Abort meanwhile ends the
+  // wait with its cause.
   absl::Status WaitReadyLocked(absl::Time deadline, const std::string& what)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs `enqueue(lane)` for every lane inside one NCCL group.
