@@ -305,12 +305,13 @@ absl::Status Job::AdmitLocked(const Request& r) const {
   const char* kind = CollectiveKindName(r.kind);
   if (multi_node_ && ((r.kind != CollectiveKind::kAllreduce &&
                        r.kind != CollectiveKind::kBroadcast &&
+                       r.kind != CollectiveKind::kAllgather &&
                        r.kind != CollectiveKind::kBarrier) ||
                       r.process_set != 0 || r.group_size > 1 ||
                       r.compression != Compression::kNone)) {
     return absl::UnimplementedError(absl::StrCat(
         kind, " \"", r.name, "\": job ", id_,
-        " spans nodes, where allreduce, broadcast and barrier (of every rank, "
+        " spans nodes, where allreduce, broadcast, allgather and barrier (of every rank, "
         "ungrouped, uncompressed) are available so far"));
   }
   if (r.device.has_value() && r.process_set != 0) {

@@ -42,6 +42,7 @@ enum class CollectivePhase : uint64_t {
   kDoublingExchange = 3,
   kDoublingFoldOut = 4,
   kTreeBroadcast = 5,
+  kRingAllgatherV = 6,
 };
 
 inline uint64_t MessageTag(uint64_t tag_base, CollectivePhase phase,

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/types/span.h"
+#include "daemon/algorithms/allgather.h"
 #include "daemon/algorithms/allreduce.h"
 #include "daemon/algorithms/broadcast.h"
 #include "daemon/session.h"
@@ -53,6 +54,13 @@ kolo::v1::TensorMeta MetaOf(const ReadySet& set) {
   m.set_root_rank(r.root_rank);
   m.set_bytes(r.bytes);
   m.set_device(r.device.has_value());
+  if (r.kind == CollectiveKind::kAllgather) {
+    std::vector<const Request*> by_rank;
+    for (const Request& q : set.requests) by_rank.push_back(&q);
+    std::sort(by_rank.begin(), by_rank.end(),
+              [](const Request* a, const Request* b) { return a->rank < b->rank; });
+    for (const Request* q : by_rank) m.add_rows(q->shape.empty() ? 0 : q->shape[0]);
+  }
   if (!set.agreement.ok()) m.set_local_error(std::string(set.agreement.message()));
   return m;
 }
@@ -319,10 +327,26 @@ void NodeGroup::Execute(PlannedEntry entry) {
     case CollectiveKind::kBroadcast:
       status = RunBroadcast(sets, tag_base);
       break;
+    case CollectiveKind::kAllgather: {
+      std::vector<Completion> done;
+      status = RunAllgather(sets, entry.rows, tag_base, &done);
+      if (status.ok()) {
+        std::map<Session*, std::vector<Completion>> by_session;
+        size_t i = 0;
+        for (const ReadySet& set : sets) {
+          for (const Request& r : set.requests) by_session[r.session.get()].push_back(done[i++]);
+        }
+        for (auto& [s, cs] : by_session) s->Complete(cs);
+        if (options_.on_executed) options_.on_executed(1, sets.front().requests.front().bytes);
+        return;
+      }
+      break;
+    }
     case CollectiveKind::kBarrier:
       break;  // every node reached it: that is all a barrier is
     default:
-      status = absl::UnimplementedError("only allreduce and broadcast span nodes");
+      status = absl::UnimplementedError(
+          "only allreduce, broadcast, allgather and barrier span nodes");
   }
   if (!status.ok()) {
     absl::MutexLock l(&mu_);
@@ -374,6 +398,94 @@ absl::Status NodeGroup::RunAllreduce(std::vector<ReadySet>& sets, uint64_t tag_b
     s = kernels::ScaleCopy(dtype, fusion_buffer_.data() + offsets[i], absl::MakeSpan(dsts), n,
                            postscale);
     if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NodeGroup::RunAllgather(std::vector<ReadySet>& sets,
+                                     const std::vector<int64_t>& rows, uint64_t tag_base,
+                                     std::vector<Completion>* done) {
+  if (sets.size() != 1) return absl::InternalError("an allgather response has one tensor");
+  ReadySet& set = sets.front();
+  const Request& first = set.requests.front();
+  const std::string what = absl::StrCat("allgather \"", set.name, "\"");
+  uint64_t row_bytes = DTypeSize(first.dtype);
+  for (size_t d = 1; d < first.shape.size(); ++d) row_bytes *= first.shape[d];
+  std::vector<int> node_of;
+  {
+    absl::MutexLock l(&mu_);
+    node_of = rank_node_;
+  }
+  const int size = options_.size;
+  if (static_cast<int>(rows.size()) != size) {
+    return absl::InternalError(absl::StrCat(what, ": the plan gives ", rows.size(),
+                                            " row counts for ", size, " ranks"));
+  }
+  // Rank order (the output) and node order (the exchange: each node's ranks
+  // as one block). They coincide when every node hosts consecutive ranks.
+  std::vector<uint64_t> out_at(size), packed_at(size);
+  uint64_t total = 0;
+  for (int r = 0; r < size; ++r) {
+    if (rows[r] < 0 || node_of[r] < 0 ||
+        (row_bytes > 0 && static_cast<uint64_t>(rows[r]) > (uint64_t{1} << 40) / row_bytes)) {
+      return absl::InternalError(absl::StrCat(what, ": unusable rows ", rows[r], " of rank ", r));
+    }
+    out_at[r] = total;
+    total += static_cast<uint64_t>(rows[r]) * row_bytes;
+  }
+  const int nodes = transport_->nodes();
+  std::vector<uint64_t> block_at(nodes, 0), block_bytes(nodes, 0);
+  uint64_t packed = 0;
+  for (int n = 0; n < nodes; ++n) {
+    block_at[n] = packed;
+    for (int r = 0; r < size; ++r) {
+      if (node_of[r] != n) continue;
+      packed_at[r] = packed;
+      packed += static_cast<uint64_t>(rows[r]) * row_bytes;
+    }
+    block_bytes[n] = packed - block_at[n];
+  }
+  if (fusion_buffer_.size() < total) fusion_buffer_.resize(total);
+  for (const Request& r : set.requests) {
+    const uint64_t bytes = static_cast<uint64_t>(rows[r.rank]) * row_bytes;
+    if (r.bytes != bytes) {
+      return absl::InternalError(absl::StrCat(what, ": rank ", r.rank, " has ", r.bytes,
+                                              " bytes, the plan says ", bytes));
+    }
+    if (bytes > 0) std::memcpy(fusion_buffer_.data() + packed_at[r.rank], r.input, bytes);
+  }
+  absl::Status s = RingAllgatherV(*transport_, fusion_buffer_.data(), block_at, block_bytes,
+                                  tag_base, absl::Now() + kTransferDeadline);
+  if (!s.ok()) return s;
+  bool in_rank_order = true;
+  for (int r = 0; r < size; ++r) in_rank_order = in_rank_order && packed_at[r] == out_at[r];
+  int64_t total_rows = 0;
+  for (int64_t n : rows) total_rows += n;
+  // Each local rank gets the result in its session's result area.
+  for (size_t i = 0; i < set.requests.size(); ++i) {
+    const Request& r = set.requests[i];
+    absl::StatusOr<uint64_t> offset = r.session->AllocateResult(total);
+    if (!offset.ok()) {
+      for (size_t j = 0; j < i; ++j) {
+        set.requests[j].session->ReleaseResult((*done)[j].result_offset);
+      }
+      done->clear();
+      return absl::ResourceExhaustedError(absl::StrCat(what, ": ", offset.status().message()));
+    }
+    uint8_t* dst = r.session->arena_base() + *offset;
+    if (in_rank_order) {
+      if (total > 0) std::memcpy(dst, fusion_buffer_.data(), total);
+    } else {
+      for (int q = 0; q < size; ++q) {
+        const uint64_t bytes = static_cast<uint64_t>(rows[q]) * row_bytes;
+        if (bytes > 0) std::memcpy(dst + out_at[q], fusion_buffer_.data() + packed_at[q], bytes);
+      }
+    }
+    Completion c{r.request_id, absl::OkStatus()};
+    c.result_offset = *offset;
+    c.result_bytes = total;
+    c.value = total_rows;
+    done->push_back(c);
   }
   return absl::OkStatus();
 }

@@ -5,8 +5,8 @@
 // fusion buffer, allreduce or broadcast that buffer among the nodes over the
 // transport, and deliver the result to every local rank.
 //
-// Allreduce and broadcast span nodes; the job refuses the other collectives
-// of a multi-node job before they get here. Responses of device tensors go
+// Allreduce, broadcast, allgather and barrier span nodes; the job refuses
+// the other collectives of a multi-node job before they get here. Responses of device tensors go
 // back to the job (NodeGroupOptions::run_device), which runs them on its
 // NCCL backend in the same plan order on every node.
 //
@@ -96,6 +96,10 @@ class NodeGroup : public LinkListener {
   void Execute(PlannedEntry entry);
   absl::Status RunAllreduce(std::vector<ReadySet>& sets, uint64_t tag_base);
   absl::Status RunBroadcast(std::vector<ReadySet>& sets, uint64_t tag_base);
+  // `rows`: every rank's first dimension (from the plan). On success `done`
+  // holds each request's completion with its result in its session.
+  absl::Status RunAllgather(std::vector<ReadySet>& sets, const std::vector<int64_t>& rows,
+                            uint64_t tag_base, std::vector<Completion>* done);
   void Complete(std::vector<ReadySet>& sets, const absl::Status& status);
 
   const NodeGroupOptions options_;

@@ -30,6 +30,18 @@ std::vector<std::string> Difference(const kolo::v1::TensorMeta& a,
     return {"dtype", DTypeName(static_cast<DType>(a.dtype())),
             DTypeName(static_cast<DType>(b.dtype()))};
   }
+  if (a.kind() == static_cast<uint32_t>(CollectiveKind::kAllgather)) {
+    // Ranks may differ in the first dimension only.
+    auto rest = [](const kolo::v1::TensorMeta& m) {
+      std::vector<int64_t> dims(m.shape().begin(), m.shape().end());
+      if (!dims.empty()) dims.erase(dims.begin());
+      return absl::StrCat("[*", dims.empty() ? "" : ",", absl::StrJoin(dims, ","), "]");
+    };
+    if (a.shape_size() == 0 || b.shape_size() == 0 || rest(a) != rest(b)) {
+      return {"shape", Shape(a), Shape(b)};
+    }
+    return {};
+  }
   if (Shape(a) != Shape(b)) return {"shape", Shape(a), Shape(b)};
   if (a.kind() == static_cast<uint32_t>(CollectiveKind::kBroadcast)) {
     if (a.root_rank() != b.root_rank()) {
@@ -51,6 +63,8 @@ std::vector<std::string> Difference(const kolo::v1::TensorMeta& a,
 }
 
 bool Fusable(const kolo::v1::TensorMeta& a, const kolo::v1::TensorMeta& b) {
+  // An allgather's layout depends on every rank's rows: one per response.
+  if (a.kind() == static_cast<uint32_t>(CollectiveKind::kAllgather)) return false;
   return a.kind() == b.kind() && a.device() == b.device() && a.dtype() == b.dtype() &&
          a.op() == b.op() &&
          a.prescale() == b.prescale() && a.postscale() == b.postscale() &&
@@ -188,6 +202,10 @@ void Coordinator::AddReadyLocked(int node, const kolo::v1::TensorMeta& meta) {
   if (p.reported[node]) return;
   p.reported[node] = true;
   ++p.count;
+  if (meta.kind() == static_cast<uint32_t>(CollectiveKind::kAllgather)) {
+    if (p.rows.empty()) p.rows.resize(nodes);
+    p.rows[node].assign(meta.rows().begin(), meta.rows().end());
+  }
   if (p.error.empty() && !meta.local_error().empty()) p.error = meta.local_error();
   if (p.error.empty()) {
     std::vector<std::string> diff = Difference(p.meta, meta);
@@ -199,6 +217,22 @@ void Coordinator::AddReadyLocked(int node, const kolo::v1::TensorMeta& meta) {
     }
   }
   if (p.count == nodes) {
+    if (!p.rows.empty() && p.error.empty()) {
+      // Every rank's rows, by global rank, from each node's ascending ranks.
+      p.meta.clear_rows();
+      std::vector<int64_t> rows(size_, -1);
+      for (int n = 0; n < nodes && p.error.empty(); ++n) {
+        const Member& m = members_.at(node_members_[n]);
+        if (p.rows[n].size() != m.ranks.size()) {
+          p.error = absl::StrCat("allgather \"", meta.name(), "\": ", DescribeNode(n), " sent ",
+                                 p.rows[n].size(), " row counts for ", m.ranks.size(),
+                                 " ranks");
+          break;
+        }
+        for (size_t i = 0; i < m.ranks.size(); ++i) rows[m.ranks[i]] = p.rows[n][i];
+      }
+      for (int64_t r : rows) p.meta.add_rows(r);
+    }
     ready_.emplace_back(p.meta, p.error);
     pending_.erase(it);
   }
@@ -252,7 +286,9 @@ void Coordinator::PlanLocked(Outbox* out) {
       return;
     }
     m->set_name(meta.name());
-    if (cache_names_.size() < options_.cache_capacity) {
+    // An allgather's rows change from step to step: never a cache bit.
+    if (meta.kind() != static_cast<uint32_t>(CollectiveKind::kAllgather) &&
+        cache_names_.size() < options_.cache_capacity) {
       uint32_t id = static_cast<uint32_t>(cache_names_.size());
       cache_ids_[meta.name()] = id;
       cache_names_.push_back(meta.name());
@@ -284,6 +320,9 @@ void Coordinator::PlanLocked(Outbox* out) {
     }
     ref(target->response, meta);
     target->bytes = Align64(target->bytes) + meta.bytes();
+    if (meta.kind() == static_cast<uint32_t>(CollectiveKind::kAllgather)) {
+      *target->response->mutable_rows() = meta.rows();
+    }
   }
   ready_.clear();
   // Device responses: the first carries the communicator every daemon joins

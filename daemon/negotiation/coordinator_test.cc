@@ -156,5 +156,53 @@ TEST_F(CoordinatorTest, LostMemberIsNamed) {
   EXPECT_EQ(c_.members(), 1);
 }
 
+kolo::v1::TensorMeta Allgather(const std::string& name, std::vector<int64_t> rows,
+                               int64_t cols = 3) {
+  kolo::v1::TensorMeta m = Meta(name, {rows.front(), cols});
+  m.set_kind(3);  // allgather
+  for (int64_t r : rows) m.add_rows(r);
+  return m;
+}
+
+TEST_F(CoordinatorTest, AllgatherPlansCarryEveryRanksRowsAndAreNeverCached) {
+  Join();
+  for (int step = 0; step < 2; ++step) {
+    // Node A hosts ranks 0,1; node B ranks 2,3. Rows differ per rank and step.
+    c_.OnReady(ida_, ReadyOf({Allgather("ag", {step, 1})}));
+    c_.OnReady(idb_, ReadyOf({Allgather("ag", {5, 7 + step})}));
+    std::vector<kolo::v1::Plan> plans = b_->plans();
+    ASSERT_EQ(plans.size(), static_cast<size_t>(step + 1));
+    const kolo::v1::Plan& plan = plans.back();
+    EXPECT_EQ(plan.sequence(), static_cast<uint64_t>(step));
+    ASSERT_EQ(plan.responses_size(), 1);
+    const auto& r = plan.responses(0);
+    EXPECT_EQ(r.error_code(), 0) << r.error_message();
+    ASSERT_EQ(r.rows_size(), 4);
+    EXPECT_EQ(r.rows(0), step);
+    EXPECT_EQ(r.rows(1), 1);
+    EXPECT_EQ(r.rows(2), 5);
+    EXPECT_EQ(r.rows(3), 7 + step);
+    ASSERT_EQ(r.members_size(), 1);
+    EXPECT_EQ(r.members(0).name(), "ag");  // by name every time
+    EXPECT_EQ(plan.new_cache_ids_size(), 0);
+  }
+}
+
+TEST_F(CoordinatorTest, AllgathersAreNotFusedAndDisagreeOnColumnsOnly) {
+  Join();
+  c_.OnReady(ida_, ReadyOf({Allgather("ag1", {1, 2}), Allgather("ag2", {1, 1}),
+                            Allgather("ag3", {2, 2})}));
+  c_.OnReady(idb_, ReadyOf({Allgather("ag1", {3, 4}), Allgather("ag2", {1, 1}),
+                            Allgather("ag3", {2, 2}, /*cols=*/4)}));
+  std::vector<kolo::v1::Plan> plans = b_->plans();
+  ASSERT_EQ(plans.size(), 1u);
+  ASSERT_EQ(plans[0].responses_size(), 3);
+  EXPECT_EQ(plans[0].responses(0).error_code(), 0);
+  EXPECT_EQ(plans[0].responses(1).error_code(), 0);
+  const auto& bad = plans[0].responses(2);
+  EXPECT_NE(bad.error_code(), 0);
+  EXPECT_TRUE(absl::StrContains(bad.error_message(), "shape")) << bad.error_message();
+}
+
 }  // namespace
 }  // namespace kolo::daemon

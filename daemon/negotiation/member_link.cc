@@ -299,6 +299,7 @@ void MemberLink::ReadLoop() {
                 e.names.push_back(m.name());
               }
             }
+            e.rows.assign(r.rows().begin(), r.rows().end());
             if (r.error_code() != 0) {
               e.error = absl::Status(static_cast<absl::StatusCode>(r.error_code()),
                                      r.error_message());

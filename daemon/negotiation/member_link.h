@@ -38,6 +38,8 @@ struct PlannedEntry {
   // The job's device communicator, to join before running this response
   // (validated against the job's size).
   std::optional<DeviceCommPlan> device_comm;
+  // Allgather: every rank's first dimension, by global rank.
+  std::vector<int64_t> rows;
 };
 
 class LinkListener {

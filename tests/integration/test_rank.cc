@@ -361,24 +361,23 @@ void ScenarioWithhold(kolo::Client& c) {
   std::printf("ended: %s\n", s.ToString().c_str());
 }
 
-// Allgather, reducescatter, alltoall, barrier, grouped collectives,
-// compression, process sets and their error cases.
-void ScenarioSurface(kolo::Client& c) {
+// Allgather of every dtype: rank r contributes r rows (rank 0 none) of
+// 3 columns; `scale` multiplies the rows (large tensors).
+void CheckAllgathers(kolo::Client& c, int64_t scale, const std::string& prefix) {
   const int rank = c.rank(), size = c.size();
-  // Allgather: rank r contributes r rows (rank 0 none) of 3 columns.
   for (DType t : {DType::kFloat32, DType::kInt64, DType::kFloat16, DType::kUint8}) {
-    const int64_t rows = rank;
+    const int64_t rows = rank * scale;
     std::vector<uint8_t> in(rows * 3 * kolo::DTypeSize(t) + 1);
     for (int64_t i = 0; i < rows * 3; ++i) Store(t, in.data(), i, (rank * 10 + i) % 100);
     auto out = c.Allgather(kolo::ConstTensorView(in.data(), t, {rows, 3}),
-                           absl::StrCat("ag/", kolo::DTypeName(t)));
+                           absl::StrCat(prefix, kolo::DTypeName(t)));
     CHECK_OR_COUNT(out.ok(), "allgather: %s", out.status().ToString().c_str());
     if (!out.ok()) continue;
-    int64_t total = size * (size - 1) / 2;
+    int64_t total = scale * size * (size - 1) / 2;
     CHECK_OR_COUNT(out->shape() == std::vector<int64_t>({total, 3}), "allgather shape");
     int64_t at = 0;
     for (int r = 0; r < size; ++r) {
-      for (int64_t i = 0; i < r * 3; ++i, ++at) {
+      for (int64_t i = 0; i < r * scale * 3; ++i, ++at) {
         if (Load(t, out->data(), at) != (r * 10 + i) % 100) {
           CHECK_OR_COUNT(false, "allgather %s from rank %d [%ld]", kolo::DTypeName(t), r,
                          static_cast<long>(i));
@@ -387,6 +386,13 @@ void ScenarioSurface(kolo::Client& c) {
       }
     }
   }
+}
+
+// Allgather, reducescatter, alltoall, barrier, grouped collectives,
+// compression, process sets and their error cases.
+void ScenarioSurface(kolo::Client& c) {
+  const int rank = c.rank(), size = c.size();
+  CheckAllgathers(c, 1, "ag/");
   // Reducescatter: 7 rows of 2; lower ranks take the extra rows.
   for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
     std::vector<float> in(14);
@@ -687,14 +693,37 @@ void ScenarioHold(kolo::Client& c) {
   std::printf("ended: %s\n", s.ToString().c_str());
 }
 
-// In a job spanning nodes, the collectives that do not span nodes yet are
+// In a job spanning nodes, allgather works (many sizes and steps) and the
+// collectives that do not span nodes yet are
 // refused with a clear error, and allreduce goes on working.
 void ScenarioMultiNodeLimits(kolo::Client& c) {
   std::vector<float> buf(4, 1.0f);
-  auto ag = c.Allgather(kolo::ConstTensorView(buf.data(), DType::kFloat32, {1, 4}), "limits/ag");
-  CHECK_OR_COUNT(ag.status().code() == absl::StatusCode::kUnimplemented &&
-                     absl::StrContains(ag.status().message(), "spans nodes"),
-                 "allgather: %s", ag.status().ToString().c_str());
+  auto rs = c.Reducescatter(kolo::ConstTensorView(buf.data(), DType::kFloat32, {4, 1}),
+                            "limits/rs");
+  CHECK_OR_COUNT(rs.status().code() == absl::StatusCode::kUnimplemented &&
+                     absl::StrContains(rs.status().message(), "spans nodes"),
+                 "reducescatter: %s", rs.status().ToString().c_str());
+  // Allgather spans nodes: small, large, repeated (never a cache bit: the
+  // rows may change), and in flight with allreduces.
+  CheckAllgathers(c, 1, "mn/ag/");
+  CheckAllgathers(c, 40000, "mn/ag-large/");
+  for (int step = 0; step < 3; ++step) CheckAllgathers(c, step + 1, "mn/ag-step/");
+  {
+    std::vector<float> x(8, static_cast<float>(c.rank()));
+    auto h = c.AllreduceAsync(kolo::ConstTensorView(x.data(), DType::kFloat32, {8}),
+                              kolo::TensorView{x.data(), DType::kFloat32, {8}}, "mn/ar-mixed");
+    CheckAllgathers(c, 2, "mn/ag-mixed/");
+    CHECK_OR_COUNT(h.ok() && c.Wait(*h).ok(), "allreduce beside allgathers");
+    CHECK_OR_COUNT(x[0] == static_cast<float>(c.size() * (c.size() - 1) / 2), "allreduce value");
+  }
+  // Ranks that disagree on the row shape fail on every node.
+  {
+    std::vector<float> in(4 * (2 + (c.rank() % 2)), 1.0f);
+    auto bad = c.Allgather(
+        kolo::ConstTensorView(in.data(), DType::kFloat32, {4, 2 + (c.rank() % 2)}), "mn/ag-bad");
+    CHECK_OR_COUNT(bad.status().code() == absl::StatusCode::kFailedPrecondition,
+                   "mismatched allgather: %s", bad.status().ToString().c_str());
+  }
   CHECK_OR_COUNT(c.Barrier().ok(), "barrier across nodes");
   CheckAllreduce(c, DType::kFloat32, ReduceOp::kSum, 100, true, "limits/after");
 }

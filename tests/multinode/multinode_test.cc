@@ -193,9 +193,9 @@ TEST_F(MultiNodeTest, AStallAcrossNodesIsReportedOnTheWaitingNode) {
   EXPECT_TRUE(absl::StrContains(message, "for the other nodes (ranks 1 ")) << message;
 }
 
-TEST_F(MultiNodeTest, OtherCollectivesSayTheyDoNotSpanNodesYet) {
-  StartDaemons(2);
-  RunScenario("multinode_limits", 1);
+TEST_F(MultiNodeTest, AllgatherSpansNodesAndTheRestSayTheyDoNotYet) {
+  StartDaemons(3);
+  RunScenario("multinode_limits", 2);
 }
 
 }  // namespace
