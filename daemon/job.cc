@@ -306,13 +306,14 @@ absl::Status Job::AdmitLocked(const Request& r) const {
   if (multi_node_ && ((r.kind != CollectiveKind::kAllreduce &&
                        r.kind != CollectiveKind::kBroadcast &&
                        r.kind != CollectiveKind::kAllgather &&
+                       r.kind != CollectiveKind::kReducescatter &&
                        r.kind != CollectiveKind::kBarrier) ||
                       r.process_set != 0 || r.group_size > 1 ||
                       r.compression != Compression::kNone)) {
     return absl::UnimplementedError(absl::StrCat(
         kind, " \"", r.name, "\": job ", id_,
-        " spans nodes, where allreduce, broadcast, allgather and barrier (of every rank, "
-        "ungrouped, uncompressed) are available so far"));
+        " spans nodes, where allreduce, broadcast, allgather, reducescatter and barrier (of "
+        "every rank, ungrouped, uncompressed) are available so far"));
   }
   if (r.device.has_value() && r.process_set != 0) {
     // The job has one NCCL communicator, over every rank's GPU.

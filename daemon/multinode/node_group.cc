@@ -327,17 +327,23 @@ void NodeGroup::Execute(PlannedEntry entry) {
     case CollectiveKind::kBroadcast:
       status = RunBroadcast(sets, tag_base);
       break;
-    case CollectiveKind::kAllgather: {
+    case CollectiveKind::kAllgather:
+    case CollectiveKind::kReducescatter: {
+      // Each request gets a new tensor in its session's result area.
       std::vector<Completion> done;
-      status = RunAllgather(sets, entry.rows, tag_base, &done);
+      status = sets.front().requests.front().kind == CollectiveKind::kAllgather
+                   ? RunAllgather(sets, entry.rows, tag_base, &done)
+                   : RunReducescatter(sets, tag_base, &done);
       if (status.ok()) {
         std::map<Session*, std::vector<Completion>> by_session;
         size_t i = 0;
+        uint64_t bytes = 0;
         for (const ReadySet& set : sets) {
+          bytes += set.requests.front().bytes;
           for (const Request& r : set.requests) by_session[r.session.get()].push_back(done[i++]);
         }
         for (auto& [s, cs] : by_session) s->Complete(cs);
-        if (options_.on_executed) options_.on_executed(1, sets.front().requests.front().bytes);
+        if (options_.on_executed) options_.on_executed(static_cast<int>(sets.size()), bytes);
         return;
       }
       break;
@@ -346,7 +352,7 @@ void NodeGroup::Execute(PlannedEntry entry) {
       break;  // every node reached it: that is all a barrier is
     default:
       status = absl::UnimplementedError(
-          "only allreduce, broadcast, allgather and barrier span nodes");
+          "only allreduce, broadcast, allgather, reducescatter and barrier span nodes");
   }
   if (!status.ok()) {
     absl::MutexLock l(&mu_);
@@ -486,6 +492,83 @@ absl::Status NodeGroup::RunAllgather(std::vector<ReadySet>& sets,
     c.result_bytes = total;
     c.value = total_rows;
     done->push_back(c);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NodeGroup::RunReducescatter(std::vector<ReadySet>& sets, uint64_t tag_base,
+                                         std::vector<Completion>* done) {
+  const Request& first = sets.front().requests.front();
+  const DType dtype = first.dtype;
+  const size_t esize = DTypeSize(dtype);
+  ReduceOp op = first.op == ReduceOp::kAverage ? ReduceOp::kSum : first.op;
+  double postscale = first.postscale;
+  if (first.op == ReduceOp::kAverage) postscale /= options_.size;
+  // The whole tensors are reduced among the nodes (as an allreduce), then
+  // each local rank takes its rows: rank r gets total/size rows, one more
+  // when r < total % size, in rank order (as on one node).
+  std::vector<uint64_t> offsets;
+  const uint64_t total = LayOut(sets, &offsets);
+  if (fusion_buffer_.size() < total) fusion_buffer_.resize(total);
+  std::memset(fusion_buffer_.data(), 0, total);
+  for (size_t i = 0; i < sets.size(); ++i) {
+    const uint64_t n = sets[i].requests.front().bytes / esize;
+    if (n == 0) continue;
+    std::vector<const void*> srcs;
+    for (const Request& r : sets[i].requests) srcs.push_back(r.input);
+    void* dst = fusion_buffer_.data() + offsets[i];
+    if (absl::Status s = kernels::Reduce(dtype, op, absl::MakeSpan(srcs), absl::MakeSpan(&dst, 1),
+                                         n, first.prescale, 1.0);
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (absl::Status s = Allreduce(*transport_, fusion_buffer_.data(), total / esize, dtype, op,
+                                 tag_base, absl::Now() + kTransferDeadline);
+      !s.ok()) {
+    return s;
+  }
+  auto release = [&] {
+    size_t k = 0;
+    for (const ReadySet& set : sets) {
+      for (const Request& r : set.requests) {
+        if (k < done->size()) r.session->ReleaseResult((*done)[k].result_offset);
+        ++k;
+      }
+    }
+    done->clear();
+  };
+  const int64_t size = options_.size;
+  for (size_t i = 0; i < sets.size(); ++i) {
+    const Request& q = sets[i].requests.front();
+    const int64_t total_rows = q.shape.empty() ? 0 : q.shape[0];
+    const uint64_t row_bytes = total_rows > 0 ? q.bytes / static_cast<uint64_t>(total_rows) : 0;
+    for (const Request& r : sets[i].requests) {
+      const int64_t rows = total_rows / size + (r.rank < total_rows % size ? 1 : 0);
+      const int64_t first_row =
+          r.rank * (total_rows / size) + std::min<int64_t>(r.rank, total_rows % size);
+      const uint64_t bytes = static_cast<uint64_t>(rows) * row_bytes;
+      absl::StatusOr<uint64_t> offset = r.session->AllocateResult(bytes);
+      if (!offset.ok()) {
+        release();
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "reducescatter \"", sets[i].name, "\": ", offset.status().message()));
+      }
+      Completion c{r.request_id, absl::OkStatus()};
+      c.result_offset = *offset;
+      c.result_bytes = bytes;
+      c.value = rows;
+      done->push_back(c);
+      if (bytes == 0) continue;
+      void* dst = r.session->arena_base() + *offset;
+      if (absl::Status s = kernels::ScaleCopy(
+              dtype, fusion_buffer_.data() + offsets[i] + static_cast<uint64_t>(first_row) * row_bytes,
+              absl::MakeSpan(&dst, 1), bytes / esize, postscale);
+          !s.ok()) {
+        release();
+        return s;
+      }
+    }
   }
   return absl::OkStatus();
 }

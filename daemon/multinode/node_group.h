@@ -5,8 +5,9 @@
 // fusion buffer, allreduce or broadcast that buffer among the nodes over the
 // transport, and deliver the result to every local rank.
 //
-// Allreduce, broadcast, allgather and barrier span nodes; the job refuses
-// the other collectives of a multi-node job before they get here. Responses of device tensors go
+// Allreduce, broadcast, allgather, reducescatter and barrier span nodes;
+// the job refuses the other collectives of a multi-node job before they get
+// here. Responses of device tensors go
 // back to the job (NodeGroupOptions::run_device), which runs them on its
 // NCCL backend in the same plan order on every node.
 //
@@ -100,6 +101,9 @@ class NodeGroup : public LinkListener {
   // holds each request's completion with its result in its session.
   absl::Status RunAllgather(std::vector<ReadySet>& sets, const std::vector<int64_t>& rows,
                             uint64_t tag_base, std::vector<Completion>* done);
+  // As RunAllgather's `done`: each local rank's rows of the reduced tensors.
+  absl::Status RunReducescatter(std::vector<ReadySet>& sets, uint64_t tag_base,
+                                std::vector<Completion>* done);
   void Complete(std::vector<ReadySet>& sets, const absl::Status& status);
 
   const NodeGroupOptions options_;

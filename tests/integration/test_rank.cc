@@ -388,31 +388,39 @@ void CheckAllgathers(kolo::Client& c, int64_t scale, const std::string& prefix) 
   }
 }
 
+// Reducescatter of `total_rows` rows of 2; lower ranks take the extra rows.
+void CheckReducescatters(kolo::Client& c, int64_t total_rows, const std::string& prefix) {
+  const int rank = c.rank(), size = c.size();
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+    std::vector<float> in(total_rows * 2);
+    for (int64_t i = 0; i < total_rows * 2; ++i) in[i] = static_cast<float>(rank + i % 1000);
+    auto out = c.Reducescatter(kolo::ConstTensorView(in.data(), DType::kFloat32, {total_rows, 2}),
+                               absl::StrCat(prefix, kolo::ReduceOpName(op)), {.op = op});
+    CHECK_OR_COUNT(out.ok(), "reducescatter: %s", out.status().ToString().c_str());
+    if (!out.ok()) continue;
+    int64_t first = 0;
+    for (int r = 0; r < rank; ++r) first += total_rows / size + (r < total_rows % size ? 1 : 0);
+    int64_t mine = total_rows / size + (rank < total_rows % size ? 1 : 0);
+    CHECK_OR_COUNT(out->shape() == std::vector<int64_t>({mine, 2}), "reducescatter shape");
+    for (int64_t i = 0; i < mine * 2; ++i) {
+      double want = 0;
+      for (int r = 0; r < size; ++r) want += r + (first * 2 + i) % 1000;
+      if (op == ReduceOp::kAverage) want /= size;
+      if (std::fabs(out->data_as<float>()[i] - want) >= 1e-3) {
+        CHECK_OR_COUNT(false, "rs [%ld] %g want %g", static_cast<long>(i),
+                       out->data_as<float>()[i], want);
+        break;
+      }
+    }
+  }
+}
+
 // Allgather, reducescatter, alltoall, barrier, grouped collectives,
 // compression, process sets and their error cases.
 void ScenarioSurface(kolo::Client& c) {
   const int rank = c.rank(), size = c.size();
   CheckAllgathers(c, 1, "ag/");
-  // Reducescatter: 7 rows of 2; lower ranks take the extra rows.
-  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
-    std::vector<float> in(14);
-    for (int i = 0; i < 14; ++i) in[i] = static_cast<float>(rank + i);
-    auto out = c.Reducescatter(kolo::ConstTensorView(in.data(), DType::kFloat32, {7, 2}),
-                               absl::StrCat("rs/", kolo::ReduceOpName(op)), {.op = op});
-    CHECK_OR_COUNT(out.ok(), "reducescatter: %s", out.status().ToString().c_str());
-    if (!out.ok()) continue;
-    int64_t first = 0;
-    for (int r = 0; r < rank; ++r) first += 7 / size + (r < 7 % size ? 1 : 0);
-    int64_t mine = 7 / size + (rank < 7 % size ? 1 : 0);
-    CHECK_OR_COUNT(out->shape() == std::vector<int64_t>({mine, 2}), "reducescatter shape");
-    for (int64_t i = 0; i < mine * 2; ++i) {
-      double want = 0;
-      for (int r = 0; r < size; ++r) want += r + first * 2 + i;
-      if (op == ReduceOp::kAverage) want /= size;
-      CHECK_OR_COUNT(std::fabs(out->data_as<float>()[i] - want) < 1e-4, "rs [%ld] %g want %g",
-                     static_cast<long>(i), out->data_as<float>()[i], want);
-    }
-  }
+  CheckReducescatters(c, 7, "rs/");
   // Alltoall: rank r sends (r + j) % 3 rows to rank j; a row is (r, j, k).
   {
     std::vector<int64_t> splits(size);
@@ -698,11 +706,17 @@ void ScenarioHold(kolo::Client& c) {
 // refused with a clear error, and allreduce goes on working.
 void ScenarioMultiNodeLimits(kolo::Client& c) {
   std::vector<float> buf(4, 1.0f);
-  auto rs = c.Reducescatter(kolo::ConstTensorView(buf.data(), DType::kFloat32, {4, 1}),
-                            "limits/rs");
-  CHECK_OR_COUNT(rs.status().code() == absl::StatusCode::kUnimplemented &&
-                     absl::StrContains(rs.status().message(), "spans nodes"),
-                 "reducescatter: %s", rs.status().ToString().c_str());
+  std::vector<int64_t> splits(c.size(), 1);
+  std::vector<float> a2a(c.size(), 1.0f);
+  auto at = c.Alltoall(kolo::ConstTensorView(a2a.data(), DType::kFloat32, {c.size()}), splits,
+                       "limits/a2a");
+  CHECK_OR_COUNT(at.status().code() == absl::StatusCode::kUnimplemented &&
+                     absl::StrContains(at.status().message(), "spans nodes"),
+                 "alltoall: %s", at.status().ToString().c_str());
+  // Reducescatter spans nodes: fewer rows than ranks, uneven, large.
+  CheckReducescatters(c, 3, "mn/rs3/");
+  CheckReducescatters(c, 7, "mn/rs7/");
+  CheckReducescatters(c, 300001, "mn/rs-large/");
   // Allgather spans nodes: small, large, repeated (never a cache bit: the
   // rows may change), and in flight with allreduces.
   CheckAllgathers(c, 1, "mn/ag/");
