@@ -308,12 +308,11 @@ absl::Status Job::AdmitLocked(const Request& r) const {
                        r.kind != CollectiveKind::kAllgather &&
                        r.kind != CollectiveKind::kReducescatter &&
                        r.kind != CollectiveKind::kBarrier) ||
-                      r.process_set != 0 || r.group_size > 1 ||
-                      r.compression != Compression::kNone)) {
+                      r.process_set != 0)) {
     return absl::UnimplementedError(absl::StrCat(
         kind, " \"", r.name, "\": job ", id_,
-        " spans nodes, where allreduce, broadcast, allgather, reducescatter and barrier (of "
-        "every rank, ungrouped, uncompressed) are available so far"));
+        " spans nodes, where allreduce, broadcast, allgather, reducescatter and barrier of "
+        "every rank (grouped or not) are available so far"));
   }
   if (r.device.has_value() && r.process_set != 0) {
     // The job has one NCCL communicator, over every rank's GPU.
@@ -458,6 +457,20 @@ absl::Status Job::CheckRunnableLocked(const ReadySet& set) const {
 
 void Job::OnReadyLocked(ReadySet set, Outbox* out) {
   if (multi_node_) {
+    const Request& first = set.requests.front();
+    if (set.agreement.ok() && first.group_size > 1) {
+      // A group goes to the other nodes once it is complete here, its
+      // members in one report, so the coordinator sees them ready together
+      // and fuses them (across nodes each member is still negotiated on its
+      // own name).
+      auto key = std::make_pair(set.process_set, first.group_id);
+      std::vector<ReadySet>& group = groups_[key];
+      group.push_back(std::move(set));
+      if (group.size() < first.group_size) return;
+      for (ReadySet& member : group) to_group_.push_back(std::move(member));
+      groups_.erase(key);
+      return;
+    }
     to_group_.push_back(std::move(set));
     return;
   }

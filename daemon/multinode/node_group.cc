@@ -14,6 +14,7 @@
 #include "daemon/algorithms/broadcast.h"
 #include "daemon/session.h"
 #include "daemon/transport/ucx_transport.h"
+#include "kernels/cpu/half.h"
 #include "kernels/cpu/reduce.h"
 #include "spdlog/spdlog.h"
 
@@ -54,6 +55,7 @@ kolo::v1::TensorMeta MetaOf(const ReadySet& set) {
   m.set_root_rank(r.root_rank);
   m.set_bytes(r.bytes);
   m.set_device(r.device.has_value());
+  m.set_compression(static_cast<uint32_t>(r.compression));
   if (r.kind == CollectiveKind::kAllgather) {
     std::vector<const Request*> by_rank;
     for (const Request& q : set.requests) by_rank.push_back(&q);
@@ -393,9 +395,33 @@ absl::Status NodeGroup::RunAllreduce(std::vector<ReadySet>& sets, uint64_t tag_b
                                      first.prescale, 1.0);
     if (!s.ok()) return s;
   }
-  absl::Status s = Allreduce(*transport_, fusion_buffer_.data(), total / esize,
-                                         dtype, op, tag_base, absl::Now() + kTransferDeadline);
-  if (!s.ok()) return s;
+  absl::Status s;
+  if (first.compression != Compression::kNone && dtype == DType::kFloat32) {
+    // Between nodes the partial sums travel as 16-bit floats (half the
+    // bytes); the reduction of each hop accumulates in float32.
+    const DType wire = first.compression == Compression::kFloat16 ? DType::kFloat16
+                                                                   : DType::kBFloat16;
+    const uint64_t count = total / esize;
+    auto* f32 = reinterpret_cast<float*>(fusion_buffer_.data());
+    if (wire_buffer_.size() < count) wire_buffer_.resize(count);
+    if (wire == DType::kFloat16) {
+      kernels::FloatToHalfArray(f32, wire_buffer_.data(), count);
+    } else {
+      kernels::FloatToBFloat16Array(f32, wire_buffer_.data(), count);
+    }
+    s = Allreduce(*transport_, wire_buffer_.data(), count, wire, op, tag_base,
+                  absl::Now() + kTransferDeadline);
+    if (!s.ok()) return s;
+    if (wire == DType::kFloat16) {
+      kernels::HalfToFloatArray(wire_buffer_.data(), f32, count);
+    } else {
+      kernels::BFloat16ToFloatArray(wire_buffer_.data(), f32, count);
+    }
+  } else {
+    s = Allreduce(*transport_, fusion_buffer_.data(), total / esize, dtype, op, tag_base,
+                  absl::Now() + kTransferDeadline);
+    if (!s.ok()) return s;
+  }
   for (size_t i = 0; i < sets.size(); ++i) {
     const uint64_t n = sets[i].requests.front().bytes / esize;
     if (n == 0) continue;

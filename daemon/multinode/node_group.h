@@ -121,6 +121,7 @@ class NodeGroup : public LinkListener {
 
   uint64_t sequence_ = 0;              // executor thread only
   std::vector<uint8_t> fusion_buffer_;  // executor thread only
+  std::vector<uint16_t> wire_buffer_;   // executor thread only: compressed data
   std::thread executor_;
   std::thread transport_aborter_;
 };

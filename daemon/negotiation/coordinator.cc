@@ -59,6 +59,9 @@ std::vector<std::string> Difference(const kolo::v1::TensorMeta& a,
   if (a.postscale() != b.postscale()) {
     return {"postscale", absl::StrCat(a.postscale()), absl::StrCat(b.postscale())};
   }
+  if (a.compression() != b.compression()) {
+    return {"compression", absl::StrCat(a.compression()), absl::StrCat(b.compression())};
+  }
   return {};
 }
 
@@ -68,6 +71,7 @@ bool Fusable(const kolo::v1::TensorMeta& a, const kolo::v1::TensorMeta& b) {
   return a.kind() == b.kind() && a.device() == b.device() && a.dtype() == b.dtype() &&
          a.op() == b.op() &&
          a.prescale() == b.prescale() && a.postscale() == b.postscale() &&
+         a.compression() == b.compression() &&
          a.root_rank() == b.root_rank();
 }
 

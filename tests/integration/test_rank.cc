@@ -713,6 +713,48 @@ void ScenarioMultiNodeLimits(kolo::Client& c) {
   CHECK_OR_COUNT(at.status().code() == absl::StatusCode::kUnimplemented &&
                      absl::StrContains(at.status().message(), "spans nodes"),
                  "alltoall: %s", at.status().ToString().c_str());
+  // Grouped allreduce across nodes.
+  {
+    const int size = c.size();
+    std::vector<std::vector<float>> bufs(3);
+    std::vector<kolo::ConstTensorView> ins;
+    std::vector<kolo::TensorView> outs;
+    for (int t = 0; t < 3; ++t) {
+      bufs[t].assign(10 + t * 1000, static_cast<float>(c.rank() + t));
+      const int64_t n = static_cast<int64_t>(bufs[t].size());
+      ins.push_back(kolo::ConstTensorView(bufs[t].data(), DType::kFloat32, {n}));
+      outs.push_back(kolo::TensorView{bufs[t].data(), DType::kFloat32, {n}});
+    }
+    auto hs = c.GroupedAllreduceAsync(ins, outs, {"mn/g0", "mn/g1", "mn/g2"});
+    CHECK_OR_COUNT(hs.ok(), "grouped allreduce: %s", hs.status().ToString().c_str());
+    if (hs.ok()) {
+      for (int t = 0; t < 3; ++t) {
+        CHECK_OR_COUNT(c.Wait((*hs)[t]).ok(), "grouped member %d", t);
+        const float want = static_cast<float>(size * (size - 1) / 2 + size * t);
+        CHECK_OR_COUNT(bufs[t].front() == want && bufs[t].back() == want,
+                       "grouped member %d: %g want %g", t, bufs[t].front(), want);
+      }
+    }
+  }
+  // Compressed allreduce across nodes: small integers survive 16 bits.
+  for (kolo::Compression comp : {kolo::Compression::kFloat16, kolo::Compression::kBFloat16}) {
+    const int size = c.size();
+    std::vector<float> x(100003);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(c.rank() + i % 8);
+    absl::Status s = c.Allreduce(
+        kolo::ConstTensorView(x.data(), DType::kFloat32, {static_cast<int64_t>(x.size())}),
+        kolo::TensorView{x.data(), DType::kFloat32, {static_cast<int64_t>(x.size())}},
+        absl::StrCat("mn/compressed/", static_cast<int>(comp)),
+        {.op = ReduceOp::kSum, .compression = comp});
+    CHECK_OR_COUNT(s.ok(), "compressed across nodes: %s", s.ToString().c_str());
+    for (size_t i = 0; i < x.size() && s.ok(); ++i) {
+      const float want = static_cast<float>(size * (size - 1) / 2 + size * (i % 8));
+      if (x[i] != want) {
+        CHECK_OR_COUNT(false, "compressed [%zu] %g want %g", i, x[i], want);
+        break;
+      }
+    }
+  }
   // Reducescatter spans nodes: fewer rows than ranks, uneven, large.
   CheckReducescatters(c, 3, "mn/rs3/");
   CheckReducescatters(c, 7, "mn/rs7/");
