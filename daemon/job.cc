@@ -307,12 +307,13 @@ absl::Status Job::AdmitLocked(const Request& r) const {
                        r.kind != CollectiveKind::kBroadcast &&
                        r.kind != CollectiveKind::kAllgather &&
                        r.kind != CollectiveKind::kReducescatter &&
+                       r.kind != CollectiveKind::kAlltoall &&
                        r.kind != CollectiveKind::kBarrier) ||
                       r.process_set != 0)) {
     return absl::UnimplementedError(absl::StrCat(
         kind, " \"", r.name, "\": job ", id_,
-        " spans nodes, where allreduce, broadcast, allgather, reducescatter and barrier of "
-        "every rank (grouped or not) are available so far"));
+        " spans nodes, where the collectives of every rank (grouped or not) are available "
+        "so far, not process sets or join"));
   }
   if (r.device.has_value() && r.process_set != 0) {
     // The job has one NCCL communicator, over every rank's GPU.
@@ -457,6 +458,10 @@ absl::Status Job::CheckRunnableLocked(const ReadySet& set) const {
 
 void Job::OnReadyLocked(ReadySet set, Outbox* out) {
   if (multi_node_) {
+    // Checked here on this node's ranks (alltoall splits, broadcast roots);
+    // a failure reaches the others through the coordinator.
+    set.set_size = size_;
+    if (set.agreement.ok()) set.agreement = CheckRunnableLocked(set);
     const Request& first = set.requests.front();
     if (set.agreement.ok() && first.group_size > 1) {
       // A group goes to the other nodes once it is complete here, its

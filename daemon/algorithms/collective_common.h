@@ -43,6 +43,7 @@ enum class CollectivePhase : uint64_t {
   kDoublingFoldOut = 4,
   kTreeBroadcast = 5,
   kRingAllgatherV = 6,
+  kAlltoall = 7,
 };
 
 inline uint64_t MessageTag(uint64_t tag_base, CollectivePhase phase,

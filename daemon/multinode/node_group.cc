@@ -12,6 +12,7 @@
 #include "daemon/algorithms/allgather.h"
 #include "daemon/algorithms/allreduce.h"
 #include "daemon/algorithms/broadcast.h"
+#include "daemon/algorithms/collective_common.h"
 #include "daemon/session.h"
 #include "daemon/transport/ucx_transport.h"
 #include "kernels/cpu/half.h"
@@ -42,7 +43,7 @@ uint64_t LayOut(const std::vector<ReadySet>& sets, std::vector<uint64_t>* offset
   return Align(total);
 }
 
-kolo::v1::TensorMeta MetaOf(const ReadySet& set) {
+kolo::v1::TensorMeta MetaOf(const ReadySet& set, int size) {
   const Request& r = set.requests.front();
   kolo::v1::TensorMeta m;
   m.set_name(set.name);
@@ -62,6 +63,21 @@ kolo::v1::TensorMeta MetaOf(const ReadySet& set) {
     std::sort(by_rank.begin(), by_rank.end(),
               [](const Request* a, const Request* b) { return a->rank < b->rank; });
     for (const Request* q : by_rank) m.add_rows(q->shape.empty() ? 0 : q->shape[0]);
+  }
+  if (r.kind == CollectiveKind::kAlltoall) {
+    std::vector<const Request*> by_rank;
+    for (const Request& q : set.requests) by_rank.push_back(&q);
+    std::sort(by_rank.begin(), by_rank.end(),
+              [](const Request* a, const Request* b) { return a->rank < b->rank; });
+    for (const Request* q : by_rank) {
+      if (!q->aux.empty()) {
+        for (int64_t v : q->aux) m.add_splits(v);
+      } else {
+        // Even splits (the job checked that they divide).
+        const int64_t rows = q->shape.empty() ? 0 : q->shape[0];
+        for (int j = 0; j < size; ++j) m.add_splits(size > 0 ? rows / size : 0);
+      }
+    }
   }
   if (!set.agreement.ok()) m.set_local_error(std::string(set.agreement.message()));
   return m;
@@ -140,7 +156,7 @@ NodeGroup::~NodeGroup() {
 }
 
 void NodeGroup::LocallyReady(ReadySet set) {
-  kolo::v1::TensorMeta meta = MetaOf(set);
+  kolo::v1::TensorMeta meta = MetaOf(set, options_.size);
   std::optional<kolo::v1::DeviceLayout> devices;
   if (meta.device()) devices = LayoutOf(set);
   MemberLink* link;
@@ -330,12 +346,16 @@ void NodeGroup::Execute(PlannedEntry entry) {
       status = RunBroadcast(sets, tag_base);
       break;
     case CollectiveKind::kAllgather:
-    case CollectiveKind::kReducescatter: {
+    case CollectiveKind::kReducescatter:
+    case CollectiveKind::kAlltoall: {
       // Each request gets a new tensor in its session's result area.
       std::vector<Completion> done;
-      status = sets.front().requests.front().kind == CollectiveKind::kAllgather
+      const CollectiveKind kind = sets.front().requests.front().kind;
+      status = kind == CollectiveKind::kAllgather
                    ? RunAllgather(sets, entry.rows, tag_base, &done)
-                   : RunReducescatter(sets, tag_base, &done);
+                   : kind == CollectiveKind::kAlltoall
+                         ? RunAlltoall(sets, entry.splits, tag_base, &done)
+                         : RunReducescatter(sets, tag_base, &done);
       if (status.ok()) {
         std::map<Session*, std::vector<Completion>> by_session;
         size_t i = 0;
@@ -354,7 +374,7 @@ void NodeGroup::Execute(PlannedEntry entry) {
       break;  // every node reached it: that is all a barrier is
     default:
       status = absl::UnimplementedError(
-          "only allreduce, broadcast, allgather, reducescatter and barrier span nodes");
+          "process sets and join do not span nodes");
   }
   if (!status.ok()) {
     absl::MutexLock l(&mu_);
@@ -519,6 +539,126 @@ absl::Status NodeGroup::RunAllgather(std::vector<ReadySet>& sets,
     c.value = total_rows;
     done->push_back(c);
   }
+  return absl::OkStatus();
+}
+
+absl::Status NodeGroup::RunAlltoall(std::vector<ReadySet>& sets,
+                                    const std::vector<int64_t>& splits, uint64_t tag_base,
+                                    std::vector<Completion>* done) {
+  if (sets.size() != 1) return absl::InternalError("an alltoall response has one tensor");
+  ReadySet& set = sets.front();
+  const Request& first = set.requests.front();
+  const std::string what = absl::StrCat("alltoall \"", set.name, "\"");
+  const int size = options_.size;
+  if (splits.size() != static_cast<size_t>(size) * size) {
+    return absl::InternalError(absl::StrCat(what, ": the plan gives ", splits.size(),
+                                            " splits for ", size, " ranks"));
+  }
+  for (int64_t v : splits) {
+    if (v < 0 || v > (int64_t{1} << 40)) {
+      return absl::InternalError(absl::StrCat(what, ": unusable split ", v));
+    }
+  }
+  uint64_t row_bytes = DTypeSize(first.dtype);
+  for (size_t d = 1; d < first.shape.size(); ++d) row_bytes *= first.shape[d];
+  auto rows = [&](int i, int j) { return static_cast<uint64_t>(splits[i * size + j]); };
+  std::vector<int> node_of;
+  {
+    absl::MutexLock l(&mu_);
+    node_of = rank_node_;
+  }
+  const int me = transport_->node();
+  const int nodes = transport_->nodes();
+  std::vector<const Request*> local(size, nullptr);  // by rank, this node's
+  for (const Request& r : set.requests) local[r.rank] = &r;
+  // Where rank i's rows for rank j start in i's input.
+  auto src_offset = [&](int i, int j) {
+    uint64_t rows_before = 0;
+    for (int k = 0; k < j; ++k) rows_before += rows(i, k);
+    return rows_before * row_bytes;
+  };
+  // One message per peer node each way: for each source rank of the sender
+  // (ascending), its rows for each destination rank of the receiver
+  // (ascending).
+  std::vector<std::vector<uint8_t>> out(nodes), in(nodes);
+  std::vector<uint64_t> in_at(static_cast<size_t>(size) * size, 0);  // of (i, j) in in[node(i)]
+  for (int b = 0; b < nodes; ++b) {
+    if (b == me) continue;
+    for (int i = 0; i < size; ++i) {
+      for (int j = 0; j < size; ++j) {
+        const uint64_t bytes = rows(i, j) * row_bytes;
+        if (node_of[i] == me && node_of[j] == b && bytes > 0) {
+          const uint8_t* src = local[i]->input + src_offset(i, j);
+          out[b].insert(out[b].end(), src, src + bytes);
+        }
+        if (node_of[i] == b && node_of[j] == me) {
+          in_at[static_cast<size_t>(i) * size + j] = in[b].size();
+          in[b].resize(in[b].size() + bytes);
+        }
+      }
+    }
+  }
+  {
+    PendingTransfers pending(*transport_, absl::Now() + kTransferDeadline);
+    std::vector<Transport::Ticket> tickets;
+    const uint64_t tag = MessageTag(tag_base, CollectivePhase::kAlltoall, 0);
+    for (int b = 0; b < nodes; ++b) {
+      if (b == me) continue;
+      absl::StatusOr<Transport::Ticket> r = pending.Recv(b, tag, in[b].data(), in[b].size());
+      if (!r.ok()) return r.status();
+      tickets.push_back(*r);
+      absl::StatusOr<Transport::Ticket> s = pending.Send(b, tag, out[b].data(), out[b].size());
+      if (!s.ok()) return s.status();
+      tickets.push_back(*s);
+    }
+    if (absl::Status s = pending.Wait(tickets); !s.ok()) return s;
+  }
+  // Each local destination j: a header of the rows received from each rank,
+  // then those rows in rank order (the result layout of one node).
+  const uint64_t header = (static_cast<uint64_t>(size) * sizeof(int64_t) + 63) & ~uint64_t{63};
+  std::vector<std::pair<Session*, uint64_t>> allocated;
+  for (int j = 0; j < size; ++j) {
+    if (local[j] == nullptr) continue;
+    const Request& r = *local[j];
+    int64_t received = 0;
+    for (int i = 0; i < size; ++i) received += splits[i * size + j];
+    const uint64_t bytes = header + static_cast<uint64_t>(received) * row_bytes;
+    absl::StatusOr<uint64_t> offset = r.session->AllocateResult(bytes);
+    if (!offset.ok()) {
+      for (auto& [session, at] : allocated) session->ReleaseResult(at);
+      done->clear();
+      return absl::ResourceExhaustedError(absl::StrCat(what, ": ", offset.status().message()));
+    }
+    allocated.push_back({r.session.get(), *offset});
+    uint8_t* dst = r.session->arena_base() + *offset;
+    auto* counts = reinterpret_cast<int64_t*>(dst);
+    uint64_t at = header;
+    for (int i = 0; i < size; ++i) {
+      counts[i] = splits[i * size + j];
+      const uint64_t len = rows(i, j) * row_bytes;
+      if (len == 0) continue;
+      if (node_of[i] == me) {
+        std::memcpy(dst + at, local[i]->input + src_offset(i, j), len);
+      } else {
+        std::memcpy(dst + at, in[node_of[i]].data() + in_at[static_cast<size_t>(i) * size + j],
+                    len);
+      }
+      at += len;
+    }
+    Completion c{r.request_id, absl::OkStatus()};
+    c.result_offset = *offset;
+    c.result_bytes = bytes;
+    c.value = received;
+    done->push_back(c);
+  }
+  // Completions in the order of set.requests.
+  std::vector<Completion> ordered;
+  for (const Request& r : set.requests) {
+    for (const Completion& c : *done) {
+      if (c.request_id == r.request_id) ordered.push_back(c);
+    }
+  }
+  *done = std::move(ordered);
   return absl::OkStatus();
 }
 

@@ -5,9 +5,9 @@
 // fusion buffer, allreduce or broadcast that buffer among the nodes over the
 // transport, and deliver the result to every local rank.
 //
-// Allreduce, broadcast, allgather, reducescatter and barrier span nodes;
-// the job refuses the other collectives of a multi-node job before they get
-// here. Responses of device tensors go
+// Every collective of the whole job spans nodes (allreduce, broadcast,
+// allgather, reducescatter, alltoall, barrier); the job refuses process
+// sets and join in a multi-node job before they get here. Responses of device tensors go
 // back to the job (NodeGroupOptions::run_device), which runs them on its
 // NCCL backend in the same plan order on every node.
 //
@@ -101,6 +101,9 @@ class NodeGroup : public LinkListener {
   // holds each request's completion with its result in its session.
   absl::Status RunAllgather(std::vector<ReadySet>& sets, const std::vector<int64_t>& rows,
                             uint64_t tag_base, std::vector<Completion>* done);
+  // `splits`: the plan's size x size matrix; results as RunAllgather's.
+  absl::Status RunAlltoall(std::vector<ReadySet>& sets, const std::vector<int64_t>& splits,
+                           uint64_t tag_base, std::vector<Completion>* done);
   // As RunAllgather's `done`: each local rank's rows of the reduced tensors.
   absl::Status RunReducescatter(std::vector<ReadySet>& sets, uint64_t tag_base,
                                 std::vector<Completion>* done);

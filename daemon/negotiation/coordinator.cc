@@ -30,7 +30,8 @@ std::vector<std::string> Difference(const kolo::v1::TensorMeta& a,
     return {"dtype", DTypeName(static_cast<DType>(a.dtype())),
             DTypeName(static_cast<DType>(b.dtype()))};
   }
-  if (a.kind() == static_cast<uint32_t>(CollectiveKind::kAllgather)) {
+  if (a.kind() == static_cast<uint32_t>(CollectiveKind::kAllgather) ||
+      a.kind() == static_cast<uint32_t>(CollectiveKind::kAlltoall)) {
     // Ranks may differ in the first dimension only.
     auto rest = [](const kolo::v1::TensorMeta& m) {
       std::vector<int64_t> dims(m.shape().begin(), m.shape().end());
@@ -66,8 +67,12 @@ std::vector<std::string> Difference(const kolo::v1::TensorMeta& a,
 }
 
 bool Fusable(const kolo::v1::TensorMeta& a, const kolo::v1::TensorMeta& b) {
-  // An allgather's layout depends on every rank's rows: one per response.
-  if (a.kind() == static_cast<uint32_t>(CollectiveKind::kAllgather)) return false;
+  // An allgather's or alltoall's layout depends on every rank's rows: one
+  // per response.
+  if (a.kind() == static_cast<uint32_t>(CollectiveKind::kAllgather) ||
+      a.kind() == static_cast<uint32_t>(CollectiveKind::kAlltoall)) {
+    return false;
+  }
   return a.kind() == b.kind() && a.device() == b.device() && a.dtype() == b.dtype() &&
          a.op() == b.op() &&
          a.prescale() == b.prescale() && a.postscale() == b.postscale() &&
@@ -210,6 +215,10 @@ void Coordinator::AddReadyLocked(int node, const kolo::v1::TensorMeta& meta) {
     if (p.rows.empty()) p.rows.resize(nodes);
     p.rows[node].assign(meta.rows().begin(), meta.rows().end());
   }
+  if (meta.kind() == static_cast<uint32_t>(CollectiveKind::kAlltoall)) {
+    if (p.splits.empty()) p.splits.resize(nodes);
+    p.splits[node].assign(meta.splits().begin(), meta.splits().end());
+  }
   if (p.error.empty() && !meta.local_error().empty()) p.error = meta.local_error();
   if (p.error.empty()) {
     std::vector<std::string> diff = Difference(p.meta, meta);
@@ -236,6 +245,25 @@ void Coordinator::AddReadyLocked(int node, const kolo::v1::TensorMeta& meta) {
         for (size_t i = 0; i < m.ranks.size(); ++i) rows[m.ranks[i]] = p.rows[n][i];
       }
       for (int64_t r : rows) p.meta.add_rows(r);
+    }
+    if (!p.splits.empty() && p.error.empty()) {
+      // The job's split matrix: row i is what rank i sends to each rank.
+      p.meta.clear_splits();
+      std::vector<int64_t> matrix(static_cast<size_t>(size_) * size_, 0);
+      for (int n = 0; n < nodes && p.error.empty(); ++n) {
+        const Member& m = members_.at(node_members_[n]);
+        if (p.splits[n].size() != m.ranks.size() * size_) {
+          p.error = absl::StrCat("alltoall \"", meta.name(), "\": ", DescribeNode(n), " sent ",
+                                 p.splits[n].size(), " splits for ", m.ranks.size(),
+                                 " ranks of a job of ", size_);
+          break;
+        }
+        for (size_t i = 0; i < m.ranks.size(); ++i) {
+          std::copy(p.splits[n].begin() + i * size_, p.splits[n].begin() + (i + 1) * size_,
+                    matrix.begin() + static_cast<size_t>(m.ranks[i]) * size_);
+        }
+      }
+      for (int64_t v : matrix) p.meta.add_splits(v);
     }
     ready_.emplace_back(p.meta, p.error);
     pending_.erase(it);
@@ -290,8 +318,10 @@ void Coordinator::PlanLocked(Outbox* out) {
       return;
     }
     m->set_name(meta.name());
-    // An allgather's rows change from step to step: never a cache bit.
+    // An allgather's rows and an alltoall's splits change from step to
+    // step: never a cache bit.
     if (meta.kind() != static_cast<uint32_t>(CollectiveKind::kAllgather) &&
+        meta.kind() != static_cast<uint32_t>(CollectiveKind::kAlltoall) &&
         cache_names_.size() < options_.cache_capacity) {
       uint32_t id = static_cast<uint32_t>(cache_names_.size());
       cache_ids_[meta.name()] = id;
@@ -326,6 +356,9 @@ void Coordinator::PlanLocked(Outbox* out) {
     target->bytes = Align64(target->bytes) + meta.bytes();
     if (meta.kind() == static_cast<uint32_t>(CollectiveKind::kAllgather)) {
       *target->response->mutable_rows() = meta.rows();
+    }
+    if (meta.kind() == static_cast<uint32_t>(CollectiveKind::kAlltoall)) {
+      *target->response->mutable_splits() = meta.splits();
     }
   }
   ready_.clear();

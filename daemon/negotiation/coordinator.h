@@ -90,7 +90,8 @@ class Coordinator {
     std::vector<bool> reported;  // by node index
     int count = 0;
     std::string error;
-    std::vector<std::vector<int64_t>> rows;  // allgather: by node index
+    std::vector<std::vector<int64_t>> rows;    // allgather: by node index
+    std::vector<std::vector<int64_t>> splits;  // alltoall: by node index
   };
   using Outbox = std::vector<std::pair<std::shared_ptr<MemberSink>, kolo::v1::CoordinatorMessage>>;
 

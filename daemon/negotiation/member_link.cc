@@ -300,6 +300,7 @@ void MemberLink::ReadLoop() {
               }
             }
             e.rows.assign(r.rows().begin(), r.rows().end());
+            e.splits.assign(r.splits().begin(), r.splits().end());
             if (r.error_code() != 0) {
               e.error = absl::Status(static_cast<absl::StatusCode>(r.error_code()),
                                      r.error_message());

@@ -40,6 +40,8 @@ struct PlannedEntry {
   std::optional<DeviceCommPlan> device_comm;
   // Allgather: every rank's first dimension, by global rank.
   std::vector<int64_t> rows;
+  // Alltoall: size x size rows rank i sends to rank j, row by row.
+  std::vector<int64_t> splits;
 };
 
 class LinkListener {

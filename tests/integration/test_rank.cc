@@ -415,235 +415,239 @@ void CheckReducescatters(kolo::Client& c, int64_t total_rows, const std::string&
   }
 }
 
+// Alltoall: rank r sends (r + j) % mod rows to rank j; a row is (r, j, k);
+// then an even split without splits.
+void CheckAlltoalls(kolo::Client& c, int mod, const std::string& prefix) {
+  const int rank = c.rank(), size = c.size();
+  std::vector<int64_t> splits(size);
+  int64_t rows = 0;
+  for (int j = 0; j < size; ++j) rows += splits[j] = (rank + j) % mod;
+  std::vector<int32_t> in;
+  for (int j = 0; j < size; ++j) {
+    for (int64_t k = 0; k < splits[j]; ++k) {
+      in.insert(in.end(), {rank, j, static_cast<int32_t>(k)});
+    }
+  }
+  auto got = c.Alltoall(kolo::ConstTensorView(in.data(), DType::kInt32, {rows, 3}), splits,
+                        prefix + "splits");
+  CHECK_OR_COUNT(got.ok(), "alltoall: %s", got.status().ToString().c_str());
+  if (got.ok()) {
+    const int32_t* o = got->output.data_as<int32_t>();
+    int64_t at = 0;
+    for (int i = 0; i < size; ++i) {
+      CHECK_OR_COUNT(got->received_splits[i] == (i + rank) % mod, "received split from %d", i);
+      for (int64_t k = 0; k < (i + rank) % mod; ++k, ++at) {
+        CHECK_OR_COUNT(o[at * 3] == i && o[at * 3 + 1] == rank && o[at * 3 + 2] == k,
+                       "alltoall row from %d", i);
+      }
+    }
+    CHECK_OR_COUNT(got->output.shape()[0] == at, "alltoall rows");
+  }
+  // Even split without splits.
+  std::vector<float> even(size * 2);
+  for (int i = 0; i < size * 2; ++i) even[i] = static_cast<float>(rank * 1000 + i);
+  auto e = c.Alltoall(kolo::ConstTensorView(even.data(), DType::kFloat32, {size, 2}), {},
+                      prefix + "even");
+  CHECK_OR_COUNT(e.ok(), "alltoall even: %s", e.status().ToString().c_str());
+  if (e.ok()) {
+    for (int i = 0; i < size; ++i) {
+      CHECK_OR_COUNT(e->output.data_as<float>()[i * 2] == i * 1000 + rank * 2,
+                     "alltoall even from %d", i);
+    }
+  }
+}
+
 // Allgather, reducescatter, alltoall, barrier, grouped collectives,
 // compression, process sets and their error cases.
 void ScenarioSurface(kolo::Client& c) {
   const int rank = c.rank(), size = c.size();
   CheckAllgathers(c, 1, "ag/");
   CheckReducescatters(c, 7, "rs/");
-  // Alltoall: rank r sends (r + j) % 3 rows to rank j; a row is (r, j, k).
-  {
-    std::vector<int64_t> splits(size);
-    int64_t rows = 0;
-    for (int j = 0; j < size; ++j) rows += splits[j] = (rank + j) % 3;
-    std::vector<int32_t> in;
-    for (int j = 0; j < size; ++j) {
-      for (int64_t k = 0; k < splits[j]; ++k) {
-        in.insert(in.end(), {rank, j, static_cast<int32_t>(k)});
-      }
-    }
-    auto got = c.Alltoall(kolo::ConstTensorView(in.data(), DType::kInt32, {rows, 3}), splits,
-                          "a2a/splits");
-    CHECK_OR_COUNT(got.ok(), "alltoall: %s", got.status().ToString().c_str());
-    if (got.ok()) {
-      const int32_t* o = got->output.data_as<int32_t>();
-      int64_t at = 0;
-      for (int i = 0; i < size; ++i) {
-        CHECK_OR_COUNT(got->received_splits[i] == (i + rank) % 3, "received split from %d", i);
-        for (int64_t k = 0; k < (i + rank) % 3; ++k, ++at) {
-          CHECK_OR_COUNT(o[at * 3] == i && o[at * 3 + 1] == rank && o[at * 3 + 2] == k,
-                         "alltoall row from %d", i);
-        }
-      }
-      CHECK_OR_COUNT(got->output.shape()[0] == at, "alltoall rows");
-    }
-    // Even split without splits.
-    std::vector<float> even(size * 2);
-    for (int i = 0; i < size * 2; ++i) even[i] = static_cast<float>(rank * 1000 + i);
-    auto e = c.Alltoall(kolo::ConstTensorView(even.data(), DType::kFloat32, {size, 2}), {},
-                        "a2a/even");
-    CHECK_OR_COUNT(e.ok(), "alltoall even: %s", e.status().ToString().c_str());
-    if (e.ok()) {
-      for (int i = 0; i < size; ++i) {
-        CHECK_OR_COUNT(e->output.data_as<float>()[i * 2] == i * 1000 + rank * 2,
-                       "alltoall even from %d", i);
-      }
-    }
-  }
+  CheckAlltoalls(c, 3, "a2a/");
   // Reducescatter and alltoall over more dtypes (sum of small integers is
   // exact in each).
   for (DType t : {DType::kFloat64, DType::kInt32, DType::kInt64, DType::kFloat16,
-                  DType::kBFloat16, DType::kInt8, DType::kUint8}) {
-    const int64_t rows = 2 * size + 1;
-    std::vector<uint8_t> in(rows * 2 * kolo::DTypeSize(t));
-    for (int64_t i = 0; i < rows * 2; ++i) Store(t, in.data(), i, (rank + i) % 7);
-    auto out = c.Reducescatter(kolo::ConstTensorView(in.data(), t, {rows, 2}),
-                               absl::StrCat("rs.t/", kolo::DTypeName(t)));
-    CHECK_OR_COUNT(out.ok(), "reducescatter %s: %s", kolo::DTypeName(t),
-                   out.status().ToString().c_str());
-    if (out.ok()) {
-      int64_t first = 0;
-      for (int r = 0; r < rank; ++r) first += rows / size + (r < rows % size ? 1 : 0);
-      for (int64_t i = 0; i < out->shape()[0] * 2; ++i) {
-        double want = 0;
-        for (int r = 0; r < size; ++r) want += (r + first * 2 + i) % 7;
-        if (Load(t, out->data(), i) != want) {
-          CHECK_OR_COUNT(false, "reducescatter %s [%ld]", kolo::DTypeName(t), static_cast<long>(i));
-          break;
-        }
+                DType::kBFloat16, DType::kInt8, DType::kUint8}) {
+  const int64_t rows = 2 * size + 1;
+  std::vector<uint8_t> in(rows * 2 * kolo::DTypeSize(t));
+  for (int64_t i = 0; i < rows * 2; ++i) Store(t, in.data(), i, (rank + i) % 7);
+  auto out = c.Reducescatter(kolo::ConstTensorView(in.data(), t, {rows, 2}),
+                             absl::StrCat("rs.t/", kolo::DTypeName(t)));
+  CHECK_OR_COUNT(out.ok(), "reducescatter %s: %s", kolo::DTypeName(t),
+                 out.status().ToString().c_str());
+  if (out.ok()) {
+    int64_t first = 0;
+    for (int r = 0; r < rank; ++r) first += rows / size + (r < rows % size ? 1 : 0);
+    for (int64_t i = 0; i < out->shape()[0] * 2; ++i) {
+      double want = 0;
+      for (int r = 0; r < size; ++r) want += (r + first * 2 + i) % 7;
+      if (Load(t, out->data(), i) != want) {
+        CHECK_OR_COUNT(false, "reducescatter %s [%ld]", kolo::DTypeName(t), static_cast<long>(i));
+        break;
       }
     }
-    std::vector<uint8_t> a(size * kolo::DTypeSize(t));
-    for (int j = 0; j < size; ++j) Store(t, a.data(), j, (rank * 3 + j) % 50);
-    auto got = c.Alltoall(kolo::ConstTensorView(a.data(), t, {size}), {},
-                          absl::StrCat("a2a.t/", kolo::DTypeName(t)));
-    CHECK_OR_COUNT(got.ok(), "alltoall %s", kolo::DTypeName(t));
-    if (got.ok()) {
-      for (int i = 0; i < size; ++i) {
-        CHECK_OR_COUNT(Load(t, got->output.data(), i) == (i * 3 + rank) % 50,
-                       "alltoall %s from %d", kolo::DTypeName(t), i);
-      }
+  }
+  std::vector<uint8_t> a(size * kolo::DTypeSize(t));
+  for (int j = 0; j < size; ++j) Store(t, a.data(), j, (rank * 3 + j) % 50);
+  auto got = c.Alltoall(kolo::ConstTensorView(a.data(), t, {size}), {},
+                        absl::StrCat("a2a.t/", kolo::DTypeName(t)));
+  CHECK_OR_COUNT(got.ok(), "alltoall %s", kolo::DTypeName(t));
+  if (got.ok()) {
+    for (int i = 0; i < size; ++i) {
+      CHECK_OR_COUNT(Load(t, got->output.data(), i) == (i * 3 + rank) % 50,
+                     "alltoall %s from %d", kolo::DTypeName(t), i);
     }
+  }
   }
   // Process sets of several shapes: one rank, all but rank 0, every rank.
   {
-    std::vector<std::vector<int>> shapes = {{0}, {}, {}};
-    for (int r = 1; r < size; ++r) shapes[1].push_back(r);
-    for (int r = 0; r < size; ++r) shapes[2].push_back(r);
-    for (const auto& members : shapes) {
-      if (members.empty()) continue;
-      auto ps = c.AddProcessSet(members);
-      CHECK_OR_COUNT(ps.ok(), "add set: %s", ps.status().ToString().c_str());
-      if (!ps.ok()) continue;
-      const bool in = std::find(members.begin(), members.end(), rank) != members.end();
-      if (in) {
-        std::vector<int32_t> v(3, rank);
-        absl::Status st = c.Allreduce(kolo::ConstTensorView(v.data(), DType::kInt32, {3}),
-                                      kolo::TensorView{v.data(), DType::kInt32, {3}}, "shape",
-                                      {.op = ReduceOp::kSum, .process_set = *ps});
-        int want = 0;
-        for (int m : members) want += m;
-        CHECK_OR_COUNT(st.ok() && v[0] == want, "set of %zu: %d want %d", members.size(), v[0],
-                       want);
-        std::vector<float> one(1, static_cast<float>(rank));
-        auto ag = c.Allgather(kolo::ConstTensorView(one.data(), DType::kFloat32, {1}), "shape.ag",
-                              {.process_set = *ps});
-        CHECK_OR_COUNT(ag.ok() && ag->shape()[0] == static_cast<int64_t>(members.size()) &&
-                           ag->data_as<float>()[0] == members[0],
-                       "set allgather");
-      }
-      CHECK_OR_COUNT(c.RemoveProcessSet(*ps).ok(), "remove set");
+  std::vector<std::vector<int>> shapes = {{0}, {}, {}};
+  for (int r = 1; r < size; ++r) shapes[1].push_back(r);
+  for (int r = 0; r < size; ++r) shapes[2].push_back(r);
+  for (const auto& members : shapes) {
+    if (members.empty()) continue;
+    auto ps = c.AddProcessSet(members);
+    CHECK_OR_COUNT(ps.ok(), "add set: %s", ps.status().ToString().c_str());
+    if (!ps.ok()) continue;
+    const bool in = std::find(members.begin(), members.end(), rank) != members.end();
+    if (in) {
+      std::vector<int32_t> v(3, rank);
+      absl::Status st = c.Allreduce(kolo::ConstTensorView(v.data(), DType::kInt32, {3}),
+                                    kolo::TensorView{v.data(), DType::kInt32, {3}}, "shape",
+                                    {.op = ReduceOp::kSum, .process_set = *ps});
+      int want = 0;
+      for (int m : members) want += m;
+      CHECK_OR_COUNT(st.ok() && v[0] == want, "set of %zu: %d want %d", members.size(), v[0],
+                     want);
+      std::vector<float> one(1, static_cast<float>(rank));
+      auto ag = c.Allgather(kolo::ConstTensorView(one.data(), DType::kFloat32, {1}), "shape.ag",
+                            {.process_set = *ps});
+      CHECK_OR_COUNT(ag.ok() && ag->shape()[0] == static_cast<int64_t>(members.size()) &&
+                         ag->data_as<float>()[0] == members[0],
+                     "set allgather");
     }
+    CHECK_OR_COUNT(c.RemoveProcessSet(*ps).ok(), "remove set");
+  }
   }
   // Barrier, a few times.
   for (int i = 0; i < 3; ++i) {
-    absl::Status b = c.Barrier();
-    CHECK_OR_COUNT(b.ok(), "barrier: %s", b.ToString().c_str());
+  absl::Status b = c.Barrier();
+  CHECK_OR_COUNT(b.ok(), "barrier: %s", b.ToString().c_str());
   }
   // Grouped allreduce, allgather, reducescatter.
   {
-    std::vector<std::vector<float>> data(5, std::vector<float>(10));
-    std::vector<kolo::ConstTensorView> ins;
-    std::vector<kolo::TensorView> outs;
-    std::vector<std::string> names;
+  std::vector<std::vector<float>> data(5, std::vector<float>(10));
+  std::vector<kolo::ConstTensorView> ins;
+  std::vector<kolo::TensorView> outs;
+  std::vector<std::string> names;
+  for (int k = 0; k < 5; ++k) {
+    for (int i = 0; i < 10; ++i) data[k][i] = static_cast<float>(rank + k + i);
+    ins.push_back(kolo::ConstTensorView(data[k].data(), DType::kFloat32, {10}));
+    outs.push_back(kolo::TensorView{data[k].data(), DType::kFloat32, {10}});
+    names.push_back(absl::StrCat("group/g", k));
+  }
+  auto hs = c.GroupedAllreduceAsync(ins, outs, names);
+  CHECK_OR_COUNT(hs.ok(), "grouped allreduce");
+  if (hs.ok()) {
+    for (auto h : *hs) CHECK_OR_COUNT(c.Wait(h).ok(), "grouped wait");
     for (int k = 0; k < 5; ++k) {
-      for (int i = 0; i < 10; ++i) data[k][i] = static_cast<float>(rank + k + i);
-      ins.push_back(kolo::ConstTensorView(data[k].data(), DType::kFloat32, {10}));
-      outs.push_back(kolo::TensorView{data[k].data(), DType::kFloat32, {10}});
-      names.push_back(absl::StrCat("group/g", k));
+      double want = 0;
+      for (int r = 0; r < size; ++r) want += r + k + 3;
+      CHECK_OR_COUNT(data[k][3] == want, "grouped allreduce %d: %g", k, data[k][3]);
     }
-    auto hs = c.GroupedAllreduceAsync(ins, outs, names);
-    CHECK_OR_COUNT(hs.ok(), "grouped allreduce");
-    if (hs.ok()) {
-      for (auto h : *hs) CHECK_OR_COUNT(c.Wait(h).ok(), "grouped wait");
-      for (int k = 0; k < 5; ++k) {
-        double want = 0;
-        for (int r = 0; r < size; ++r) want += r + k + 3;
-        CHECK_OR_COUNT(data[k][3] == want, "grouped allreduce %d: %g", k, data[k][3]);
-      }
+  }
+  auto ag = c.GroupedAllgatherAsync({ins[0], ins[1]}, {"group/ag0", "group/ag1"});
+  CHECK_OR_COUNT(ag.ok(), "grouped allgather");
+  if (ag.ok()) {
+    for (auto h : *ag) {
+      auto out = c.WaitForOutput(h);
+      CHECK_OR_COUNT(out.ok() && out->shape()[0] == 10 * size, "grouped allgather out");
     }
-    auto ag = c.GroupedAllgatherAsync({ins[0], ins[1]}, {"group/ag0", "group/ag1"});
-    CHECK_OR_COUNT(ag.ok(), "grouped allgather");
-    if (ag.ok()) {
-      for (auto h : *ag) {
-        auto out = c.WaitForOutput(h);
-        CHECK_OR_COUNT(out.ok() && out->shape()[0] == 10 * size, "grouped allgather out");
-      }
-    }
-    auto rs = c.GroupedReducescatterAsync({ins[2]}, {"group/rs0"});
-    CHECK_OR_COUNT(rs.ok(), "grouped reducescatter");
-    if (rs.ok()) CHECK_OR_COUNT(c.WaitForOutput((*rs)[0]).ok(), "grouped rs out");
+  }
+  auto rs = c.GroupedReducescatterAsync({ins[2]}, {"group/rs0"});
+  CHECK_OR_COUNT(rs.ok(), "grouped reducescatter");
+  if (rs.ok()) CHECK_OR_COUNT(c.WaitForOutput((*rs)[0]).ok(), "grouped rs out");
   }
   // Compression: float16 on the wire.
   {
-    std::vector<float> x(64);
-    for (int i = 0; i < 64; ++i) x[i] = 1.0f + (rank + 1) * 0.001234f * i;
-    std::vector<float> y(64);
-    absl::Status s = c.Allreduce(
-        kolo::ConstTensorView(x.data(), DType::kFloat32, {64}),
-        kolo::TensorView{y.data(), DType::kFloat32, {64}}, "compressed",
-        {.op = ReduceOp::kSum, .compression = kolo::Compression::kFloat16});
-    CHECK_OR_COUNT(s.ok(), "compressed: %s", s.ToString().c_str());
-    for (int i = 0; i < 64 && s.ok(); ++i) {
-      float acc = 0;
-      for (int r = 0; r < size; ++r) {
-        acc += kolo::kernels::HalfToFloat(
-            kolo::kernels::FloatToHalf(1.0f + (r + 1) * 0.001234f * i));
-      }
-      float want = kolo::kernels::HalfToFloat(kolo::kernels::FloatToHalf(acc));
-      CHECK_OR_COUNT(y[i] == want, "compressed [%d] %.7g want %.7g", i, y[i], want);
+  std::vector<float> x(64);
+  for (int i = 0; i < 64; ++i) x[i] = 1.0f + (rank + 1) * 0.001234f * i;
+  std::vector<float> y(64);
+  absl::Status s = c.Allreduce(
+      kolo::ConstTensorView(x.data(), DType::kFloat32, {64}),
+      kolo::TensorView{y.data(), DType::kFloat32, {64}}, "compressed",
+      {.op = ReduceOp::kSum, .compression = kolo::Compression::kFloat16});
+  CHECK_OR_COUNT(s.ok(), "compressed: %s", s.ToString().c_str());
+  for (int i = 0; i < 64 && s.ok(); ++i) {
+    float acc = 0;
+    for (int r = 0; r < size; ++r) {
+      acc += kolo::kernels::HalfToFloat(
+          kolo::kernels::FloatToHalf(1.0f + (r + 1) * 0.001234f * i));
     }
+    float want = kolo::kernels::HalfToFloat(kolo::kernels::FloatToHalf(acc));
+    CHECK_OR_COUNT(y[i] == want, "compressed [%d] %.7g want %.7g", i, y[i], want);
+  }
   }
   // Process sets: {0, last}; the same name runs in two sets at once.
   {
-    auto ps = c.AddProcessSet({0, size - 1});
-    CHECK_OR_COUNT(ps.ok() && *ps > 0, "add process set: %s", ps.status().ToString().c_str());
-    if (!ps.ok()) return;
-    const bool member = rank == 0 || rank == size - 1;
-    CHECK_OR_COUNT(c.ProcessSetSize(*ps).value_or(-1) == 2, "set size");
-    std::vector<float> v(4, static_cast<float>(rank + 1));
-    if (member) {
-      CHECK_OR_COUNT(c.ProcessSetRank(*ps).value_or(-1) == (rank == 0 ? 0 : 1), "set rank");
-      auto h = c.AllreduceAsync(kolo::ConstTensorView(v.data(), DType::kFloat32, {4}),
-                                kolo::TensorView{v.data(), DType::kFloat32, {4}}, "same-name",
-                                {.op = ReduceOp::kSum, .process_set = *ps});
-      CHECK_OR_COUNT(h.ok() && c.Wait(*h).ok(), "set allreduce");
-      CHECK_OR_COUNT(v[0] == 1 + size, "set allreduce value %g", v[0]);
-      std::vector<float> b(4, static_cast<float>(rank));
-      absl::Status bs = c.Broadcast(kolo::TensorView{b.data(), DType::kFloat32, {4}}, "set-bcast",
-                                    size - 1, {.process_set = *ps});
-      CHECK_OR_COUNT(bs.ok() && b[0] == size - 1, "set broadcast: %s", bs.ToString().c_str());
-    } else {
-      absl::Status s = c.Allreduce(kolo::ConstTensorView(v.data(), DType::kFloat32, {4}),
-                                   kolo::TensorView{v.data(), DType::kFloat32, {4}}, "intruder",
-                                   {.op = ReduceOp::kSum, .process_set = *ps});
-      CHECK_OR_COUNT(s.code() == absl::StatusCode::kFailedPrecondition &&
-                         absl::StrContains(s.message(), "is not in process set"),
-                     "outsider: %s", s.ToString().c_str());
-    }
-    std::vector<float> g(4, 1.0f);
-    absl::Status gs = c.Allreduce(kolo::ConstTensorView(g.data(), DType::kFloat32, {4}),
-                                  kolo::TensorView{g.data(), DType::kFloat32, {4}}, "same-name",
-                                  ReduceOp::kSum);
-    CHECK_OR_COUNT(gs.ok() && g[0] == size, "global same-name %g", g[0]);
-    CHECK_OR_COUNT(c.RemoveProcessSet(*ps).ok(), "remove process set");
-    if (member) {
-      absl::Status s = c.Allreduce(kolo::ConstTensorView(v.data(), DType::kFloat32, {4}),
-                                   kolo::TensorView{v.data(), DType::kFloat32, {4}}, "gone",
-                                   {.op = ReduceOp::kSum, .process_set = *ps});
-      CHECK_OR_COUNT(s.code() == absl::StatusCode::kFailedPrecondition, "removed set: %s",
-                     s.ToString().c_str());
-    }
-    CHECK_OR_COUNT(c.Barrier().ok(), "barrier after sets");
+  auto ps = c.AddProcessSet({0, size - 1});
+  CHECK_OR_COUNT(ps.ok() && *ps > 0, "add process set: %s", ps.status().ToString().c_str());
+  if (!ps.ok()) return;
+  const bool member = rank == 0 || rank == size - 1;
+  CHECK_OR_COUNT(c.ProcessSetSize(*ps).value_or(-1) == 2, "set size");
+  std::vector<float> v(4, static_cast<float>(rank + 1));
+  if (member) {
+    CHECK_OR_COUNT(c.ProcessSetRank(*ps).value_or(-1) == (rank == 0 ? 0 : 1), "set rank");
+    auto h = c.AllreduceAsync(kolo::ConstTensorView(v.data(), DType::kFloat32, {4}),
+                              kolo::TensorView{v.data(), DType::kFloat32, {4}}, "same-name",
+                              {.op = ReduceOp::kSum, .process_set = *ps});
+    CHECK_OR_COUNT(h.ok() && c.Wait(*h).ok(), "set allreduce");
+    CHECK_OR_COUNT(v[0] == 1 + size, "set allreduce value %g", v[0]);
+    std::vector<float> b(4, static_cast<float>(rank));
+    absl::Status bs = c.Broadcast(kolo::TensorView{b.data(), DType::kFloat32, {4}}, "set-bcast",
+                                  size - 1, {.process_set = *ps});
+    CHECK_OR_COUNT(bs.ok() && b[0] == size - 1, "set broadcast: %s", bs.ToString().c_str());
+  } else {
+    absl::Status s = c.Allreduce(kolo::ConstTensorView(v.data(), DType::kFloat32, {4}),
+                                 kolo::TensorView{v.data(), DType::kFloat32, {4}}, "intruder",
+                                 {.op = ReduceOp::kSum, .process_set = *ps});
+    CHECK_OR_COUNT(s.code() == absl::StatusCode::kFailedPrecondition &&
+                       absl::StrContains(s.message(), "is not in process set"),
+                   "outsider: %s", s.ToString().c_str());
+  }
+  std::vector<float> g(4, 1.0f);
+  absl::Status gs = c.Allreduce(kolo::ConstTensorView(g.data(), DType::kFloat32, {4}),
+                                kolo::TensorView{g.data(), DType::kFloat32, {4}}, "same-name",
+                                ReduceOp::kSum);
+  CHECK_OR_COUNT(gs.ok() && g[0] == size, "global same-name %g", g[0]);
+  CHECK_OR_COUNT(c.RemoveProcessSet(*ps).ok(), "remove process set");
+  if (member) {
+    absl::Status s = c.Allreduce(kolo::ConstTensorView(v.data(), DType::kFloat32, {4}),
+                                 kolo::TensorView{v.data(), DType::kFloat32, {4}}, "gone",
+                                 {.op = ReduceOp::kSum, .process_set = *ps});
+    CHECK_OR_COUNT(s.code() == absl::StatusCode::kFailedPrecondition, "removed set: %s",
+                   s.ToString().c_str());
+  }
+  CHECK_OR_COUNT(c.Barrier().ok(), "barrier after sets");
   }
   // Mismatches: allgather columns, alltoall splits, reducescatter op.
   {
-    std::vector<float> buf(64, 1.0f);
-    auto ag = c.Allgather(kolo::ConstTensorView(buf.data(), DType::kFloat32,
-                                                {2, rank == 0 ? 3 : 4}), "bad/ag");
-    CHECK_OR_COUNT(ag.status().code() == absl::StatusCode::kFailedPrecondition,
-                   "allgather mismatch: %s", ag.status().ToString().c_str());
-    std::vector<int64_t> bad(size, 0);
-    bad[0] = 3;  // sums to 3, the tensor has 2 rows
-    auto a2a = c.Alltoall(kolo::ConstTensorView(buf.data(), DType::kFloat32, {2, 2}), bad,
-                          "bad/a2a");
-    CHECK_OR_COUNT(a2a.status().code() == absl::StatusCode::kFailedPrecondition &&
-                       absl::StrContains(a2a.status().message(), "splits sum to 3"),
-                   "alltoall splits: %s", a2a.status().ToString().c_str());
-    auto rs = c.Reducescatter(kolo::ConstTensorView(buf.data(), DType::kFloat32, {4}), "bad/rs",
-                              {.op = rank == 0 ? ReduceOp::kSum : ReduceOp::kAverage});
-    CHECK_OR_COUNT(rs.status().code() == absl::StatusCode::kFailedPrecondition,
-                   "reducescatter op: %s", rs.status().ToString().c_str());
+  std::vector<float> buf(64, 1.0f);
+  auto ag = c.Allgather(kolo::ConstTensorView(buf.data(), DType::kFloat32,
+                                              {2, rank == 0 ? 3 : 4}), "bad/ag");
+  CHECK_OR_COUNT(ag.status().code() == absl::StatusCode::kFailedPrecondition,
+                 "allgather mismatch: %s", ag.status().ToString().c_str());
+  std::vector<int64_t> bad(size, 0);
+  bad[0] = 3;  // sums to 3, the tensor has 2 rows
+  auto a2a = c.Alltoall(kolo::ConstTensorView(buf.data(), DType::kFloat32, {2, 2}), bad,
+                        "bad/a2a");
+  CHECK_OR_COUNT(a2a.status().code() == absl::StatusCode::kFailedPrecondition &&
+                     absl::StrContains(a2a.status().message(), "splits sum to 3"),
+                 "alltoall splits: %s", a2a.status().ToString().c_str());
+  auto rs = c.Reducescatter(kolo::ConstTensorView(buf.data(), DType::kFloat32, {4}), "bad/rs",
+                            {.op = rank == 0 ? ReduceOp::kSum : ReduceOp::kAverage});
+  CHECK_OR_COUNT(rs.status().code() == absl::StatusCode::kFailedPrecondition,
+                 "reducescatter op: %s", rs.status().ToString().c_str());
   }
 }
 
@@ -701,18 +705,28 @@ void ScenarioHold(kolo::Client& c) {
   std::printf("ended: %s\n", s.ToString().c_str());
 }
 
-// In a job spanning nodes, allgather works (many sizes and steps) and the
-// collectives that do not span nodes yet are
+// In a job spanning nodes: grouped and compressed allreduce, allgather,
+// reducescatter and alltoall work (many sizes, steps, mismatches), process
+// sets (and join) that do not span nodes yet are
 // refused with a clear error, and allreduce goes on working.
 void ScenarioMultiNodeLimits(kolo::Client& c) {
   std::vector<float> buf(4, 1.0f);
-  std::vector<int64_t> splits(c.size(), 1);
-  std::vector<float> a2a(c.size(), 1.0f);
-  auto at = c.Alltoall(kolo::ConstTensorView(a2a.data(), DType::kFloat32, {c.size()}), splits,
-                       "limits/a2a");
-  CHECK_OR_COUNT(at.status().code() == absl::StatusCode::kUnimplemented &&
-                     absl::StrContains(at.status().message(), "spans nodes"),
-                 "alltoall: %s", at.status().ToString().c_str());
+  auto ps = c.AddProcessSet({0, c.size() - 1});
+  CHECK_OR_COUNT(ps.status().code() == absl::StatusCode::kUnimplemented &&
+                     absl::StrContains(ps.status().message(), "spans nodes"),
+                 "process set: %s", ps.status().ToString().c_str());
+  // Alltoall spans nodes: uneven splits (some empty), even splits, large.
+  CheckAlltoalls(c, 3, "mn/a2a3/");
+  CheckAlltoalls(c, 1000, "mn/a2a-large/");
+  {
+    // Splits that do not add up fail on every node.
+    std::vector<float> in(4, 1.0f);
+    std::vector<int64_t> bad(c.size(), 0);
+    bad[0] = c.rank() == 1 ? 5 : 4;
+    auto r = c.Alltoall(kolo::ConstTensorView(in.data(), DType::kFloat32, {4}), bad,
+                        "mn/a2a-bad");
+    CHECK_OR_COUNT(!r.ok(), "alltoall with bad splits completed");
+  }
   // Grouped allreduce across nodes.
   {
     const int size = c.size();
