@@ -79,11 +79,11 @@ void Job::MaybeStartNodeGroup() {
   options.run_device = [this](std::vector<ReadySet> sets, const DeviceCommPlan* comm) {
     RunDeviceSets(std::move(sets), comm);
   };
-  options.on_executed = [this](int tensors, uint64_t bytes) {
-    absl::MutexLock l(&mu_);
-    ++responses_;
-    fused_tensors_ += tensors;
-    bytes_reduced_ += bytes;
+  options.on_executed = [this](const std::vector<ReadySet>& sets, const absl::Status& status,
+                                absl::Time start, absl::Time end) {
+    std::vector<const ReadySet*> executed;
+    for (const ReadySet& s : sets) executed.push_back(&s);
+    RecordExecuted(executed, status, start, end, "ucx");
   };
   if (options.local_coordinator && options.coordinators == nullptr) {
     Abort(absl::FailedPreconditionError(absl::StrCat(
@@ -643,8 +643,6 @@ void Job::RunReady() {
 }
 
 absl::Status Job::ExecuteResponse(Response& response, absl::StatusOr<Backend*> backend) {
-  Timeline* timeline = observers_.timeline;
-  Metrics* metrics = observers_.metrics;
   std::vector<std::pair<Session*, Completion>> out;
   const absl::Time start = absl::Now();
   const std::string backend_name =
@@ -680,45 +678,64 @@ absl::Status Job::ExecuteResponse(Response& response, absl::StatusOr<Backend*> b
     }
   }
   Deliver(out);
+  std::vector<const ReadySet*> sets;
+  for (const FusedMember& m : response.members) sets.push_back(&m.set);
+  RecordExecuted(sets, status, start, end, backend_name);
+  return status;
+}
+
+void Job::RecordExecuted(const std::vector<const ReadySet*>& sets, const absl::Status& status,
+                         absl::Time start, absl::Time end, const std::string& backend_name) {
+  if (sets.empty()) return;
+  Timeline* timeline = observers_.timeline;
+  Metrics* metrics = observers_.metrics;
+  const Request& head = sets.front()->requests.front();
   const absl::Time done = absl::Now();
-  const int fused = static_cast<int>(response.members.size());
+  const int fused = static_cast<int>(sets.size());
+  uint64_t bytes = 0;
+  for (const ReadySet* s : sets) bytes += s->requests.front().bytes;
   if (metrics != nullptr) {
-    metrics->RecordResponse(response.kind, response.dtype, fused, bytes);
-    for (const FusedMember& m : response.members) {
-      metrics->RecordLatency(response.kind, done - m.set.first_submitted);
-      if (!status.ok()) metrics->RecordError(response.kind);
+    metrics->RecordResponse(head.kind, head.dtype, fused, bytes);
+    for (const ReadySet* s : sets) {
+      metrics->RecordLatency(head.kind, done - s->first_submitted);
+      if (!status.ok()) metrics->RecordError(head.kind);
     }
   }
   if (timeline != nullptr && timeline->recording()) {
     std::string fuse_args = absl::StrCat("\"tensors\":", fused);
     std::string reduce_args = absl::StrCat(
         "\"bytes\":", bytes, ",\"backend\":", JsonString(backend_name));
-    for (const FusedMember& m : response.members) {
-      for (const Request& r : m.set.requests) {
-        timeline->Instant(id_, r.rank, m.set.name, "FUSED", start, fuse_args);
-        timeline->Span(id_, r.rank, m.set.name, "REDUCED", start, end, reduce_args);
-        timeline->Instant(id_, r.rank, m.set.name, "DONE", done);
+    for (const ReadySet* s : sets) {
+      for (const Request& r : s->requests) {
+        if (multi_node_) {
+          // Queued until every rank here had it; negotiated among the nodes
+          // until the plan ran it.
+          timeline->Span(id_, r.rank, s->name, "QUEUED", r.submitted_at, s->ready_at);
+          timeline->Span(id_, r.rank, s->name, "NEGOTIATED", s->ready_at, start);
+        }
+        timeline->Instant(id_, r.rank, s->name, "FUSED", start, fuse_args);
+        timeline->Span(id_, r.rank, s->name, "REDUCED", start, end, reduce_args);
+        timeline->Instant(id_, r.rank, s->name, "DONE", done);
       }
     }
   }
   absl::MutexLock l(&mu_);
   executing_since_ = absl::InfiniteFuture();
   ++responses_;
-  fused_tensors_ += response.members.size();
+  fused_tensors_ += sets.size();
   bytes_reduced_ += bytes;
-  for (const FusedMember& m : response.members) {
-    for (const Request& r : m.set.requests) {
+  for (const ReadySet* s : sets) {
+    for (const Request& r : s->requests) {
       ranks_[r.rank].completed++;
       ranks_[r.rank].last_complete = done;
     }
-    const Request& r = m.set.requests.front();
+    const Request& r = s->requests.front();
     recorder_.Record(CollectiveRecord{
-        0, r.kind, m.set.name, r.dtype, r.op, r.bytes, !status.ok(),
-        std::string(status.message()), m.set.first_submitted,
-        m.set.ready_at, end - start, fused - 1});
+        0, r.kind, s->name, r.dtype, r.op, r.bytes, !status.ok(),
+        std::string(status.message()), s->first_submitted,
+        s->ready_at, end - start, fused - 1});
   }
   if (!status.ok()) recorder_.Error(status.ToString());
-  return status;
 }
 
 std::vector<StallView> Job::Stalls(absl::Time now, absl::Duration warning) const {

@@ -156,6 +156,10 @@ class Job {
   // Runs one response and completes its requests (metrics, timeline and
   // flight recorder included). Returns the backend's overall status.
   absl::Status ExecuteResponse(Response& response, absl::StatusOr<Backend*> backend);
+  // After a response ran: metrics, timeline, flight recorder and the ranks'
+  // counters (single-node, device and node-group responses alike).
+  void RecordExecuted(const std::vector<const ReadySet*>& sets, const absl::Status& status,
+                      absl::Time start, absl::Time end, const std::string& backend_name);
   // Multi-node: runs a planned response of device tensors (the node group's
   // executor thread calls this in plan order).
   void RunDeviceSets(std::vector<ReadySet> sets, const DeviceCommPlan* comm);

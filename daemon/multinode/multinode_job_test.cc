@@ -258,5 +258,30 @@ TEST_F(MultiNodeJobTest, ANodeThatComesFirstCannotChooseTheToken) {
   EXPECT_FALSE(jobs_[0]->Snapshot().aborted);
 }
 
+TEST_F(MultiNodeJobTest, CollectivesAcrossNodesReachTheFlightRecorderAndCounters) {
+  Start(&factories_[0]);
+  Request a = MakeRequest(0, "sync", -1, CollectiveKind::kBarrier);
+  Request b = MakeRequest(1, "sync", -1, CollectiveKind::kBarrier);
+  a.bytes = b.bytes = 0;
+  a.shape = b.shape = {};
+  jobs_[0]->Submit(std::move(a));
+  jobs_[1]->Submit(std::move(b));
+  jobs_[0]->Submit(MakeRequest(0, "grad/dev", 0));
+  jobs_[1]->Submit(MakeRequest(1, "grad/dev", 0));
+  for (int r = 0; r < 2; ++r) {
+    std::vector<ReceivedCompletion> got = WaitForCompletions(r, 2);
+    ASSERT_EQ(got.size(), 2u);
+    for (const ReceivedCompletion& c : got) EXPECT_EQ(c.code, absl::StatusCode::kOk) << c.message;
+  }
+  for (int n = 0; n < 2; ++n) {
+    JobSnapshot snap = jobs_[n]->Snapshot(/*with_history=*/true);
+    EXPECT_EQ(snap.responses, 2u) << "node " << n;
+    EXPECT_EQ(snap.ranks[n].completed, 2u) << "node " << n;
+    std::vector<std::string> names;
+    for (const CollectiveRecord& rec : snap.recent) names.push_back(rec.name);
+    EXPECT_THAT(names, ElementsAre("sync", "grad/dev")) << "node " << n;
+  }
+}
+
 }  // namespace
 }  // namespace kolo::daemon

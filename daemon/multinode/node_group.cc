@@ -324,6 +324,10 @@ void NodeGroup::Execute(PlannedEntry entry) {
   }
   if (!entry.error.ok() || sets.empty()) {
     Complete(sets, entry.error);
+    // A disagreement between the nodes is a failed collective here too.
+    if (!sets.empty() && options_.on_executed) {
+      options_.on_executed(sets, entry.error, absl::Now(), absl::Now());
+    }
     return;
   }
   if (sets.front().requests.front().device.has_value()) {
@@ -337,6 +341,7 @@ void NodeGroup::Execute(PlannedEntry entry) {
   // Each job has its own transport, so the response's sequence number alone
   // keeps its transfers apart (bits 24-47; the algorithms use the low 24).
   const uint64_t tag_base = (seq & 0xffffff) << 24;
+  const absl::Time start = absl::Now();
   absl::Status status;
   switch (sets.front().requests.front().kind) {
     case CollectiveKind::kAllreduce:
@@ -359,13 +364,11 @@ void NodeGroup::Execute(PlannedEntry entry) {
       if (status.ok()) {
         std::map<Session*, std::vector<Completion>> by_session;
         size_t i = 0;
-        uint64_t bytes = 0;
         for (const ReadySet& set : sets) {
-          bytes += set.requests.front().bytes;
           for (const Request& r : set.requests) by_session[r.session.get()].push_back(done[i++]);
         }
         for (auto& [s, cs] : by_session) s->Complete(cs);
-        if (options_.on_executed) options_.on_executed(static_cast<int>(sets.size()), bytes);
+        if (options_.on_executed) options_.on_executed(sets, status, start, absl::Now());
         return;
       }
       break;
@@ -381,11 +384,7 @@ void NodeGroup::Execute(PlannedEntry entry) {
     if (!aborted_.ok()) status = aborted_;
   }
   Complete(sets, status);
-  if (status.ok() && options_.on_executed) {
-    uint64_t bytes = 0;
-    for (const ReadySet& s : sets) bytes += s.requests.front().bytes;
-    options_.on_executed(static_cast<int>(sets.size()), bytes);
-  }
+  if (options_.on_executed) options_.on_executed(sets, status, start, absl::Now());
 }
 
 absl::Status NodeGroup::RunAllreduce(std::vector<ReadySet>& sets, uint64_t tag_base) {

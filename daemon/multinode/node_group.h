@@ -51,8 +51,12 @@ struct NodeGroupOptions {
   absl::Duration connect_timeout = absl::Seconds(10);
   // Ends the job on this node (every pending collective fails with it).
   std::function<void(const absl::Status&)> abort_job;
-  // Called after each executed response: its tensors and bytes.
-  std::function<void(int tensors, uint64_t bytes)> on_executed;
+  // Called after each planned host response ran (or failed), once its
+  // requests are completed: for metrics, the flight recorder and the
+  // timeline.
+  std::function<void(const std::vector<ReadySet>& sets, const absl::Status& status,
+                     absl::Time start, absl::Time end)>
+      on_executed;
   // Runs a planned response of device tensors (over the job's NCCL
   // communicator, joined first when `comm` is set) and completes every
   // request of `sets`. Called on the group's executor thread, in plan order.
