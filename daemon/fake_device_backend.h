@@ -14,9 +14,35 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "daemon/backend/device_backend.h"
+#include "daemon/request.h"
 
 namespace kolo::daemon {
+
+// A request for `name` of 4 float32 elements from `rank` of `session`:
+// with `device` >= 0 its tensors are (made-up) CUDA IPC handles on that GPU,
+// else host memory. No backend here reads the data.
+inline Request FakeRequest(uint64_t request_id, int rank, const std::string& name, int device,
+                           std::shared_ptr<Session> session,
+                           CollectiveKind kind = CollectiveKind::kAllreduce) {
+  Request r;
+  r.request_id = request_id;
+  r.kind = kind;
+  r.rank = rank;
+  r.name = name;
+  r.shape = {4};
+  r.bytes = 16;
+  if (device >= 0) {
+    r.device = nccl::DeviceIo{};
+    r.device->input.device = device;
+    r.device->input.bytes = 16;
+    r.device->output = r.device->input;
+  }
+  r.session = std::move(session);
+  r.submitted_at = absl::Now();
+  return r;
+}
 
 // Records what ran on it and which sessions were released.
 class FakeDeviceBackend : public DeviceBackend {

@@ -462,21 +462,10 @@ void Job::OnReadyLocked(ReadySet set, Outbox* out) {
     // a failure reaches the others through the coordinator.
     set.set_size = size_;
     if (set.agreement.ok()) set.agreement = CheckRunnableLocked(set);
-    const Request& first = set.requests.front();
-    if (set.agreement.ok() && first.group_size > 1) {
-      // A group goes to the other nodes once it is complete here, its
-      // members in one report, so the coordinator sees them ready together
-      // and fuses them (across nodes each member is still negotiated on its
-      // own name).
-      auto key = std::make_pair(set.process_set, first.group_id);
-      std::vector<ReadySet>& group = groups_[key];
-      group.push_back(std::move(set));
-      if (group.size() < first.group_size) return;
-      for (ReadySet& member : group) to_group_.push_back(std::move(member));
-      groups_.erase(key);
-      return;
-    }
-    to_group_.push_back(std::move(set));
+    // A group goes to the other nodes once it is complete here, its members
+    // in one report, so the coordinator sees them ready together and fuses
+    // them (across nodes each member is still negotiated on its own name).
+    ReleaseWhenGroupCompleteLocked(std::move(set), &to_group_);
     return;
   }
   const std::vector<int>& members = sets_.at(set.process_set);
@@ -506,17 +495,23 @@ void Job::OnReadyLocked(ReadySet set, Outbox* out) {
     }
     return;
   }
-  if (set.agreement.ok() && first.group_size > 1) {
-    auto key = std::make_pair(set.process_set, first.group_id);
-    std::vector<ReadySet>& group = groups_[key];
-    group.push_back(std::move(set));
-    if (group.size() < first.group_size) return;
-    // Every member is ready everywhere: they run together, in ready order.
-    for (ReadySet& member : group) ready_.push_back(std::move(member));
-    groups_.erase(key);
+  // A group runs once every member is ready everywhere, in ready order.
+  ReleaseWhenGroupCompleteLocked(std::move(set), &ready_);
+}
+
+void Job::ReleaseWhenGroupCompleteLocked(ReadySet set, std::vector<ReadySet>* to) {
+  const Request& first = set.requests.front();
+  if (!set.agreement.ok() || first.group_size <= 1) {
+    to->push_back(std::move(set));
     return;
   }
-  ready_.push_back(std::move(set));
+  auto key = std::make_pair(set.process_set, first.group_id);
+  std::vector<ReadySet>& group = groups_[key];
+  const size_t group_size = first.group_size;
+  group.push_back(std::move(set));
+  if (group.size() < group_size) return;
+  for (ReadySet& member : group) to->push_back(std::move(member));
+  groups_.erase(key);
 }
 
 void Job::JoinLocked(Request request, Outbox* out) {

@@ -175,6 +175,10 @@ class Job {
   void OnReadyLocked(ReadySet set, Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckRunnableLocked(const ReadySet& set) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Appends `set` to `to`, or, for a member of a group, holds it until the
+  // whole group is ready and then appends every member.
+  void ReleaseWhenGroupCompleteLocked(ReadySet set, std::vector<ReadySet>* to)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void JoinLocked(Request request, Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string id_;

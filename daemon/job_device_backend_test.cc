@@ -45,24 +45,8 @@ protected:
     }
   }
 
-  // A float32 allreduce of 4 elements; with `device` >= 0 its tensors are
-  // (made-up) CUDA IPC handles on that GPU. No backend here reads data.
   Request MakeRequest(int rank, const std::string &name, int device) {
-    Request r;
-    r.request_id = next_request_id_++;
-    r.rank = rank;
-    r.name = name;
-    r.shape = {4};
-    r.bytes = 16;
-    if (device >= 0) {
-      r.device = nccl::DeviceIo{};
-      r.device->input.device = device;
-      r.device->input.bytes = 16;
-      r.device->output = r.device->input;
-    }
-    r.session = sessions_[rank]->session();
-    r.submitted_at = absl::Now();
-    return r;
+    return FakeRequest(next_request_id_++, rank, name, device, sessions_[rank]->session());
   }
 
   std::vector<ReceivedCompletion> Completions(int rank) {

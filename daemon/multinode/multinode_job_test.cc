@@ -99,26 +99,9 @@ class MultiNodeJobTest : public ::testing::Test {
     registry_.reset();
   }
 
-  // A float32 allreduce (or a broadcast from rank 0) of 4 elements of rank
-  // `rank` on CUDA device `device` (-1: host memory); no backend reads it.
   Request MakeRequest(int rank, const std::string& name, int device,
                       CollectiveKind kind = CollectiveKind::kAllreduce) {
-    Request r;
-    r.request_id = next_request_id_++;
-    r.kind = kind;
-    r.rank = rank;
-    r.name = name;
-    r.shape = {4};
-    r.bytes = 16;
-    if (device >= 0) {
-      r.device = nccl::DeviceIo{};
-      r.device->input.device = device;
-      r.device->input.bytes = 16;
-      r.device->output = r.device->input;
-    }
-    r.session = sessions_[rank]->session();
-    r.submitted_at = absl::Now();
-    return r;
+    return FakeRequest(next_request_id_++, rank, name, device, sessions_[rank]->session(), kind);
   }
 
   // Waits (up to 20 s) for `n` completions of `rank`.

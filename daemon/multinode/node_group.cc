@@ -387,21 +387,19 @@ void NodeGroup::Execute(PlannedEntry entry) {
   if (options_.on_executed) options_.on_executed(sets, status, start, absl::Now());
 }
 
-absl::Status NodeGroup::RunAllreduce(std::vector<ReadySet>& sets, uint64_t tag_base) {
+absl::StatusOr<uint64_t> NodeGroup::ReduceLocalRanks(const std::vector<ReadySet>& sets,
+                                                     std::vector<uint64_t>* offsets) {
   const Request& first = sets.front().requests.front();
   const DType dtype = first.dtype;
   const size_t esize = DTypeSize(dtype);
-  ReduceOp op = first.op == ReduceOp::kAverage ? ReduceOp::kSum : first.op;
-  double postscale = first.postscale;
-  if (first.op == ReduceOp::kAverage) postscale /= options_.size;
-  std::vector<uint64_t> offsets;
-  const uint64_t total = LayOut(sets, &offsets);
+  const ReduceOp op = first.op == ReduceOp::kAverage ? ReduceOp::kSum : first.op;
+  const uint64_t total = LayOut(sets, offsets);
   if (fusion_buffer_.size() < total) fusion_buffer_.resize(total);
   // Only the alignment padding between members needs defined (zero) values;
   // the members themselves are overwritten by the local reduction.
   for (size_t i = 0; i < sets.size(); ++i) {
-    const uint64_t end = offsets[i] + sets[i].requests.front().bytes;
-    const uint64_t next = i + 1 < sets.size() ? offsets[i + 1] : total;
+    const uint64_t end = (*offsets)[i] + sets[i].requests.front().bytes;
+    const uint64_t next = i + 1 < sets.size() ? (*offsets)[i + 1] : total;
     std::memset(fusion_buffer_.data() + end, 0, next - end);
   }
   for (size_t i = 0; i < sets.size(); ++i) {
@@ -409,38 +407,57 @@ absl::Status NodeGroup::RunAllreduce(std::vector<ReadySet>& sets, uint64_t tag_b
     if (n == 0) continue;
     std::vector<const void*> srcs;
     for (const Request& r : sets[i].requests) srcs.push_back(r.input);
-    void* dst = fusion_buffer_.data() + offsets[i];
+    void* dst = fusion_buffer_.data() + (*offsets)[i];
     absl::Status s = kernels::Reduce(dtype, op, absl::MakeSpan(srcs), absl::MakeSpan(&dst, 1), n,
                                      first.prescale, 1.0);
     if (!s.ok()) return s;
   }
-  absl::Status s;
-  if (first.compression != Compression::kNone && dtype == DType::kFloat32) {
-    // Between nodes the partial sums travel as 16-bit floats (half the
-    // bytes); the reduction of each hop accumulates in float32.
-    const DType wire = first.compression == Compression::kFloat16 ? DType::kFloat16
-                                                                   : DType::kBFloat16;
-    const uint64_t count = total / esize;
-    auto* f32 = reinterpret_cast<float*>(fusion_buffer_.data());
-    if (wire_buffer_.size() < count) wire_buffer_.resize(count);
-    if (wire == DType::kFloat16) {
-      kernels::FloatToHalfArray(f32, wire_buffer_.data(), count);
-    } else {
-      kernels::FloatToBFloat16Array(f32, wire_buffer_.data(), count);
-    }
-    s = Allreduce(*transport_, wire_buffer_.data(), count, wire, op, tag_base,
-                  absl::Now() + kTransferDeadline);
-    if (!s.ok()) return s;
-    if (wire == DType::kFloat16) {
-      kernels::HalfToFloatArray(wire_buffer_.data(), f32, count);
-    } else {
-      kernels::BFloat16ToFloatArray(wire_buffer_.data(), f32, count);
-    }
-  } else {
-    s = Allreduce(*transport_, fusion_buffer_.data(), total / esize, dtype, op, tag_base,
-                  absl::Now() + kTransferDeadline);
-    if (!s.ok()) return s;
+  return total;
+}
+
+absl::Status NodeGroup::AllreduceFusionBuffer(const Request& first, uint64_t total,
+                                              uint64_t tag_base) {
+  const DType dtype = first.dtype;
+  const size_t esize = DTypeSize(dtype);
+  const ReduceOp op = first.op == ReduceOp::kAverage ? ReduceOp::kSum : first.op;
+  const uint64_t count = total / esize;
+  if (first.compression == Compression::kNone || dtype != DType::kFloat32) {
+    return Allreduce(*transport_, fusion_buffer_.data(), count, dtype, op, tag_base,
+                     absl::Now() + kTransferDeadline);
   }
+  // Between nodes the partial sums travel as 16-bit floats (half the
+  // bytes); the reduction of each hop accumulates in float32.
+  const DType wire =
+      first.compression == Compression::kFloat16 ? DType::kFloat16 : DType::kBFloat16;
+  auto* f32 = reinterpret_cast<float*>(fusion_buffer_.data());
+  if (wire_buffer_.size() < count) wire_buffer_.resize(count);
+  if (wire == DType::kFloat16) {
+    kernels::FloatToHalfArray(f32, wire_buffer_.data(), count);
+  } else {
+    kernels::FloatToBFloat16Array(f32, wire_buffer_.data(), count);
+  }
+  absl::Status s = Allreduce(*transport_, wire_buffer_.data(), count, wire, op, tag_base,
+                             absl::Now() + kTransferDeadline);
+  if (!s.ok()) return s;
+  if (wire == DType::kFloat16) {
+    kernels::HalfToFloatArray(wire_buffer_.data(), f32, count);
+  } else {
+    kernels::BFloat16ToFloatArray(wire_buffer_.data(), f32, count);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NodeGroup::RunAllreduce(std::vector<ReadySet>& sets, uint64_t tag_base) {
+  const Request& first = sets.front().requests.front();
+  const DType dtype = first.dtype;
+  const size_t esize = DTypeSize(dtype);
+  double postscale = first.postscale;
+  if (first.op == ReduceOp::kAverage) postscale /= options_.size;
+  std::vector<uint64_t> offsets;
+  absl::StatusOr<uint64_t> total = ReduceLocalRanks(sets, &offsets);
+  if (!total.ok()) return total.status();
+  absl::Status s = AllreduceFusionBuffer(first, *total, tag_base);
+  if (!s.ok()) return s;
   for (size_t i = 0; i < sets.size(); ++i) {
     const uint64_t n = sets[i].requests.front().bytes / esize;
     if (n == 0) continue;
@@ -666,33 +683,15 @@ absl::Status NodeGroup::RunReducescatter(std::vector<ReadySet>& sets, uint64_t t
   const Request& first = sets.front().requests.front();
   const DType dtype = first.dtype;
   const size_t esize = DTypeSize(dtype);
-  ReduceOp op = first.op == ReduceOp::kAverage ? ReduceOp::kSum : first.op;
   double postscale = first.postscale;
   if (first.op == ReduceOp::kAverage) postscale /= options_.size;
   // The whole tensors are reduced among the nodes (as an allreduce), then
   // each local rank takes its rows: rank r gets total/size rows, one more
   // when r < total % size, in rank order (as on one node).
   std::vector<uint64_t> offsets;
-  const uint64_t total = LayOut(sets, &offsets);
-  if (fusion_buffer_.size() < total) fusion_buffer_.resize(total);
-  std::memset(fusion_buffer_.data(), 0, total);
-  for (size_t i = 0; i < sets.size(); ++i) {
-    const uint64_t n = sets[i].requests.front().bytes / esize;
-    if (n == 0) continue;
-    std::vector<const void*> srcs;
-    for (const Request& r : sets[i].requests) srcs.push_back(r.input);
-    void* dst = fusion_buffer_.data() + offsets[i];
-    if (absl::Status s = kernels::Reduce(dtype, op, absl::MakeSpan(srcs), absl::MakeSpan(&dst, 1),
-                                         n, first.prescale, 1.0);
-        !s.ok()) {
-      return s;
-    }
-  }
-  if (absl::Status s = Allreduce(*transport_, fusion_buffer_.data(), total / esize, dtype, op,
-                                 tag_base, absl::Now() + kTransferDeadline);
-      !s.ok()) {
-    return s;
-  }
+  absl::StatusOr<uint64_t> total = ReduceLocalRanks(sets, &offsets);
+  if (!total.ok()) return total.status();
+  if (absl::Status s = AllreduceFusionBuffer(first, *total, tag_base); !s.ok()) return s;
   auto release = [&] {
     size_t k = 0;
     for (const ReadySet& set : sets) {

@@ -99,6 +99,13 @@ class NodeGroup : public LinkListener {
   // receiving that node's last bytes of the same (complete-able) response.
   void AbortTransportLoop();
   void Execute(PlannedEntry entry);
+  // Lays the tensors of `sets` out in the fusion buffer (offsets per set)
+  // and reduces the local ranks' contributions there; returns the bytes used.
+  absl::StatusOr<uint64_t> ReduceLocalRanks(const std::vector<ReadySet>& sets,
+                                            std::vector<uint64_t>* offsets);
+  // Allreduces the first `total` bytes of the fusion buffer among the nodes
+  // (compressed on the wire when `first` asks for it).
+  absl::Status AllreduceFusionBuffer(const Request& first, uint64_t total, uint64_t tag_base);
   absl::Status RunAllreduce(std::vector<ReadySet>& sets, uint64_t tag_base);
   absl::Status RunBroadcast(std::vector<ReadySet>& sets, uint64_t tag_base);
   // `rows`: every rank's first dimension (from the plan). On success `done`
