@@ -30,6 +30,7 @@
 #include "daemon/job_registry.h"
 #include "daemon/metrics.h"
 #include "daemon/metrics_http.h"
+#include "daemon/negotiation/member_link.h"
 #include "daemon/negotiation/peer_service.h"
 #include "daemon/node_service.h"
 #include "daemon/stall_inspector.h"
@@ -143,6 +144,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
     int selected = 0;
     grpc::ServerBuilder peer;
     peer.AddListeningPort(config.peer_address, grpc::InsecureServerCredentials(), &selected);
+    peer.SetMaxReceiveMessageSize(kMaxPeerMessageBytes);
     peer.RegisterService(d->peer_service_.get());
     d->peer_server_ = peer.BuildAndStart();
     if (d->peer_server_ == nullptr || selected == 0) {

@@ -83,7 +83,8 @@ void Job::MaybeStartNodeGroup() {
                                 absl::Time start, absl::Time end) {
     std::vector<const ReadySet*> executed;
     for (const ReadySet& s : sets) executed.push_back(&s);
-    RecordExecuted(executed, status, start, end, "ucx");
+    const bool device = !sets.empty() && sets.front().requests.front().device.has_value();
+    RecordExecuted(executed, status, start, end, device ? "nccl" : "ucx");
   };
   if (options.local_coordinator && options.coordinators == nullptr) {
     Abort(absl::FailedPreconditionError(absl::StrCat(
@@ -501,7 +502,10 @@ void Job::OnReadyLocked(ReadySet set, Outbox* out) {
 
 void Job::ReleaseWhenGroupCompleteLocked(ReadySet set, std::vector<ReadySet>* to) {
   const Request& first = set.requests.front();
-  if (!set.agreement.ok() || first.group_size <= 1) {
+  // A member that failed (its ranks disagreed) still counts toward its
+  // group: it is released with the others and fails alone, instead of
+  // holding them back forever.
+  if (first.group_size <= 1) {
     to->push_back(std::move(set));
     return;
   }
@@ -556,6 +560,9 @@ void Job::Submit(Request request) {
         NodeGroup* g = group_ptr_.load();
         bool in_flight = g != nullptr && g->IsParked(request.name);
         for (const ReadySet& set : to_group_) in_flight |= set.name == request.name;
+        for (const auto& [key, members] : groups_) {
+          for (const ReadySet& set : members) in_flight |= set.name == request.name;
+        }
         if (in_flight) {
           refused = absl::AlreadyExistsError(absl::StrCat(
               CollectiveKindName(request.kind), " \"", request.name, "\": rank ",

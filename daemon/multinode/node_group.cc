@@ -171,6 +171,19 @@ void NodeGroup::LocallyReady(ReadySet set) {
       mu_.Lock();
       return;
     }
+    if (parked_.contains(set.name)) {
+      // The job refuses a name in flight; one that slipped through between
+      // its check and here must not replace (and so lose) the first.
+      absl::Status dup = absl::AlreadyExistsError(absl::StrCat(
+          CollectiveKindName(set.requests.front().kind), " \"", set.name,
+          "\": submitted again while still in flight"));
+      std::vector<ReadySet> one;
+      one.push_back(std::move(set));
+      mu_.Unlock();
+      Complete(one, dup);
+      mu_.Lock();
+      return;
+    }
     parked_[set.name] = std::move(set);
     link = link_.get();
   }
@@ -322,6 +335,15 @@ void NodeGroup::Execute(PlannedEntry entry) {
     Complete(sets, aborted);
     return;
   }
+  if (entry.error.code() == absl::StatusCode::kInternal && entry.names.size() != sets.size()) {
+    // The other nodes are about to move this response's data and would
+    // wait for this one: end the job everywhere now.
+    Complete(sets, entry.error);
+    options_.abort_job(absl::InternalError(
+        absl::StrCat("job ", options_.job_id, " on node ", options_.node_name, ": ",
+                     entry.error.message())));
+    return;
+  }
   if (!entry.error.ok() || sets.empty()) {
     Complete(sets, entry.error);
     // A disagreement between the nodes is a failed collective here too.
@@ -426,7 +448,7 @@ absl::Status NodeGroup::AllreduceFusionBuffer(const Request& first, uint64_t tot
                      absl::Now() + kTransferDeadline);
   }
   // Between nodes the partial sums travel as 16-bit floats (half the
-  // bytes); the reduction of each hop accumulates in float32.
+  // bytes); each hop adds in float32 and rounds the sum to 16 bits.
   const DType wire =
       first.compression == Compression::kFloat16 ? DType::kFloat16 : DType::kBFloat16;
   auto* f32 = reinterpret_cast<float*>(fusion_buffer_.data());

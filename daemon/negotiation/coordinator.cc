@@ -25,7 +25,10 @@ std::vector<std::string> Difference(const kolo::v1::TensorMeta& a,
   auto kind = [](uint32_t k) { return CollectiveKindName(static_cast<CollectiveKind>(k)); };
   auto where = [](bool device) { return device ? "in device memory" : "in host memory"; };
   if (a.kind() != b.kind()) return {"collective", kind(a.kind()), kind(b.kind())};
-  if (a.device() != b.device()) return {"a tensor", where(a.device()), where(b.device())};
+  if (a.device() != b.device()) {
+    return {"", absl::StrCat("a tensor ", where(a.device())),
+            absl::StrCat("a tensor ", where(b.device()))};
+  }
   if (a.dtype() != b.dtype()) {
     return {"dtype", DTypeName(static_cast<DType>(a.dtype())),
             DTypeName(static_cast<DType>(b.dtype()))};
@@ -225,8 +228,8 @@ void Coordinator::AddReadyLocked(int node, const kolo::v1::TensorMeta& meta) {
     if (!diff.empty()) {
       p.error = absl::StrCat(
           CollectiveKindName(static_cast<CollectiveKind>(meta.kind())), " \"", meta.name(),
-          "\": ", DescribeNode(node), " sent ", diff[0], " ", diff[2], ", ",
-          DescribeNode(p.first_node), " sent ", diff[1]);
+          "\": ", DescribeNode(node), " sent ", diff[0], diff[0].empty() ? "" : " ", diff[2],
+          ", ", DescribeNode(p.first_node), " sent ", diff[1]);
     }
   }
   if (p.count == nodes) {
@@ -433,6 +436,7 @@ absl::StatusOr<kolo::v1::DeviceComm> Coordinator::MakeDeviceCommLocked() {
 void Coordinator::AbortLocked(const std::string& reason, Outbox* out) {
   if (aborted_) return;
   aborted_ = true;
+  aborted_flag_.store(true);
   for (const auto& [id, m] : members_) {
     if (!m.connected) continue;
     kolo::v1::CoordinatorMessage msg;
@@ -492,10 +496,7 @@ bool Coordinator::Tick(absl::Time now, absl::Duration timeout) {
   return alive;
 }
 
-bool Coordinator::aborted() const {
-  absl::MutexLock l(&mu_);
-  return aborted_;
-}
+bool Coordinator::aborted() const { return aborted_flag_.load(); }
 
 int Coordinator::members() const {
   absl::MutexLock l(&mu_);

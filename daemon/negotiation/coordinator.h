@@ -13,6 +13,7 @@
 // released, so every sink sees messages in the order the state changed.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -122,6 +123,8 @@ class Coordinator {
   std::vector<int> node_members_ ABSL_GUARDED_BY(mu_);  // member id by node index
   bool welcomed_ ABSL_GUARDED_BY(mu_) = false;
   bool aborted_ ABSL_GUARDED_BY(mu_) = false;
+  // aborted_, readable without mu_ (the registry asks from its own locks).
+  std::atomic<bool> aborted_flag_{false};
   // Ready reports that arrived before every node was known, by member.
   std::map<int, std::vector<kolo::v1::Ready>> early_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, Pending> pending_ ABSL_GUARDED_BY(mu_);

@@ -131,6 +131,9 @@ absl::StatusOr<std::unique_ptr<PeerChannel>> ConnectPeer(const std::string& addr
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // Plans of large jobs outgrow gRPC's 4 MiB default (an alltoall's split
+  // matrix has size^2 entries).
+  args.SetMaxReceiveMessageSize(kMaxPeerMessageBytes);
   auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
   if (!channel->WaitForConnected(std::chrono::system_clock::now() +
                                  absl::ToChronoNanoseconds(timeout))) {

@@ -64,6 +64,9 @@ class PeerChannel {
   virtual void Close() = 0;
 };
 
+// The largest Peer message either side accepts.
+inline constexpr int kMaxPeerMessageBytes = 256 << 20;
+
 // A gRPC stream to a remote coordinator at `address` (host:port).
 absl::StatusOr<std::unique_ptr<PeerChannel>> ConnectPeer(const std::string& address,
                                                          absl::Duration timeout);

@@ -65,7 +65,7 @@ std::shared_ptr<Coordinator> CoordinatorRegistry::GetOrCreate(const std::string&
   return c;
 }
 
-std::shared_ptr<Coordinator> CoordinatorRegistry::WaitFor(
+absl::StatusOr<std::shared_ptr<Coordinator>> CoordinatorRegistry::WaitFor(
     const std::string& job_id, absl::Duration timeout, const std::function<bool()>& keepalive) {
   const absl::Time deadline = absl::Now() + timeout;
   absl::MutexLock l(&mu_);
@@ -75,15 +75,22 @@ std::shared_ptr<Coordinator> CoordinatorRegistry::WaitFor(
   };
   while (!live()) {
     const absl::Time now = absl::Now();
-    if (now >= deadline) return nullptr;
+    if (now >= deadline) {
+      return absl::UnavailableError(absl::StrCat("job ", job_id, " did not start on the daemon "
+                                                 "of its rank 0 within ",
+                                                 absl::ToInt64Seconds(timeout), " s"));
+    }
     mu_.AwaitWithDeadline(absl::Condition(&live), std::min(deadline, now + heartbeat_));
     if (live()) break;
     mu_.Unlock();
     const bool go_on = keepalive();
     mu_.Lock();
-    if (!go_on) return nullptr;
+    if (!go_on) {
+      return absl::CancelledError(
+          absl::StrCat("job ", job_id, ": the joining node went away while it waited"));
+    }
   }
-  if (stop_) return nullptr;
+  if (stop_) return absl::UnavailableError("kolod is shutting down");
   return coordinators_.at(job_id);
 }
 
@@ -130,21 +137,19 @@ grpc::Status PeerService::Negotiate(
   // The job's coordinator is made by this daemon's own part of the job (it
   // hosts rank 0), with the token its ranks attached with; a node that comes
   // first waits for it, kept alive by heartbeats.
-  std::shared_ptr<Coordinator> coordinator = registry_->WaitFor(
+  absl::StatusOr<std::shared_ptr<Coordinator>> found = registry_->WaitFor(
       hello.job_id(), kJobStartWait, [context, stream] {
         if (context->IsCancelled()) return false;
         kolo::v1::CoordinatorMessage beat;
         beat.mutable_heartbeat();
         return stream->Write(beat);
       });
-  if (coordinator == nullptr) {
-    spdlog::warn("job {}: node {} came, but the job did not start here within {} s",
-                 hello.job_id(), hello.node(), absl::ToInt64Seconds(kJobStartWait));
-    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                        absl::StrCat("job ", hello.job_id(), " did not start on the daemon of "
-                                     "its rank 0 within ",
-                                     absl::ToInt64Seconds(kJobStartWait), " s"));
+  if (!found.ok()) {
+    spdlog::warn("job {}: node {} was not joined: {}", hello.job_id(), hello.node(),
+                 found.status().ToString());
+    return ToGrpcStatus(found.status());
   }
+  std::shared_ptr<Coordinator> coordinator = *std::move(found);
   auto sink = std::make_shared<StreamSink>(stream);
   auto id = coordinator->AddMember(hello, sink);
   if (!id.ok()) {

@@ -35,10 +35,12 @@ class CoordinatorRegistry {
                                            const std::string& token, int size);
   // The live coordinator of `job_id` once this daemon's job has made it,
   // waiting up to `timeout` (other nodes may start before rank 0's). While
-  // waiting, `keepalive` runs every heartbeat; its false ends the wait.
-  // Null when there is none by then.
-  std::shared_ptr<Coordinator> WaitFor(const std::string& job_id, absl::Duration timeout,
-                                       const std::function<bool()>& keepalive);
+  // waiting, `keepalive` runs every heartbeat; its false ends the wait
+  // (CANCELLED). UNAVAILABLE when there is none by then or the registry
+  // stops.
+  absl::StatusOr<std::shared_ptr<Coordinator>> WaitFor(const std::string& job_id,
+                                                       absl::Duration timeout,
+                                                       const std::function<bool()>& keepalive);
   int size() const;
 
  private:
