@@ -2,7 +2,10 @@
 # Kolo device check: one script for the few minutes a GPU machine is lent.
 #
 #   1. builds the GPU targets (kernels, NCCL backend, SDK helpers, GPU tests,
-#      the bench) with nvcc (sm_90 + compute_90 PTX);
+#      the bench) with nvcc (sm_90 + compute_90 PTX) — or, where this
+#      machine has no Bazel and no network (the lent GPU machines), uses the
+#      bundle examples/gpu/make_device_bundle.sh made beforehand on a build
+#      machine (.device-bundle/, carried along);
 #   2. runs every gpu-tagged test of //kernels/cuda, //daemon/backend/nccl,
 #      //client/cuda and //tests/gpu;
 #   3. runs examples/gpu:pack_bench: pack/unpack bandwidth as a fraction of
@@ -20,6 +23,8 @@
 # to a temporary folder, whose path is printed.
 #
 # Usage (from anywhere in the repository): examples/gpu/device_check.sh
+# On a lent GPU machine: run examples/gpu/make_device_bundle.sh here first,
+# then run this script there with .device-bundle carried along.
 set -uo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 2
@@ -61,37 +66,22 @@ fi
 [ -x /usr/local/cuda/bin/nvcc ] && /usr/local/cuda/bin/nvcc --version | tail -n 1
 
 GPU_PACKAGES=(//kernels/cuda/... //daemon/backend/nccl/... //client/cuda/... //tests/gpu/...)
+BUNDLE=.device-bundle
 
-if step build 200 "$BAZEL" build "${GPU_PACKAGES[@]}" //examples/gpu:pack_bench \
-    //examples/gpu:device_allreduce_perf //daemon:kolod; then
-  # The build step compiled everything, so this is test time only.
-  step gpu-tests 75 "$BAZEL" test --config=gpu --test_output=errors --local_test_jobs=4 \
-    --test_timeout=70 "${GPU_PACKAGES[@]}"
-  if [ -f "$LOGS/gpu-tests.log" ]; then
-    grep -E '^//.*(PASSED|FAILED|TIMEOUT|NO STATUS|SKIPPED)' "$LOGS/gpu-tests.log" | sed 's/^/    /'
-  fi
-  # A test without a usable GPU skips and still reports PASSED: catch that.
-  SKIPPED=$(grep -l '\[  SKIPPED \]' bazel-testlogs/kernels/cuda/*/test.log \
-    bazel-testlogs/daemon/backend/nccl/*/test.log bazel-testlogs/client/cuda/*/test.log \
-    bazel-testlogs/tests/gpu/*/test.log 2>/dev/null)
-  if [ -n "$SKIPPED" ]; then
-    FAILED=1
-    echo "FAIL gpu-tests-ran: tests skipped (no usable GPU?):"
-    echo "$SKIPPED" | sed 's/^/    /'
-  else
-    echo "PASS gpu-tests-ran: no test skipped"
-  fi
-  step pack-bench 40 bazel-bin/examples/gpu/pack_bench
+# Runs the programs under $BIN: kolod beside device_allreduce_perf, and
+# pack_bench (pack/unpack vs cudaMemcpy D2D and a direct ncclAllReduce).
+benches() {
+  step pack-bench 40 "$BIN/examples/gpu/pack_bench"
   if [ -f "$LOGS/pack-bench.log" ]; then
     sed 's/^/    /' "$LOGS/pack-bench.log"
   fi
   # Device tensors through kolod, beside the direct ncclAllReduce above.
   KOLOD_DIR=$(mktemp -d /tmp/kolo-device-kolod.XXXXXX)
-  bazel-bin/daemon/kolod --socket "$KOLOD_DIR/kolod.sock" --status_address=127.0.0.1:0 \
+  "$BIN/daemon/kolod" --socket "$KOLOD_DIR/kolod.sock" --status_address=127.0.0.1:0 \
     --peer_address=127.0.0.1:0 --admin_token_file="$KOLOD_DIR/admin_token" >"$LOGS/kolod.log" 2>&1 &
   KOLOD_PID=$!
   for _ in $(seq 100); do [ -S "$KOLOD_DIR/kolod.sock" ] && break; sleep 0.1; done
-  step device-allreduce-perf 60 bazel-bin/examples/gpu/device_allreduce_perf \
+  step device-allreduce-perf 60 "$BIN/examples/gpu/device_allreduce_perf" \
     --socket="$KOLOD_DIR/kolod.sock" --ranks=2 --max_bytes=$((256 << 20)) --iters=10 --warmup=3
   if [ -f "$LOGS/device-allreduce-perf.log" ]; then
     sed 's/^/    /' "$LOGS/device-allreduce-perf.log"
@@ -99,6 +89,64 @@ if step build 200 "$BAZEL" build "${GPU_PACKAGES[@]}" //examples/gpu:pack_bench 
   kill "$KOLOD_PID" 2>/dev/null
   wait "$KOLOD_PID" 2>/dev/null
   rm -rf "$KOLOD_DIR"
+}
+
+# A test without a usable GPU skips and still passes: catch that.
+check_nothing_skipped() {
+  local skipped
+  skipped=$(grep -l '\[  SKIPPED \]' "$@" 2>/dev/null)
+  if [ -n "$skipped" ]; then
+    FAILED=1
+    echo "FAIL gpu-tests-ran: tests skipped (no usable GPU?):"
+    echo "$skipped" | sed 's/^/    /'
+  else
+    echo "PASS gpu-tests-ran: no test skipped"
+  fi
+}
+
+if [ -d "$BUNDLE/kolo" ]; then
+  # Built elsewhere by examples/gpu/make_device_bundle.sh: this machine has
+  # the driver, CUDA and NCCL (its Python's), not Bazel or Kolo's libraries.
+  echo "=== using the prebuilt bundle $BUNDLE"
+  NCCL_LIB=$(python3 - <<'PY' 2>/dev/null
+import glob, os, sys
+for p in sys.path:
+    for pattern in ("nvidia/nccl/lib/libnccl.so*", "torch/lib/libnccl.so*"):
+        hits = glob.glob(os.path.join(p, pattern))
+        if hits:
+            print(os.path.dirname(hits[0]))
+            raise SystemExit
+PY
+)
+  export LD_LIBRARY_PATH="$PWD/$BUNDLE/lib${NCCL_LIB:+:$NCCL_LIB}:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  echo "    NCCL from: ${NCCL_LIB:-the system}"
+  BIN="$PWD/$BUNDLE/kolo"
+  if step libraries 20 bash -c "! ldd '$BIN/daemon/kolod' '$BIN/tests/gpu/device_allreduce_test' | grep 'not found'"; then
+    TEST_LOGS=()
+    while read -r t; do
+      [ -n "$t" ] || continue
+      name="test-$(basename "$t")"
+      step "$name" 70 bash -c "cd '$BIN' && './$t'"
+      TEST_LOGS+=("$LOGS/$name.log")
+    done <"$BUNDLE/tests.txt"
+    check_nothing_skipped "${TEST_LOGS[@]}"
+    benches
+  else
+    echo "FAIL gpu-tests: not run (libraries missing)"
+  fi
+elif step build 200 "$BAZEL" build "${GPU_PACKAGES[@]}" //examples/gpu:pack_bench \
+    //examples/gpu:device_allreduce_perf //daemon:kolod; then
+  # The build step compiled everything, so this is test time only.
+  step gpu-tests 75 "$BAZEL" test --config=gpu --test_output=errors --local_test_jobs=4 \
+    --test_timeout=70 "${GPU_PACKAGES[@]}"
+  if [ -f "$LOGS/gpu-tests.log" ]; then
+    grep -E '^//.*(PASSED|FAILED|TIMEOUT|NO STATUS|SKIPPED)' "$LOGS/gpu-tests.log" | sed 's/^/    /'
+  fi
+  check_nothing_skipped bazel-testlogs/kernels/cuda/*/test.log \
+    bazel-testlogs/daemon/backend/nccl/*/test.log bazel-testlogs/client/cuda/*/test.log \
+    bazel-testlogs/tests/gpu/*/test.log
+  BIN="$PWD/bazel-bin"
+  benches
 else
   echo "FAIL gpu-tests: not run (build failed)"
   echo "FAIL pack-bench: not run (build failed)"
