@@ -228,7 +228,8 @@ absl::StatusOr<Backend*> Job::DeviceBackendFor(const DeviceCommPlan* comm,
         "job ", id_, ": a device response came before the job's NCCL communicator"));
     return device_error_;
   }
-  auto made = device_backends_->Create(DeviceBackendOptions{id_, *comm, std::move(local_ranks)});
+  auto made = device_backends_->Create(
+      DeviceBackendOptions{id_, *comm, std::move(local_ranks), &device_cancel_});
   if (!made.ok()) {
     spdlog::warn("job {}: no device backend: {}", id_, made.status().ToString());
     device_error_ = made.status();
@@ -298,6 +299,7 @@ void Job::Abort(const absl::Status& status) {
   }
   Fail(std::move(pending), status);
   if (NodeGroup* g = group_ptr_.load()) g->Abort(status);
+  device_cancel_.store(true);
   if (DeviceBackend* d = device_backend_ptr_.load()) d->Abort(status);
 }
 

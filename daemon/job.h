@@ -200,6 +200,8 @@ class Job {
   // Set with device_backend_, for Abort (device_mu_ may be held for long
   // while an NCCL communicator is being joined).
   std::atomic<DeviceBackend*> device_backend_ptr_{nullptr};
+  // Set by Abort: a device backend still joining its communicator gives up.
+  std::atomic<bool> device_cancel_{false};
 
   mutable absl::Mutex mu_;
   RequestTable table_ ABSL_GUARDED_BY(mu_);

@@ -209,8 +209,12 @@ TEST_F(JobDeviceBackendTest, AbortingTheJobAbortsTheDeviceBackend) {
   for (int r = 0; r < 2; ++r)
     job_->Submit(MakeRequest(r, "gpu/a", 0));
   ASSERT_NE(factory.made_, nullptr);
+  ASSERT_NE(factory.last_options_.cancel, nullptr);
+  EXPECT_FALSE(factory.last_options_.cancel->load());
   job_->Abort(absl::AbortedError("operator said so"));
   EXPECT_EQ(factory.made_->aborted().message(), "operator said so");
+  // A backend still joining its communicator would stop waiting too.
+  EXPECT_TRUE(factory.last_options_.cancel->load());
 }
 
 } // namespace

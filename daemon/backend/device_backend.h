@@ -9,6 +9,7 @@
 // concurrently with them.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,6 +38,9 @@ struct DeviceBackendOptions {
   DeviceCommPlan comm;
   // The global ranks this daemon hosts (its lanes: LocalLanes(comm, ...)).
   std::vector<int> local_ranks;
+  // Set (by the job, from any thread) when the job ends: joining the
+  // communicator stops waiting for the other daemons. Outlives the backend.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 class DeviceBackendFactory {

@@ -56,6 +56,7 @@ public:
     nccl::NcclBackendOptions backend_options;
     backend_options.comm = options.comm;
     backend_options.local_ranks = options.local_ranks;
+    backend_options.cancel = options.cancel;
     backend_options.init_timeout = limits_.init_timeout;
     backend_options.collective_timeout = limits_.collective_timeout;
     auto backend = nccl::NcclBackend::Create(backend_options, resolver.get());

@@ -109,7 +109,7 @@ absl::StatusOr<std::unique_ptr<NcclBackend>> NcclBackend::Create(
   NcclUniqueIdBytes id;
   std::memcpy(id.data(), options.comm.unique_id.data(), id.size());
   absl::StatusOr<std::unique_ptr<NcclCommunicator>> comm = NcclCommunicator::Create(
-      id, options.comm.nranks, std::move(ranks), options.init_timeout);
+      id, options.comm.nranks, std::move(ranks), options.init_timeout, options.cancel);
   if (!comm.ok()) return comm.status();
   std::unique_ptr<NcclBackend> backend(
       new NcclBackend(options, resolver, std::move(lanes), std::move(*comm)));

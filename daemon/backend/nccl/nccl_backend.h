@@ -72,6 +72,7 @@
 // responses run in order); the watchdog runs on its own thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -96,6 +97,8 @@ struct NcclBackendOptions {
   // global ranks this daemon hosts: they make the lanes.
   DeviceCommPlan comm;
   std::vector<int> local_ranks;
+  // Ends the wait to join the communicator when set (the job ended).
+  const std::atomic<bool>* cancel = nullptr;
   absl::Duration init_timeout = absl::Seconds(120);
   // The deadline of one collective, from its enqueue to its completion.
   absl::Duration collective_timeout = absl::Seconds(300);

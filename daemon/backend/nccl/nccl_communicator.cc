@@ -70,7 +70,7 @@ absl::StatusOr<ncclRedOp_t> ToNcclOp(ReduceOp op) {
 
 absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
     const NcclUniqueIdBytes& id, int nranks, std::vector<NcclLaneRank> lanes,
-    absl::Duration timeout) {
+    absl::Duration timeout, const std::atomic<bool>* cancel) {
   if (lanes.empty()) return absl::InvalidArgumentError("an NCCL communicator needs a GPU");
   for (size_t i = 0; i < lanes.size(); ++i) {
     if (nranks < 1 || lanes[i].rank < 0 || lanes[i].rank >= nranks) {
@@ -122,7 +122,7 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
   std::unique_ptr<NcclCommunicator> c(new NcclCommunicator(std::move(comms), nranks,
                                                            std::move(lanes)));
   absl::MutexLock lock(&c->mu_);
-  if (absl::Status s = c->WaitReadyLocked(absl::Now() + timeout, what); !s.ok()) {
+  if (absl::Status s = c->WaitReadyLocked(absl::Now() + timeout, what, cancel); !s.ok()) {
     return s;  // WaitReadyLocked aborted it; the destructor frees nothing more
   }
   return c;
@@ -158,10 +158,17 @@ std::string NcclCommunicator::DescribeLocked() const {
   return out;
 }
 
-absl::Status NcclCommunicator::WaitReadyLocked(absl::Time deadline, const std::string& what) {
+absl::Status NcclCommunicator::WaitReadyLocked(absl::Time deadline, const std::string& what,
+                                               const std::atomic<bool>* cancel) {
   Backoff backoff;
   while (true) {
     if (comms_.empty()) return abort_cause_;
+    if (cancel != nullptr && cancel->load()) {
+      absl::Status s = absl::CancelledError(absl::StrCat(what, ": the job ended while ",
+                                                         DescribeLocked(), " waited"));
+      AbortLocked(s);
+      return s;
+    }
     bool in_progress = false;
     for (ncclComm_t c : comms_) {
       ncclResult_t state = ncclSuccess;

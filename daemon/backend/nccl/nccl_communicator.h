@@ -21,6 +21,7 @@
 #include <nccl.h>
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -66,10 +67,10 @@ class NcclCommunicator {
   // `lanes` (distinct GPUs), all in one NCCL group so that one thread can
   // initialise several GPUs. Every rank must call this; it fails with
   // DEADLINE_EXCEEDED (and aborts) if the others do not arrive within
-  // `timeout`.
+  // `timeout`, and with CANCELLED as soon as `*cancel` (if given) is set.
   static absl::StatusOr<std::unique_ptr<NcclCommunicator>> Create(
       const NcclUniqueIdBytes& id, int nranks, std::vector<NcclLaneRank> lanes,
-      absl::Duration timeout);
+      absl::Duration timeout, const std::atomic<bool>* cancel = nullptr);
   // One NCCL rank on one GPU.
   static absl::StatusOr<std::unique_ptr<NcclCommunicator>> Create(const NcclUniqueIdBytes& id,
                                                                   int nranks, int rank,
@@ -121,7 +122,8 @@ class NcclCommunicator {
   // Polls every lane until none is in progress or the deadline passes
   // (then aborts). Releases mu_ between polls: an Abort meanwhile ends the
   // wait with its cause.
-  absl::Status WaitReadyLocked(absl::Time deadline, const std::string& what)
+  absl::Status WaitReadyLocked(absl::Time deadline, const std::string& what,
+                               const std::atomic<bool>* cancel = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs `enqueue(lane)` for every lane inside one NCCL group.
   absl::Status GroupLocked(const std::string& what, absl::Time deadline,
