@@ -79,6 +79,9 @@ void Job::MaybeStartNodeGroup() {
   options.run_device = [this](std::vector<ReadySet> sets, const DeviceCommPlan* comm) {
     RunDeviceSets(std::move(sets), comm);
   };
+  options.change_set = [this](std::vector<ReadySet> sets, int new_set) {
+    ChangeProcessSet(std::move(sets), new_set);
+  };
   options.on_executed = [this](const std::vector<ReadySet>& sets, const absl::Status& status,
                                 absl::Time start, absl::Time end) {
     std::vector<const ReadySet*> executed;
@@ -240,6 +243,34 @@ absl::StatusOr<Backend*> Job::DeviceBackendFor(const DeviceCommPlan* comm,
   return device_backend_.get();
 }
 
+void Job::ChangeProcessSet(std::vector<ReadySet> sets, int new_set) {
+  Outbox out;
+  {
+    absl::MutexLock l(&mu_);
+    for (ReadySet& set : sets) {
+      const Request& first = set.requests.front();
+      int id = new_set;
+      if (first.kind == CollectiveKind::kAddProcessSet) {
+        std::vector<int> ranks(first.aux.begin(), first.aux.end());
+        std::sort(ranks.begin(), ranks.end());
+        sets_[id] = std::move(ranks);
+      } else {
+        id = first.aux.empty() ? 0 : static_cast<int>(first.aux[0]);
+        sets_.erase(id);
+        absl::Status gone =
+            absl::FailedPreconditionError(absl::StrCat("process set ", id, " was removed"));
+        for (Request& r : table_.TakeProcessSet(id)) {
+          out.push_back({r.session.get(), Completion{r.request_id, gone}});
+        }
+      }
+      for (const Request& r : set.requests) {
+        out.push_back({r.session.get(), Completion{r.request_id, absl::OkStatus(), 0, 0, id}});
+      }
+    }
+  }
+  Deliver(out);
+}
+
 void Job::RunDeviceSets(std::vector<ReadySet> sets, const DeviceCommPlan* comm) {
   std::vector<int> local;
   {
@@ -306,17 +337,15 @@ void Job::Abort(const absl::Status& status) {
 absl::Status Job::AdmitLocked(const Request& r) const {
   if (!abort_status_.ok()) return abort_status_;
   const char* kind = CollectiveKindName(r.kind);
-  if (multi_node_ && ((r.kind != CollectiveKind::kAllreduce &&
-                       r.kind != CollectiveKind::kBroadcast &&
-                       r.kind != CollectiveKind::kAllgather &&
-                       r.kind != CollectiveKind::kReducescatter &&
-                       r.kind != CollectiveKind::kAlltoall &&
-                       r.kind != CollectiveKind::kBarrier) ||
-                      r.process_set != 0)) {
+  if (multi_node_ && r.kind == CollectiveKind::kJoin) {
     return absl::UnimplementedError(absl::StrCat(
-        kind, " \"", r.name, "\": job ", id_,
-        " spans nodes, where the collectives of every rank (grouped or not) are available "
-        "so far, not process sets or join"));
+        kind, " \"", r.name, "\": job ", id_, " spans nodes, where join is not available yet"));
+  }
+  if (multi_node_ && r.process_set != 0 && r.kind != CollectiveKind::kAllreduce &&
+      r.kind != CollectiveKind::kBroadcast && r.kind != CollectiveKind::kBarrier) {
+    return absl::UnimplementedError(absl::StrCat(
+        kind, " \"", r.name, "\": job ", id_, " spans nodes, where process sets run "
+        "allreduce, broadcast and barrier so far (this runs on process set 0)"));
   }
   if (r.device.has_value() && r.process_set != 0) {
     // The job has one NCCL communicator, over every rank's GPU.
@@ -352,10 +381,17 @@ absl::Status Job::AdmitLocked(const Request& r) const {
 
 std::vector<int> Job::RequiredLocked(int process_set) const {
   if (multi_node_) {
-    // Local readiness: every local rank, once all have attached and the
-    // node has joined the others.
+    // Local readiness: every local rank (of the set), once all have
+    // attached and the node has joined the others.
     if (group_ == nullptr) return {-1};
-    return local_ranks_;
+    if (process_set == 0) return local_ranks_;
+    std::vector<int> out;
+    auto it = sets_.find(process_set);
+    if (it == sets_.end()) return out;
+    for (int r : local_ranks_) {
+      if (std::binary_search(it->second.begin(), it->second.end(), r)) out.push_back(r);
+    }
+    return out;
   }
   std::vector<int> out;
   auto it = sets_.find(process_set);
@@ -463,7 +499,8 @@ void Job::OnReadyLocked(ReadySet set, Outbox* out) {
   if (multi_node_) {
     // Checked here on this node's ranks (alltoall splits, broadcast roots);
     // a failure reaches the others through the coordinator.
-    set.set_size = size_;
+    auto members = sets_.find(set.process_set);
+    set.set_size = members == sets_.end() ? size_ : static_cast<int>(members->second.size());
     if (set.agreement.ok()) set.agreement = CheckRunnableLocked(set);
     // A group goes to the other nodes once it is complete here, its members
     // in one report, so the coordinator sees them ready together and fuses
@@ -560,10 +597,13 @@ void Job::Submit(Request request) {
         // node group; a rank submitting it again before it completes is
         // still a duplicate in flight.
         NodeGroup* g = group_ptr_.load();
-        bool in_flight = g != nullptr && g->IsParked(request.name);
-        for (const ReadySet& set : to_group_) in_flight |= set.name == request.name;
+        bool in_flight = g != nullptr && g->IsParked(request.process_set, request.name);
+        auto same = [&](const ReadySet& set) {
+          return set.name == request.name && set.process_set == request.process_set;
+        };
+        for (const ReadySet& set : to_group_) in_flight |= same(set);
         for (const auto& [key, members] : groups_) {
-          for (const ReadySet& set : members) in_flight |= set.name == request.name;
+          for (const ReadySet& set : members) in_flight |= same(set);
         }
         if (in_flight) {
           refused = absl::AlreadyExistsError(absl::StrCat(

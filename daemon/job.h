@@ -160,6 +160,9 @@ class Job {
   // counters (single-node, device and node-group responses alike).
   void RecordExecuted(const std::vector<const ReadySet*>& sets, const absl::Status& status,
                       absl::Time start, absl::Time end, const std::string& backend_name);
+  // Multi-node: registers (new_set) or drops the process set every node
+  // agreed on, in plan order, and completes the requests.
+  void ChangeProcessSet(std::vector<ReadySet> sets, int new_set);
   // Multi-node: runs a planned response of device tensors (the node group's
   // executor thread calls this in plan order).
   void RunDeviceSets(std::vector<ReadySet> sets, const DeviceCommPlan* comm);

@@ -1,4 +1,6 @@
 #include "daemon/algorithms/allgather.h"
+#include "daemon/algorithms/allreduce.h"
+#include "daemon/transport/subset_transport.h"
 
 #include <cstring>
 #include <thread>
@@ -75,6 +77,34 @@ TEST(RingAllgatherVTest, AbortFailsEveryNode) {
   for (int i = 0; i < kNodes; ++i) fabric.endpoint(i).Abort(absl::AbortedError("job aborted"));
   runner.join();
   for (const absl::Status& s : results) EXPECT_EQ(s.code(), absl::StatusCode::kAborted) << s;
+  EXPECT_EQ(fabric.outstanding(), 0u);
+}
+
+TEST(SubsetTransportTest, AlgorithmsRunAmongSomeNodes) {
+  // Nodes 1, 3 and 4 of 5 allreduce among themselves; 0 and 2 do nothing.
+  InProcessFabric fabric(5);
+  const std::vector<int> subset = {1, 3, 4};
+  std::vector<std::vector<float>> bufs(5, std::vector<float>(1000));
+  for (int i = 0; i < 5; ++i) {
+    for (size_t k = 0; k < bufs[i].size(); ++k) bufs[i][k] = static_cast<float>(i * 10 + k % 7);
+  }
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  std::vector<absl::Status> results = RunOnNodes(3, [&](int i) {
+    SubsetTransport t(fabric.endpoint(subset[i]), subset);
+    if (!t.member() || t.node() != i || t.nodes() != 3) {
+      return absl::InternalError("wrong subset view");
+    }
+    return Allreduce(t, bufs[subset[i]].data(), bufs[subset[i]].size(), DType::kFloat32,
+                     ReduceOp::kSum, kTagBase, deadline);
+  });
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(results[i].ok()) << results[i];
+  for (int n : subset) {
+    for (size_t k = 0; k < bufs[n].size(); ++k) {
+      ASSERT_EQ(bufs[n][k], static_cast<float>(80 + 3 * (k % 7))) << "node " << n;
+    }
+  }
+  EXPECT_EQ(bufs[0][1], 1.0f);  // untouched
+  EXPECT_FALSE(SubsetTransport(fabric.endpoint(0), subset).member());
   EXPECT_EQ(fabric.outstanding(), 0u);
 }
 

@@ -56,6 +56,10 @@ kolo::v1::TensorMeta MetaOf(const ReadySet& set, int size) {
   m.set_root_rank(r.root_rank);
   m.set_bytes(r.bytes);
   m.set_device(r.device.has_value());
+  m.set_process_set(set.process_set);
+  if (r.kind == CollectiveKind::kAddProcessSet || r.kind == CollectiveKind::kRemoveProcessSet) {
+    for (int64_t v : r.aux) m.add_aux(v);
+  }
   m.set_compression(static_cast<uint32_t>(r.compression));
   if (r.kind == CollectiveKind::kAllgather) {
     std::vector<const Request*> by_rank;
@@ -171,7 +175,8 @@ void NodeGroup::LocallyReady(ReadySet set) {
       mu_.Lock();
       return;
     }
-    if (parked_.contains(set.name)) {
+    const std::string key = PeerKey(set.process_set, set.name);
+    if (parked_.contains(key)) {
       // The job refuses a name in flight; one that slipped through between
       // its check and here must not replace (and so lose) the first.
       absl::Status dup = absl::AlreadyExistsError(absl::StrCat(
@@ -184,7 +189,7 @@ void NodeGroup::LocallyReady(ReadySet set) {
       mu_.Lock();
       return;
     }
-    parked_[set.name] = std::move(set);
+    parked_[key] = std::move(set);
     link = link_.get();
   }
   if (link != nullptr) link->ReportReady(meta, devices ? &*devices : nullptr);
@@ -193,15 +198,15 @@ void NodeGroup::LocallyReady(ReadySet set) {
 std::vector<NodeGroup::Parked> NodeGroup::ParkedNames() {
   absl::MutexLock l(&mu_);
   std::vector<Parked> out;
-  for (const auto& [name, set] : parked_) {
-    out.push_back(Parked{name, set.requests.front().kind, set.first_submitted});
+  for (const auto& [key, set] : parked_) {
+    out.push_back(Parked{set.name, set.requests.front().kind, set.first_submitted});
   }
   return out;
 }
 
-bool NodeGroup::IsParked(const std::string& name) {
+bool NodeGroup::IsParked(int process_set, const std::string& name) {
   absl::MutexLock l(&mu_);
-  return parked_.contains(name);
+  return parked_.contains(PeerKey(process_set, name));
 }
 
 void NodeGroup::Abort(const absl::Status& why) {
@@ -312,6 +317,32 @@ void NodeGroup::Complete(std::vector<ReadySet>& sets, const absl::Status& status
 }
 
 void NodeGroup::Execute(PlannedEntry entry) {
+  // Which nodes the response's process set spans; a node with none of its
+  // ranks has nothing parked for it and skips it (in step: the sequence
+  // number still advances).
+  std::vector<int> node_of;
+  {
+    absl::MutexLock l(&mu_);
+    node_of = rank_node_;
+  }
+  active_nodes_.clear();
+  set_size_ = options_.size;
+  if (entry.process_set != 0) {
+    auto it = sets_.find(entry.process_set);
+    if (it != sets_.end()) {
+      for (int r : it->second) {
+        if (r >= 0 && r < static_cast<int>(node_of.size())) active_nodes_.push_back(node_of[r]);
+      }
+      std::sort(active_nodes_.begin(), active_nodes_.end());
+      active_nodes_.erase(std::unique(active_nodes_.begin(), active_nodes_.end()),
+                          active_nodes_.end());
+      set_size_ = static_cast<int>(it->second.size());
+      if (!std::binary_search(active_nodes_.begin(), active_nodes_.end(), transport_->node())) {
+        ++sequence_;
+        return;
+      }
+    }
+  }
   std::vector<ReadySet> sets;
   absl::Status aborted;
   {
@@ -352,6 +383,22 @@ void NodeGroup::Execute(PlannedEntry entry) {
     }
     return;
   }
+  const CollectiveKind kind = sets.front().requests.front().kind;
+  if (kind == CollectiveKind::kAddProcessSet || kind == CollectiveKind::kRemoveProcessSet) {
+    const std::vector<int64_t>& aux = sets.front().requests.front().aux;
+    if (kind == CollectiveKind::kAddProcessSet) {
+      sets_[entry.new_process_set] = std::vector<int>(aux.begin(), aux.end());
+      std::sort(sets_[entry.new_process_set].begin(), sets_[entry.new_process_set].end());
+    } else if (!aux.empty()) {
+      sets_.erase(static_cast<int>(aux[0]));
+    }
+    if (options_.change_set) {
+      options_.change_set(std::move(sets), entry.new_process_set);
+    } else {
+      Complete(sets, absl::UnimplementedError("process sets do not span nodes"));
+    }
+    return;
+  }
   if (sets.front().requests.front().device.has_value()) {
     if (!options_.run_device) {
       Complete(sets, absl::UnimplementedError("device tensors: no device backend"));
@@ -363,6 +410,13 @@ void NodeGroup::Execute(PlannedEntry entry) {
   // Each job has its own transport, so the response's sequence number alone
   // keeps its transfers apart (bits 24-47; the algorithms use the low 24).
   const uint64_t tag_base = (seq & 0xffffff) << 24;
+  // A process set's collective runs among the nodes of its ranks.
+  subset_.reset();
+  active_ = transport_.get();
+  if (entry.process_set != 0 && !active_nodes_.empty()) {
+    subset_ = std::make_unique<SubsetTransport>(*transport_, active_nodes_);
+    active_ = subset_.get();
+  }
   const absl::Time start = absl::Now();
   absl::Status status;
   switch (sets.front().requests.front().kind) {
@@ -444,7 +498,7 @@ absl::Status NodeGroup::AllreduceFusionBuffer(const Request& first, uint64_t tot
   const ReduceOp op = first.op == ReduceOp::kAverage ? ReduceOp::kSum : first.op;
   const uint64_t count = total / esize;
   if (first.compression == Compression::kNone || dtype != DType::kFloat32) {
-    return Allreduce(*transport_, fusion_buffer_.data(), count, dtype, op, tag_base,
+    return Allreduce(*active_, fusion_buffer_.data(), count, dtype, op, tag_base,
                      absl::Now() + kTransferDeadline);
   }
   // Between nodes the partial sums travel as 16-bit floats (half the
@@ -458,7 +512,7 @@ absl::Status NodeGroup::AllreduceFusionBuffer(const Request& first, uint64_t tot
   } else {
     kernels::FloatToBFloat16Array(f32, wire_buffer_.data(), count);
   }
-  absl::Status s = Allreduce(*transport_, wire_buffer_.data(), count, wire, op, tag_base,
+  absl::Status s = Allreduce(*active_, wire_buffer_.data(), count, wire, op, tag_base,
                              absl::Now() + kTransferDeadline);
   if (!s.ok()) return s;
   if (wire == DType::kFloat16) {
@@ -474,7 +528,7 @@ absl::Status NodeGroup::RunAllreduce(std::vector<ReadySet>& sets, uint64_t tag_b
   const DType dtype = first.dtype;
   const size_t esize = DTypeSize(dtype);
   double postscale = first.postscale;
-  if (first.op == ReduceOp::kAverage) postscale /= options_.size;
+  if (first.op == ReduceOp::kAverage) postscale /= set_size_;
   std::vector<uint64_t> offsets;
   absl::StatusOr<uint64_t> total = ReduceLocalRanks(sets, &offsets);
   if (!total.ok()) return total.status();
@@ -768,6 +822,12 @@ absl::Status NodeGroup::RunBroadcast(std::vector<ReadySet>& sets, uint64_t tag_b
     root_node = root >= 0 && root < static_cast<int>(rank_node_.size()) ? rank_node_[root] : -1;
   }
   if (root_node < 0) return absl::InternalError("broadcast root on no known node");
+  if (active_ == subset_.get() && subset_ != nullptr) {
+    // The root's node, numbered within the process set's nodes.
+    auto at = std::find(active_nodes_.begin(), active_nodes_.end(), root_node);
+    if (at == active_nodes_.end()) return absl::InternalError("broadcast root outside its set");
+    root_node = static_cast<int>(at - active_nodes_.begin());
+  }
   std::vector<uint64_t> offsets;
   const uint64_t total = LayOut(sets, &offsets);
   if (fusion_buffer_.size() < total) fusion_buffer_.resize(total);
@@ -776,7 +836,7 @@ absl::Status NodeGroup::RunBroadcast(std::vector<ReadySet>& sets, uint64_t tag_b
       if (r.rank == root) std::memcpy(fusion_buffer_.data() + offsets[i], r.input, r.bytes);
     }
   }
-  absl::Status s = TreeBroadcast(*transport_, fusion_buffer_.data(), total, root_node,
+  absl::Status s = TreeBroadcast(*active_, fusion_buffer_.data(), total, root_node,
                                              tag_base, absl::Now() + kTransferDeadline);
   if (!s.ok()) return s;
   for (size_t i = 0; i < sets.size(); ++i) {

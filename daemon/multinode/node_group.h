@@ -6,8 +6,10 @@
 // transport, and deliver the result to every local rank.
 //
 // Every collective of the whole job spans nodes (allreduce, broadcast,
-// allgather, reducescatter, alltoall, barrier); the job refuses process
-// sets and join in a multi-node job before they get here. Responses of device tensors go
+// allgather, reducescatter, alltoall, barrier), and allreduce, broadcast and
+// barrier of a process set run among the nodes of its ranks (a node hosting
+// none skips the response); the job refuses join and the rest before they
+// get here. Responses of device tensors go
 // back to the job (NodeGroupOptions::run_device), which runs them on its
 // NCCL backend in the same plan order on every node.
 //
@@ -33,6 +35,7 @@
 #include "daemon/negotiation/member_link.h"
 #include "daemon/negotiation/peer_service.h"
 #include "daemon/request_table.h"
+#include "daemon/transport/subset_transport.h"
 #include "daemon/transport/transport.h"
 
 namespace kolo::daemon {
@@ -61,6 +64,10 @@ struct NodeGroupOptions {
   // communicator, joined first when `comm` is set) and completes every
   // request of `sets`. Called on the group's executor thread, in plan order.
   std::function<void(std::vector<ReadySet> sets, const DeviceCommPlan* comm)> run_device;
+  // Applies an add_process_set (its id `new_set`, from the plan) or a
+  // remove_process_set every node agreed on, and completes its requests.
+  // Called on the group's executor thread, in plan order.
+  std::function<void(std::vector<ReadySet> sets, int new_set)> change_set;
 };
 
 class NodeGroup : public LinkListener {
@@ -83,8 +90,9 @@ class NodeGroup : public LinkListener {
     absl::Time first_submitted;
   };
   std::vector<Parked> ParkedNames();
-  // Whether `name` is ready here and still waiting for the other nodes.
-  bool IsParked(const std::string& name);
+  // Whether `name` of `process_set` is ready here and still waiting for the
+  // other nodes.
+  bool IsParked(int process_set, const std::string& name);
 
   void OnWelcome(const kolo::v1::Welcome& welcome) override;
   void OnPlan(std::vector<PlannedEntry> plan) override;
@@ -134,6 +142,14 @@ class NodeGroup : public LinkListener {
   std::deque<PlannedEntry> plan_ ABSL_GUARDED_BY(mu_);
 
   uint64_t sequence_ = 0;              // executor thread only
+  // Executor thread only: the process sets (by id, as the plan numbered
+  // them) and, for the response being executed, the transport among the
+  // nodes of its set, the nodes' base indices and the set's size.
+  std::map<int, std::vector<int>> sets_;
+  std::unique_ptr<SubsetTransport> subset_;
+  Transport* active_ = nullptr;
+  std::vector<int> active_nodes_;
+  int set_size_ = 0;
   std::vector<uint8_t> fusion_buffer_;  // executor thread only
   std::vector<uint16_t> wire_buffer_;   // executor thread only: compressed data
   std::thread executor_;

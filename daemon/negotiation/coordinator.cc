@@ -18,6 +18,11 @@ std::string Shape(const kolo::v1::TensorMeta& m) {
   return absl::StrCat("[", absl::StrJoin(m.shape(), ","), "]");
 }
 
+bool IsSetChange(const kolo::v1::TensorMeta& m) {
+  return m.kind() == static_cast<uint32_t>(CollectiveKind::kAddProcessSet) ||
+         m.kind() == static_cast<uint32_t>(CollectiveKind::kRemoveProcessSet);
+}
+
 // The first field on which two nodes' views of a tensor differ, as
 // {what, value of a, value of b}; empty when they agree.
 std::vector<std::string> Difference(const kolo::v1::TensorMeta& a,
@@ -25,6 +30,13 @@ std::vector<std::string> Difference(const kolo::v1::TensorMeta& a,
   auto kind = [](uint32_t k) { return CollectiveKindName(static_cast<CollectiveKind>(k)); };
   auto where = [](bool device) { return device ? "in device memory" : "in host memory"; };
   if (a.kind() != b.kind()) return {"collective", kind(a.kind()), kind(b.kind())};
+  if (IsSetChange(a)) {
+    auto ranks = [](const kolo::v1::TensorMeta& m) {
+      return absl::StrCat("[", absl::StrJoin(m.aux(), ","), "]");
+    };
+    if (ranks(a) != ranks(b)) return {"ranks", ranks(a), ranks(b)};
+    return {};
+  }
   if (a.device() != b.device()) {
     return {"", absl::StrCat("a tensor ", where(a.device())),
             absl::StrCat("a tensor ", where(b.device()))};
@@ -70,6 +82,7 @@ std::vector<std::string> Difference(const kolo::v1::TensorMeta& a,
 }
 
 bool Fusable(const kolo::v1::TensorMeta& a, const kolo::v1::TensorMeta& b) {
+  if (IsSetChange(a) || a.process_set() != b.process_set()) return false;
   // An allgather's or alltoall's layout depends on every rank's rows: one
   // per response.
   if (a.kind() == static_cast<uint32_t>(CollectiveKind::kAllgather) ||
@@ -202,9 +215,20 @@ void Coordinator::WelcomeLocked(Outbox* out) {
   PlanLocked(out);
 }
 
+int Coordinator::NodesOfSetLocked(int process_set) const {
+  auto it = sets_.find(process_set);
+  if (it == sets_.end()) return static_cast<int>(node_members_.size());
+  std::vector<bool> hosts(node_members_.size(), false);
+  for (int r : it->second) {
+    const int member = rank_owner_[r];
+    if (member >= 0) hosts[members_.at(member).node_index] = true;
+  }
+  return static_cast<int>(std::count(hosts.begin(), hosts.end(), true));
+}
+
 void Coordinator::AddReadyLocked(int node, const kolo::v1::TensorMeta& meta) {
   const int nodes = static_cast<int>(node_members_.size());
-  auto [it, inserted] = pending_.try_emplace(meta.name());
+  auto [it, inserted] = pending_.try_emplace(PeerKey(meta.process_set(), meta.name()));
   Pending& p = it->second;
   if (inserted) {
     p.meta = meta;
@@ -232,7 +256,7 @@ void Coordinator::AddReadyLocked(int node, const kolo::v1::TensorMeta& meta) {
           ", ", DescribeNode(p.first_node), " sent ", diff[1]);
     }
   }
-  if (p.count == nodes) {
+  if (p.count == NodesOfSetLocked(meta.process_set())) {
     if (!p.rows.empty() && p.error.empty()) {
       // Every rank's rows, by global rank, from each node's ascending ranks.
       p.meta.clear_rows();
@@ -315,7 +339,8 @@ void Coordinator::PlanLocked(Outbox* out) {
   std::vector<Group> open;
   auto ref = [&](kolo::v1::PlannedResponse* r, const kolo::v1::TensorMeta& meta) {
     auto* m = r->add_members();
-    auto c = cache_ids_.find(meta.name());
+    const std::string key = PeerKey(meta.process_set(), meta.name());
+    auto c = cache_ids_.find(key);
     if (c != cache_ids_.end()) {
       m->set_cache_id(c->second);
       return;
@@ -324,24 +349,35 @@ void Coordinator::PlanLocked(Outbox* out) {
     // An allgather's rows and an alltoall's splits change from step to
     // step: never a cache bit.
     if (meta.kind() != static_cast<uint32_t>(CollectiveKind::kAllgather) &&
-        meta.kind() != static_cast<uint32_t>(CollectiveKind::kAlltoall) &&
+        meta.kind() != static_cast<uint32_t>(CollectiveKind::kAlltoall) && !IsSetChange(meta) &&
         cache_names_.size() < options_.cache_capacity) {
       uint32_t id = static_cast<uint32_t>(cache_names_.size());
-      cache_ids_[meta.name()] = id;
-      cache_names_.push_back(meta.name());
+      cache_ids_[key] = id;
+      cache_names_.push_back(key);
       cache_meta_.push_back(meta);
       auto* a = plan.add_new_cache_ids();
       a->set_name(meta.name());
+      a->set_process_set(meta.process_set());
       a->set_cache_id(id);
     }
   };
   for (auto& [meta, error] : ready_) {
+    int new_set = 0;
+    if (error.empty() && IsSetChange(meta)) error = ChangeSetLocked(meta, &new_set);
     if (!error.empty()) {
       auto* r = plan.add_responses();
       r->add_members()->set_name(meta.name());
+      r->set_process_set(meta.process_set());
       r->set_error_code(static_cast<int>(absl::StatusCode::kFailedPrecondition));
       r->set_error_message(error);
       // A failed name never enters the cache: its metadata was not agreed.
+      continue;
+    }
+    if (IsSetChange(meta)) {
+      // In plan order on every node: each registers (or drops) the set then.
+      auto* r = plan.add_responses();
+      ref(r, meta);
+      r->set_new_process_set(new_set);
       continue;
     }
     Group* target = nullptr;
@@ -354,6 +390,7 @@ void Coordinator::PlanLocked(Outbox* out) {
     if (target == nullptr) {
       open.push_back(Group{meta, plan.add_responses(), 0});
       target = &open.back();
+      target->response->set_process_set(meta.process_set());
     }
     ref(target->response, meta);
     target->bytes = Align64(target->bytes) + meta.bytes();
@@ -392,6 +429,33 @@ void Coordinator::PlanLocked(Outbox* out) {
     *msg.mutable_plan() = plan;
     out->push_back({m.sink, std::move(msg)});
   }
+}
+
+std::string Coordinator::ChangeSetLocked(const kolo::v1::TensorMeta& meta, int* new_set) {
+  if (meta.kind() == static_cast<uint32_t>(CollectiveKind::kRemoveProcessSet)) {
+    const int64_t id = meta.aux_size() == 1 ? meta.aux(0) : 0;
+    if (id <= 0 || sets_.erase(static_cast<int>(id)) == 0) {
+      return absl::StrCat("remove_process_set \"", meta.name(), "\": process set ", id,
+                          " does not exist");
+    }
+    return "";
+  }
+  std::vector<int> ranks;
+  for (int64_t r : meta.aux()) {
+    if (r < 0 || r >= size_) {
+      return absl::StrCat("add_process_set \"", meta.name(), "\": rank ", r,
+                          " is not in the job");
+    }
+    ranks.push_back(static_cast<int>(r));
+  }
+  std::sort(ranks.begin(), ranks.end());
+  if (ranks.empty() || std::adjacent_find(ranks.begin(), ranks.end()) != ranks.end()) {
+    return absl::StrCat("add_process_set \"", meta.name(), "\": ranks must be distinct and "
+                        "at least one");
+  }
+  *new_set = next_set_id_++;
+  sets_[*new_set] = std::move(ranks);
+  return "";
 }
 
 absl::StatusOr<kolo::v1::DeviceComm> Coordinator::MakeDeviceCommLocked() {

@@ -26,12 +26,18 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "proto/kolo/v1/peer.pb.h"
 
 namespace kolo::daemon {
 
 // Where the coordinator's messages to one member go.
+// The key of a tensor name within its process set (names are per set).
+inline std::string PeerKey(int process_set, const std::string& name) {
+  return absl::StrCat(process_set, ":", name);
+}
+
 class MemberSink {
  public:
   virtual ~MemberSink() = default;
@@ -100,6 +106,12 @@ class Coordinator {
   void AddReadyLocked(int node, const kolo::v1::TensorMeta& meta)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PlanLocked(Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // How many nodes host a member of `process_set` (every node for 0).
+  int NodesOfSetLocked(int process_set) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Applies an agreed add or remove of a process set (in plan order); an
+  // error message if it cannot be, else "" and, for an add, its new id.
+  std::string ChangeSetLocked(const kolo::v1::TensorMeta& meta, int* new_set)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The job's device communicator, from every node's DeviceLayout.
   absl::StatusOr<kolo::v1::DeviceComm> MakeDeviceCommLocked()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -134,6 +146,9 @@ class Coordinator {
   // if it could not be made, every device response fails with why.
   bool device_comm_planned_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status device_comm_error_ ABSL_GUARDED_BY(mu_);
+  // Process sets by id (0, every rank, is implied); ids in plan order.
+  std::map<int, std::vector<int>> sets_ ABSL_GUARDED_BY(mu_);
+  int next_set_id_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<std::string, uint32_t> cache_ids_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> cache_names_ ABSL_GUARDED_BY(mu_);
   std::vector<kolo::v1::TensorMeta> cache_meta_ ABSL_GUARDED_BY(mu_);

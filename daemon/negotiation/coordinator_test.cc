@@ -204,5 +204,42 @@ TEST_F(CoordinatorTest, AllgathersAreNotFusedAndDisagreeOnColumnsOnly) {
   EXPECT_TRUE(absl::StrContains(bad.error_message(), "shape")) << bad.error_message();
 }
 
+TEST_F(CoordinatorTest, ProcessSetsGetIdsInPlanOrderAndOnlyTheirNodesReport) {
+  Join();
+  kolo::v1::TensorMeta add = Meta("ps.add");
+  add.set_kind(8);  // add_process_set
+  add.add_aux(0);
+  add.add_aux(1);
+  c_.OnReady(ida_, ReadyOf({add}));
+  c_.OnReady(idb_, ReadyOf({add}));
+  std::vector<kolo::v1::Plan> plans = b_->plans();
+  ASSERT_EQ(plans.size(), 1u);
+  ASSERT_EQ(plans[0].responses_size(), 1);
+  EXPECT_EQ(plans[0].responses(0).new_process_set(), 1);
+  // Set 1 = ranks 0,1, all on node A: A's report alone makes it ready, and
+  // the same name on set 0 is another tensor.
+  kolo::v1::TensorMeta t = Meta("grad");
+  t.set_process_set(1);
+  c_.OnReady(ida_, ReadyOf({t}));
+  plans = b_->plans();
+  ASSERT_EQ(plans.size(), 2u);
+  ASSERT_EQ(plans[1].responses_size(), 1);
+  EXPECT_EQ(plans[1].responses(0).process_set(), 1);
+  EXPECT_EQ(plans[1].responses(0).members(0).name(), "grad");
+  c_.OnReady(ida_, ReadyOf({Meta("grad")}));
+  EXPECT_EQ(b_->plans().size(), 2u);  // set 0 needs node B too
+  c_.OnReady(idb_, ReadyOf({Meta("grad")}));
+  ASSERT_EQ(b_->plans().size(), 3u);
+  EXPECT_EQ(b_->plans()[2].responses(0).process_set(), 0);
+  // Removing a set that does not exist fails on every node.
+  kolo::v1::TensorMeta remove = Meta("ps.remove");
+  remove.set_kind(9);  // remove_process_set
+  remove.add_aux(7);
+  c_.OnReady(ida_, ReadyOf({remove}));
+  c_.OnReady(idb_, ReadyOf({remove}));
+  ASSERT_EQ(b_->plans().size(), 4u);
+  EXPECT_NE(b_->plans()[3].responses(0).error_code(), 0);
+}
+
 }  // namespace
 }  // namespace kolo::daemon

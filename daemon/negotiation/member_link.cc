@@ -190,7 +190,8 @@ void MemberLink::ReportReady(const kolo::v1::TensorMeta& meta,
     *ready_.mutable_devices() = *devices;
     devices_sent_ = true;
   }
-  auto it = cache_.find(meta.name());
+  const std::string key = PeerKey(meta.process_set(), meta.name());
+  auto it = cache_.find(key);
   if (it != cache_.end() &&
       it->second.second.SerializeAsString() == meta.SerializeAsString()) {
     uint32_t id = it->second.first;
@@ -200,7 +201,7 @@ void MemberLink::ReportReady(const kolo::v1::TensorMeta& meta,
   } else {
     *ready_.add_tensors() = meta;
     // Remember what we said, for when the coordinator assigns it an id.
-    cache_.try_emplace(meta.name(), UINT32_MAX, meta);
+    cache_.try_emplace(key, UINT32_MAX, meta);
     if (it != cache_.end() && it->second.first == UINT32_MAX) it->second.second = meta;
   }
   ready_dirty_ = true;
@@ -286,11 +287,12 @@ void MemberLink::ReadLoop() {
           }
           ++plans_;
           for (const auto& a : msg.plan().new_cache_ids()) {
-            auto it = cache_.find(a.name());
+            const std::string key = PeerKey(a.process_set(), a.name());
+            auto it = cache_.find(key);
             if (it == cache_.end()) continue;
             it->second.first = a.cache_id();
             if (cache_names_.size() <= a.cache_id()) cache_names_.resize(a.cache_id() + 1);
-            cache_names_[a.cache_id()] = a.name();
+            cache_names_[a.cache_id()] = key;
           }
           for (const auto& r : msg.plan().responses()) {
             PlannedEntry e;
@@ -299,10 +301,12 @@ void MemberLink::ReadLoop() {
                 e.names.push_back(m.cache_id() < cache_names_.size() ? cache_names_[m.cache_id()]
                                                                      : std::string());
               } else {
-                e.names.push_back(m.name());
+                e.names.push_back(PeerKey(r.process_set(), m.name()));
               }
             }
             e.rows.assign(r.rows().begin(), r.rows().end());
+            e.process_set = r.process_set();
+            e.new_process_set = r.new_process_set();
             e.splits.assign(r.splits().begin(), r.splits().end());
             if (r.error_code() != 0) {
               e.error = absl::Status(static_cast<absl::StatusCode>(r.error_code()),

@@ -33,7 +33,10 @@ namespace kolo::daemon {
 
 // One planned response, with its tensors resolved to names.
 struct PlannedEntry {
+  // PeerKey(process set, name) of each member.
   std::vector<std::string> names;
+  int process_set = 0;
+  int new_process_set = 0;  // an add_process_set: the set's id
   absl::Status error;  // OK, or the disagreement to deliver
   // The job's device communicator, to join before running this response
   // (validated against the job's size).

@@ -457,6 +457,50 @@ void CheckAlltoalls(kolo::Client& c, int mod, const std::string& prefix) {
   }
 }
 
+// Process sets: {0, last}; the same name runs in two sets at once.
+void CheckProcessSets(kolo::Client& c, const std::string& prefix) {
+  const int rank = c.rank(), size = c.size();
+  auto ps = c.AddProcessSet({0, size - 1});
+  CHECK_OR_COUNT(ps.ok() && *ps > 0, "add process set: %s", ps.status().ToString().c_str());
+  if (!ps.ok()) return;
+  const bool member = rank == 0 || rank == size - 1;
+  CHECK_OR_COUNT(c.ProcessSetSize(*ps).value_or(-1) == 2, "set size");
+  std::vector<float> v(4, static_cast<float>(rank + 1));
+  if (member) {
+    CHECK_OR_COUNT(c.ProcessSetRank(*ps).value_or(-1) == (rank == 0 ? 0 : 1), "set rank");
+    auto h = c.AllreduceAsync(kolo::ConstTensorView(v.data(), DType::kFloat32, {4}),
+                              kolo::TensorView{v.data(), DType::kFloat32, {4}}, prefix + "same-name",
+                              {.op = ReduceOp::kSum, .process_set = *ps});
+    CHECK_OR_COUNT(h.ok() && c.Wait(*h).ok(), "set allreduce");
+    CHECK_OR_COUNT(v[0] == 1 + size, "set allreduce value %g", v[0]);
+    std::vector<float> b(4, static_cast<float>(rank));
+    absl::Status bs = c.Broadcast(kolo::TensorView{b.data(), DType::kFloat32, {4}}, prefix + "set-bcast",
+                                  size - 1, {.process_set = *ps});
+    CHECK_OR_COUNT(bs.ok() && b[0] == size - 1, "set broadcast: %s", bs.ToString().c_str());
+  } else {
+    absl::Status s = c.Allreduce(kolo::ConstTensorView(v.data(), DType::kFloat32, {4}),
+                                 kolo::TensorView{v.data(), DType::kFloat32, {4}}, prefix + "intruder",
+                                 {.op = ReduceOp::kSum, .process_set = *ps});
+    CHECK_OR_COUNT(s.code() == absl::StatusCode::kFailedPrecondition &&
+                       absl::StrContains(s.message(), "is not in process set"),
+                   "outsider: %s", s.ToString().c_str());
+  }
+  std::vector<float> g(4, 1.0f);
+  absl::Status gs = c.Allreduce(kolo::ConstTensorView(g.data(), DType::kFloat32, {4}),
+                                kolo::TensorView{g.data(), DType::kFloat32, {4}}, prefix + "same-name",
+                                ReduceOp::kSum);
+  CHECK_OR_COUNT(gs.ok() && g[0] == size, "global same-name %g", g[0]);
+  CHECK_OR_COUNT(c.RemoveProcessSet(*ps).ok(), "remove process set");
+  if (member) {
+    absl::Status s = c.Allreduce(kolo::ConstTensorView(v.data(), DType::kFloat32, {4}),
+                                 kolo::TensorView{v.data(), DType::kFloat32, {4}}, prefix + "gone",
+                                 {.op = ReduceOp::kSum, .process_set = *ps});
+    CHECK_OR_COUNT(s.code() == absl::StatusCode::kFailedPrecondition, "removed set: %s",
+                   s.ToString().c_str());
+  }
+  CHECK_OR_COUNT(c.Barrier().ok(), "barrier after sets");
+}
+
 // Allgather, reducescatter, alltoall, barrier, grouped collectives,
 // compression, process sets and their error cases.
 void ScenarioSurface(kolo::Client& c) {
@@ -588,48 +632,7 @@ void ScenarioSurface(kolo::Client& c) {
     CHECK_OR_COUNT(y[i] == want, "compressed [%d] %.7g want %.7g", i, y[i], want);
   }
   }
-  // Process sets: {0, last}; the same name runs in two sets at once.
-  {
-  auto ps = c.AddProcessSet({0, size - 1});
-  CHECK_OR_COUNT(ps.ok() && *ps > 0, "add process set: %s", ps.status().ToString().c_str());
-  if (!ps.ok()) return;
-  const bool member = rank == 0 || rank == size - 1;
-  CHECK_OR_COUNT(c.ProcessSetSize(*ps).value_or(-1) == 2, "set size");
-  std::vector<float> v(4, static_cast<float>(rank + 1));
-  if (member) {
-    CHECK_OR_COUNT(c.ProcessSetRank(*ps).value_or(-1) == (rank == 0 ? 0 : 1), "set rank");
-    auto h = c.AllreduceAsync(kolo::ConstTensorView(v.data(), DType::kFloat32, {4}),
-                              kolo::TensorView{v.data(), DType::kFloat32, {4}}, "same-name",
-                              {.op = ReduceOp::kSum, .process_set = *ps});
-    CHECK_OR_COUNT(h.ok() && c.Wait(*h).ok(), "set allreduce");
-    CHECK_OR_COUNT(v[0] == 1 + size, "set allreduce value %g", v[0]);
-    std::vector<float> b(4, static_cast<float>(rank));
-    absl::Status bs = c.Broadcast(kolo::TensorView{b.data(), DType::kFloat32, {4}}, "set-bcast",
-                                  size - 1, {.process_set = *ps});
-    CHECK_OR_COUNT(bs.ok() && b[0] == size - 1, "set broadcast: %s", bs.ToString().c_str());
-  } else {
-    absl::Status s = c.Allreduce(kolo::ConstTensorView(v.data(), DType::kFloat32, {4}),
-                                 kolo::TensorView{v.data(), DType::kFloat32, {4}}, "intruder",
-                                 {.op = ReduceOp::kSum, .process_set = *ps});
-    CHECK_OR_COUNT(s.code() == absl::StatusCode::kFailedPrecondition &&
-                       absl::StrContains(s.message(), "is not in process set"),
-                   "outsider: %s", s.ToString().c_str());
-  }
-  std::vector<float> g(4, 1.0f);
-  absl::Status gs = c.Allreduce(kolo::ConstTensorView(g.data(), DType::kFloat32, {4}),
-                                kolo::TensorView{g.data(), DType::kFloat32, {4}}, "same-name",
-                                ReduceOp::kSum);
-  CHECK_OR_COUNT(gs.ok() && g[0] == size, "global same-name %g", g[0]);
-  CHECK_OR_COUNT(c.RemoveProcessSet(*ps).ok(), "remove process set");
-  if (member) {
-    absl::Status s = c.Allreduce(kolo::ConstTensorView(v.data(), DType::kFloat32, {4}),
-                                 kolo::TensorView{v.data(), DType::kFloat32, {4}}, "gone",
-                                 {.op = ReduceOp::kSum, .process_set = *ps});
-    CHECK_OR_COUNT(s.code() == absl::StatusCode::kFailedPrecondition, "removed set: %s",
-                   s.ToString().c_str());
-  }
-  CHECK_OR_COUNT(c.Barrier().ok(), "barrier after sets");
-  }
+  CheckProcessSets(c, "");
   // Mismatches: allgather columns, alltoall splits, reducescatter op.
   {
   std::vector<float> buf(64, 1.0f);
@@ -706,15 +709,32 @@ void ScenarioHold(kolo::Client& c) {
 }
 
 // In a job spanning nodes: grouped and compressed allreduce, allgather,
-// reducescatter and alltoall work (many sizes, steps, mismatches), process
-// sets (and join) that do not span nodes yet are
-// refused with a clear error, and allreduce goes on working.
+// reducescatter, alltoall and process sets (allreduce, broadcast) work (many
+// sizes, steps, mismatches); join and allgather on a process set, which do
+// not span nodes yet, are refused with a clear error, and allreduce goes on
+// working.
 void ScenarioMultiNodeLimits(kolo::Client& c) {
   std::vector<float> buf(4, 1.0f);
-  auto ps = c.AddProcessSet({0, c.size() - 1});
-  CHECK_OR_COUNT(ps.status().code() == absl::StatusCode::kUnimplemented &&
-                     absl::StrContains(ps.status().message(), "spans nodes"),
-                 "process set: %s", ps.status().ToString().c_str());
+  // Process sets span nodes: allreduce and broadcast on {0, last}, the same
+  // name in two sets at once, outsiders refused, removal.
+  CheckProcessSets(c, "mn/");
+  {
+    auto ps = c.AddProcessSet({0, c.size() - 1});
+    CHECK_OR_COUNT(ps.ok(), "add process set: %s", ps.status().ToString().c_str());
+    if (ps.ok()) {
+      if (c.rank() == 0 || c.rank() == c.size() - 1) {
+        std::vector<float> in(4, 1.0f);
+        auto ag = c.Allgather(kolo::ConstTensorView(in.data(), DType::kFloat32, {1, 4}),
+                              "mn/ps-ag", {.process_set = *ps});
+        CHECK_OR_COUNT(ag.status().code() == absl::StatusCode::kUnimplemented,
+                       "allgather on a set across nodes: %s", ag.status().ToString().c_str());
+      }
+      CHECK_OR_COUNT(c.RemoveProcessSet(*ps).ok(), "remove the second set");
+    }
+    auto last = c.Join();
+    CHECK_OR_COUNT(last.status().code() == absl::StatusCode::kUnimplemented,
+                   "join across nodes: %s", last.status().ToString().c_str());
+  }
   // Alltoall spans nodes: uneven splits (some empty), even splits, large.
   CheckAlltoalls(c, 3, "mn/a2a3/");
   CheckAlltoalls(c, 1000, "mn/a2a-large/");

@@ -193,7 +193,7 @@ TEST_F(MultiNodeTest, AStallAcrossNodesIsReportedOnTheWaitingNode) {
   EXPECT_TRUE(absl::StrContains(message, "for the other nodes (ranks 1 ")) << message;
 }
 
-TEST_F(MultiNodeTest, EveryCollectiveButProcessSetsAndJoinSpansNodes) {
+TEST_F(MultiNodeTest, EveryCollectiveAndProcessSetsSpanNodesButJoin) {
   StartDaemons(3);
   RunScenario("multinode_limits", 2);
 }
