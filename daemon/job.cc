@@ -341,12 +341,7 @@ absl::Status Job::AdmitLocked(const Request& r) const {
     return absl::UnimplementedError(absl::StrCat(
         kind, " \"", r.name, "\": job ", id_, " spans nodes, where join is not available yet"));
   }
-  if (multi_node_ && r.process_set != 0 && r.kind != CollectiveKind::kAllreduce &&
-      r.kind != CollectiveKind::kBroadcast && r.kind != CollectiveKind::kBarrier) {
-    return absl::UnimplementedError(absl::StrCat(
-        kind, " \"", r.name, "\": job ", id_, " spans nodes, where process sets run "
-        "allreduce, broadcast and barrier so far (this runs on process set 0)"));
-  }
+
   if (r.device.has_value() && r.process_set != 0) {
     // The job has one NCCL communicator, over every rank's GPU.
     return absl::UnimplementedError(absl::StrCat(

@@ -26,8 +26,8 @@ constexpr uint64_t kAlign = 64;
 // Transfers fail by abort (peer loss is detected by heartbeats), so their
 // own deadline is only a backstop.
 constexpr absl::Duration kTransferDeadline = absl::Minutes(30);
-// How long a response already executing may go on after the job ended.
-constexpr absl::Duration kAbortGrace = absl::Seconds(2);
+// How long the responses already planned may go on after the job ended.
+constexpr absl::Duration kAbortGrace = absl::Seconds(5);
 
 uint64_t Align(uint64_t v) { return (v + kAlign - 1) & ~(kAlign - 1); }
 
@@ -77,9 +77,10 @@ kolo::v1::TensorMeta MetaOf(const ReadySet& set, int size) {
       if (!q->aux.empty()) {
         for (int64_t v : q->aux) m.add_splits(v);
       } else {
-        // Even splits (the job checked that they divide).
+        // Even splits among the set's ranks (the job checked they divide).
+        const int n = set.set_size > 0 ? set.set_size : size;
         const int64_t rows = q->shape.empty() ? 0 : q->shape[0];
-        for (int j = 0; j < size; ++j) m.add_splits(size > 0 ? rows / size : 0);
+        for (int j = 0; j < n; ++j) m.add_splits(n > 0 ? rows / n : 0);
       }
     }
   }
@@ -227,7 +228,12 @@ void NodeGroup::AbortTransportLoop() {
     auto ended = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stop_ || !aborted_.ok(); };
     mu_.Await(absl::Condition(&ended));
     if (stop_) return;
-    auto idle = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stop_ || !executing_; };
+    // The plan received so far may still complete: when another node ends
+    // the job because its ranks finished, they had everything they needed,
+    // and this node's last responses need only the nodes still running.
+    auto idle = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return stop_ || (!executing_ && plan_.empty());
+    };
     mu_.AwaitWithTimeout(absl::Condition(&idle), kAbortGrace);
     why = aborted_;
   }
@@ -326,10 +332,13 @@ void NodeGroup::Execute(PlannedEntry entry) {
     node_of = rank_node_;
   }
   active_nodes_.clear();
+  active_members_.resize(options_.size);
+  for (int r = 0; r < options_.size; ++r) active_members_[r] = r;
   set_size_ = options_.size;
   if (entry.process_set != 0) {
     auto it = sets_.find(entry.process_set);
     if (it != sets_.end()) {
+      active_members_ = it->second;
       for (int r : it->second) {
         if (r >= 0 && r < static_cast<int>(node_of.size())) active_nodes_.push_back(node_of[r]);
       }
@@ -362,10 +371,12 @@ void NodeGroup::Execute(PlannedEntry entry) {
     }
   }
   const uint64_t seq = sequence_++;
-  if (!aborted.ok()) {
+  if (!aborted.ok() && (!entry.error.ok() || sets.size() != entry.names.size())) {
     Complete(sets, aborted);
     return;
   }
+  // After an abort a planned response still runs while the transport lives
+  // (see AbortTransportLoop); once it is aborted, the run fails with why.
   if (entry.error.code() == absl::StatusCode::kInternal && entry.names.size() != sets.size()) {
     // The other nodes are about to move this response's data and would
     // wait for this one: end the job everywhere now.
@@ -413,9 +424,15 @@ void NodeGroup::Execute(PlannedEntry entry) {
   // A process set's collective runs among the nodes of its ranks.
   subset_.reset();
   active_ = transport_.get();
+  active_node_of_ = node_of;
   if (entry.process_set != 0 && !active_nodes_.empty()) {
     subset_ = std::make_unique<SubsetTransport>(*transport_, active_nodes_);
     active_ = subset_.get();
+    // Ranks' nodes, numbered within the set's nodes.
+    for (int& n : active_node_of_) {
+      auto at = std::find(active_nodes_.begin(), active_nodes_.end(), n);
+      n = at == active_nodes_.end() ? -1 : static_cast<int>(at - active_nodes_.begin());
+    }
   }
   const absl::Time start = absl::Now();
   absl::Status status;
@@ -555,56 +572,63 @@ absl::Status NodeGroup::RunAllgather(std::vector<ReadySet>& sets,
   const std::string what = absl::StrCat("allgather \"", set.name, "\"");
   uint64_t row_bytes = DTypeSize(first.dtype);
   for (size_t d = 1; d < first.shape.size(); ++d) row_bytes *= first.shape[d];
-  std::vector<int> node_of;
-  {
-    absl::MutexLock l(&mu_);
-    node_of = rank_node_;
-  }
-  const int size = options_.size;
-  if (static_cast<int>(rows.size()) != size) {
+  if (static_cast<int>(rows.size()) != options_.size) {
     return absl::InternalError(absl::StrCat(what, ": the plan gives ", rows.size(),
-                                            " row counts for ", size, " ranks"));
+                                            " row counts for ", options_.size, " ranks"));
   }
+  // Over the process set's ranks (every rank for set 0), by position.
+  const std::vector<int>& members = active_members_;
+  const int size = static_cast<int>(members.size());
+  std::vector<int> node_of(size);
+  std::vector<int> position(options_.size, -1);
+  for (int m = 0; m < size; ++m) {
+    node_of[m] = active_node_of_[members[m]];
+    position[members[m]] = m;
+  }
+  auto rows_of = [&](int m) { return static_cast<uint64_t>(rows[members[m]]); };
   // Rank order (the output) and node order (the exchange: each node's ranks
   // as one block). They coincide when every node hosts consecutive ranks.
   std::vector<uint64_t> out_at(size), packed_at(size);
   uint64_t total = 0;
-  for (int r = 0; r < size; ++r) {
-    if (rows[r] < 0 || node_of[r] < 0 ||
-        (row_bytes > 0 && static_cast<uint64_t>(rows[r]) > (uint64_t{1} << 40) / row_bytes)) {
-      return absl::InternalError(absl::StrCat(what, ": unusable rows ", rows[r], " of rank ", r));
+  for (int m = 0; m < size; ++m) {
+    const int64_t r = rows[members[m]];
+    if (r < 0 || node_of[m] < 0 ||
+        (row_bytes > 0 && static_cast<uint64_t>(r) > (uint64_t{1} << 40) / row_bytes)) {
+      return absl::InternalError(
+          absl::StrCat(what, ": unusable rows ", r, " of rank ", members[m]));
     }
-    out_at[r] = total;
-    total += static_cast<uint64_t>(rows[r]) * row_bytes;
+    out_at[m] = total;
+    total += rows_of(m) * row_bytes;
   }
-  const int nodes = transport_->nodes();
+  const int nodes = active_->nodes();
   std::vector<uint64_t> block_at(nodes, 0), block_bytes(nodes, 0);
   uint64_t packed = 0;
   for (int n = 0; n < nodes; ++n) {
     block_at[n] = packed;
-    for (int r = 0; r < size; ++r) {
-      if (node_of[r] != n) continue;
-      packed_at[r] = packed;
-      packed += static_cast<uint64_t>(rows[r]) * row_bytes;
+    for (int m = 0; m < size; ++m) {
+      if (node_of[m] != n) continue;
+      packed_at[m] = packed;
+      packed += rows_of(m) * row_bytes;
     }
     block_bytes[n] = packed - block_at[n];
   }
   if (fusion_buffer_.size() < total) fusion_buffer_.resize(total);
   for (const Request& r : set.requests) {
-    const uint64_t bytes = static_cast<uint64_t>(rows[r.rank]) * row_bytes;
+    const int m = position[r.rank];
+    const uint64_t bytes = m < 0 ? UINT64_MAX : rows_of(m) * row_bytes;
     if (r.bytes != bytes) {
       return absl::InternalError(absl::StrCat(what, ": rank ", r.rank, " has ", r.bytes,
-                                              " bytes, the plan says ", bytes));
+                                              " bytes, the plan does not agree"));
     }
-    if (bytes > 0) std::memcpy(fusion_buffer_.data() + packed_at[r.rank], r.input, bytes);
+    if (bytes > 0) std::memcpy(fusion_buffer_.data() + packed_at[m], r.input, bytes);
   }
-  absl::Status s = RingAllgatherV(*transport_, fusion_buffer_.data(), block_at, block_bytes,
+  absl::Status s = RingAllgatherV(*active_, fusion_buffer_.data(), block_at, block_bytes,
                                   tag_base, absl::Now() + kTransferDeadline);
   if (!s.ok()) return s;
   bool in_rank_order = true;
-  for (int r = 0; r < size; ++r) in_rank_order = in_rank_order && packed_at[r] == out_at[r];
+  for (int m = 0; m < size; ++m) in_rank_order = in_rank_order && packed_at[m] == out_at[m];
   int64_t total_rows = 0;
-  for (int64_t n : rows) total_rows += n;
+  for (int m = 0; m < size; ++m) total_rows += rows[members[m]];
   // Each local rank gets the result in its session's result area.
   for (size_t i = 0; i < set.requests.size(); ++i) {
     const Request& r = set.requests[i];
@@ -621,7 +645,7 @@ absl::Status NodeGroup::RunAllgather(std::vector<ReadySet>& sets,
       if (total > 0) std::memcpy(dst, fusion_buffer_.data(), total);
     } else {
       for (int q = 0; q < size; ++q) {
-        const uint64_t bytes = static_cast<uint64_t>(rows[q]) * row_bytes;
+        const uint64_t bytes = rows_of(q) * row_bytes;
         if (bytes > 0) std::memcpy(dst + out_at[q], fusion_buffer_.data() + packed_at[q], bytes);
       }
     }
@@ -641,7 +665,9 @@ absl::Status NodeGroup::RunAlltoall(std::vector<ReadySet>& sets,
   ReadySet& set = sets.front();
   const Request& first = set.requests.front();
   const std::string what = absl::StrCat("alltoall \"", set.name, "\"");
-  const int size = options_.size;
+  // Over the process set's ranks (every rank for set 0), by position.
+  const std::vector<int>& members = active_members_;
+  const int size = static_cast<int>(members.size());
   if (splits.size() != static_cast<size_t>(size) * size) {
     return absl::InternalError(absl::StrCat(what, ": the plan gives ", splits.size(),
                                             " splits for ", size, " ranks"));
@@ -654,15 +680,20 @@ absl::Status NodeGroup::RunAlltoall(std::vector<ReadySet>& sets,
   uint64_t row_bytes = DTypeSize(first.dtype);
   for (size_t d = 1; d < first.shape.size(); ++d) row_bytes *= first.shape[d];
   auto rows = [&](int i, int j) { return static_cast<uint64_t>(splits[i * size + j]); };
-  std::vector<int> node_of;
-  {
-    absl::MutexLock l(&mu_);
-    node_of = rank_node_;
+  std::vector<int> node_of(size);
+  std::vector<int> position(options_.size, -1);
+  for (int m = 0; m < size; ++m) {
+    node_of[m] = active_node_of_[members[m]];
+    position[members[m]] = m;
   }
-  const int me = transport_->node();
-  const int nodes = transport_->nodes();
-  std::vector<const Request*> local(size, nullptr);  // by rank, this node's
-  for (const Request& r : set.requests) local[r.rank] = &r;
+  const int me = active_->node();
+  const int nodes = active_->nodes();
+  std::vector<const Request*> local(size, nullptr);  // by position, this node's
+  for (const Request& r : set.requests) {
+    if (position[r.rank] < 0) return absl::InternalError(absl::StrCat(what, ": rank ", r.rank,
+                                                                     " is not in its set"));
+    local[position[r.rank]] = &r;
+  }
   // Where rank i's rows for rank j start in i's input.
   auto src_offset = [&](int i, int j) {
     uint64_t rows_before = 0;
@@ -691,7 +722,7 @@ absl::Status NodeGroup::RunAlltoall(std::vector<ReadySet>& sets,
     }
   }
   {
-    PendingTransfers pending(*transport_, absl::Now() + kTransferDeadline);
+    PendingTransfers pending(*active_, absl::Now() + kTransferDeadline);
     std::vector<Transport::Ticket> tickets;
     const uint64_t tag = MessageTag(tag_base, CollectivePhase::kAlltoall, 0);
     for (int b = 0; b < nodes; ++b) {
@@ -760,7 +791,7 @@ absl::Status NodeGroup::RunReducescatter(std::vector<ReadySet>& sets, uint64_t t
   const DType dtype = first.dtype;
   const size_t esize = DTypeSize(dtype);
   double postscale = first.postscale;
-  if (first.op == ReduceOp::kAverage) postscale /= options_.size;
+  if (first.op == ReduceOp::kAverage) postscale /= set_size_;
   // The whole tensors are reduced among the nodes (as an allreduce), then
   // each local rank takes its rows: rank r gets total/size rows, one more
   // when r < total % size, in rank order (as on one node).
@@ -778,15 +809,18 @@ absl::Status NodeGroup::RunReducescatter(std::vector<ReadySet>& sets, uint64_t t
     }
     done->clear();
   };
-  const int64_t size = options_.size;
+  // Slices by position in the process set (every rank for set 0).
+  const int64_t size = static_cast<int64_t>(active_members_.size());
+  std::vector<int64_t> position(options_.size, -1);
+  for (int64_t m = 0; m < size; ++m) position[active_members_[m]] = m;
   for (size_t i = 0; i < sets.size(); ++i) {
     const Request& q = sets[i].requests.front();
     const int64_t total_rows = q.shape.empty() ? 0 : q.shape[0];
     const uint64_t row_bytes = total_rows > 0 ? q.bytes / static_cast<uint64_t>(total_rows) : 0;
     for (const Request& r : sets[i].requests) {
-      const int64_t rows = total_rows / size + (r.rank < total_rows % size ? 1 : 0);
-      const int64_t first_row =
-          r.rank * (total_rows / size) + std::min<int64_t>(r.rank, total_rows % size);
+      const int64_t at = position[r.rank];
+      const int64_t rows = total_rows / size + (at < total_rows % size ? 1 : 0);
+      const int64_t first_row = at * (total_rows / size) + std::min<int64_t>(at, total_rows % size);
       const uint64_t bytes = static_cast<uint64_t>(rows) * row_bytes;
       absl::StatusOr<uint64_t> offset = r.session->AllocateResult(bytes);
       if (!offset.ok()) {

@@ -215,6 +215,14 @@ void Coordinator::WelcomeLocked(Outbox* out) {
   PlanLocked(out);
 }
 
+std::vector<int> Coordinator::SetMembersLocked(int process_set) const {
+  auto it = sets_.find(process_set);
+  if (it != sets_.end()) return it->second;
+  std::vector<int> all(size_);
+  for (int r = 0; r < size_; ++r) all[r] = r;
+  return all;
+}
+
 int Coordinator::NodesOfSetLocked(int process_set) const {
   auto it = sets_.find(process_set);
   if (it == sets_.end()) return static_cast<int>(node_members_.size());
@@ -257,37 +265,51 @@ void Coordinator::AddReadyLocked(int node, const kolo::v1::TensorMeta& meta) {
     }
   }
   if (p.count == NodesOfSetLocked(meta.process_set())) {
+    // The ranks of the set (every rank for set 0), ascending; each node
+    // reported rows or splits for its ranks among them, ascending.
+    std::vector<int> members = SetMembersLocked(meta.process_set());
+    std::vector<int> position(size_, -1);
+    for (size_t m = 0; m < members.size(); ++m) position[members[m]] = static_cast<int>(m);
+    auto node_ranks = [&](int n) {
+      std::vector<int> out;
+      for (int r : members_.at(node_members_[n]).ranks) {
+        if (position[r] >= 0) out.push_back(r);
+      }
+      return out;
+    };
     if (!p.rows.empty() && p.error.empty()) {
-      // Every rank's rows, by global rank, from each node's ascending ranks.
+      // Every rank's rows, by global rank (0 outside the set).
       p.meta.clear_rows();
-      std::vector<int64_t> rows(size_, -1);
+      std::vector<int64_t> rows(size_, 0);
       for (int n = 0; n < nodes && p.error.empty(); ++n) {
-        const Member& m = members_.at(node_members_[n]);
-        if (p.rows[n].size() != m.ranks.size()) {
+        if (!p.reported[n]) continue;
+        const std::vector<int> ranks = node_ranks(n);
+        if (p.rows[n].size() != ranks.size()) {
           p.error = absl::StrCat("allgather \"", meta.name(), "\": ", DescribeNode(n), " sent ",
-                                 p.rows[n].size(), " row counts for ", m.ranks.size(),
-                                 " ranks");
+                                 p.rows[n].size(), " row counts for ", ranks.size(), " ranks");
           break;
         }
-        for (size_t i = 0; i < m.ranks.size(); ++i) rows[m.ranks[i]] = p.rows[n][i];
+        for (size_t i = 0; i < ranks.size(); ++i) rows[ranks[i]] = p.rows[n][i];
       }
       for (int64_t r : rows) p.meta.add_rows(r);
     }
     if (!p.splits.empty() && p.error.empty()) {
-      // The job's split matrix: row i is what rank i sends to each rank.
+      // The set's split matrix: row m is what its m-th rank sends to each.
       p.meta.clear_splits();
-      std::vector<int64_t> matrix(static_cast<size_t>(size_) * size_, 0);
+      const size_t k = members.size();
+      std::vector<int64_t> matrix(k * k, 0);
       for (int n = 0; n < nodes && p.error.empty(); ++n) {
-        const Member& m = members_.at(node_members_[n]);
-        if (p.splits[n].size() != m.ranks.size() * size_) {
+        if (!p.reported[n]) continue;
+        const std::vector<int> ranks = node_ranks(n);
+        if (p.splits[n].size() != ranks.size() * k) {
           p.error = absl::StrCat("alltoall \"", meta.name(), "\": ", DescribeNode(n), " sent ",
-                                 p.splits[n].size(), " splits for ", m.ranks.size(),
-                                 " ranks of a job of ", size_);
+                                 p.splits[n].size(), " splits for ", ranks.size(),
+                                 " ranks of a set of ", k);
           break;
         }
-        for (size_t i = 0; i < m.ranks.size(); ++i) {
-          std::copy(p.splits[n].begin() + i * size_, p.splits[n].begin() + (i + 1) * size_,
-                    matrix.begin() + static_cast<size_t>(m.ranks[i]) * size_);
+        for (size_t i = 0; i < ranks.size(); ++i) {
+          std::copy(p.splits[n].begin() + i * k, p.splits[n].begin() + (i + 1) * k,
+                    matrix.begin() + static_cast<size_t>(position[ranks[i]]) * k);
         }
       }
       for (int64_t v : matrix) p.meta.add_splits(v);

@@ -106,6 +106,8 @@ class Coordinator {
   void AddReadyLocked(int node, const kolo::v1::TensorMeta& meta)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PlanLocked(Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The ranks of `process_set`, ascending (every rank for 0 or an unknown id).
+  std::vector<int> SetMembersLocked(int process_set) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // How many nodes host a member of `process_set` (every node for 0).
   int NodesOfSetLocked(int process_set) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Applies an agreed add or remove of a process set (in plan order); an

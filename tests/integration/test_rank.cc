@@ -709,10 +709,9 @@ void ScenarioHold(kolo::Client& c) {
 }
 
 // In a job spanning nodes: grouped and compressed allreduce, allgather,
-// reducescatter, alltoall and process sets (allreduce, broadcast) work (many
-// sizes, steps, mismatches); join and allgather on a process set, which do
-// not span nodes yet, are refused with a clear error, and allreduce goes on
-// working.
+// reducescatter, alltoall and process sets (every collective on them) work
+// (many sizes, steps, mismatches); join, which does not span nodes yet, is
+// refused with a clear error, and allreduce goes on working.
 void ScenarioMultiNodeLimits(kolo::Client& c) {
   std::vector<float> buf(4, 1.0f);
   // Process sets span nodes: allreduce and broadcast on {0, last}, the same
@@ -722,12 +721,43 @@ void ScenarioMultiNodeLimits(kolo::Client& c) {
     auto ps = c.AddProcessSet({0, c.size() - 1});
     CHECK_OR_COUNT(ps.ok(), "add process set: %s", ps.status().ToString().c_str());
     if (ps.ok()) {
-      if (c.rank() == 0 || c.rank() == c.size() - 1) {
-        std::vector<float> in(4, 1.0f);
-        auto ag = c.Allgather(kolo::ConstTensorView(in.data(), DType::kFloat32, {1, 4}),
+      const int size = c.size();
+      const int pos = c.rank() == 0 ? 0 : 1;  // position in the set {0, last}
+      if (c.rank() == 0 || c.rank() == size - 1) {
+        // Allgather: position p contributes p+1 rows of (rank, i).
+        std::vector<float> in;
+        for (int i = 0; i <= pos; ++i) in.insert(in.end(), {float(c.rank()), float(i)});
+        auto ag = c.Allgather(kolo::ConstTensorView(in.data(), DType::kFloat32, {pos + 1, 2}),
                               "mn/ps-ag", {.process_set = *ps});
-        CHECK_OR_COUNT(ag.status().code() == absl::StatusCode::kUnimplemented,
-                       "allgather on a set across nodes: %s", ag.status().ToString().c_str());
+        CHECK_OR_COUNT(ag.ok() && ag->shape()[0] == 3, "allgather on a set: %s",
+                       ag.status().ToString().c_str());
+        if (ag.ok()) {
+          const float* o = ag->data_as<float>();
+          CHECK_OR_COUNT(o[0] == 0 && o[2] == size - 1 && o[4] == size - 1 && o[5] == 1,
+                         "allgather on a set: values");
+        }
+        // Reducescatter of 5 rows: position 0 takes 3, position 1 takes 2.
+        std::vector<float> rs_in(10);
+        for (int i = 0; i < 10; ++i) rs_in[i] = static_cast<float>(i);
+        auto rs = c.Reducescatter(kolo::ConstTensorView(rs_in.data(), DType::kFloat32, {5, 2}),
+                                  "mn/ps-rs", {.op = ReduceOp::kSum, .process_set = *ps});
+        CHECK_OR_COUNT(rs.ok() && rs->shape()[0] == (pos == 0 ? 3 : 2), "reducescatter on a set");
+        if (rs.ok()) {
+          CHECK_OR_COUNT(rs->data_as<float>()[0] == (pos == 0 ? 0.0f : 12.0f),
+                         "reducescatter on a set: %g", rs->data_as<float>()[0]);
+        }
+        // Alltoall: position p sends p+1 rows to each position.
+        std::vector<float> a2a_in(2 * (pos + 1), static_cast<float>(c.rank()));
+        auto at = c.Alltoall(kolo::ConstTensorView(a2a_in.data(), DType::kFloat32, {2 * (pos + 1)}),
+                             {pos + 1, pos + 1}, "mn/ps-a2a", {.process_set = *ps});
+        CHECK_OR_COUNT(at.ok() && at->output.shape()[0] == 3 && at->received_splits[0] == 1 &&
+                           at->received_splits[1] == 2,
+                       "alltoall on a set: %s", at.status().ToString().c_str());
+        if (at.ok()) {
+          const float* o = at->output.data_as<float>();
+          CHECK_OR_COUNT(o[0] == 0 && o[1] == size - 1 && o[2] == size - 1,
+                         "alltoall on a set: values");
+        }
       }
       CHECK_OR_COUNT(c.RemoveProcessSet(*ps).ok(), "remove the second set");
     }
