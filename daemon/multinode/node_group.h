@@ -5,11 +5,10 @@
 // fusion buffer, allreduce or broadcast that buffer among the nodes over the
 // transport, and deliver the result to every local rank.
 //
-// Every collective of the whole job spans nodes (allreduce, broadcast,
-// allgather, reducescatter, alltoall, barrier), and allreduce, broadcast and
-// barrier of a process set run among the nodes of its ranks (a node hosting
-// none skips the response); the job refuses join and the rest before they
-// get here. Responses of device tensors go
+// Every collective spans nodes (allreduce, broadcast, allgather,
+// reducescatter, alltoall, barrier); those of a process set run among the
+// nodes of its ranks (a node hosting none skips the response in step). The
+// job refuses join in a multi-node job before it gets here. Responses of device tensors go
 // back to the job (NodeGroupOptions::run_device), which runs them on its
 // NCCL backend in the same plan order on every node.
 //
