@@ -540,17 +540,27 @@ absl::Status NodeGroup::AllreduceFusionBuffer(const Request& first, uint64_t tot
   return absl::OkStatus();
 }
 
-absl::Status NodeGroup::RunAllreduce(std::vector<ReadySet>& sets, uint64_t tag_base) {
+absl::StatusOr<uint64_t> NodeGroup::ReduceAmongNodes(const std::vector<ReadySet>& sets,
+                                                     uint64_t tag_base,
+                                                     std::vector<uint64_t>* offsets,
+                                                     double* postscale) {
   const Request& first = sets.front().requests.front();
-  const DType dtype = first.dtype;
-  const size_t esize = DTypeSize(dtype);
-  double postscale = first.postscale;
-  if (first.op == ReduceOp::kAverage) postscale /= set_size_;
-  std::vector<uint64_t> offsets;
-  absl::StatusOr<uint64_t> total = ReduceLocalRanks(sets, &offsets);
+  *postscale = first.postscale;
+  if (first.op == ReduceOp::kAverage) *postscale /= set_size_;
+  absl::StatusOr<uint64_t> total = ReduceLocalRanks(sets, offsets);
   if (!total.ok()) return total.status();
-  absl::Status s = AllreduceFusionBuffer(first, *total, tag_base);
-  if (!s.ok()) return s;
+  if (absl::Status s = AllreduceFusionBuffer(first, *total, tag_base); !s.ok()) return s;
+  return total;
+}
+
+absl::Status NodeGroup::RunAllreduce(std::vector<ReadySet>& sets, uint64_t tag_base) {
+  const DType dtype = sets.front().requests.front().dtype;
+  const size_t esize = DTypeSize(dtype);
+  std::vector<uint64_t> offsets;
+  double postscale = 1.0;
+  absl::StatusOr<uint64_t> total = ReduceAmongNodes(sets, tag_base, &offsets, &postscale);
+  if (!total.ok()) return total.status();
+  absl::Status s;
   for (size_t i = 0; i < sets.size(); ++i) {
     const uint64_t n = sets[i].requests.front().bytes / esize;
     if (n == 0) continue;
@@ -787,18 +797,15 @@ absl::Status NodeGroup::RunAlltoall(std::vector<ReadySet>& sets,
 
 absl::Status NodeGroup::RunReducescatter(std::vector<ReadySet>& sets, uint64_t tag_base,
                                          std::vector<Completion>* done) {
-  const Request& first = sets.front().requests.front();
-  const DType dtype = first.dtype;
+  const DType dtype = sets.front().requests.front().dtype;
   const size_t esize = DTypeSize(dtype);
-  double postscale = first.postscale;
-  if (first.op == ReduceOp::kAverage) postscale /= set_size_;
   // The whole tensors are reduced among the nodes (as an allreduce), then
   // each local rank takes its rows: rank r gets total/size rows, one more
   // when r < total % size, in rank order (as on one node).
   std::vector<uint64_t> offsets;
-  absl::StatusOr<uint64_t> total = ReduceLocalRanks(sets, &offsets);
+  double postscale = 1.0;
+  absl::StatusOr<uint64_t> total = ReduceAmongNodes(sets, tag_base, &offsets, &postscale);
   if (!total.ok()) return total.status();
-  if (absl::Status s = AllreduceFusionBuffer(first, *total, tag_base); !s.ok()) return s;
   auto release = [&] {
     size_t k = 0;
     for (const ReadySet& set : sets) {

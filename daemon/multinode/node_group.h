@@ -113,6 +113,10 @@ class NodeGroup : public LinkListener {
   // Allreduces the first `total` bytes of the fusion buffer among the nodes
   // (compressed on the wire when `first` asks for it).
   absl::Status AllreduceFusionBuffer(const Request& first, uint64_t total, uint64_t tag_base);
+  // Both of the above, with the postscale the results get (average
+  // divides by the set's size); returns the bytes used.
+  absl::StatusOr<uint64_t> ReduceAmongNodes(const std::vector<ReadySet>& sets, uint64_t tag_base,
+                                            std::vector<uint64_t>* offsets, double* postscale);
   absl::Status RunAllreduce(std::vector<ReadySet>& sets, uint64_t tag_base);
   absl::Status RunBroadcast(std::vector<ReadySet>& sets, uint64_t tag_base);
   // `rows`: every rank's first dimension (from the plan). On success `done`
