@@ -82,6 +82,9 @@ void Job::MaybeStartNodeGroup() {
   options.change_set = [this](std::vector<ReadySet> sets, int new_set) {
     ChangeProcessSet(std::move(sets), new_set);
   };
+  options.join_done = [this](std::vector<ReadySet> sets, int last_joined) {
+    JoinDone(std::move(sets), last_joined);
+  };
   options.on_executed = [this](const std::vector<ReadySet>& sets, const absl::Status& status,
                                 absl::Time start, absl::Time end) {
     std::vector<const ReadySet*> executed;
@@ -243,6 +246,22 @@ absl::StatusOr<Backend*> Job::DeviceBackendFor(const DeviceCommPlan* comm,
   return device_backend_.get();
 }
 
+void Job::JoinDone(std::vector<ReadySet> sets, int last_joined) {
+  Outbox out;
+  {
+    absl::MutexLock l(&mu_);
+    for (const ReadySet& set : sets) {
+      for (const Request& r : set.requests) {
+        out.push_back({r.session.get(), Completion{r.request_id, absl::OkStatus(), 0, 0,
+                                                   last_joined}});
+      }
+    }
+    joined_.assign(size_, false);
+    last_joined_ = -1;
+  }
+  Deliver(out);
+}
+
 void Job::ChangeProcessSet(std::vector<ReadySet> sets, int new_set) {
   Outbox out;
   {
@@ -337,10 +356,6 @@ void Job::Abort(const absl::Status& status) {
 absl::Status Job::AdmitLocked(const Request& r) const {
   if (!abort_status_.ok()) return abort_status_;
   const char* kind = CollectiveKindName(r.kind);
-  if (multi_node_ && r.kind == CollectiveKind::kJoin) {
-    return absl::UnimplementedError(absl::StrCat(
-        kind, " \"", r.name, "\": job ", id_, " spans nodes, where join is not available yet"));
-  }
 
   if (r.device.has_value() && r.process_set != 0) {
     // The job has one NCCL communicator, over every rank's GPU.
@@ -379,12 +394,13 @@ std::vector<int> Job::RequiredLocked(int process_set) const {
     // Local readiness: every local rank (of the set), once all have
     // attached and the node has joined the others.
     if (group_ == nullptr) return {-1};
-    if (process_set == 0) return local_ranks_;
     std::vector<int> out;
     auto it = sets_.find(process_set);
     if (it == sets_.end()) return out;
     for (int r : local_ranks_) {
-      if (std::binary_search(it->second.begin(), it->second.end(), r)) out.push_back(r);
+      if (!joined_[r] && std::binary_search(it->second.begin(), it->second.end(), r)) {
+        out.push_back(r);
+      }
     }
     return out;
   }
@@ -496,6 +512,10 @@ void Job::OnReadyLocked(ReadySet set, Outbox* out) {
     // a failure reaches the others through the coordinator.
     auto members = sets_.find(set.process_set);
     set.set_size = members == sets_.end() ? size_ : static_cast<int>(members->second.size());
+    set.joined = 0;  // this node's joined ranks of the set (the coordinator adds the rest)
+    if (members != sets_.end()) {
+      for (int r : members->second) set.joined += joined_[r] ? 1 : 0;
+    }
     if (set.agreement.ok()) set.agreement = CheckRunnableLocked(set);
     // A group goes to the other nodes once it is complete here, its members
     // in one report, so the coordinator sees them ready together and fuses
@@ -557,7 +577,21 @@ void Job::JoinLocked(Request request, Outbox* out) {
   joined_[rank] = true;
   last_joined_ = rank;
   join_requests_.push_back(std::move(request));
-  if (static_cast<int>(join_requests_.size()) == size_) {
+  if (multi_node_ && join_requests_.size() == local_ranks_.size()) {
+    // Every rank of this node has joined: the coordinator stops waiting for
+    // this node, which takes part with zeros until every node has joined.
+    ReadySet set;
+    set.name = "kolo.join";
+    set.first_submitted = join_requests_.front().submitted_at;
+    set.ready_at = absl::Now();
+    set.set_size = size_;
+    for (Request& r : join_requests_) {
+      r.aux = {last_joined_};
+      set.requests.push_back(std::move(r));
+    }
+    join_requests_.clear();
+    to_group_.push_back(std::move(set));
+  } else if (static_cast<int>(join_requests_.size()) == size_) {
     // Everyone has joined: the join completes with the last rank to join.
     for (const Request& r : join_requests_) {
       out->push_back({r.session.get(),

@@ -160,6 +160,9 @@ class Job {
   // counters (single-node, device and node-group responses alike).
   void RecordExecuted(const std::vector<const ReadySet*>& sets, const absl::Status& status,
                       absl::Time start, absl::Time end, const std::string& backend_name);
+  // Multi-node: every rank has joined; completes this node's join requests
+  // with the last rank to join and resets the joined state.
+  void JoinDone(std::vector<ReadySet> sets, int last_joined);
   // Multi-node: registers (new_set) or drops the process set every node
   // agreed on, in plan order, and completes the requests.
   void ChangeProcessSet(std::vector<ReadySet> sets, int new_set);

@@ -57,6 +57,8 @@ kolo::v1::TensorMeta MetaOf(const ReadySet& set, int size) {
   m.set_bytes(r.bytes);
   m.set_device(r.device.has_value());
   m.set_process_set(set.process_set);
+  m.set_joined(set.joined);
+  if (r.kind == CollectiveKind::kJoin && !r.aux.empty()) m.add_aux(r.aux.front());
   if (r.kind == CollectiveKind::kAddProcessSet || r.kind == CollectiveKind::kRemoveProcessSet) {
     for (int64_t v : r.aux) m.add_aux(v);
   }
@@ -352,6 +354,23 @@ void NodeGroup::Execute(PlannedEntry entry) {
       }
     }
   }
+  if (std::find(entry.joined_nodes.begin(), entry.joined_nodes.end(), transport_->node()) !=
+      entry.joined_nodes.end()) {
+    const uint64_t joined_seq = sequence_++;
+    absl::Status s = RunAsJoined(entry, (joined_seq & 0xffffff) << 24);
+    bool was_aborted;
+    {
+      absl::MutexLock l(&mu_);
+      was_aborted = !aborted_.ok();
+    }
+    if (!s.ok() && !was_aborted) {
+      // The other nodes counted on this one's zeros: end the job.
+      options_.abort_job(absl::Status(s.code(), absl::StrCat("job ", options_.job_id, " on node ",
+                                                             options_.node_name, ": ",
+                                                             s.message())));
+    }
+    return;
+  }
   std::vector<ReadySet> sets;
   absl::Status aborted;
   {
@@ -395,6 +414,14 @@ void NodeGroup::Execute(PlannedEntry entry) {
     return;
   }
   const CollectiveKind kind = sets.front().requests.front().kind;
+  if (kind == CollectiveKind::kJoin) {
+    if (options_.join_done) {
+      options_.join_done(std::move(sets), entry.last_joined);
+    } else {
+      Complete(sets, absl::UnimplementedError("join does not span nodes"));
+    }
+    return;
+  }
   if (kind == CollectiveKind::kAddProcessSet || kind == CollectiveKind::kRemoveProcessSet) {
     const std::vector<int64_t>& aux = sets.front().requests.front().aux;
     if (kind == CollectiveKind::kAddProcessSet) {
@@ -495,11 +522,17 @@ absl::StatusOr<uint64_t> NodeGroup::ReduceLocalRanks(const std::vector<ReadySet>
     const uint64_t next = i + 1 < sets.size() ? (*offsets)[i + 1] : total;
     std::memset(fusion_buffer_.data() + end, 0, next - end);
   }
+  std::vector<uint8_t> zeros;
   for (size_t i = 0; i < sets.size(); ++i) {
     const uint64_t n = sets[i].requests.front().bytes / esize;
     if (n == 0) continue;
     std::vector<const void*> srcs;
     for (const Request& r : sets[i].requests) srcs.push_back(r.input);
+    if (sets[i].joined > 0 && op != ReduceOp::kSum) {
+      // Joined ranks contribute zeros (min, max and product see them).
+      zeros.assign(n * esize, 0);
+      srcs.push_back(zeros.data());
+    }
     void* dst = fusion_buffer_.data() + (*offsets)[i];
     absl::Status s = kernels::Reduce(dtype, op, absl::MakeSpan(srcs), absl::MakeSpan(&dst, 1), n,
                                      first.prescale, 1.0);
@@ -551,6 +584,47 @@ absl::StatusOr<uint64_t> NodeGroup::ReduceAmongNodes(const std::vector<ReadySet>
   if (!total.ok()) return total.status();
   if (absl::Status s = AllreduceFusionBuffer(first, *total, tag_base); !s.ok()) return s;
   return total;
+}
+
+absl::Status NodeGroup::RunAsJoined(const PlannedEntry& entry, uint64_t tag_base) {
+  if (entry.metas.empty()) return absl::InternalError("a planned response without metadata");
+  const kolo::v1::TensorMeta& head = entry.metas.front();
+  const auto kind = static_cast<CollectiveKind>(head.kind());
+  // The same layout as the nodes that hold the tensors (LayOut).
+  uint64_t total = 0;
+  for (const kolo::v1::TensorMeta& m : entry.metas) total = Align(total) + m.bytes();
+  total = Align(total);
+  if (total > (uint64_t{1} << 40)) return absl::InternalError("a planned response too large");
+  subset_.reset();
+  active_ = transport_.get();
+  if (fusion_buffer_.size() < total) fusion_buffer_.resize(total);
+  std::memset(fusion_buffer_.data(), 0, total);
+  switch (kind) {
+    case CollectiveKind::kAllreduce: {
+      Request as;
+      as.dtype = static_cast<DType>(head.dtype());
+      as.op = static_cast<ReduceOp>(head.op());
+      as.compression = static_cast<Compression>(head.compression());
+      if (DTypeSize(as.dtype) == 0) return absl::InternalError("unknown dtype in a plan");
+      return AllreduceFusionBuffer(as, total, tag_base);
+    }
+    case CollectiveKind::kBroadcast: {
+      const int root = head.root_rank();
+      int root_node = -1;
+      {
+        absl::MutexLock l(&mu_);
+        if (root >= 0 && root < static_cast<int>(rank_node_.size())) root_node = rank_node_[root];
+      }
+      if (root_node < 0) return absl::InternalError("broadcast root on no known node");
+      return TreeBroadcast(*active_, fusion_buffer_.data(), total, root_node, tag_base,
+                           absl::Now() + kTransferDeadline);
+    }
+    case CollectiveKind::kBarrier:
+      return absl::OkStatus();
+    default:
+      return absl::InternalError(absl::StrCat(CollectiveKindName(kind),
+                                              " planned while a node's ranks all joined"));
+  }
 }
 
 absl::Status NodeGroup::RunAllreduce(std::vector<ReadySet>& sets, uint64_t tag_base) {

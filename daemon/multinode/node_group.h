@@ -6,9 +6,10 @@
 // transport, and deliver the result to every local rank.
 //
 // Every collective spans nodes (allreduce, broadcast, allgather,
-// reducescatter, alltoall, barrier); those of a process set run among the
-// nodes of its ranks (a node hosting none skips the response in step). The
-// job refuses join in a multi-node job before it gets here. Responses of device tensors go
+// reducescatter, alltoall, barrier, join); those of a process set run among
+// the nodes of its ranks (a node hosting none skips the response in step). A
+// node whose ranks all joined takes part in allreduces with zeros and in
+// broadcasts as a relay, laid out from the plan's metadata. Responses of device tensors go
 // back to the job (NodeGroupOptions::run_device), which runs them on its
 // NCCL backend in the same plan order on every node.
 //
@@ -67,6 +68,9 @@ struct NodeGroupOptions {
   // remove_process_set every node agreed on, and completes its requests.
   // Called on the group's executor thread, in plan order.
   std::function<void(std::vector<ReadySet> sets, int new_set)> change_set;
+  // Every rank has joined: completes the join requests of `sets` with the
+  // last rank to join and resets the job's joined state.
+  std::function<void(std::vector<ReadySet> sets, int last_joined)> join_done;
 };
 
 class NodeGroup : public LinkListener {
@@ -113,6 +117,9 @@ class NodeGroup : public LinkListener {
   // Allreduces the first `total` bytes of the fusion buffer among the nodes
   // (compressed on the wire when `first` asks for it).
   absl::Status AllreduceFusionBuffer(const Request& first, uint64_t total, uint64_t tag_base);
+  // This node's ranks have all joined: takes part in `entry` with zeros
+  // (allreduce) or as a relay (broadcast), laid out from its metas.
+  absl::Status RunAsJoined(const PlannedEntry& entry, uint64_t tag_base);
   // Both of the above, with the postscale the results get (average
   // divides by the set's size); returns the bytes used.
   absl::StatusOr<uint64_t> ReduceAmongNodes(const std::vector<ReadySet>& sets, uint64_t tag_base,

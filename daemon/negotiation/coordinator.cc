@@ -215,6 +215,53 @@ void Coordinator::WelcomeLocked(Outbox* out) {
   PlanLocked(out);
 }
 
+std::vector<int> Coordinator::JoinedNodesOfSetLocked(int process_set) const {
+  std::vector<int> out;
+  if (joined_nodes_.empty()) return out;
+  std::vector<int> members = SetMembersLocked(process_set);
+  for (size_t n = 0; n < joined_nodes_.size(); ++n) {
+    if (!joined_nodes_[n]) continue;
+    for (int r : members_.at(node_members_[n]).ranks) {
+      if (std::binary_search(members.begin(), members.end(), r)) {
+        out.push_back(static_cast<int>(n));
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+std::string Coordinator::JoinedErrorLocked(const Pending& p,
+                                           const std::vector<int>& joined_nodes) const {
+  const kolo::v1::TensorMeta& m = p.meta;
+  const auto kind = static_cast<CollectiveKind>(m.kind());
+  const std::string what = absl::StrCat(CollectiveKindName(kind), " \"", m.name(), "\"");
+  if (kind == CollectiveKind::kAllgather || kind == CollectiveKind::kReducescatter ||
+      kind == CollectiveKind::kAlltoall) {
+    return absl::StrCat(what, ": cannot run while ranks have joined (only allreduce, "
+                        "broadcast and barrier can)");
+  }
+  if (joined_nodes.empty()) return "";
+  if (m.process_set() != 0) {
+    return absl::StrCat(what, ": a process set's collectives cannot run while every rank of "
+                        "one of its nodes has joined");
+  }
+  if (m.device()) {
+    return absl::StrCat(what, ": device tensors cannot run while every rank of a node has "
+                        "joined");
+  }
+  if (kind == CollectiveKind::kBroadcast) {
+    const int root = m.root_rank();
+    for (int n : joined_nodes) {
+      const std::vector<int>& ranks = members_.at(node_members_[n]).ranks;
+      if (std::binary_search(ranks.begin(), ranks.end(), root)) {
+        return absl::StrCat(what, ": root rank ", root, " has joined");
+      }
+    }
+  }
+  return "";
+}
+
 std::vector<int> Coordinator::SetMembersLocked(int process_set) const {
   auto it = sets_.find(process_set);
   if (it != sets_.end()) return it->second;
@@ -236,6 +283,27 @@ int Coordinator::NodesOfSetLocked(int process_set) const {
 
 void Coordinator::AddReadyLocked(int node, const kolo::v1::TensorMeta& meta) {
   const int nodes = static_cast<int>(node_members_.size());
+  if (meta.kind() == static_cast<uint32_t>(CollectiveKind::kJoin)) {
+    // Every rank of `node` has joined: it reports nothing more until the
+    // join completes, and the others stop waiting for it.
+    if (joined_nodes_.empty()) joined_nodes_.assign(nodes, false);
+    if (joined_nodes_[node]) return;
+    joined_nodes_[node] = true;
+    if (meta.aux_size() > 0) last_joined_ = static_cast<int>(meta.aux(0));
+    std::vector<std::string> keys;
+    for (const auto& [key, pending] : pending_) keys.push_back(key);
+    std::sort(keys.begin(), keys.end());  // the same order on every run
+    for (const std::string& key : keys) MaybeCompleteLocked(key);
+    if (std::all_of(joined_nodes_.begin(), joined_nodes_.end(), [](bool j) { return j; })) {
+      kolo::v1::TensorMeta done = meta;
+      done.clear_aux();
+      done.add_aux(last_joined_);
+      ready_.push_back(ReadyName{done, "", {}});
+      joined_nodes_.assign(nodes, false);
+      last_joined_ = -1;
+    }
+    return;
+  }
   auto [it, inserted] = pending_.try_emplace(PeerKey(meta.process_set(), meta.name()));
   Pending& p = it->second;
   if (inserted) {
@@ -246,6 +314,7 @@ void Coordinator::AddReadyLocked(int node, const kolo::v1::TensorMeta& meta) {
   if (p.reported[node]) return;
   p.reported[node] = true;
   ++p.count;
+  p.joined += meta.joined();
   if (meta.kind() == static_cast<uint32_t>(CollectiveKind::kAllgather)) {
     if (p.rows.empty()) p.rows.resize(nodes);
     p.rows[node].assign(meta.rows().begin(), meta.rows().end());
@@ -264,7 +333,22 @@ void Coordinator::AddReadyLocked(int node, const kolo::v1::TensorMeta& meta) {
           ", ", DescribeNode(p.first_node), " sent ", diff[1]);
     }
   }
-  if (p.count == NodesOfSetLocked(meta.process_set())) {
+  MaybeCompleteLocked(it->first);
+}
+
+void Coordinator::MaybeCompleteLocked(const std::string& key) {
+  auto it = pending_.find(key);
+  if (it == pending_.end()) return;
+  Pending& p = it->second;
+  const kolo::v1::TensorMeta& meta = p.meta;
+  const int nodes = static_cast<int>(node_members_.size());
+  // Nodes fully joined that did not report it take part with zeros.
+  std::vector<int> joined;
+  for (int n : JoinedNodesOfSetLocked(meta.process_set())) {
+    if (!p.reported[n]) joined.push_back(n);
+  }
+  if (p.count + static_cast<int>(joined.size()) < NodesOfSetLocked(meta.process_set())) return;
+  {
     // The ranks of the set (every rank for set 0), ascending; each node
     // reported rows or splits for its ranks among them, ascending.
     std::vector<int> members = SetMembersLocked(meta.process_set());
@@ -314,7 +398,10 @@ void Coordinator::AddReadyLocked(int node, const kolo::v1::TensorMeta& meta) {
       }
       for (int64_t v : matrix) p.meta.add_splits(v);
     }
-    ready_.emplace_back(p.meta, p.error);
+    if (p.error.empty() && (p.joined > 0 || !joined.empty())) {
+      p.error = JoinedErrorLocked(p, joined);
+    }
+    ready_.push_back(ReadyName{p.meta, p.error, joined});
     pending_.erase(it);
   }
 }
@@ -357,6 +444,7 @@ void Coordinator::PlanLocked(Outbox* out) {
     kolo::v1::TensorMeta key;
     kolo::v1::PlannedResponse* response;
     uint64_t bytes;
+    std::vector<int> joined;  // nodes fully joined when it became ready
   };
   std::vector<Group> open;
   auto ref = [&](kolo::v1::PlannedResponse* r, const kolo::v1::TensorMeta& meta) {
@@ -383,7 +471,7 @@ void Coordinator::PlanLocked(Outbox* out) {
       a->set_cache_id(id);
     }
   };
-  for (auto& [meta, error] : ready_) {
+  for (auto& [meta, error, joined] : ready_) {
     int new_set = 0;
     if (error.empty() && IsSetChange(meta)) error = ChangeSetLocked(meta, &new_set);
     if (!error.empty()) {
@@ -402,18 +490,29 @@ void Coordinator::PlanLocked(Outbox* out) {
       r->set_new_process_set(new_set);
       continue;
     }
+    if (meta.kind() == static_cast<uint32_t>(CollectiveKind::kJoin)) {
+      auto* r = plan.add_responses();
+      r->add_members()->set_name(meta.name());
+      r->set_last_joined(static_cast<int32_t>(meta.aux_size() > 0 ? meta.aux(0) : -1));
+      continue;
+    }
     Group* target = nullptr;
     for (Group& g : open) {
-      if (Fusable(g.key, meta) && Align64(g.bytes) + meta.bytes() <= options_.fusion_threshold_bytes) {
+      if (Fusable(g.key, meta) && g.joined == joined &&
+          Align64(g.bytes) + meta.bytes() <= options_.fusion_threshold_bytes) {
         target = &g;
         break;
       }
     }
     if (target == nullptr) {
-      open.push_back(Group{meta, plan.add_responses(), 0});
+      open.push_back(Group{meta, plan.add_responses(), 0, joined});
       target = &open.back();
       target->response->set_process_set(meta.process_set());
+      for (int n : joined) target->response->add_joined_nodes(n);
     }
+    // Nodes whose ranks all joined never saw this tensor: they lay the
+    // response out from its metadata.
+    if (!joined.empty()) *target->response->add_metas() = meta;
     ref(target->response, meta);
     target->bytes = Align64(target->bytes) + meta.bytes();
     if (meta.kind() == static_cast<uint32_t>(CollectiveKind::kAllgather)) {

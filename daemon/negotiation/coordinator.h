@@ -99,11 +99,26 @@ class Coordinator {
     std::string error;
     std::vector<std::vector<int64_t>> rows;    // allgather: by node index
     std::vector<std::vector<int64_t>> splits;  // alltoall: by node index
+    int joined = 0;  // ranks that had joined on the nodes that reported
+  };
+  struct ReadyName {
+    kolo::v1::TensorMeta meta;
+    std::string error;
+    std::vector<int> joined_nodes;  // fully joined nodes of its set, then
   };
   using Outbox = std::vector<std::pair<std::shared_ptr<MemberSink>, kolo::v1::CoordinatorMessage>>;
 
   void WelcomeLocked(Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddReadyLocked(int node, const kolo::v1::TensorMeta& meta)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves pending `key` to ready_ once every node of its set that has not
+  // fully joined reported it.
+  void MaybeCompleteLocked(const std::string& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Nodes of `process_set` all of whose ranks have joined.
+  std::vector<int> JoinedNodesOfSetLocked(int process_set) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Why `p` cannot run with joined ranks ("" if it can).
+  std::string JoinedErrorLocked(const Pending& p, const std::vector<int>& joined_nodes) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PlanLocked(Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The ranks of `process_set`, ascending (every rank for 0 or an unknown id).
@@ -143,7 +158,11 @@ class Coordinator {
   std::map<int, std::vector<kolo::v1::Ready>> early_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, Pending> pending_ ABSL_GUARDED_BY(mu_);
   // Globally ready names, in the order they became ready.
-  std::vector<std::pair<kolo::v1::TensorMeta, std::string>> ready_ ABSL_GUARDED_BY(mu_);
+  std::vector<ReadyName> ready_ ABSL_GUARDED_BY(mu_);
+  // Join: nodes all of whose ranks have joined (by node index), and the
+  // last rank to join so far.
+  std::vector<bool> joined_nodes_ ABSL_GUARDED_BY(mu_);
+  int last_joined_ ABSL_GUARDED_BY(mu_) = -1;
   // The device communicator goes out once, on the first device response;
   // if it could not be made, every device response fails with why.
   bool device_comm_planned_ ABSL_GUARDED_BY(mu_) = false;

@@ -241,5 +241,41 @@ TEST_F(CoordinatorTest, ProcessSetsGetIdsInPlanOrderAndOnlyTheirNodesReport) {
   EXPECT_NE(b_->plans()[3].responses(0).error_code(), 0);
 }
 
+TEST_F(CoordinatorTest, AJoinedNodeTakesPartWithZerosUntilEveryNodeJoined) {
+  Join();
+  kolo::v1::TensorMeta joined = Meta("kolo.join");
+  joined.set_kind(7);  // join
+  joined.add_aux(1);   // node A's last rank to join
+  c_.OnReady(ida_, ReadyOf({joined}));
+  EXPECT_TRUE(b_->plans().empty());
+  // Node B alone makes "grad" ready; node A takes part, laid out from metas.
+  c_.OnReady(idb_, ReadyOf({Meta("grad")}));
+  std::vector<kolo::v1::Plan> plans = b_->plans();
+  ASSERT_EQ(plans.size(), 1u);
+  const auto& r = plans[0].responses(0);
+  EXPECT_EQ(r.error_code(), 0) << r.error_message();
+  ASSERT_EQ(r.joined_nodes_size(), 1);
+  EXPECT_EQ(r.joined_nodes(0), 0);
+  ASSERT_EQ(r.metas_size(), 1);
+  EXPECT_EQ(r.metas(0).name(), "grad");
+  // An allgather cannot run while ranks have joined.
+  kolo::v1::TensorMeta ag = Allgather("ag", {2, 2});
+  c_.OnReady(idb_, ReadyOf({ag}));
+  ASSERT_EQ(b_->plans().size(), 2u);
+  EXPECT_NE(b_->plans()[1].responses(0).error_code(), 0);
+  EXPECT_TRUE(absl::StrContains(b_->plans()[1].responses(0).error_message(), "joined"));
+  // Node B joins last: the join completes with its last rank.
+  joined.set_aux(0, 3);
+  c_.OnReady(idb_, ReadyOf({joined}));
+  ASSERT_EQ(b_->plans().size(), 3u);
+  EXPECT_EQ(b_->plans()[2].responses(0).last_joined(), 3);
+  // After the join everyone reports again.
+  c_.OnReady(idb_, ReadyOf({Meta("after")}));
+  EXPECT_EQ(b_->plans().size(), 3u);
+  c_.OnReady(ida_, ReadyOf({Meta("after")}));
+  ASSERT_EQ(b_->plans().size(), 4u);
+  EXPECT_EQ(b_->plans()[3].responses(0).joined_nodes_size(), 0);
+}
+
 }  // namespace
 }  // namespace kolo::daemon

@@ -307,6 +307,9 @@ void MemberLink::ReadLoop() {
             e.rows.assign(r.rows().begin(), r.rows().end());
             e.process_set = r.process_set();
             e.new_process_set = r.new_process_set();
+            e.last_joined = r.last_joined();
+            e.joined_nodes.assign(r.joined_nodes().begin(), r.joined_nodes().end());
+            e.metas.assign(r.metas().begin(), r.metas().end());
             e.splits.assign(r.splits().begin(), r.splits().end());
             if (r.error_code() != 0) {
               e.error = absl::Status(static_cast<absl::StatusCode>(r.error_code()),

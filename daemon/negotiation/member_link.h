@@ -37,6 +37,11 @@ struct PlannedEntry {
   std::vector<std::string> names;
   int process_set = 0;
   int new_process_set = 0;  // an add_process_set: the set's id
+  int last_joined = -1;     // the join of every rank: the last to join
+  // Nodes whose ranks all joined (they take part with zeros, laid out from
+  // `metas`).
+  std::vector<int> joined_nodes;
+  std::vector<kolo::v1::TensorMeta> metas;
   absl::Status error;  // OK, or the disagreement to deliver
   // The job's device communicator, to join before running this response
   // (validated against the job's size).

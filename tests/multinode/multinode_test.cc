@@ -193,7 +193,20 @@ TEST_F(MultiNodeTest, AStallAcrossNodesIsReportedOnTheWaitingNode) {
   EXPECT_TRUE(absl::StrContains(message, "for the other nodes (ranks 1 ")) << message;
 }
 
-TEST_F(MultiNodeTest, EveryCollectiveAndProcessSetsSpanNodesButJoin) {
+TEST_F(MultiNodeTest, JoinWithUnevenBatchesAcrossNodes) {
+  // Ranks run 2, 4, ... allreduces and join: a node whose ranks partly
+  // joined reduces zeros for them; a node whose ranks all joined takes part
+  // with zeros; the join returns the last rank everywhere.
+  StartDaemons(3);
+  RunScenario("join", 2);
+}
+
+TEST_F(MultiNodeTest, JoinWithOneRankPerNode) {
+  StartDaemons(3);
+  RunScenario("join", 1);
+}
+
+TEST_F(MultiNodeTest, EveryCollectiveAndProcessSetsSpanNodes) {
   StartDaemons(3);
   RunScenario("multinode_limits", 2);
 }
