@@ -711,7 +711,7 @@ void ScenarioHold(kolo::Client& c) {
 // In a job spanning nodes: grouped and compressed allreduce, allgather,
 // reducescatter, alltoall, process sets (every collective on them) and join
 // work (many sizes, steps, mismatches), and allreduce goes on working.
-void ScenarioMultiNodeLimits(kolo::Client& c) {
+void ScenarioMultiNodeSurface(kolo::Client& c) {
   std::vector<float> buf(4, 1.0f);
   // Process sets span nodes: allreduce and broadcast on {0, last}, the same
   // name in two sets at once, outsiders refused, removal.
@@ -844,7 +844,7 @@ void ScenarioMultiNodeLimits(kolo::Client& c) {
                    "mismatched allgather: %s", bad.status().ToString().c_str());
   }
   CHECK_OR_COUNT(c.Barrier().ok(), "barrier across nodes");
-  CheckAllreduce(c, DType::kFloat32, ReduceOp::kSum, 100, true, "limits/after");
+  CheckAllreduce(c, DType::kFloat32, ReduceOp::kSum, 100, true, "mn/after");
 }
 
 }  // namespace
@@ -875,7 +875,7 @@ int main(int argc, char** argv) {
   else if (scenario == "surface") ScenarioSurface(c);
   else if (scenario == "join") ScenarioJoin(c);
   else if (scenario == "hold") ScenarioHold(c);
-  else if (scenario == "multinode_limits") ScenarioMultiNodeLimits(c);
+  else if (scenario == "multinode_surface") ScenarioMultiNodeSurface(c);
   else {
     std::fprintf(stderr, "unknown scenario %s\n", scenario.c_str());
     return 2;

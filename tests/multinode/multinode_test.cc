@@ -208,7 +208,7 @@ TEST_F(MultiNodeTest, JoinWithOneRankPerNode) {
 
 TEST_F(MultiNodeTest, EveryCollectiveAndProcessSetsSpanNodes) {
   StartDaemons(3);
-  RunScenario("multinode_limits", 2);
+  RunScenario("multinode_surface", 2);
 }
 
 }  // namespace
