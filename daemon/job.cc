@@ -106,19 +106,20 @@ void Job::MaybeStartNodeGroup() {
     return;
   }
   std::vector<ReadySet> sets;
-  {
-    absl::MutexLock l(&mu_);
-    group_ = std::move(*group);
-    group_ptr_.store(group_.get());
-    Outbox unused;
-    for (ReadySet& set : table_.TakeReady([this](int ps) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-           return RequiredLocked(ps);
-         })) {
-      OnReadyLocked(std::move(set), &unused);
-    }
-    sets.swap(to_group_);
+  absl::ReleasableMutexLock l(&mu_);
+  group_ = std::move(*group);
+  group_ptr_.store(group_.get());
+  Outbox unused;
+  for (ReadySet& set : table_.TakeReady([this](int ps) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+         return RequiredLocked(ps);
+       })) {
+    OnReadyLocked(std::move(set), &unused);
   }
+  sets.swap(to_group_);
+  group_send_mu_.Lock();  // in order with Submit's deliveries
+  l.Release();
   for (ReadySet& set : sets) group_->LocallyReady(std::move(set));
+  group_send_mu_.Unlock();
 }
 
 absl::StatusOr<std::vector<int>> Job::ProcessSetMembers(int process_set) const {
@@ -363,6 +364,11 @@ absl::Status Job::AdmitLocked(const Request& r) const {
         kind, " \"", r.name, "\": device tensors run on the whole job so far, not on process "
         "set ", r.process_set, " (copy the tensor to host memory for a process set)"));
   }
+  if (multi_node_ && r.kind == CollectiveKind::kJoin && sets_.size() > 1) {
+    return absl::UnimplementedError(absl::StrCat(
+        kind, ": job ", id_, " spans nodes, where join is not available while process sets "
+        "exist (remove them first)"));
+  }
   if ((r.kind == CollectiveKind::kJoin || r.kind == CollectiveKind::kAddProcessSet ||
        r.kind == CollectiveKind::kRemoveProcessSet) &&
       r.process_set != 0) {
@@ -577,11 +583,21 @@ void Job::JoinLocked(Request request, Outbox* out) {
   joined_[rank] = true;
   last_joined_ = rank;
   join_requests_.push_back(std::move(request));
-  if (multi_node_ && join_requests_.size() == local_ranks_.size()) {
+  if (multi_node_) {
+    // Names that waited only for this rank go to the others first (the join
+    // must not overtake them).
+    for (ReadySet& set : table_.TakeReady([this](int ps) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+           return RequiredLocked(ps);
+         })) {
+      OnReadyLocked(std::move(set), out);
+    }
+    if (join_requests_.size() < local_ranks_.size()) return;
     // Every rank of this node has joined: the coordinator stops waiting for
     // this node, which takes part with zeros until every node has joined.
+    // Its own key (set -1) keeps it apart from any tensor name.
     ReadySet set;
     set.name = "kolo.join";
+    set.process_set = -1;
     set.first_submitted = join_requests_.front().submitted_at;
     set.ready_at = absl::Now();
     set.set_size = size_;
@@ -591,7 +607,9 @@ void Job::JoinLocked(Request request, Outbox* out) {
     }
     join_requests_.clear();
     to_group_.push_back(std::move(set));
-  } else if (static_cast<int>(join_requests_.size()) == size_) {
+    return;
+  }
+  if (static_cast<int>(join_requests_.size()) == size_) {
     // Everyone has joined: the join completes with the last rank to join.
     for (const Request& r : join_requests_) {
       out->push_back({r.session.get(),
@@ -613,8 +631,8 @@ void Job::Submit(Request request) {
   Outbox out;
   std::vector<ReadySet> to_group;
   bool run = false;
+  absl::ReleasableMutexLock l(&mu_);
   {
-    absl::MutexLock l(&mu_);
     ranks_[request.rank].submitted++;
     ranks_[request.rank].last_submit = request.submitted_at;
     absl::Status refused = AdmitLocked(request);
@@ -663,10 +681,16 @@ void Job::Submit(Request request) {
     }
     to_group.swap(to_group_);
   }
+  // Names reach the node group in the order they became ready here: the
+  // next submission's delivery waits for this one (taken before mu_ is let
+  // go).
+  group_send_mu_.Lock();
+  l.Release();
   Deliver(out);
   if (NodeGroup* g = group_ptr_.load()) {
     for (ReadySet& set : to_group) g->LocallyReady(std::move(set));
   }
+  group_send_mu_.Unlock();
   if (run) RunReady();
 }
 

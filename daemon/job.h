@@ -210,6 +210,9 @@ class Job {
   std::atomic<bool> device_cancel_{false};
 
   mutable absl::Mutex mu_;
+  // Orders deliveries of locally ready names to the node group (taken
+  // while mu_ is held, then mu_ is released).
+  absl::Mutex group_send_mu_ ABSL_ACQUIRED_AFTER(mu_);
   RequestTable table_ ABSL_GUARDED_BY(mu_);
   std::vector<ReadySet> ready_ ABSL_GUARDED_BY(mu_);
   bool executing_ ABSL_GUARDED_BY(mu_) = false;

@@ -414,6 +414,12 @@ void NodeGroup::Execute(PlannedEntry entry) {
     return;
   }
   const CollectiveKind kind = sets.front().requests.front().kind;
+  if (!aborted.ok() && (kind == CollectiveKind::kJoin || kind == CollectiveKind::kAddProcessSet ||
+                        kind == CollectiveKind::kRemoveProcessSet)) {
+    // The job is over: nothing more to agree on.
+    Complete(sets, aborted);
+    return;
+  }
   if (kind == CollectiveKind::kJoin) {
     if (options_.join_done) {
       options_.join_done(std::move(sets), entry.last_joined);

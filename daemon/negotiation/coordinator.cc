@@ -236,6 +236,14 @@ std::string Coordinator::JoinedErrorLocked(const Pending& p,
   const kolo::v1::TensorMeta& m = p.meta;
   const auto kind = static_cast<CollectiveKind>(m.kind());
   const std::string what = absl::StrCat(CollectiveKindName(kind), " \"", m.name(), "\"");
+  if (IsSetChange(m)) {
+    return absl::StrCat(what, ": process sets cannot change while ranks have joined");
+  }
+  if (m.device() && p.joined > 0 && static_cast<ReduceOp>(m.op()) != ReduceOp::kSum &&
+      static_cast<ReduceOp>(m.op()) != ReduceOp::kAverage) {
+    return absl::StrCat(what, ": device tensors reduce joined ranks' zeros with sum or "
+                        "average only");
+  }
   if (kind == CollectiveKind::kAllgather || kind == CollectiveKind::kReducescatter ||
       kind == CollectiveKind::kAlltoall) {
     return absl::StrCat(what, ": cannot run while ranks have joined (only allreduce, "
@@ -302,6 +310,12 @@ void Coordinator::AddReadyLocked(int node, const kolo::v1::TensorMeta& meta) {
       joined_nodes_.assign(nodes, false);
       last_joined_ = -1;
     }
+    return;
+  }
+  if (meta.process_set() != 0 && !IsSetChange(meta) && !sets_.contains(meta.process_set())) {
+    // Removed (or never made): nobody else will report it.
+    ready_.push_back(ReadyName{meta, absl::StrCat("process set ", meta.process_set(),
+                                                  " does not exist (it was removed)"), {}});
     return;
   }
   auto [it, inserted] = pending_.try_emplace(PeerKey(meta.process_set(), meta.name()));
@@ -424,7 +438,12 @@ void Coordinator::OnReady(int member, const kolo::v1::Ready& ready) {
     it->second.devices = ready.devices();
   }
   int node = it->second.node_index;
-  for (const auto& meta : ready.tensors()) AddReadyLocked(node, meta);
+  auto is_join = [](const kolo::v1::TensorMeta& m) {
+    return m.kind() == static_cast<uint32_t>(CollectiveKind::kJoin);
+  };
+  for (const auto& meta : ready.tensors()) {
+    if (!is_join(meta)) AddReadyLocked(node, meta);
+  }
   const std::string& bits = ready.cached_bits();
   for (size_t byte = 0; byte < bits.size(); ++byte) {
     for (int bit = 0; bit < 8; ++bit) {
@@ -432,6 +451,10 @@ void Coordinator::OnReady(int member, const kolo::v1::Ready& ready) {
       size_t id = byte * 8 + bit;
       if (id < cache_names_.size()) AddReadyLocked(node, cache_meta_[id]);
     }
+  }
+  // A node's join comes after every name it reported before it.
+  for (const auto& meta : ready.tensors()) {
+    if (is_join(meta)) AddReadyLocked(node, meta);
   }
   PlanLocked(&out);
   Deliver(l, &out);
@@ -465,6 +488,10 @@ void Coordinator::PlanLocked(Outbox* out) {
       cache_ids_[key] = id;
       cache_names_.push_back(key);
       cache_meta_.push_back(meta);
+      // A cache bit stands for the metadata, not for the first node's
+      // circumstances.
+      cache_meta_.back().clear_joined();
+      cache_meta_.back().clear_local_error();
       auto* a = plan.add_new_cache_ids();
       a->set_name(meta.name());
       a->set_process_set(meta.process_set());
@@ -473,7 +500,7 @@ void Coordinator::PlanLocked(Outbox* out) {
   };
   for (auto& [meta, error, joined] : ready_) {
     int new_set = 0;
-    if (error.empty() && IsSetChange(meta)) error = ChangeSetLocked(meta, &new_set);
+    if (error.empty() && IsSetChange(meta)) error = ChangeSetLocked(meta, &new_set, &plan);
     if (!error.empty()) {
       auto* r = plan.add_responses();
       r->add_members()->set_name(meta.name());
@@ -493,6 +520,7 @@ void Coordinator::PlanLocked(Outbox* out) {
     if (meta.kind() == static_cast<uint32_t>(CollectiveKind::kJoin)) {
       auto* r = plan.add_responses();
       r->add_members()->set_name(meta.name());
+      r->set_process_set(-1);  // the join's own key on the nodes
       r->set_last_joined(static_cast<int32_t>(meta.aux_size() > 0 ? meta.aux(0) : -1));
       continue;
     }
@@ -552,12 +580,26 @@ void Coordinator::PlanLocked(Outbox* out) {
   }
 }
 
-std::string Coordinator::ChangeSetLocked(const kolo::v1::TensorMeta& meta, int* new_set) {
+std::string Coordinator::ChangeSetLocked(const kolo::v1::TensorMeta& meta, int* new_set,
+                                         kolo::v1::Plan* plan) {
   if (meta.kind() == static_cast<uint32_t>(CollectiveKind::kRemoveProcessSet)) {
     const int64_t id = meta.aux_size() == 1 ? meta.aux(0) : 0;
     if (id <= 0 || sets_.erase(static_cast<int>(id)) == 0) {
       return absl::StrCat("remove_process_set \"", meta.name(), "\": process set ", id,
                           " does not exist");
+    }
+    // Its names still waiting fail on every node that has them.
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (it->second.meta.process_set() != id) {
+        ++it;
+        continue;
+      }
+      auto* r = plan->add_responses();
+      r->add_members()->set_name(it->second.meta.name());
+      r->set_process_set(static_cast<int32_t>(id));
+      r->set_error_code(static_cast<int>(absl::StatusCode::kFailedPrecondition));
+      r->set_error_message(absl::StrCat("process set ", id, " was removed"));
+      pending_.erase(it++);
     }
     return "";
   }

@@ -127,8 +127,8 @@ class Coordinator {
   int NodesOfSetLocked(int process_set) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Applies an agreed add or remove of a process set (in plan order); an
   // error message if it cannot be, else "" and, for an add, its new id.
-  std::string ChangeSetLocked(const kolo::v1::TensorMeta& meta, int* new_set)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string ChangeSetLocked(const kolo::v1::TensorMeta& meta, int* new_set,
+                              kolo::v1::Plan* plan) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The job's device communicator, from every node's DeviceLayout.
   absl::StatusOr<kolo::v1::DeviceComm> MakeDeviceCommLocked()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

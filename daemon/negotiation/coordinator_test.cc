@@ -277,5 +277,50 @@ TEST_F(CoordinatorTest, AJoinedNodeTakesPartWithZerosUntilEveryNodeJoined) {
   EXPECT_EQ(b_->plans()[3].responses(0).joined_nodes_size(), 0);
 }
 
+TEST_F(CoordinatorTest, RemovingASetFailsItsWaitingNamesAndLaterOnes) {
+  Join();
+  kolo::v1::TensorMeta add = Meta("ps.add");
+  add.set_kind(8);  // add_process_set {0, 2}: one rank on each node
+  add.add_aux(0);
+  add.add_aux(2);
+  c_.OnReady(ida_, ReadyOf({add}));
+  c_.OnReady(idb_, ReadyOf({add}));
+  ASSERT_EQ(b_->plans().size(), 1u);
+  kolo::v1::TensorMeta t = Meta("grad");
+  t.set_process_set(1);
+  c_.OnReady(ida_, ReadyOf({t}));  // node B's rank 2 never submits it
+  kolo::v1::TensorMeta remove = Meta("ps.remove");
+  remove.set_kind(9);
+  remove.add_aux(1);
+  c_.OnReady(ida_, ReadyOf({remove}));
+  c_.OnReady(idb_, ReadyOf({remove}));
+  std::vector<kolo::v1::Plan> plans = b_->plans();
+  ASSERT_EQ(plans.size(), 2u);
+  ASSERT_EQ(plans[1].responses_size(), 2);
+  EXPECT_EQ(plans[1].responses(0).members(0).name(), "grad");
+  EXPECT_TRUE(absl::StrContains(plans[1].responses(0).error_message(), "was removed"));
+  EXPECT_EQ(plans[1].responses(1).error_code(), 0);  // the remove itself
+  // A name of the removed set reported afterwards fails at once.
+  c_.OnReady(idb_, ReadyOf({t}));
+  ASSERT_EQ(b_->plans().size(), 3u);
+  EXPECT_TRUE(absl::StrContains(b_->plans()[2].responses(0).error_message(), "does not exist"));
+}
+
+TEST_F(CoordinatorTest, ProcessSetsDoNotChangeWhileANodeHasJoined) {
+  Join();
+  kolo::v1::TensorMeta joined = Meta("kolo.join");
+  joined.set_kind(7);
+  joined.set_process_set(-1);
+  joined.add_aux(1);
+  c_.OnReady(ida_, ReadyOf({joined}));
+  kolo::v1::TensorMeta add = Meta("ps.add");
+  add.set_kind(8);
+  add.add_aux(2);
+  add.add_aux(3);
+  c_.OnReady(idb_, ReadyOf({add}));
+  ASSERT_EQ(b_->plans().size(), 1u);
+  EXPECT_TRUE(absl::StrContains(b_->plans()[0].responses(0).error_message(), "joined"));
+}
+
 }  // namespace
 }  // namespace kolo::daemon

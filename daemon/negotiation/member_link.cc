@@ -287,12 +287,15 @@ void MemberLink::ReadLoop() {
           }
           ++plans_;
           for (const auto& a : msg.plan().new_cache_ids()) {
+            // Recorded even for a name this node never reported (its ranks
+            // had all joined): later plans may name it by its id.
             const std::string key = PeerKey(a.process_set(), a.name());
+            if (a.cache_id() >= (1u << 24)) continue;  // far beyond any capacity
+            if (cache_names_.size() <= a.cache_id()) cache_names_.resize(a.cache_id() + 1);
+            cache_names_[a.cache_id()] = key;
             auto it = cache_.find(key);
             if (it == cache_.end()) continue;
             it->second.first = a.cache_id();
-            if (cache_names_.size() <= a.cache_id()) cache_names_.resize(a.cache_id() + 1);
-            cache_names_[a.cache_id()] = key;
           }
           for (const auto& r : msg.plan().responses()) {
             PlannedEntry e;
