@@ -32,7 +32,9 @@ constexpr absl::Duration kAbortGrace = absl::Seconds(5);
 uint64_t Align(uint64_t v) { return (v + kAlign - 1) & ~(kAlign - 1); }
 
 // Lays the tensors of a response out in the fusion buffer as every node
-// does: same order, each member 64-byte aligned. Returns the aligned total.
+// does: same order, each member 64-byte aligned. Returns where the last one
+// ends (no trailing padding: a single tensor is exactly its bytes, so a node
+// may reduce it in place while another goes through its fusion buffer).
 uint64_t LayOut(const std::vector<ReadySet>& sets, std::vector<uint64_t>* offsets) {
   uint64_t total = 0;
   for (const ReadySet& s : sets) {
@@ -40,7 +42,7 @@ uint64_t LayOut(const std::vector<ReadySet>& sets, std::vector<uint64_t>* offset
     offsets->push_back(total);
     total += s.requests.front().bytes;
   }
-  return Align(total);
+  return total;
 }
 
 kolo::v1::TensorMeta MetaOf(const ReadySet& set, int size) {
@@ -599,7 +601,6 @@ absl::Status NodeGroup::RunAsJoined(const PlannedEntry& entry, uint64_t tag_base
   // The same layout as the nodes that hold the tensors (LayOut).
   uint64_t total = 0;
   for (const kolo::v1::TensorMeta& m : entry.metas) total = Align(total) + m.bytes();
-  total = Align(total);
   if (total > (uint64_t{1} << 40)) return absl::InternalError("a planned response too large");
   subset_.reset();
   active_ = transport_.get();
@@ -636,6 +637,32 @@ absl::Status NodeGroup::RunAsJoined(const PlannedEntry& entry, uint64_t tag_base
 absl::Status NodeGroup::RunAllreduce(std::vector<ReadySet>& sets, uint64_t tag_base) {
   const DType dtype = sets.front().requests.front().dtype;
   const size_t esize = DTypeSize(dtype);
+  if (sets.size() == 1 && sets.front().requests.size() == 1 && sets.front().joined == 0 &&
+      sets.front().requests.front().compression == Compression::kNone) {
+    // One tensor of one local rank: reduce among the nodes straight in the
+    // rank's output, without the two passes through the fusion buffer.
+    const Request& r = sets.front().requests.front();
+    const uint64_t n = r.bytes / esize;
+    if (n == 0) return absl::OkStatus();
+    double postscale = r.postscale;
+    if (r.op == ReduceOp::kAverage) postscale /= set_size_;
+    const ReduceOp op = r.op == ReduceOp::kAverage ? ReduceOp::kSum : r.op;
+    void* out = r.output;
+    if (r.input != r.output || r.prescale != 1.0) {
+      if (absl::Status s = kernels::ScaleCopy(dtype, r.input, absl::MakeSpan(&out, 1), n,
+                                              r.prescale);
+          !s.ok()) {
+        return s;
+      }
+    }
+    if (absl::Status s = Allreduce(*active_, r.output, n, dtype, op, tag_base,
+                                   absl::Now() + kTransferDeadline);
+        !s.ok()) {
+      return s;
+    }
+    if (postscale == 1.0) return absl::OkStatus();
+    return kernels::ScaleCopy(dtype, r.output, absl::MakeSpan(&out, 1), n, postscale);
+  }
   std::vector<uint64_t> offsets;
   double postscale = 1.0;
   absl::StatusOr<uint64_t> total = ReduceAmongNodes(sets, tag_base, &offsets, &postscale);
