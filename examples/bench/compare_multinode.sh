@@ -44,9 +44,14 @@ start_daemons() {  # count
     for _ in $(seq 1 200); do [[ -S "$dir/n$n.sock" ]] && break; sleep 0.05; done
   done
 }
-peer_of() {  # socket -> peer address of that daemon
-  "$repo/bazel-bin/koloctl/koloctl" --socket "$1" --json status 2>/dev/null |
-    python3 -c 'import json,sys; print(json.load(sys.stdin)["node"]["config"]["peer_address"])'
+peer_of() {  # socket -> peer address of that daemon (it may still be starting)
+  local out
+  for _ in $(seq 1 50); do
+    out=$("$repo/bazel-bin/koloctl/koloctl" --socket "$1" --json status 2>/dev/null) && break
+    sleep 0.1
+  done
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["node"]["config"]["peer_address"])' \
+    <<<"$out"
 }
 run_ranks() {  # nodes job binary args...
   local nodes=$1 job=$2; shift 2
