@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -681,6 +682,12 @@ void Job::Submit(Request request) {
     }
     to_group.swap(to_group_);
   }
+  if (!multi_node_) {
+    l.Release();
+    Deliver(out);
+    if (run) RunReady();
+    return;
+  }
   // Names reach the node group in the order they became ready here: the
   // next submission's delivery waits for this one (taken before mu_ is let
   // go).
@@ -691,7 +698,6 @@ void Job::Submit(Request request) {
     for (ReadySet& set : to_group) g->LocallyReady(std::move(set));
   }
   group_send_mu_.Unlock();
-  if (run) RunReady();
 }
 
 void Job::RunReady() {
@@ -838,16 +844,24 @@ void Job::RecordExecuted(const std::vector<const ReadySet*>& sets, const absl::S
 std::vector<StallView> Job::Stalls(absl::Time now, absl::Duration warning) const {
   absl::MutexLock l(&mu_);
   std::vector<StallView> out;
+  // A stall of `name` first submitted at `since`; nullopt if not yet one.
+  auto stall = [&](const std::string& name, CollectiveKind kind,
+                   absl::Time since) -> std::optional<StallView> {
+    if (now - since < warning) return std::nullopt;
+    StallView s;
+    s.name = name;
+    s.kind = kind;
+    s.waiting = now - since;
+    s.since = since;
+    return s;
+  };
   for (PendingView& p : table_.Pending([this](int ps) ABSL_NO_THREAD_SAFETY_ANALYSIS {
          return RequiredLocked(ps);
        })) {
-    absl::Duration waiting = now - p.first_submitted;
-    if (waiting < warning) continue;
-    StallView s;
-    s.name = p.name;
-    s.kind = p.kind;
-    s.waiting = waiting;
-    s.since = p.first_submitted;
+    std::optional<StallView> found = stall(p.name, p.kind, p.first_submitted);
+    if (!found) continue;
+    StallView& s = *found;
+    const absl::Duration waiting = s.waiting;
     s.message = absl::StrFormat(
         "%s \"%s\" waiting %d s for ranks %s (submitted: %s)",
         CollectiveKindName(p.kind), p.name, absl::ToInt64Seconds(waiting),
@@ -859,13 +873,10 @@ std::vector<StallView> Job::Stalls(absl::Time now, absl::Duration warning) const
   if (NodeGroup* g = group_ptr_.load()) {
     // Ready here, waiting for the other nodes' ranks.
     for (const NodeGroup::Parked& p : g->ParkedNames()) {
-      absl::Duration waiting = now - p.first_submitted;
-      if (waiting < warning) continue;
-      StallView s;
-      s.name = p.name;
-      s.kind = p.kind;
-      s.waiting = waiting;
-      s.since = p.first_submitted;
+      std::optional<StallView> found = stall(p.name, p.kind, p.first_submitted);
+      if (!found) continue;
+      StallView& s = *found;
+      const absl::Duration waiting = s.waiting;
       s.submitted = local_ranks_;
       for (int r = 0; r < size_; ++r) {
         if (!std::binary_search(local_ranks_.begin(), local_ranks_.end(), r)) {

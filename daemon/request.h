@@ -48,6 +48,13 @@ struct Request {
 };
 
 // The outcome of one request, as written to its session's completion ring.
+// Bytes of one row of `r`'s tensor (everything but the first dimension).
+inline uint64_t RowBytes(const Request& r) {
+  uint64_t row = DTypeSize(r.dtype);
+  for (size_t d = 1; d < r.shape.size(); ++d) row *= static_cast<uint64_t>(r.shape[d]);
+  return row;
+}
+
 struct Completion {
   uint64_t request_id;
   absl::Status status;

@@ -330,19 +330,21 @@ void NodeGroup::Execute(PlannedEntry entry) {
   // Which nodes the response's process set spans; a node with none of its
   // ranks has nothing parked for it and skips it (in step: the sequence
   // number still advances).
-  std::vector<int> node_of;
-  {
+  if (node_of_.empty()) {
+    // Fixed by the welcome, which comes before any plan: copied once.
     absl::MutexLock l(&mu_);
-    node_of = rank_node_;
+    node_of_ = rank_node_;
+    all_ranks_.resize(options_.size);
+    for (int r = 0; r < options_.size; ++r) all_ranks_[r] = r;
   }
+  const std::vector<int>& node_of = node_of_;
   active_nodes_.clear();
-  active_members_.resize(options_.size);
-  for (int r = 0; r < options_.size; ++r) active_members_[r] = r;
+  active_members_ = &all_ranks_;
   set_size_ = options_.size;
   if (entry.process_set != 0) {
     auto it = sets_.find(entry.process_set);
     if (it != sets_.end()) {
-      active_members_ = it->second;
+      active_members_ = &it->second;
       for (int r : it->second) {
         if (r >= 0 && r < static_cast<int>(node_of.size())) active_nodes_.push_back(node_of[r]);
       }
@@ -459,15 +461,17 @@ void NodeGroup::Execute(PlannedEntry entry) {
   // A process set's collective runs among the nodes of its ranks.
   subset_.reset();
   active_ = transport_.get();
-  active_node_of_ = node_of;
+  active_node_of_ = &node_of_;
   if (entry.process_set != 0 && !active_nodes_.empty()) {
     subset_ = std::make_unique<SubsetTransport>(*transport_, active_nodes_);
     active_ = subset_.get();
     // Ranks' nodes, numbered within the set's nodes.
-    for (int& n : active_node_of_) {
+    subset_node_of_ = node_of_;
+    for (int& n : subset_node_of_) {
       auto at = std::find(active_nodes_.begin(), active_nodes_.end(), n);
       n = at == active_nodes_.end() ? -1 : static_cast<int>(at - active_nodes_.begin());
     }
+    active_node_of_ = &subset_node_of_;
   }
   const absl::Time start = absl::Now();
   absl::Status status;
@@ -617,11 +621,8 @@ absl::Status NodeGroup::RunAsJoined(const PlannedEntry& entry, uint64_t tag_base
     }
     case CollectiveKind::kBroadcast: {
       const int root = head.root_rank();
-      int root_node = -1;
-      {
-        absl::MutexLock l(&mu_);
-        if (root >= 0 && root < static_cast<int>(rank_node_.size())) root_node = rank_node_[root];
-      }
+      const int root_node =
+          root >= 0 && root < static_cast<int>(node_of_.size()) ? node_of_[root] : -1;
       if (root_node < 0) return absl::InternalError("broadcast root on no known node");
       return TreeBroadcast(*active_, fusion_buffer_.data(), total, root_node, tag_base,
                            absl::Now() + kTransferDeadline);
@@ -687,19 +688,18 @@ absl::Status NodeGroup::RunAllgather(std::vector<ReadySet>& sets,
   ReadySet& set = sets.front();
   const Request& first = set.requests.front();
   const std::string what = absl::StrCat("allgather \"", set.name, "\"");
-  uint64_t row_bytes = DTypeSize(first.dtype);
-  for (size_t d = 1; d < first.shape.size(); ++d) row_bytes *= first.shape[d];
+  const uint64_t row_bytes = RowBytes(first);
   if (static_cast<int>(rows.size()) != options_.size) {
     return absl::InternalError(absl::StrCat(what, ": the plan gives ", rows.size(),
                                             " row counts for ", options_.size, " ranks"));
   }
   // Over the process set's ranks (every rank for set 0), by position.
-  const std::vector<int>& members = active_members_;
+  const std::vector<int>& members = *active_members_;
   const int size = static_cast<int>(members.size());
   std::vector<int> node_of(size);
   std::vector<int> position(options_.size, -1);
   for (int m = 0; m < size; ++m) {
-    node_of[m] = active_node_of_[members[m]];
+    node_of[m] = (*active_node_of_)[members[m]];
     position[members[m]] = m;
   }
   auto rows_of = [&](int m) { return static_cast<uint64_t>(rows[members[m]]); };
@@ -783,7 +783,7 @@ absl::Status NodeGroup::RunAlltoall(std::vector<ReadySet>& sets,
   const Request& first = set.requests.front();
   const std::string what = absl::StrCat("alltoall \"", set.name, "\"");
   // Over the process set's ranks (every rank for set 0), by position.
-  const std::vector<int>& members = active_members_;
+  const std::vector<int>& members = *active_members_;
   const int size = static_cast<int>(members.size());
   if (splits.size() != static_cast<size_t>(size) * size) {
     return absl::InternalError(absl::StrCat(what, ": the plan gives ", splits.size(),
@@ -794,13 +794,12 @@ absl::Status NodeGroup::RunAlltoall(std::vector<ReadySet>& sets,
       return absl::InternalError(absl::StrCat(what, ": unusable split ", v));
     }
   }
-  uint64_t row_bytes = DTypeSize(first.dtype);
-  for (size_t d = 1; d < first.shape.size(); ++d) row_bytes *= first.shape[d];
+  const uint64_t row_bytes = RowBytes(first);
   auto rows = [&](int i, int j) { return static_cast<uint64_t>(splits[i * size + j]); };
   std::vector<int> node_of(size);
   std::vector<int> position(options_.size, -1);
   for (int m = 0; m < size; ++m) {
-    node_of[m] = active_node_of_[members[m]];
+    node_of[m] = (*active_node_of_)[members[m]];
     position[members[m]] = m;
   }
   const int me = active_->node();
@@ -924,9 +923,10 @@ absl::Status NodeGroup::RunReducescatter(std::vector<ReadySet>& sets, uint64_t t
     done->clear();
   };
   // Slices by position in the process set (every rank for set 0).
-  const int64_t size = static_cast<int64_t>(active_members_.size());
+  const std::vector<int>& members = *active_members_;
+  const int64_t size = static_cast<int64_t>(members.size());
   std::vector<int64_t> position(options_.size, -1);
-  for (int64_t m = 0; m < size; ++m) position[active_members_[m]] = m;
+  for (int64_t m = 0; m < size; ++m) position[members[m]] = m;
   for (size_t i = 0; i < sets.size(); ++i) {
     const Request& q = sets[i].requests.front();
     const int64_t total_rows = q.shape.empty() ? 0 : q.shape[0];
@@ -964,18 +964,11 @@ absl::Status NodeGroup::RunReducescatter(std::vector<ReadySet>& sets, uint64_t t
 absl::Status NodeGroup::RunBroadcast(std::vector<ReadySet>& sets, uint64_t tag_base) {
   const Request& first = sets.front().requests.front();
   const int root = first.root_rank;
-  int root_node;
-  {
-    absl::MutexLock l(&mu_);
-    root_node = root >= 0 && root < static_cast<int>(rank_node_.size()) ? rank_node_[root] : -1;
-  }
+  // The root's node, numbered within the nodes of the response's set.
+  const int root_node = root >= 0 && root < static_cast<int>(active_node_of_->size())
+                            ? (*active_node_of_)[root]
+                            : -1;
   if (root_node < 0) return absl::InternalError("broadcast root on no known node");
-  if (active_ == subset_.get() && subset_ != nullptr) {
-    // The root's node, numbered within the process set's nodes.
-    auto at = std::find(active_nodes_.begin(), active_nodes_.end(), root_node);
-    if (at == active_nodes_.end()) return absl::InternalError("broadcast root outside its set");
-    root_node = static_cast<int>(at - active_nodes_.begin());
-  }
   std::vector<uint64_t> offsets;
   const uint64_t total = LayOut(sets, &offsets);
   if (fusion_buffer_.size() < total) fusion_buffer_.resize(total);

@@ -159,8 +159,12 @@ class NodeGroup : public LinkListener {
   std::unique_ptr<SubsetTransport> subset_;
   Transport* active_ = nullptr;
   std::vector<int> active_nodes_;
-  std::vector<int> active_members_;  // the set's ranks, ascending
-  std::vector<int> active_node_of_;  // by global rank: node index in active_, or -1
+  std::vector<int> node_of_;    // node index by global rank (from the welcome)
+  std::vector<int> all_ranks_;  // 0 .. size-1
+  std::vector<int> subset_node_of_;
+  const std::vector<int>* active_members_ = nullptr;  // the set's ranks, ascending
+  // By global rank: node index in active_, or -1.
+  const std::vector<int>* active_node_of_ = nullptr;
   int set_size_ = 0;
   std::vector<uint8_t> fusion_buffer_;  // executor thread only
   std::vector<uint16_t> wire_buffer_;   // executor thread only: compressed data

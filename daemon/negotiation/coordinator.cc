@@ -217,7 +217,9 @@ void Coordinator::WelcomeLocked(Outbox* out) {
 
 std::vector<int> Coordinator::JoinedNodesOfSetLocked(int process_set) const {
   std::vector<int> out;
-  if (joined_nodes_.empty()) return out;
+  if (std::none_of(joined_nodes_.begin(), joined_nodes_.end(), [](bool j) { return j; })) {
+    return out;  // the usual case: nobody has joined
+  }
   std::vector<int> members = SetMembersLocked(process_set);
   for (size_t n = 0; n < joined_nodes_.size(); ++n) {
     if (!joined_nodes_[n]) continue;
@@ -362,9 +364,10 @@ void Coordinator::MaybeCompleteLocked(const std::string& key) {
     if (!p.reported[n]) joined.push_back(n);
   }
   if (p.count + static_cast<int>(joined.size()) < NodesOfSetLocked(meta.process_set())) return;
-  {
-    // The ranks of the set (every rank for set 0), ascending; each node
-    // reported rows or splits for its ranks among them, ascending.
+  if (!p.rows.empty() || !p.splits.empty()) {
+    // Allgather and alltoall only: the ranks of the set (every rank for set
+    // 0), ascending; each node reported rows or splits for its ranks among
+    // them, ascending.
     std::vector<int> members = SetMembersLocked(meta.process_set());
     std::vector<int> position(size_, -1);
     for (size_t m = 0; m < members.size(); ++m) position[members[m]] = static_cast<int>(m);
@@ -412,12 +415,12 @@ void Coordinator::MaybeCompleteLocked(const std::string& key) {
       }
       for (int64_t v : matrix) p.meta.add_splits(v);
     }
-    if (p.error.empty() && (p.joined > 0 || !joined.empty())) {
-      p.error = JoinedErrorLocked(p, joined);
-    }
-    ready_.push_back(ReadyName{p.meta, p.error, joined});
-    pending_.erase(it);
   }
+  if (p.error.empty() && (p.joined > 0 || !joined.empty())) {
+    p.error = JoinedErrorLocked(p, joined);
+  }
+  ready_.push_back(ReadyName{p.meta, p.error, joined});
+  pending_.erase(it);
 }
 
 void Coordinator::OnReady(int member, const kolo::v1::Ready& ready) {

@@ -28,13 +28,6 @@ void RoundTrip(Compression c, float* data, size_t count) {
   }
 }
 
-// Bytes of one row (everything but the first dimension).
-uint64_t RowBytes(const Request& r) {
-  uint64_t row = DTypeSize(r.dtype);
-  for (size_t d = 1; d < r.shape.size(); ++d) row *= static_cast<uint64_t>(r.shape[d]);
-  return row;
-}
-
 // Allocates one result per request; on failure frees what it took.
 absl::Status AllocateResults(FusedMember& m, const std::vector<uint64_t>& bytes,
                              const std::vector<int64_t>& rows) {
