@@ -26,6 +26,7 @@
 #include "common/unique_fd.h"
 #include "daemon/admin_service.h"
 #include "daemon/backend/cpu/cpu_backend.h"
+#include "daemon/transport/ucx_transport.h"
 #include "daemon/backend/device_backend.h"
 #include "daemon/job_registry.h"
 #include "daemon/metrics.h"
@@ -128,7 +129,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   JobObservers observers;
   observers.metrics = d->metrics_.get();
   observers.timeline = d->timeline_.get();
+  d->transports_ = MakeUcxTransportFactory();
   MultiNodeEnv multi_node;
+  multi_node.transports = d->transports_.get();
   if (!config.peer_address.empty()) {
     std::string host, port;
     if (absl::Status s = SplitHostPort(config.peer_address, &host, &port); !s.ok()) return s;

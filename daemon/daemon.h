@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "daemon/config.h"
+#include "daemon/transport/transport.h"
 
 namespace grpc {
 class Server;
@@ -68,6 +69,7 @@ class Daemon {
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<CpuBackend> backend_;
   std::unique_ptr<DeviceBackendFactory> device_backends_;
+  std::unique_ptr<TransportFactory> transports_;  // between the nodes of a job
   std::unique_ptr<JobRegistry> registry_;
   std::unique_ptr<NodeService> node_service_;
   std::unique_ptr<StatusService> status_service_;

@@ -24,7 +24,7 @@ class FakeBackend : public Backend {
  public:
   absl::string_view name() const override { return "fake"; }
 
-  absl::Status Execute(Response& response) override {
+  absl::Status Execute(Response& response, const StepContext& /*step*/) override {
     bool block;
     absl::Status result;
     {

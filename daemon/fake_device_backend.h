@@ -48,7 +48,7 @@ inline Request FakeRequest(uint64_t request_id, int rank, const std::string& nam
 class FakeDeviceBackend : public DeviceBackend {
 public:
   absl::string_view name() const override { return "fake-device"; }
-  absl::Status Execute(Response &response) override {
+  absl::Status Execute(Response &response, const StepContext &/*step*/) override {
     absl::MutexLock l(&mu_);
     for (const FusedMember &m : response.members)
       executed_.push_back(m.set.name);

@@ -1,30 +1,59 @@
 #include "daemon/job.h"
 
 #include <algorithm>
-#include <map>
 #include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/rank_ranges.h"
-#include "daemon/fusion_planner.h"
-#include "daemon/multinode/node_group.h"
+#include "daemon/backend/host_multinode/host_multinode_backend.h"
+#include "daemon/exec/completions.h"
+#include "daemon/negotiation/local_negotiator.h"
+#include "daemon/negotiation/peer_negotiator.h"
 #include "daemon/session.h"
 #include "spdlog/spdlog.h"
 
 namespace kolo::daemon {
 namespace {
 
-// Delivers completions grouped per session: one doorbell per session.
-void Deliver(std::vector<std::pair<Session*, Completion>>& items) {
-  std::map<Session*, std::vector<Completion>> by_session;
-  for (auto& [s, c] : items) by_session[s].push_back(std::move(c));
-  for (auto& [s, cs] : by_session) s->Complete(cs);
-  items.clear();
+std::unique_ptr<Negotiator> MakeNegotiator(const std::string& id, const std::string& token,
+                                           int size, Backend* backend,
+                                           uint64_t fusion_threshold, const JobLayout& layout,
+                                           DeviceBackendFactory* device_backends,
+                                           StepRunner* runner) {
+  if (SpansNodes(size, layout)) {
+    PeerNegotiatorOptions options;
+    options.job_id = id;
+    options.job_token = token;
+    options.size = size;
+    options.node_name = layout.env.node_name;
+    options.coordinators = layout.env.coordinators;
+    options.coordinator_address = layout.coordinator;
+    options.peer_timeout = layout.env.peer_timeout;
+    options.transports = layout.env.transports;
+    options.make_host_backend = [](Transport* transport, std::vector<int> node_of) {
+      return std::unique_ptr<Backend>(
+          std::make_unique<HostMultinodeBackend>(transport, std::move(node_of)));
+    };
+    return std::make_unique<PeerNegotiator>(std::move(options), runner);
+  }
+  LocalNegotiatorOptions options;
+  options.job_id = id;
+  options.size = size;
+  options.fusion_threshold_bytes = fusion_threshold;
+  options.host_backend = backend;
+  if (device_backends != nullptr) {
+    options.new_device_comm_id = [device_backends] { return device_backends->NewCommId(); };
+  }
+  return std::make_unique<LocalNegotiator>(std::move(options), runner);
 }
 
 }  // namespace
+
+bool SpansNodes(int size, const JobLayout& layout) {
+  return layout.local_size > 0 && (layout.local_size < size || !layout.coordinator.empty());
+}
 
 Job::Job(std::string id, std::string token, int size, Backend* backend,
          uint64_t fusion_threshold_bytes, JobObservers observers, JobLayout layout,
@@ -32,14 +61,16 @@ Job::Job(std::string id, std::string token, int size, Backend* backend,
     : id_(std::move(id)),
       token_(std::move(token)),
       size_(size),
-      backend_(backend),
-      fusion_threshold_(fusion_threshold_bytes),
       observers_(observers),
       created_(absl::Now()),
       layout_(std::move(layout)),
-      multi_node_(layout_.local_size > 0 &&
-                  (layout_.local_size < size || !layout_.coordinator.empty())),
-      device_backends_(device_backends),
+      spans_nodes_(SpansNodes(size_, layout_)),
+      local_size_(layout_.local_size > 0 ? layout_.local_size : size_),
+      executor_(ExecutorOptions{id_, layout_.env.node_name, observers.metrics,
+                                observers.timeline, device_backends},
+                this),
+      negotiator_(MakeNegotiator(id_, token_, size_, backend, fusion_threshold_bytes, layout_,
+                                 device_backends, &executor_)),
       table_(size),
       recorder_(observers.flight_records, observers.flight_errors) {
   ranks_.resize(size);
@@ -48,79 +79,40 @@ Job::Job(std::string id, std::string token, int size, Backend* backend,
   for (int r = 0; r < size; ++r) all[r] = r;
   sets_[0] = std::move(all);
   joined_.assign(size, false);
+  live_negotiator_.store(negotiator_.get());
 }
 
 Job::~Job() {
-  // The group's threads call back into the job: stop them first.
-  group_ptr_.store(nullptr);
-  group_.reset();
+  // The negotiator's threads run the executor, which calls the job.
+  live_negotiator_.store(nullptr);
+  negotiator_.reset();
 }
 
-void Job::MaybeStartNodeGroup() {
-  if (!multi_node_) return;
-  NodeGroupOptions options;
+void Job::MaybeStart() {
+  std::vector<int> local;
   {
     absl::MutexLock l(&mu_);
-    if (group_started_ || static_cast<int>(local_ranks_.size()) < layout_.local_size ||
+    if (started_ || starting_ || static_cast<int>(local_ranks_.size()) < local_size_ ||
         !abort_status_.ok()) {
       return;
     }
-    group_started_ = true;
-    options.local_ranks = local_ranks_;
+    starting_ = true;
+    local = local_ranks_;
   }
-  options.job_id = id_;
-  options.job_token = token_;
-  options.size = size_;
-  options.node_name = layout_.env.node_name;
-  options.local_coordinator = options.local_ranks.front() == 0;
-  options.coordinators = layout_.env.coordinators;
-  options.coordinator_address = layout_.coordinator;
-  options.peer_timeout = layout_.env.peer_timeout;
-  options.abort_job = [this](const absl::Status& why) { Abort(why); };
-  options.run_device = [this](std::vector<ReadySet> sets, const DeviceCommPlan* comm) {
-    RunDeviceSets(std::move(sets), comm);
-  };
-  options.change_set = [this](std::vector<ReadySet> sets, int new_set) {
-    ChangeProcessSet(std::move(sets), new_set);
-  };
-  options.join_done = [this](std::vector<ReadySet> sets, int last_joined) {
-    JoinDone(std::move(sets), last_joined);
-  };
-  options.on_executed = [this](const std::vector<ReadySet>& sets, const absl::Status& status,
-                                absl::Time start, absl::Time end) {
-    std::vector<const ReadySet*> executed;
-    for (const ReadySet& s : sets) executed.push_back(&s);
-    const bool device = !sets.empty() && sets.front().requests.front().device.has_value();
-    RecordExecuted(executed, status, start, end, device ? "nccl" : "ucx");
-  };
-  if (options.local_coordinator && options.coordinators == nullptr) {
-    Abort(absl::FailedPreconditionError(absl::StrCat(
-        "job ", id_, ": this node hosts rank 0 of a multi-node job but has no peer address "
-        "(start kolod with --peer_address)")));
+  if (absl::Status s = negotiator_->Start(std::move(local)); !s.ok()) {
+    spdlog::warn("job {}: cannot join the other nodes: {}", id_, s.ToString());
+    Abort(absl::Status(
+        s.code() == absl::StatusCode::kFailedPrecondition ? s.code()
+                                                          : absl::StatusCode::kUnavailable,
+        absl::StrCat("job ", id_, ": this node cannot join the others: ", s.message())));
     return;
   }
-  auto group = NodeGroup::Start(std::move(options));
-  if (!group.ok()) {
-    spdlog::warn("job {}: cannot join the other nodes: {}", id_, group.status().ToString());
-    Abort(absl::UnavailableError(absl::StrCat("job ", id_, ": this node cannot join the others: ",
-                                              group.status().message())));
-    return;
+  {
+    absl::MutexLock l(&mu_);
+    started_ = true;
+    TakeReadyLocked();
   }
-  std::vector<ReadySet> sets;
-  absl::ReleasableMutexLock l(&mu_);
-  group_ = std::move(*group);
-  group_ptr_.store(group_.get());
-  Outbox unused;
-  for (ReadySet& set : table_.TakeReady([this](int ps) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-         return RequiredLocked(ps);
-       })) {
-    OnReadyLocked(std::move(set), &unused);
-  }
-  sets.swap(to_group_);
-  group_send_mu_.Lock();  // in order with Submit's deliveries
-  l.Release();
-  for (ReadySet& set : sets) group_->LocallyReady(std::move(set));
-  group_send_mu_.Unlock();
+  negotiator_->Progress();
 }
 
 absl::StatusOr<std::vector<int>> Job::ProcessSetMembers(int process_set) const {
@@ -132,30 +124,26 @@ absl::StatusOr<std::vector<int>> Job::ProcessSetMembers(int process_set) const {
   return it->second;
 }
 
-absl::Status Job::AttachRank(int rank, const std::string& session_id,
-                             int64_t pid) {
+absl::Status Job::AttachRank(int rank, const std::string& session_id, int64_t pid) {
   absl::MutexLock l(&mu_);
   if (!abort_status_.ok()) {
-    return absl::AbortedError(absl::StrCat(
-        "job ", id_, " was aborted (", abort_status_.message(),
-        "); start it again once its ranks have left"));
+    return absl::AbortedError(absl::StrCat("job ", id_, " was aborted (", abort_status_.message(),
+                                           "); start it again once its ranks have left"));
   }
   RankSnapshot& r = ranks_[rank];
   if (r.attached) {
-    return absl::AlreadyExistsError(absl::StrCat(
-        "rank ", rank, " of job ", id_, " is already attached (pid ", r.pid,
-        ")"));
+    return absl::AlreadyExistsError(
+        absl::StrCat("rank ", rank, " of job ", id_, " is already attached (pid ", r.pid, ")"));
   }
-  if (multi_node_ && !r.attached && static_cast<int>(local_ranks_.size()) >= layout_.local_size &&
-      !group_started_) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "job ", id_, ": already ", layout_.local_size, " local ranks attached on this node"));
+  if (static_cast<int>(local_ranks_.size()) >= local_size_ && !started_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", id_, ": already ", local_size_, " local ranks attached on this node"));
   }
   r.attached = true;
   r.session_id = session_id;
   r.pid = pid;
   ++attached_;
-  if (multi_node_) {
+  if (!std::binary_search(local_ranks_.begin(), local_ranks_.end(), rank)) {
     local_ranks_.insert(std::lower_bound(local_ranks_.begin(), local_ranks_.end(), rank), rank);
   }
   return absl::OkStatus();
@@ -176,76 +164,17 @@ int Job::RankLeft(int rank, bool clean, const absl::Status& why) {
   }
   if (remaining > 0) {
     absl::Status status =
-        clean ? absl::AbortedError(absl::StrCat(
-                    "job ", id_, ": rank ", rank,
-                    " has shut down; collectives that need it cannot run"))
-              : absl::AbortedError(absl::StrCat("job ", id_, ": rank ", rank,
-                                                " died: ", why.message()));
+        clean ? absl::AbortedError(absl::StrCat("job ", id_, ": rank ", rank,
+                                                " has shut down; collectives that need it "
+                                                "cannot run"))
+              : absl::AbortedError(
+                    absl::StrCat("job ", id_, ": rank ", rank, " died: ", why.message()));
     Abort(status);
   }
   // After its pending requests failed: the session's IPC mappings go (those
   // a running collective holds close when it finishes).
-  {
-    absl::MutexLock l(&device_mu_);
-    if (device_backend_ != nullptr) device_backend_->ReleaseSession(session_id);
-  }
+  executor_.ReleaseSession(session_id);
   return remaining;
-}
-
-absl::StatusOr<Backend*> Job::BackendFor(const Response& response) {
-  if (!response.on_device) return backend_;
-  if (DeviceBackend* made = device_backend_ptr_.load()) return made;
-  std::vector<int> all(size_);
-  for (int r = 0; r < size_; ++r) all[r] = r;
-  if (device_backends_ == nullptr) return DeviceBackendFor(nullptr, std::move(all));
-  // One node: the job's first device response places each rank on the GPU
-  // of its tensor, and every GPU used becomes an NCCL rank of a
-  // communicator this daemon alone drives.
-  RankDevices placed;
-  for (const Request& r : response.members.front().set.requests) {
-    if (r.device.has_value()) placed.emplace_back(r.rank, r.device->input.device);
-  }
-  absl::StatusOr<std::string> id = device_backends_->NewCommId();
-  absl::StatusOr<DeviceCommPlan> comm =
-      id.ok() ? MakeDeviceCommPlan(size_, {placed}, *std::move(id))
-              : absl::StatusOr<DeviceCommPlan>(id.status());
-  if (!comm.ok()) {
-    absl::MutexLock l(&device_mu_);
-    if (device_error_.ok()) {
-      device_error_ = absl::Status(comm.status().code(),
-                                   absl::StrCat("job ", id_, ": no NCCL communicator: ",
-                                                comm.status().message()));
-    }
-    return device_error_;
-  }
-  return DeviceBackendFor(&*comm, std::move(all));
-}
-
-absl::StatusOr<Backend*> Job::DeviceBackendFor(const DeviceCommPlan* comm,
-                                               std::vector<int> local_ranks) {
-  absl::MutexLock l(&device_mu_);
-  if (device_backend_ != nullptr) return device_backend_.get();
-  if (!device_error_.ok()) return device_error_;
-  if (device_backends_ == nullptr) {
-    device_error_ = absl::UnimplementedError(
-        absl::StrCat("job ", id_, ": this kolod has no backend for device tensors"));
-    return device_error_;
-  }
-  if (comm == nullptr) {
-    device_error_ = absl::InternalError(absl::StrCat(
-        "job ", id_, ": a device response came before the job's NCCL communicator"));
-    return device_error_;
-  }
-  auto made = device_backends_->Create(
-      DeviceBackendOptions{id_, *comm, std::move(local_ranks), &device_cancel_});
-  if (!made.ok()) {
-    spdlog::warn("job {}: no device backend: {}", id_, made.status().ToString());
-    device_error_ = made.status();
-    return device_error_;
-  }
-  device_backend_ = *std::move(made);
-  device_backend_ptr_.store(device_backend_.get());
-  return device_backend_.get();
 }
 
 void Job::JoinDone(std::vector<ReadySet> sets, int last_joined) {
@@ -254,8 +183,8 @@ void Job::JoinDone(std::vector<ReadySet> sets, int last_joined) {
     absl::MutexLock l(&mu_);
     for (const ReadySet& set : sets) {
       for (const Request& r : set.requests) {
-        out.push_back({r.session.get(), Completion{r.request_id, absl::OkStatus(), 0, 0,
-                                                   last_joined}});
+        out.push_back(
+            {r.session.get(), Completion{r.request_id, absl::OkStatus(), 0, 0, last_joined}});
       }
     }
     joined_.assign(size_, false);
@@ -292,38 +221,6 @@ void Job::ChangeProcessSet(std::vector<ReadySet> sets, int new_set) {
   Deliver(out);
 }
 
-void Job::RunDeviceSets(std::vector<ReadySet> sets, const DeviceCommPlan* comm) {
-  std::vector<int> local;
-  {
-    absl::MutexLock l(&mu_);
-    local = local_ranks_;
-  }
-  absl::StatusOr<Backend*> backend = DeviceBackendFor(comm, std::move(local));
-  // The coordinator fused these; every node plans the same single response.
-  std::vector<Response> responses = PlanFusion(std::move(sets), UINT64_MAX);
-  absl::Status status;
-  for (Response& response : responses) {
-    absl::Status s = ExecuteResponse(response, backend);
-    if (status.ok()) status = s;
-  }
-  if (!status.ok()) {
-    // The job's communicator is unusable (or was never made here) and the
-    // other daemons would wait in NCCL for this one until their deadline:
-    // end the job on every node now.
-    Abort(absl::Status(status.code(), absl::StrCat("job ", id_, ": device collective failed on "
-                                                   "node ", layout_.env.node_name, ": ",
-                                                   status.message())));
-  }
-}
-
-void Job::Fail(std::vector<Request> requests, const absl::Status& status) {
-  std::vector<std::pair<Session*, Completion>> out;
-  for (Request& r : requests) {
-    out.push_back({r.session.get(), Completion{r.request_id, status}});
-  }
-  Deliver(out);
-}
-
 void Job::Abort(const absl::Status& status) {
   std::vector<Request> pending;
   {
@@ -332,10 +229,6 @@ void Job::Abort(const absl::Status& status) {
     abort_status_ = status;
     recorder_.Error(status.ToString());
     pending = table_.TakeAll();
-    for (ReadySet& set : ready_) {
-      for (Request& r : set.requests) pending.push_back(std::move(r));
-    }
-    ready_.clear();
     for (auto& [key, sets] : groups_) {
       for (ReadySet& set : sets) {
         for (Request& r : set.requests) pending.push_back(std::move(r));
@@ -344,15 +237,12 @@ void Job::Abort(const absl::Status& status) {
     groups_.clear();
     for (Request& r : join_requests_) pending.push_back(std::move(r));
     join_requests_.clear();
-    for (ReadySet& set : to_group_) {
-      for (Request& r : set.requests) pending.push_back(std::move(r));
-    }
-    to_group_.clear();
   }
-  Fail(std::move(pending), status);
-  if (NodeGroup* g = group_ptr_.load()) g->Abort(status);
-  device_cancel_.store(true);
-  if (DeviceBackend* d = device_backend_ptr_.load()) d->Abort(status);
+  Outbox out;
+  for (Request& r : pending) out.push_back({r.session.get(), Completion{r.request_id, status}});
+  Deliver(out);
+  if (Negotiator* n = live_negotiator_.load()) n->Abort(status);
+  executor_.Abort(status);
 }
 
 absl::Status Job::AdmitLocked(const Request& r) const {
@@ -365,7 +255,8 @@ absl::Status Job::AdmitLocked(const Request& r) const {
         kind, " \"", r.name, "\": device tensors run on the whole job so far, not on process "
         "set ", r.process_set, " (copy the tensor to host memory for a process set)"));
   }
-  if (multi_node_ && r.kind == CollectiveKind::kJoin && sets_.size() > 1) {
+  if (r.kind == CollectiveKind::kJoin && sets_.size() > 1 &&
+      !negotiator_->joins_with_process_sets()) {
     return absl::UnimplementedError(absl::StrCat(
         kind, ": job ", id_, " spans nodes, where join is not available while process sets "
         "exist (remove them first)"));
@@ -379,14 +270,14 @@ absl::Status Job::AdmitLocked(const Request& r) const {
   }
   auto set = sets_.find(r.process_set);
   if (set == sets_.end()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        kind, " \"", r.name, "\": rank ", r.rank, " used process set ",
-        r.process_set, ", which does not exist"));
+    return absl::FailedPreconditionError(absl::StrCat(kind, " \"", r.name, "\": rank ", r.rank,
+                                                      " used process set ", r.process_set,
+                                                      ", which does not exist"));
   }
   if (!std::binary_search(set->second.begin(), set->second.end(), r.rank)) {
     return absl::FailedPreconditionError(absl::StrCat(
-        kind, " \"", r.name, "\": rank ", r.rank, " is not in process set ",
-        r.process_set, " (ranks ", FormatRankRanges(set->second), ")"));
+        kind, " \"", r.name, "\": rank ", r.rank, " is not in process set ", r.process_set,
+        " (ranks ", FormatRankRanges(set->second), ")"));
   }
   if (joined_[r.rank]) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -397,33 +288,102 @@ absl::Status Job::AdmitLocked(const Request& r) const {
 }
 
 std::vector<int> Job::RequiredLocked(int process_set) const {
-  if (multi_node_) {
-    // Local readiness: every local rank (of the set), once all have
-    // attached and the node has joined the others.
-    if (group_ == nullptr) return {-1};
-    std::vector<int> out;
-    auto it = sets_.find(process_set);
-    if (it == sets_.end()) return out;
-    for (int r : local_ranks_) {
-      if (!joined_[r] && std::binary_search(it->second.begin(), it->second.end(), r)) {
-        out.push_back(r);
-      }
-    }
-    return out;
-  }
+  if (!started_) return {-1};  // nothing is ready before the negotiator runs
+  return ExpectedLocked(process_set);
+}
+
+std::vector<int> Job::ExpectedLocked(int process_set) const {
   std::vector<int> out;
   auto it = sets_.find(process_set);
   if (it == sets_.end()) return out;
-  for (int r : it->second) {
-    if (!joined_[r]) out.push_back(r);
+  // The ranks hosted here: every rank when all attach here (also those not
+  // attached yet), else those attached so far.
+  const std::vector<int>& hosted = local_size_ == size_ ? sets_.at(0) : local_ranks_;
+  for (int r : hosted) {
+    if (!joined_[r] && std::binary_search(it->second.begin(), it->second.end(), r)) {
+      out.push_back(r);
+    }
   }
   return out;
+}
+
+void Job::TakeReadyLocked() {
+  for (ReadySet& set : table_.TakeReady(
+           [this](int ps) ABSL_NO_THREAD_SAFETY_ANALYSIS { return RequiredLocked(ps); })) {
+    OnReadyLocked(std::move(set));
+  }
+}
+
+absl::Status Job::CheckAlltoallSplits(const ReadySet& set, int64_t n) const {
+  for (const Request& r : set.requests) {
+    const int64_t rows = r.shape[0];
+    if (r.aux.empty()) {
+      if (rows % n != 0) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "alltoall \"", set.name, "\": rank ", r.rank, "'s first dimension ", rows,
+            " does not divide evenly among ", n, " ranks; pass splits"));
+      }
+      continue;
+    }
+    if (static_cast<int64_t>(r.aux.size()) != n) {
+      return absl::FailedPreconditionError(absl::StrCat("alltoall \"", set.name, "\": rank ",
+                                                        r.rank, " sent ", r.aux.size(),
+                                                        " splits for ", n, " ranks"));
+    }
+    int64_t sum = 0;
+    for (int64_t v : r.aux) {
+      if (v < 0) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("alltoall \"", set.name, "\": rank ", r.rank, " sent split ", v));
+      }
+      sum += v;
+      if (sum > rows) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("alltoall \"", set.name, "\": rank ", r.rank, "'s splits sum to ", sum,
+                         " or more, its first dimension is ", rows));
+      }
+    }
+    if (sum != rows) {
+      return absl::FailedPreconditionError(absl::StrCat("alltoall \"", set.name, "\": rank ",
+                                                        r.rank, "'s splits sum to ", sum,
+                                                        ", its first dimension is ", rows));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Job::CheckSetChangeLocked(const ReadySet& set) const {
+  const Request& first = set.requests.front();
+  if (first.kind == CollectiveKind::kAddProcessSet) {
+    const std::vector<int64_t>& ranks = first.aux;
+    if (ranks.empty()) return absl::FailedPreconditionError("add_process_set: no ranks given");
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      if (ranks[i] < 0 || ranks[i] >= size_ || (i > 0 && ranks[i] <= ranks[i - 1])) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "add_process_set: ranks must be distinct, ascending and in [0, ", size_, "); got ",
+            ranks[i], " at position ", i));
+      }
+    }
+    return absl::OkStatus();
+  }
+  if (first.aux.size() != 1 || first.aux[0] <= 0 ||
+      !sets_.contains(static_cast<int>(first.aux[0]))) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("remove_process_set: no process set ", first.aux.empty() ? -1 : first.aux[0],
+                     " to remove"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Job::CheckRunnableLocked(const ReadySet& set) const {
   const Request& first = set.requests.front();
   const char* kind = CollectiveKindName(first.kind);
-  const std::vector<int>& members = sets_.at(set.process_set);
+  auto it = sets_.find(set.process_set);
+  if (it == sets_.end()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(kind, " \"", set.name, "\": process set ", set.process_set, " was removed"));
+  }
+  const std::vector<int>& members = it->second;
   if (set.joined > 0 && first.kind != CollectiveKind::kAllreduce &&
       first.kind != CollectiveKind::kBroadcast && first.kind != CollectiveKind::kBarrier) {
     std::vector<int> joined;
@@ -437,137 +397,43 @@ absl::Status Job::CheckRunnableLocked(const ReadySet& set) const {
   switch (first.kind) {
     case CollectiveKind::kBroadcast:
       if (!std::binary_search(members.begin(), members.end(), first.root_rank)) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "broadcast \"", set.name, "\": root rank ", first.root_rank,
-            " is not in process set ", set.process_set));
+        return absl::FailedPreconditionError(
+            absl::StrCat("broadcast \"", set.name, "\": root rank ", first.root_rank,
+                         " is not in process set ", set.process_set));
       }
       if (joined_[first.root_rank]) {
         return absl::FailedPreconditionError(absl::StrCat(
             "broadcast \"", set.name, "\": root rank ", first.root_rank, " has joined"));
       }
-      break;
-    case CollectiveKind::kAlltoall: {
-      const int64_t n = static_cast<int64_t>(members.size());
-      for (const Request& r : set.requests) {
-        const int64_t rows = r.shape[0];
-        if (r.aux.empty()) {
-          if (rows % n != 0) {
-            return absl::FailedPreconditionError(absl::StrCat(
-                "alltoall \"", set.name, "\": rank ", r.rank, "'s first dimension ",
-                rows, " does not divide evenly among ", n, " ranks; pass splits"));
-          }
-          continue;
-        }
-        if (static_cast<int64_t>(r.aux.size()) != n) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              "alltoall \"", set.name, "\": rank ", r.rank, " sent ", r.aux.size(),
-              " splits for ", n, " ranks"));
-        }
-        int64_t sum = 0;
-        for (int64_t v : r.aux) {
-          if (v < 0) {
-            return absl::FailedPreconditionError(absl::StrCat(
-                "alltoall \"", set.name, "\": rank ", r.rank, " sent split ", v));
-          }
-          sum += v;
-          if (sum > rows) {
-            return absl::FailedPreconditionError(absl::StrCat(
-                "alltoall \"", set.name, "\": rank ", r.rank, "'s splits sum to ", sum,
-                " or more, its first dimension is ", rows));
-          }
-        }
-        if (sum != rows) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              "alltoall \"", set.name, "\": rank ", r.rank, "'s splits sum to ", sum,
-              ", its first dimension is ", rows));
-        }
-      }
-      break;
-    }
-    case CollectiveKind::kAddProcessSet: {
-      const std::vector<int64_t>& ranks = first.aux;
-      if (ranks.empty()) {
-        return absl::FailedPreconditionError("add_process_set: no ranks given");
-      }
-      for (size_t i = 0; i < ranks.size(); ++i) {
-        if (ranks[i] < 0 || ranks[i] >= size_ || (i > 0 && ranks[i] <= ranks[i - 1])) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              "add_process_set: ranks must be distinct, ascending and in [0, ", size_,
-              "); got ", ranks[i], " at position ", i));
-        }
-      }
-      break;
-    }
-    case CollectiveKind::kRemoveProcessSet: {
-      if (first.aux.size() != 1 || first.aux[0] <= 0 ||
-          !sets_.contains(static_cast<int>(first.aux[0]))) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "remove_process_set: no process set ",
-            first.aux.empty() ? -1 : first.aux[0], " to remove"));
-      }
-      break;
-    }
+      return absl::OkStatus();
+    case CollectiveKind::kAlltoall:
+      return CheckAlltoallSplits(set, static_cast<int64_t>(members.size()));
+    case CollectiveKind::kAddProcessSet:
+    case CollectiveKind::kRemoveProcessSet:
+      return CheckSetChangeLocked(set);
     default:
-      break;
+      return absl::OkStatus();
   }
-  return absl::OkStatus();
 }
 
-void Job::OnReadyLocked(ReadySet set, Outbox* out) {
-  if (multi_node_) {
-    // Checked here on this node's ranks (alltoall splits, broadcast roots);
-    // a failure reaches the others through the coordinator.
-    auto members = sets_.find(set.process_set);
-    set.set_size = members == sets_.end() ? size_ : static_cast<int>(members->second.size());
-    set.joined = 0;  // this node's joined ranks of the set (the coordinator adds the rest)
-    if (members != sets_.end()) {
-      for (int r : members->second) set.joined += joined_[r] ? 1 : 0;
-    }
-    if (set.agreement.ok()) set.agreement = CheckRunnableLocked(set);
-    // A group goes to the other nodes once it is complete here, its members
-    // in one report, so the coordinator sees them ready together and fuses
-    // them (across nodes each member is still negotiated on its own name).
-    ReleaseWhenGroupCompleteLocked(std::move(set), &to_group_);
-    return;
+void Job::OnReadyLocked(ReadySet set) {
+  // Checked here on this node's ranks (alltoall splits, broadcast roots);
+  // across nodes a failure reaches the others through the coordinator.
+  auto members = sets_.find(set.process_set);
+  set.set_size = members == sets_.end() ? size_ : static_cast<int>(members->second.size());
+  set.joined = 0;  // joined ranks of the set known here (the coordinator adds the rest)
+  if (members != sets_.end()) {
+    for (int r : members->second) set.joined += joined_[r] ? 1 : 0;
   }
-  const std::vector<int>& members = sets_.at(set.process_set);
-  set.set_size = static_cast<int>(members.size());
-  set.joined = 0;
-  for (int r : members) set.joined += joined_[r] ? 1 : 0;
   if (set.agreement.ok()) set.agreement = CheckRunnableLocked(set);
+  // A group goes to the negotiator once it is complete here, its members
+  // together, so they are planned (and fused) together. A member that
+  // failed (its ranks disagreed) still counts toward its group: it is
+  // released with the others and fails alone, instead of holding them back
+  // forever.
   const Request& first = set.requests.front();
-  if (set.agreement.ok() && first.kind == CollectiveKind::kAddProcessSet) {
-    int id = next_set_id_++;
-    sets_[id] = std::vector<int>(first.aux.begin(), first.aux.end());
-    for (const Request& r : set.requests) {
-      out->push_back({r.session.get(), Completion{r.request_id, absl::OkStatus(), 0, 0, id}});
-    }
-    return;
-  }
-  if (set.agreement.ok() && first.kind == CollectiveKind::kRemoveProcessSet) {
-    int id = static_cast<int>(first.aux[0]);
-    sets_.erase(id);
-    absl::Status gone = absl::FailedPreconditionError(
-        absl::StrCat("process set ", id, " was removed"));
-    for (Request& r : table_.TakeProcessSet(id)) {
-      out->push_back({r.session.get(), Completion{r.request_id, gone}});
-    }
-    for (const Request& r : set.requests) {
-      out->push_back({r.session.get(), Completion{r.request_id, absl::OkStatus(), 0, 0, id}});
-    }
-    return;
-  }
-  // A group runs once every member is ready everywhere, in ready order.
-  ReleaseWhenGroupCompleteLocked(std::move(set), &ready_);
-}
-
-void Job::ReleaseWhenGroupCompleteLocked(ReadySet set, std::vector<ReadySet>* to) {
-  const Request& first = set.requests.front();
-  // A member that failed (its ranks disagreed) still counts toward its
-  // group: it is released with the others and fails alone, instead of
-  // holding them back forever.
   if (first.group_size <= 1) {
-    to->push_back(std::move(set));
+    negotiator_->LocallyReady(std::move(set));
     return;
   }
   auto key = std::make_pair(set.process_set, first.group_id);
@@ -575,97 +441,70 @@ void Job::ReleaseWhenGroupCompleteLocked(ReadySet set, std::vector<ReadySet>* to
   const size_t group_size = first.group_size;
   group.push_back(std::move(set));
   if (group.size() < group_size) return;
-  for (ReadySet& member : group) to->push_back(std::move(member));
+  for (ReadySet& member : group) negotiator_->LocallyReady(std::move(member));
   groups_.erase(key);
 }
 
-void Job::JoinLocked(Request request, Outbox* out) {
+bool Job::InFlightLocked(const Request& request) const {
+  if (negotiator_->Waiting(request.process_set, request.name)) return true;
+  for (const auto& [key, members] : groups_) {
+    for (const ReadySet& set : members) {
+      if (set.name == request.name && set.process_set == request.process_set) return true;
+    }
+  }
+  return false;
+}
+
+void Job::JoinLocked(Request request) {
   const int rank = request.rank;
   joined_[rank] = true;
   last_joined_ = rank;
   join_requests_.push_back(std::move(request));
-  if (multi_node_) {
-    // Names that waited only for this rank go to the others first (the join
-    // must not overtake them).
-    for (ReadySet& set : table_.TakeReady([this](int ps) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-           return RequiredLocked(ps);
-         })) {
-      OnReadyLocked(std::move(set), out);
-    }
-    if (join_requests_.size() < local_ranks_.size()) return;
-    // Every rank of this node has joined: the coordinator stops waiting for
-    // this node, which takes part with zeros until every node has joined.
-    // Its own key (set -1) keeps it apart from any tensor name.
-    ReadySet set;
-    set.name = "kolo.join";
-    set.process_set = -1;
-    set.first_submitted = join_requests_.front().submitted_at;
-    set.ready_at = absl::Now();
-    set.set_size = size_;
-    for (Request& r : join_requests_) {
-      r.aux = {last_joined_};
-      set.requests.push_back(std::move(r));
-    }
-    join_requests_.clear();
-    to_group_.push_back(std::move(set));
-    return;
+  // Names that waited only for this rank are ready now, and go first: the
+  // join must not overtake them.
+  TakeReadyLocked();
+  if (join_requests_.size() < local_ranks_.size()) return;
+  // Every rank of this node has joined: the negotiator learns it (across
+  // nodes the coordinator stops waiting for this node, which takes part
+  // with zeros until every node has joined). Its own key (set -1) keeps it
+  // apart from any tensor name.
+  ReadySet set;
+  set.name = "kolo.join";
+  set.process_set = -1;
+  set.first_submitted = join_requests_.front().submitted_at;
+  set.ready_at = absl::Now();
+  set.set_size = size_;
+  for (Request& r : join_requests_) {
+    r.aux = {last_joined_};
+    set.requests.push_back(std::move(r));
   }
-  if (static_cast<int>(join_requests_.size()) == size_) {
-    // Everyone has joined: the join completes with the last rank to join.
-    for (const Request& r : join_requests_) {
-      out->push_back({r.session.get(),
-                      Completion{r.request_id, absl::OkStatus(), 0, 0, last_joined_}});
-    }
-    join_requests_.clear();
-    joined_.assign(size_, false);
-    return;
-  }
-  // Names that waited only for this rank are ready now.
-  for (ReadySet& set : table_.TakeReady([this](int ps) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-         return RequiredLocked(ps);
-       })) {
-    OnReadyLocked(std::move(set), out);
-  }
+  join_requests_.clear();
+  negotiator_->LocallyReady(std::move(set));
 }
 
 void Job::Submit(Request request) {
   Outbox out;
-  std::vector<ReadySet> to_group;
-  bool run = false;
-  absl::ReleasableMutexLock l(&mu_);
   {
+    absl::MutexLock l(&mu_);
     ranks_[request.rank].submitted++;
     ranks_[request.rank].last_submit = request.submitted_at;
     absl::Status refused = AdmitLocked(request);
     if (refused.ok() && request.kind == CollectiveKind::kJoin) {
-      JoinLocked(std::move(request), &out);
+      JoinLocked(std::move(request));
     } else if (refused.ok()) {
-      if (multi_node_) {
-        // Once every local rank submitted a name it leaves the table for the
-        // node group; a rank submitting it again before it completes is
-        // still a duplicate in flight.
-        NodeGroup* g = group_ptr_.load();
-        bool in_flight = g != nullptr && g->IsParked(request.process_set, request.name);
-        auto same = [&](const ReadySet& set) {
-          return set.name == request.name && set.process_set == request.process_set;
-        };
-        for (const ReadySet& set : to_group_) in_flight |= same(set);
-        for (const auto& [key, members] : groups_) {
-          for (const ReadySet& set : members) in_flight |= same(set);
+      // Once every local rank submitted a name it leaves the table; a rank
+      // submitting it again before it was planned is a duplicate in flight.
+      if (InFlightLocked(request)) {
+        refused = absl::AlreadyExistsError(absl::StrCat(
+            CollectiveKindName(request.kind), " \"", request.name, "\": rank ", request.rank,
+            " submitted this name again while it is still in flight"));
+      } else {
+        auto added = table_.Add(request, RequiredLocked(request.process_set));
+        if (!added.ok()) {
+          refused = added.status();
+        } else if (added->has_value()) {
+          OnReadyLocked(std::move(**added));
         }
-        if (in_flight) {
-          refused = absl::AlreadyExistsError(absl::StrCat(
-              CollectiveKindName(request.kind), " \"", request.name, "\": rank ",
-              request.rank, " submitted this name again while it is still in flight"));
-        }
-      }
-    }
-    if (refused.ok() && request.kind != CollectiveKind::kJoin) {
-      auto added = table_.Add(request, RequiredLocked(request.process_set));
-      if (!added.ok()) {
-        refused = added.status();
-      } else if (added->has_value()) {
-        OnReadyLocked(std::move(**added), &out);
       }
     }
     if (!refused.ok()) {
@@ -676,169 +515,49 @@ void Job::Submit(Request request) {
       if (abort_status_.ok()) recorder_.Error(refused.ToString());
       out.push_back({request.session.get(), Completion{request.request_id, refused}});
     }
-    if (!ready_.empty() && !executing_) {
-      executing_ = true;
-      run = true;
-    }
-    to_group.swap(to_group_);
-  }
-  if (!multi_node_) {
-    l.Release();
-    Deliver(out);
-    if (run) RunReady();
-    return;
-  }
-  // Names reach the node group in the order they became ready here: the
-  // next submission's delivery waits for this one (taken before mu_ is let
-  // go).
-  group_send_mu_.Lock();
-  l.Release();
-  Deliver(out);
-  if (NodeGroup* g = group_ptr_.load()) {
-    for (ReadySet& set : to_group) g->LocallyReady(std::move(set));
-  }
-  group_send_mu_.Unlock();
-}
-
-void Job::RunReady() {
-  Timeline* timeline = observers_.timeline;
-  Metrics* metrics = observers_.metrics;
-  for (;;) {
-    std::vector<ReadySet> batch;
-    {
-      absl::MutexLock l(&mu_);
-      if (ready_.empty()) {
-        executing_ = false;
-        return;
-      }
-      batch.swap(ready_);
-    }
-    std::vector<std::pair<Session*, Completion>> out;
-    std::vector<ReadySet> agreed;
-    for (ReadySet& set : batch) {
-      if (timeline != nullptr && timeline->recording()) {
-        for (const Request& r : set.requests) {
-          timeline->Span(id_, r.rank, set.name, "QUEUED", r.submitted_at, set.ready_at);
-          timeline->Instant(id_, r.rank, set.name, "NEGOTIATED", set.ready_at);
-        }
-      }
-      if (set.agreement.ok()) {
-        agreed.push_back(std::move(set));
-        continue;
-      }
-      for (Request& r : set.requests) {
-        out.push_back({r.session.get(), Completion{r.request_id, set.agreement}});
-      }
-      if (metrics != nullptr) metrics->RecordError(set.requests.front().kind);
-      absl::MutexLock l(&mu_);
-      recorder_.Error(set.agreement.ToString());
-      const Request& r = set.requests.front();
-      recorder_.Record(CollectiveRecord{0, r.kind, set.name, r.dtype, r.op, r.bytes,
-                                        true, std::string(set.agreement.message()),
-                                        set.first_submitted, set.ready_at,
-                                        absl::ZeroDuration(), 0});
-    }
-    Deliver(out);
-    std::vector<Response> responses =
-        PlanFusion(std::move(agreed), fusion_threshold_);
-    for (Response& response : responses) (void)ExecuteResponse(response, BackendFor(response));
-  }
-}
-
-absl::Status Job::ExecuteResponse(Response& response, absl::StatusOr<Backend*> backend) {
-  std::vector<std::pair<Session*, Completion>> out;
-  const absl::Time start = absl::Now();
-  const std::string backend_name =
-      backend.ok() ? std::string((*backend)->name()) : std::string("none");
-  {
-    absl::MutexLock l(&mu_);
-    executing_name_ = response.members.front().set.name;
-    executing_kind_ = response.kind;
-    executing_backend_ = backend_name;
-    executing_since_ = start;
-  }
-  absl::Status status = backend.ok() ? (*backend)->Execute(response) : backend.status();
-  const absl::Time end = absl::Now();
-  uint64_t bytes = 0;
-  for (const FusedMember& m : response.members) {
-    bytes += m.set.requests.front().bytes;
-    absl::Status member_status = status.ok() ? m.status : status;
-    if (!member_status.ok()) {
-      // Nobody will hand these back: free them here.
-      for (size_t i = 0; i < m.results.size(); ++i) {
-        m.set.requests[i].session->ReleaseResult(m.results[i].offset);
-      }
-    }
-    for (size_t i = 0; i < m.set.requests.size(); ++i) {
-      const Request& r = m.set.requests[i];
-      Completion c{r.request_id, member_status};
-      if (member_status.ok() && i < m.results.size()) {
-        c.result_offset = m.results[i].offset;
-        c.result_bytes = m.results[i].bytes;
-        c.value = m.results[i].value;
-      }
-      out.push_back({r.session.get(), std::move(c)});
-    }
   }
   Deliver(out);
-  std::vector<const ReadySet*> sets;
-  for (const FusedMember& m : response.members) sets.push_back(&m.set);
-  RecordExecuted(sets, status, start, end, backend_name);
-  return status;
+  negotiator_->Progress();
 }
 
-void Job::RecordExecuted(const std::vector<const ReadySet*>& sets, const absl::Status& status,
-                         absl::Time start, absl::Time end, const std::string& backend_name) {
-  if (sets.empty()) return;
-  Timeline* timeline = observers_.timeline;
-  Metrics* metrics = observers_.metrics;
-  const Request& head = sets.front()->requests.front();
+void Job::Executing(const std::string& name, CollectiveKind kind, const std::string& backend,
+                    absl::Time since) {
+  absl::MutexLock l(&mu_);
+  executing_name_ = name;
+  executing_kind_ = kind;
+  executing_backend_ = backend;
+  executing_since_ = since;
+}
+
+void Job::Executed(const std::vector<const ReadySet*>& sets, const absl::Status& status,
+                   absl::Time start, absl::Time end) {
   const absl::Time done = absl::Now();
   const int fused = static_cast<int>(sets.size());
-  uint64_t bytes = 0;
-  for (const ReadySet* s : sets) bytes += s->requests.front().bytes;
-  if (metrics != nullptr) {
-    metrics->RecordResponse(head.kind, head.dtype, fused, bytes);
-    for (const ReadySet* s : sets) {
-      metrics->RecordLatency(head.kind, done - s->first_submitted);
-      if (!status.ok()) metrics->RecordError(head.kind);
-    }
-  }
-  if (timeline != nullptr && timeline->recording()) {
-    std::string fuse_args = absl::StrCat("\"tensors\":", fused);
-    std::string reduce_args = absl::StrCat(
-        "\"bytes\":", bytes, ",\"backend\":", JsonString(backend_name));
-    for (const ReadySet* s : sets) {
-      for (const Request& r : s->requests) {
-        if (multi_node_) {
-          // Queued until every rank here had it; negotiated among the nodes
-          // until the plan ran it.
-          timeline->Span(id_, r.rank, s->name, "QUEUED", r.submitted_at, s->ready_at);
-          timeline->Span(id_, r.rank, s->name, "NEGOTIATED", s->ready_at, start);
-        }
-        timeline->Instant(id_, r.rank, s->name, "FUSED", start, fuse_args);
-        timeline->Span(id_, r.rank, s->name, "REDUCED", start, end, reduce_args);
-        timeline->Instant(id_, r.rank, s->name, "DONE", done);
-      }
-    }
-  }
   absl::MutexLock l(&mu_);
   executing_since_ = absl::InfiniteFuture();
   ++responses_;
   fused_tensors_ += sets.size();
-  bytes_reduced_ += bytes;
   for (const ReadySet* s : sets) {
+    bytes_reduced_ += s->requests.front().bytes;
     for (const Request& r : s->requests) {
       ranks_[r.rank].completed++;
       ranks_[r.rank].last_complete = done;
     }
     const Request& r = s->requests.front();
-    recorder_.Record(CollectiveRecord{
-        0, r.kind, s->name, r.dtype, r.op, r.bytes, !status.ok(),
-        std::string(status.message()), s->first_submitted,
-        s->ready_at, end - start, fused - 1});
+    recorder_.Record(CollectiveRecord{0, r.kind, s->name, r.dtype, r.op, r.bytes, !status.ok(),
+                                      std::string(status.message()), s->first_submitted,
+                                      s->ready_at, end - start, fused - 1});
   }
   if (!status.ok()) recorder_.Error(status.ToString());
+}
+
+void Job::Refused(const ReadySet& set, const absl::Status& why) {
+  absl::MutexLock l(&mu_);
+  recorder_.Error(why.ToString());
+  const Request& r = set.requests.front();
+  recorder_.Record(CollectiveRecord{0, r.kind, set.name, r.dtype, r.op, r.bytes, true,
+                                    std::string(why.message()), set.first_submitted,
+                                    set.ready_at, absl::ZeroDuration(), 0});
 }
 
 std::vector<StallView> Job::Stalls(absl::Time now, absl::Duration warning) const {
@@ -856,7 +575,7 @@ std::vector<StallView> Job::Stalls(absl::Time now, absl::Duration warning) const
     return s;
   };
   for (PendingView& p : table_.Pending([this](int ps) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-         return RequiredLocked(ps);
+         return ExpectedLocked(ps);
        })) {
     std::optional<StallView> found = stall(p.name, p.kind, p.first_submitted);
     if (!found) continue;
@@ -870,9 +589,9 @@ std::vector<StallView> Job::Stalls(absl::Time now, absl::Duration warning) const
     s.missing = std::move(p.missing);
     out.push_back(std::move(s));
   }
-  if (NodeGroup* g = group_ptr_.load()) {
+  {
     // Ready here, waiting for the other nodes' ranks.
-    for (const NodeGroup::Parked& p : g->ParkedNames()) {
+    for (const WaitingName& p : negotiator_->WaitingNames()) {
       std::optional<StallView> found = stall(p.name, p.kind, p.first_submitted);
       if (!found) continue;
       StallView& s = *found;
@@ -918,7 +637,7 @@ JobSnapshot Job::Snapshot(bool with_history) const {
   s.error = std::string(abort_status_.message());
   s.ranks = ranks_;
   s.pending = table_.Pending([this](int ps) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return RequiredLocked(ps);
+    return ExpectedLocked(ps);
   });
   s.responses = responses_;
   s.fused_tensors = fused_tensors_;

@@ -1,17 +1,13 @@
 // Job: the state of one training job on this node — its ranks, the request
-// table, the queue of ready names and the order in which they execute.
-//
-// Dispatch is event-driven: the thread whose submission makes a name ready
-// (an ingress thread) becomes the job's executor if none is running and
-// drains the ready queue — fusing whatever became ready meanwhile — until it
-// is empty; otherwise it leaves the name for the running executor. A small
-// allreduce therefore costs one doorbell in, a reduction and one doorbell
-// out, with no hand-off between threads and no polling cycle. Responses of a
-// job run one at a time, in ready order, so every rank sees the same order.
+// table, process sets and join state — and the admission of requests. A
+// name every local rank submitted (and agreed on) goes to the job's
+// negotiator, which plans it (alone on one node, with the coordinator
+// across nodes) and runs the plan on the job's executor.
 //
 // Thread-safety: thread-safe; the mutable state is guarded by mu_ (a job is
 // reached from several ingress threads, and a mutex costs less than posting
-// every request to an owner thread on this latency-bound path).
+// every request to an owner thread on this latency-bound path). The lock
+// order is mu_, then the negotiator's locks.
 #pragma once
 
 #include <atomic>
@@ -28,10 +24,13 @@
 #include "absl/time/time.h"
 #include "daemon/backend/backend.h"
 #include "daemon/backend/device_backend.h"
+#include "daemon/exec/executor.h"
 #include "daemon/flight_recorder.h"
 #include "daemon/metrics.h"
+#include "daemon/negotiation/negotiator.h"
 #include "daemon/request_table.h"
 #include "daemon/timeline.h"
+#include "daemon/transport/transport.h"
 
 namespace kolo::daemon {
 
@@ -61,22 +60,28 @@ struct StallView {
 };
 
 class CoordinatorRegistry;
-class NodeGroup;
 
 // What a job that spans nodes needs from its daemon.
 struct MultiNodeEnv {
   std::string node_name;
   CoordinatorRegistry* coordinators = nullptr;
   absl::Duration peer_timeout = absl::Seconds(10);
+  // Makes each multi-node job's transport (UCX in kolod).
+  TransportFactory* transports = nullptr;
 };
 
-// How the job is laid out: `local_size` of its ranks attach here; with fewer
-// local ranks than ranks, or a coordinator address, the job spans nodes.
+// How the job is laid out: `local_size` of its ranks attach here (0: every
+// rank); with fewer local ranks than ranks, or a coordinator address, the
+// job spans nodes.
 struct JobLayout {
   int local_size = 0;
   std::string coordinator;  // the peer address of the daemon hosting rank 0
   MultiNodeEnv env;
 };
+
+// Whether a job of `size` ranks laid out as `layout` spans nodes (then its
+// negotiator talks to a coordinator).
+bool SpansNodes(int size, const JobLayout& layout);
 
 // Where a job reports what it does; any member may be null.
 struct JobObservers {
@@ -101,22 +106,26 @@ struct JobSnapshot {
   std::vector<std::string> errors;       // oldest first
 };
 
-class Job {
+// A job holds its state and admits requests; its negotiator decides the
+// order in which ready names run (on one node: at once, on the calling
+// thread; across nodes: as the coordinator plans), and its executor runs them
+// (daemon/exec/executor.h). The life of a request is in docs/internals.md.
+class Job final : public JobState {
  public:
-  // `backend` (for host tensors) and `device_backends` must outlive the job.
-  // Responses over device tensors run on a device backend the job makes
-  // from `device_backends` when its first one runs; without a factory they
-  // fail with UNIMPLEMENTED.
+  // `backend` (host tensors on one node) and `device_backends` must outlive
+  // the job. Responses over device tensors run on a device backend the
+  // executor makes from `device_backends` when the job's first one runs;
+  // without a factory they fail with UNIMPLEMENTED.
   Job(std::string id, std::string token, int size, Backend* backend,
       uint64_t fusion_threshold_bytes, JobObservers observers = {},
       JobLayout layout = {}, DeviceBackendFactory* device_backends = nullptr);
-  ~Job();
+  ~Job() override;
 
-  bool multi_node() const { return multi_node_; }
-  // Once every local rank of a multi-node job has attached: connects this
-  // node to the job's coordinator (blocking, up to the connect timeout).
-  // A failure aborts the job. Does nothing for one-node jobs.
-  void MaybeStartNodeGroup();
+  bool spans_nodes() const { return spans_nodes_; }
+  // Once every local rank has attached: starts the job's negotiator (across
+  // nodes: connects to the job's coordinator, blocking up to the connect
+  // timeout; a failure aborts the job). Names become ready only after that.
+  void MaybeStart();
 
   const std::string& id() const { return id_; }
   const std::string& token() const { return token_; }
@@ -135,87 +144,60 @@ class Job {
   // Members (global ranks) of a process set; NOT_FOUND if it does not exist.
   absl::StatusOr<std::vector<int>> ProcessSetMembers(int process_set) const;
   // Fails every pending and future collective with `status`.
-  void Abort(const absl::Status& status);
+  void Abort(const absl::Status& status) override;
 
   // `with_history` adds the flight recorder's records and errors.
   JobSnapshot Snapshot(bool with_history = false) const;
   // Tensors waiting (or executing) longer than `warning` at `now`.
   std::vector<StallView> Stalls(absl::Time now, absl::Duration warning) const;
 
- private:
-  using Outbox = std::vector<std::pair<Session*, Completion>>;
+  // JobState: what the executor changes and reports, in plan order.
+  void ChangeProcessSet(std::vector<ReadySet> sets, int new_set) override;
+  void JoinDone(std::vector<ReadySet> sets, int last_joined) override;
+  void Executing(const std::string& name, CollectiveKind kind, const std::string& backend,
+                 absl::Time since) override;
+  void Executed(const std::vector<const ReadySet*>& sets, const absl::Status& status,
+                absl::Time start, absl::Time end) override;
+  void Refused(const ReadySet& set, const absl::Status& why) override;
 
-  void RunReady();
-  // The backend of `response`: the host one, or for device tensors the
-  // job's device backend (made on first use, its communicator planned here:
-  // one node). Called by the executor only.
-  absl::StatusOr<Backend*> BackendFor(const Response& response);
-  // The device backend, made with `comm` if there is none yet.
-  absl::StatusOr<Backend*> DeviceBackendFor(const DeviceCommPlan* comm,
-                                            std::vector<int> local_ranks);
-  // Runs one response and completes its requests (metrics, timeline and
-  // flight recorder included). Returns the backend's overall status.
-  absl::Status ExecuteResponse(Response& response, absl::StatusOr<Backend*> backend);
-  // After a response ran: metrics, timeline, flight recorder and the ranks'
-  // counters (single-node, device and node-group responses alike).
-  void RecordExecuted(const std::vector<const ReadySet*>& sets, const absl::Status& status,
-                      absl::Time start, absl::Time end, const std::string& backend_name);
-  // Multi-node: every rank has joined; completes this node's join requests
-  // with the last rank to join and resets the joined state.
-  void JoinDone(std::vector<ReadySet> sets, int last_joined);
-  // Multi-node: registers (new_set) or drops the process set every node
-  // agreed on, in plan order, and completes the requests.
-  void ChangeProcessSet(std::vector<ReadySet> sets, int new_set);
-  // Multi-node: runs a planned response of device tensors (the node group's
-  // executor thread calls this in plan order).
-  void RunDeviceSets(std::vector<ReadySet> sets, const DeviceCommPlan* comm);
-  void Fail(std::vector<Request> requests, const absl::Status& status);
+ private:
   // Why `request` may not enter the request table, or OK.
-  absl::Status AdmitLocked(const Request& request) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Members of `process_set` that have not joined.
-  std::vector<int> RequiredLocked(int process_set) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A name became ready: control collectives complete here, the rest queue
-  // for execution (grouped ones once their whole group is ready).
-  void OnReadyLocked(ReadySet set, Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status CheckRunnableLocked(const ReadySet& set) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Appends `set` to `to`, or, for a member of a group, holds it until the
-  // whole group is ready and then appends every member.
-  void ReleaseWhenGroupCompleteLocked(ReadySet set, std::vector<ReadySet>* to)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void JoinLocked(Request request, Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status AdmitLocked(const Request& request) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The local ranks of `process_set` that have not joined (a name is ready
+  // once they all submitted it); none before the negotiator started.
+  std::vector<int> RequiredLocked(int process_set) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The same, whether or not the negotiator started (for stall reports).
+  std::vector<int> ExpectedLocked(int process_set) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Names whose required ranks all submitted go to the negotiator.
+  void TakeReadyLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A name became ready here: checked, then handed to the negotiator
+  // (grouped ones once their whole group is ready).
+  void OnReadyLocked(ReadySet set) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckRunnableLocked(const ReadySet& set) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckAlltoallSplits(const ReadySet& set, int64_t n) const;
+  absl::Status CheckSetChangeLocked(const ReadySet& set) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A second submission of a name this node has ready and not yet run.
+  bool InFlightLocked(const Request& request) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void JoinLocked(Request request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string id_;
   const std::string token_;
   const int size_;
-  Backend* const backend_;
-  const uint64_t fusion_threshold_;
   const JobObservers observers_;
   const absl::Time created_;
   const JobLayout layout_;
-  const bool multi_node_;
-  DeviceBackendFactory* const device_backends_;
+  const bool spans_nodes_;
+  const int local_size_;  // ranks that attach here
 
-  // The device backend: made by the executor, then kept for the job's life
-  // (RankLeft releases a leaving session's IPC mappings through it).
-  mutable absl::Mutex device_mu_;
-  std::unique_ptr<DeviceBackend> device_backend_ ABSL_GUARDED_BY(device_mu_);
-  absl::Status device_error_ ABSL_GUARDED_BY(device_mu_);  // why it could not be made
-  // Set with device_backend_, for Abort (device_mu_ may be held for long
-  // while an NCCL communicator is being joined).
-  std::atomic<DeviceBackend*> device_backend_ptr_{nullptr};
-  // Set by Abort: a device backend still joining its communicator gives up.
-  std::atomic<bool> device_cancel_{false};
+  Executor executor_;
+  // Made in the constructor, destroyed first (its threads use the executor
+  // and the job).
+  std::unique_ptr<Negotiator> negotiator_;
+  // negotiator_ for Abort, which its threads may call while ~Job resets it.
+  std::atomic<Negotiator*> live_negotiator_{nullptr};
 
   mutable absl::Mutex mu_;
-  // Orders deliveries of locally ready names to the node group (taken
-  // while mu_ is held, then mu_ is released).
-  absl::Mutex group_send_mu_ ABSL_ACQUIRED_AFTER(mu_);
   RequestTable table_ ABSL_GUARDED_BY(mu_);
-  std::vector<ReadySet> ready_ ABSL_GUARDED_BY(mu_);
-  bool executing_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status abort_status_ ABSL_GUARDED_BY(mu_);
   std::vector<RankSnapshot> ranks_ ABSL_GUARDED_BY(mu_);
   int attached_ ABSL_GUARDED_BY(mu_) = 0;
@@ -223,30 +205,25 @@ class Job {
   uint64_t fused_tensors_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t bytes_reduced_ ABSL_GUARDED_BY(mu_) = 0;
   FlightRecorder recorder_ ABSL_GUARDED_BY(mu_);
-  // Process sets by id; 0 is every rank. Ids are handed out in order.
+  // Process sets by id; 0 is every rank. Ids come from the plan.
   std::map<int, std::vector<int>> sets_ ABSL_GUARDED_BY(mu_);
-  int next_set_id_ ABSL_GUARDED_BY(mu_) = 1;
-  // Join: who has joined, their pending join requests, the last to join.
+  // Join: who has joined, this node's pending join requests, the last to join.
   std::vector<bool> joined_ ABSL_GUARDED_BY(mu_);
   std::vector<Request> join_requests_ ABSL_GUARDED_BY(mu_);
   int last_joined_ ABSL_GUARDED_BY(mu_) = -1;
   // Ready members of groups that are not complete yet, by (set, group id).
-  std::map<std::pair<int, uint64_t>, std::vector<ReadySet>> groups_
-      ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<int, uint64_t>, std::vector<ReadySet>> groups_ ABSL_GUARDED_BY(mu_);
   // The response being executed, for stall reports: its first tensor's name
-  // and kind, and since when.
+  // and kind, its backend, and since when.
   std::string executing_name_ ABSL_GUARDED_BY(mu_);
   CollectiveKind executing_kind_ ABSL_GUARDED_BY(mu_) = CollectiveKind::kAllreduce;
   std::string executing_backend_ ABSL_GUARDED_BY(mu_);
   absl::Time executing_since_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
-  // Multi-node: the global ranks attached here, and names locally ready
-  // that go to the node group once the lock is released.
+  // The global ranks attached here, and whether the negotiator started (and
+  // is starting: MaybeStart runs it without the lock).
   std::vector<int> local_ranks_ ABSL_GUARDED_BY(mu_);
-  bool group_started_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<ReadySet> to_group_ ABSL_GUARDED_BY(mu_);
-  // Set once, then only read; destroyed first (its threads call the job).
-  std::unique_ptr<NodeGroup> group_;
-  std::atomic<NodeGroup*> group_ptr_{nullptr};
+  bool starting_ ABSL_GUARDED_BY(mu_) = false;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace kolo::daemon

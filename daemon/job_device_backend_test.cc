@@ -43,6 +43,7 @@ protected:
       ASSERT_TRUE(
           job_->AttachRank(r, "session-" + std::to_string(r), 100 + r).ok());
     }
+    job_->MaybeStart();
   }
 
   Request MakeRequest(int rank, const std::string &name, int device) {

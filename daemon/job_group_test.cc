@@ -26,6 +26,7 @@ class JobGroupTest : public ::testing::Test {
     for (int r = 0; r < 2; ++r) {
       ASSERT_TRUE(job_->AttachRank(r, "session-" + std::to_string(r), 100 + r).ok());
     }
+    job_->MaybeStart();
   }
 
   Request Member(int rank, const std::string& name) {

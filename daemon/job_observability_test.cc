@@ -44,6 +44,7 @@ class JobObservabilityTest : public ::testing::Test {
     for (int r = 0; r < size; ++r) {
       ASSERT_TRUE(job_->AttachRank(r, "s", 100 + r).ok());
     }
+    job_->MaybeStart();
   }
 
   // A request of `rank` for `name` submitted at `at`. The fake backend never

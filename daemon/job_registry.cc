@@ -36,8 +36,10 @@ absl::StatusOr<std::shared_ptr<Job>> JobRegistry::Join(
             "job ", request.job_id, ": wrong job token for rank ",
             request.rank));
       }
-      if (job->multi_node() != (request.local_size > 0 && (request.local_size < request.size ||
-                                                           !request.coordinator.empty()))) {
+      JobLayout asked;
+      asked.local_size = request.local_size;
+      asked.coordinator = request.coordinator;
+      if (job->spans_nodes() != SpansNodes(request.size, asked)) {
         return absl::FailedPreconditionError(absl::StrCat(
             "job ", request.job_id, ": rank ", request.rank,
             " disagrees with the job's other local ranks on whether it spans nodes"));

@@ -18,9 +18,10 @@ constexpr uint64_t kArenaBytes = 4096;
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<LoopbackSession>> LoopbackSession::Create(
-    const std::string& job_id, int rank) {
-  abi::v1::Layout layout =
-      abi::v1::ComputeLayout(kSubmitCapacity, kCompletionCapacity, kArenaBytes);
+    const std::string& job_id, int rank, uint64_t result_bytes) {
+  const uint64_t results = abi::v1::AlignUp(result_bytes);
+  const uint64_t arena = abi::v1::AlignUp(kArenaBytes) + results;
+  abi::v1::Layout layout = abi::v1::ComputeLayout(kSubmitCapacity, kCompletionCapacity, arena);
   auto segment = SharedSegment::Create(layout.total_bytes);
   if (!segment.ok()) return segment.status();
   std::unique_ptr<LoopbackSession> s(new LoopbackSession());
@@ -35,7 +36,8 @@ absl::StatusOr<std::unique_ptr<LoopbackSession>> LoopbackSession::Create(
   h->submit_offset = layout.submit_offset;
   h->completion_offset = layout.completion_offset;
   h->arena_offset = layout.arena_offset;
-  h->arena_bytes = abi::v1::AlignUp(kArenaBytes);
+  h->arena_bytes = arena;
+  h->result_bytes = results;
   h->total_bytes = layout.total_bytes;
   s->completions_ = SpscRing<abi::v1::CompletionSlot>(
       &h->completion_tail, &h->completion_head,
@@ -62,6 +64,9 @@ std::vector<ReceivedCompletion> LoopbackSession::TakeCompletions() {
     c.code = static_cast<absl::StatusCode>(slot.code);
     c.message.assign(slot.message,
                      std::min<size_t>(slot.message_length, abi::v1::kMaxMessageBytes));
+    c.result_offset = slot.result_offset;
+    c.result_bytes = slot.result_bytes;
+    c.value = slot.value;
     out.push_back(std::move(c));
   }
   return out;

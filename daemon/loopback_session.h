@@ -25,12 +25,17 @@ struct ReceivedCompletion {
   uint64_t request_id = 0;
   absl::StatusCode code = absl::StatusCode::kOk;
   std::string message;
+  uint64_t result_offset = 0;  // a new tensor's place in the session's arena
+  uint64_t result_bytes = 0;
+  int64_t value = 0;
 };
 
 class LoopbackSession {
  public:
+  // `result_bytes`: the size of the session's result area (where kolod puts
+  // the new tensors of allgather, reducescatter and alltoall).
   static absl::StatusOr<std::unique_ptr<LoopbackSession>> Create(
-      const std::string& job_id, int rank);
+      const std::string& job_id, int rank, uint64_t result_bytes = 0);
 
   const std::shared_ptr<Session>& session() const { return session_; }
   // Every completion written since the last call, oldest first.

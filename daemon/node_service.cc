@@ -142,8 +142,9 @@ grpc::Status NodeService::Attach(
   }
   spdlog::info("job {} rank {}/{}: attached (pid {}, session {})", req.job_id(),
                req.rank(), req.size(), req.pid(), identity.session_id);
-  // The last local rank of a multi-node job connects this node to the rest.
-  (*job)->MaybeStartNodeGroup();
+  // Once every local rank attached, the job starts its negotiator (across
+  // nodes: the last local rank connects this node to the job's coordinator).
+  (*job)->MaybeStart();
 
   // The session lives as long as this stream.
   kolo::v1::ClientMessage ignored;

@@ -48,6 +48,7 @@ class StallInspectorTest : public ::testing::Test {
       auto job = registry_->Join(join);
       ASSERT_TRUE(job.ok()) << job.status();
       job_ = *job;
+      job_->MaybeStart();  // as the node service does after each attach
     }
   }
 

@@ -22,8 +22,8 @@ public:
   ~NcclDeviceBackend() override { backend_.reset(); } // before the resolver
 
   absl::string_view name() const override { return backend_->name(); }
-  absl::Status Execute(Response &response) override {
-    return backend_->Execute(response);
+  absl::Status Execute(Response &response, const StepContext &step) override {
+    return backend_->Execute(response, step);
   }
   void ReleaseSession(const std::string &session_id) override {
     resolver_->ReleaseSession(session_id);

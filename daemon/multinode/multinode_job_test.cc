@@ -24,6 +24,7 @@
 #include "daemon/job.h"
 #include "daemon/loopback_session.h"
 #include "daemon/negotiation/peer_service.h"
+#include "daemon/transport/in_process_transport.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -67,11 +68,13 @@ class MultiNodeJobTest : public ::testing::Test {
     a.env.node_name = "nodeA";
     a.env.coordinators = registry_.get();
     a.env.peer_timeout = absl::Seconds(10);
+    a.env.transports = &transports_;
     JobLayout b;
     b.local_size = 1;
     b.coordinator = absl::StrCat("127.0.0.1:", port);
     b.env.node_name = "nodeB";
     b.env.peer_timeout = absl::Seconds(10);
+    b.env.transports = &transports_;
     jobs_.push_back(std::make_unique<Job>("job-mn", "token", 2, &host_, kFusionThreshold,
                                           JobObservers{}, a, &factories_[0]));
     jobs_.push_back(std::make_unique<Job>("job-mn", b_token, 2, &host_, kFusionThreshold,
@@ -81,13 +84,13 @@ class MultiNodeJobTest : public ::testing::Test {
     }
     if (b_first) {
       // Node B's Hello waits in the Peer service until node A's job starts.
-      std::thread b([this] { jobs_[1]->MaybeStartNodeGroup(); });
+      std::thread b([this] { jobs_[1]->MaybeStart(); });
       absl::SleepFor(absl::Milliseconds(500));
-      jobs_[0]->MaybeStartNodeGroup();
+      jobs_[0]->MaybeStart();
       b.join();
     } else {
-      jobs_[0]->MaybeStartNodeGroup();
-      jobs_[1]->MaybeStartNodeGroup();
+      jobs_[0]->MaybeStart();
+      jobs_[1]->MaybeStart();
     }
   }
 
@@ -116,6 +119,9 @@ class MultiNodeJobTest : public ::testing::Test {
   }
 
   FakeBackend host_;
+  // The nodes' data moves over an in-process fabric.
+  InProcessFabric fabric_{2};
+  InProcessTransportFactory transports_{&fabric_};
   FakeDeviceBackendFactory factories_[2];  // node A's, node B's
   std::unique_ptr<CoordinatorRegistry> registry_;
   std::unique_ptr<PeerService> service_;

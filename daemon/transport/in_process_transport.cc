@@ -5,6 +5,9 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace kolo::daemon {
@@ -198,6 +201,82 @@ void InProcessFabric::Abort(int node, const absl::Status& why) {
   state.aborted =
       AbortedTransferStatus(why.ok() ? absl::AbortedError("aborted") : why);
   for (auto& [ticket, op] : state.ops) CancelLocked(*op, state.aborted);
+}
+
+namespace {
+
+constexpr absl::string_view kAddressPrefix = "inproc:";
+
+// One fabric node, numbered by the job's node indices once connected.
+class InProcessJobTransport final : public JobTransport {
+ public:
+  InProcessJobTransport(InProcessFabric* fabric, int fabric_node)
+      : fabric_(fabric),
+        fabric_node_(fabric_node),
+        address_(absl::StrCat(kAddressPrefix, fabric_node)) {}
+
+  const std::string& address() const override { return address_; }
+  absl::Status Connect(std::vector<std::string> addresses, int self) override {
+    std::vector<int> nodes;
+    for (const std::string& a : addresses) {
+      int n = -1;
+      if (!absl::StartsWith(a, kAddressPrefix) ||
+          !absl::SimpleAtoi(a.substr(kAddressPrefix.size()), &n) || n < 0 ||
+          n >= fabric_->nodes()) {
+        return absl::InvalidArgumentError(absl::StrCat("in-process transport: bad address \"", a, "\""));
+      }
+      nodes.push_back(n);
+    }
+    if (self < 0 || self >= static_cast<int>(nodes.size()) || nodes[self] != fabric_node_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("in-process transport: node ", self, " is not this endpoint"));
+    }
+    fabric_nodes_ = std::move(nodes);
+    self_ = self;
+    return absl::OkStatus();
+  }
+  int node() const override { return self_; }
+  int nodes() const override { return static_cast<int>(fabric_nodes_.size()); }
+  absl::StatusOr<Ticket> PostSend(int peer, uint64_t tag, const void* data,
+                                  size_t bytes) override {
+    if (absl::Status s = CheckPeer(peer); !s.ok()) return s;
+    return endpoint().PostSend(fabric_nodes_[peer], tag, data, bytes);
+  }
+  absl::StatusOr<Ticket> PostRecv(int peer, uint64_t tag, void* data, size_t bytes) override {
+    if (absl::Status s = CheckPeer(peer); !s.ok()) return s;
+    return endpoint().PostRecv(fabric_nodes_[peer], tag, data, bytes);
+  }
+  absl::Status Wait(absl::Span<const Ticket> tickets, absl::Time deadline) override {
+    return endpoint().Wait(tickets, deadline);
+  }
+  void Abort(const absl::Status& why) override { endpoint().Abort(why); }
+
+ private:
+  Transport& endpoint() { return fabric_->endpoint(fabric_node_); }
+  absl::Status CheckPeer(int peer) const {
+    if (peer < 0 || peer >= nodes() || peer == self_) {
+      return absl::InvalidArgumentError(absl::StrCat("in-process transport: no peer ", peer));
+    }
+    return absl::OkStatus();
+  }
+
+  InProcessFabric* const fabric_;
+  const int fabric_node_;
+  const std::string address_;
+  // Set by Connect, before any transfer.
+  std::vector<int> fabric_nodes_;
+  int self_ = -1;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<JobTransport>> InProcessTransportFactory::Create() {
+  absl::MutexLock l(&mu_);
+  if (next_ >= fabric_->nodes()) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("in-process fabric: all ", fabric_->nodes(), " nodes are taken"));
+  }
+  return std::unique_ptr<JobTransport>(std::make_unique<InProcessJobTransport>(fabric_, next_++));
 }
 
 }  // namespace kolo::daemon

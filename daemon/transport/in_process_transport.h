@@ -89,4 +89,22 @@ class InProcessFabric {
   std::vector<std::unique_ptr<Endpoint>> endpoints_;  // fixed after ctor
 };
 
+// The TransportFactory over an InProcessFabric: each Create() takes the next
+// free node of the fabric (its address names that node), and Connect() maps
+// the job's node indices (the Welcome's order) onto fabric nodes, so the
+// daemons of a multi-node job can live in one process in unit tests.
+//
+// Thread-safety: thread-safe.
+class InProcessTransportFactory final : public TransportFactory {
+ public:
+  // `fabric` must outlive the factory and every transport it made.
+  explicit InProcessTransportFactory(InProcessFabric* fabric) : fabric_(fabric) {}
+  absl::StatusOr<std::unique_ptr<JobTransport>> Create() override;
+
+ private:
+  InProcessFabric* const fabric_;
+  absl::Mutex mu_;
+  int next_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
 }  // namespace kolo::daemon

@@ -28,6 +28,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -68,5 +71,29 @@ inline absl::Status AbortedTransferStatus(const absl::Status& why) {
   if (why.code() == absl::StatusCode::kAborted) return why;
   return absl::AbortedError(why.ToString());
 }
+
+}  // namespace kolo::daemon
+
+namespace kolo::daemon {
+
+// A job's transport before it knows its peers. Its address() travels to the
+// coordinator in the node's Hello; Connect() joins the nodes the Welcome
+// lists (addresses[i] is node i's address(), `self` this node's index).
+// Connect is called once, before any transfer.
+class JobTransport : public Transport {
+ public:
+  virtual const std::string& address() const = 0;
+  virtual absl::Status Connect(std::vector<std::string> addresses, int self) = 0;
+};
+
+// Makes one JobTransport per multi-node job: UCX in kolod, an in-process
+// fabric in unit tests (so a job across nodes runs in one process).
+//
+// Thread-safety: Create may be called from any thread.
+class TransportFactory {
+ public:
+  virtual ~TransportFactory() = default;
+  virtual absl::StatusOr<std::unique_ptr<JobTransport>> Create() = 0;
+};
 
 }  // namespace kolo::daemon

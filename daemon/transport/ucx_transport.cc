@@ -585,4 +585,25 @@ void UcxTransport::CloseEndpoints() {
   }
 }
 
+namespace {
+
+class UcxTransportFactory final : public TransportFactory {
+ public:
+  explicit UcxTransportFactory(UcxOptions options) : options_(options) {}
+  absl::StatusOr<std::unique_ptr<JobTransport>> Create() override {
+    absl::StatusOr<std::unique_ptr<UcxTransport>> t = UcxTransport::Create(options_);
+    if (!t.ok()) return t.status();
+    return std::unique_ptr<JobTransport>(std::move(*t));
+  }
+
+ private:
+  const UcxOptions options_;
+};
+
+}  // namespace
+
+std::unique_ptr<TransportFactory> MakeUcxTransportFactory(UcxOptions options) {
+  return std::make_unique<UcxTransportFactory>(options);
+}
+
 }  // namespace kolo::daemon

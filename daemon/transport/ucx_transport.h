@@ -64,7 +64,7 @@ struct UcxOptions {
   int spin_passes = 16;
 };
 
-class UcxTransport final : public Transport {
+class UcxTransport final : public JobTransport {
  public:
   // Reads UCX's configuration from the environment (UCX_TLS is honoured; with
   // UCX 1.13 keep "tcp" in it) and creates the context and worker.
@@ -78,11 +78,12 @@ class UcxTransport final : public Transport {
 
   // This node's worker address, opaque bytes for the peers' Connect().
   const std::string& worker_address() const { return worker_address_; }
+  const std::string& address() const override { return worker_address_; }
 
   // Creates endpoints to every other node; peer_addresses[i] is node i's
   // worker_address() and `self` this node's index (at most 2^16 nodes). Call
   // once, before any transfer.
-  absl::Status Connect(std::vector<std::string> peer_addresses, int self);
+  absl::Status Connect(std::vector<std::string> peer_addresses, int self) override;
 
   int node() const override { return node_.load(std::memory_order_acquire); }
   int nodes() const override { return nodes_.load(std::memory_order_acquire); }
@@ -157,5 +158,8 @@ class UcxTransport final : public Transport {
 
   std::thread progress_thread_;  // last: started by Connect, joined first
 };
+
+// Makes a UcxTransport with `options` for each multi-node job.
+std::unique_ptr<TransportFactory> MakeUcxTransportFactory(UcxOptions options = {});
 
 }  // namespace kolo::daemon

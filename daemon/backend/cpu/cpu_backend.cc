@@ -236,7 +236,7 @@ absl::Status CpuBackend::PlanAlltoall(FusedMember& m, std::vector<Task>* tasks) 
   return absl::OkStatus();
 }
 
-absl::Status CpuBackend::Execute(Response& response) {
+absl::Status CpuBackend::Execute(Response& response, const StepContext& /*step*/) {
   std::vector<Task> tasks;
   uint64_t total = 0;
   for (FusedMember& m : response.members) {

@@ -31,7 +31,7 @@ class CpuBackend : public Backend {
         chunk_bytes_(chunk_bytes) {}
 
   absl::string_view name() const override { return "cpu"; }
-  absl::Status Execute(Response& response) override;
+  absl::Status Execute(Response& response, const StepContext& step) override;
 
  private:
   // One piece of work: returns its status.

@@ -151,7 +151,7 @@ NcclBackend::~NcclBackend() {
   }
 }
 
-absl::Status NcclBackend::Execute(Response& response) {
+absl::Status NcclBackend::Execute(Response& response, const StepContext& /*step*/) {
   absl::MutexLock lock(&mu_);
   const bool broadcast = response.kind == CollectiveKind::kBroadcast;
   if (response.kind != CollectiveKind::kAllreduce && !broadcast) {

@@ -121,7 +121,7 @@ class NcclBackend : public Backend {
   // Runs an allreduce or broadcast response over device tensors (other
   // collectives are UNIMPLEMENTED). Returns once the result is in every
   // output.
-  absl::Status Execute(Response& response) override;
+  absl::Status Execute(Response& response, const StepContext& step) override;
   // Aborts the communicator (from any thread): a collective in flight ends.
   void Abort(const absl::Status& why) { comm_->Abort(why); }
 

@@ -124,7 +124,7 @@ class NcclBackendTest : public ::testing::Test {
       response.members.push_back(std::move(member));
     }
     response.total_bytes = offset;
-    const absl::Status s = backend_->Execute(response);
+    const absl::Status s = backend_->Execute(response, StepContext{});
     ASSERT_TRUE(s.ok()) << s;
     for (size_t m = 0; m < sizes.size(); ++m) {
       ASSERT_TRUE(response.members[m].status.ok()) << response.members[m].status;
@@ -188,7 +188,7 @@ TEST_F(NcclBackendTest, AMemberThatFailsToResolveFailsAlone) {
   m.set.requests.push_back(r);
   response.members.push_back(m);
   response.total_bytes = 64;
-  EXPECT_TRUE(backend_->Execute(response).ok());
+  EXPECT_TRUE(backend_->Execute(response, StepContext{}).ok());
   EXPECT_EQ(response.members[0].status.code(), absl::StatusCode::kInvalidArgument);
 }
 
@@ -232,7 +232,7 @@ TEST_F(NcclBackendTest, BroadcastsFromTheRootToEveryLocalRank) {
     response.members.push_back(std::move(member));
   }
   response.total_bytes = offset;
-  const absl::Status s = backend_->Execute(response);
+  const absl::Status s = backend_->Execute(response, StepContext{});
   ASSERT_TRUE(s.ok()) << s;
   for (int m = 0; m < 2; ++m) {
     ASSERT_TRUE(response.members[m].status.ok()) << response.members[m].status;
@@ -261,7 +261,7 @@ TEST_F(NcclBackendTest, ARankOnAnotherGpuThanItsOwnFailsAlone) {
   m.set.requests.push_back(r);
   response.members.push_back(m);
   response.total_bytes = 64;
-  EXPECT_TRUE(backend_->Execute(response).ok());
+  EXPECT_TRUE(backend_->Execute(response, StepContext{}).ok());
   EXPECT_EQ(response.members[0].status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(response.members[0].status.message().find("its GPU in this job is device 0"),
             std::string::npos)
@@ -272,7 +272,7 @@ TEST_F(NcclBackendTest, OtherCollectivesAreUnimplemented) {
   UseRanks(1);
   Response response;
   response.kind = CollectiveKind::kAllgather;
-  EXPECT_EQ(backend_->Execute(response).code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(backend_->Execute(response, StepContext{}).code(), absl::StatusCode::kUnimplemented);
 }
 
 }  // namespace

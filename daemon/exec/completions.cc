@@ -1,0 +1,26 @@
+#include "daemon/exec/completions.h"
+
+#include <map>
+
+#include "daemon/session.h"
+
+namespace kolo::daemon {
+
+void Deliver(Outbox& items) {
+  std::map<Session*, std::vector<Completion>> by_session;
+  for (auto& [s, c] : items) by_session[s].push_back(std::move(c));
+  for (auto& [s, cs] : by_session) s->Complete(cs);
+  items.clear();
+}
+
+void CompleteAll(const std::vector<ReadySet>& sets, const absl::Status& status) {
+  Outbox out;
+  for (const ReadySet& set : sets) {
+    for (const Request& r : set.requests) {
+      out.push_back({r.session.get(), Completion{r.request_id, status}});
+    }
+  }
+  Deliver(out);
+}
+
+}  // namespace kolo::daemon

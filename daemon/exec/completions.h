@@ -1,0 +1,23 @@
+// Delivering completions: grouped per session, so each session's clients get
+// one doorbell for everything that finished together.
+//
+// Thread-safety: stateless; call from any thread without the job's lock.
+#pragma once
+
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "daemon/request.h"
+#include "daemon/request_table.h"
+
+namespace kolo::daemon {
+
+using Outbox = std::vector<std::pair<Session*, Completion>>;
+
+// Writes every completion of `items` to its session and clears `items`.
+void Deliver(Outbox& items);
+// Completes every request of `sets` with `status`.
+void CompleteAll(const std::vector<ReadySet>& sets, const absl::Status& status);
+
+}  // namespace kolo::daemon

@@ -1,0 +1,197 @@
+#include "daemon/exec/executor.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "daemon/exec/completions.h"
+#include "daemon/session.h"
+#include "spdlog/spdlog.h"
+
+namespace kolo::daemon {
+namespace {
+
+std::vector<ReadySet> TakeSets(Response& response) {
+  std::vector<ReadySet> sets;
+  for (FusedMember& m : response.members) sets.push_back(std::move(m.set));
+  response.members.clear();
+  return sets;
+}
+
+}  // namespace
+
+Executor::Executor(ExecutorOptions options, JobState* state)
+    : options_(std::move(options)), state_(state) {}
+
+void Executor::Run(PlannedStep step) {
+  switch (step.kind) {
+    case PlannedStep::Kind::kProcessSetChange:
+      if (!step.error.ok()) {
+        RunRefused(step);
+        return;
+      }
+      state_->ChangeProcessSet(TakeSets(step.response), step.new_process_set);
+      return;
+    case PlannedStep::Kind::kJoinDone:
+      state_->JoinDone(TakeSets(step.response), step.last_joined);
+      return;
+    case PlannedStep::Kind::kCollective:
+      if (!step.error.ok()) {
+        RunRefused(step);
+      } else if (step.context.joined_here) {
+        RunJoined(step);
+      } else {
+        RunCollective(step);
+      }
+      return;
+  }
+}
+
+void Executor::Fail(std::vector<ReadySet> sets, const absl::Status& status) {
+  CompleteAll(sets, status);
+}
+
+void Executor::RunRefused(PlannedStep& step) {
+  for (const FusedMember& m : step.response.members) {
+    if (options_.metrics != nullptr) options_.metrics->RecordError(m.set.requests.front().kind);
+    state_->Refused(m.set, step.error);
+  }
+  CompleteAll(TakeSets(step.response), step.error);
+}
+
+void Executor::RunJoined(PlannedStep& step) {
+  absl::Status s = step.host_backend->Execute(step.response, step.context);
+  if (!s.ok()) {
+    // The other nodes counted on this one's zeros: end the job.
+    state_->Abort(absl::Status(s.code(), absl::StrCat("job ", options_.job_id, " on node ",
+                                                      options_.node_name, ": ", s.message())));
+  }
+}
+
+void Executor::RunCollective(PlannedStep& step) {
+  if (step.response.members.empty()) return;
+  if (!step.response.on_device) {
+    (void)ExecuteResponse(step.response, step.context, step.host_backend);
+    return;
+  }
+  absl::Status status = ExecuteResponse(step.response, step.context, DeviceBackendFor(step));
+  if (!status.ok() && step.device_failure_ends_job) {
+    // The job's communicator is unusable (or was never made here) and the
+    // other daemons would wait in NCCL for this one until their deadline:
+    // end the job on every node now.
+    state_->Abort(absl::Status(status.code(),
+                               absl::StrCat("job ", options_.job_id,
+                                            ": device collective failed on node ",
+                                            options_.node_name, ": ", status.message())));
+  }
+}
+
+absl::StatusOr<Backend*> Executor::DeviceBackendFor(const PlannedStep& step) {
+  if (DeviceBackend* made = device_backend_ptr_.load()) return made;
+  absl::MutexLock l(&device_mu_);
+  if (device_backend_ != nullptr) return device_backend_.get();
+  if (!device_error_.ok()) return device_error_;
+  if (options_.device_backends == nullptr) {
+    device_error_ = absl::UnimplementedError(
+        absl::StrCat("job ", options_.job_id, ": this kolod has no backend for device tensors"));
+    return device_error_;
+  }
+  if (!step.device_comm.has_value()) {
+    device_error_ = absl::InternalError(absl::StrCat(
+        "job ", options_.job_id, ": a device response came before the job's NCCL communicator"));
+    return device_error_;
+  }
+  auto made = options_.device_backends->Create(DeviceBackendOptions{
+      options_.job_id, *step.device_comm, step.local_ranks, &device_cancel_});
+  if (!made.ok()) {
+    spdlog::warn("job {}: no device backend: {}", options_.job_id, made.status().ToString());
+    device_error_ = made.status();
+    return device_error_;
+  }
+  device_backend_ = *std::move(made);
+  device_backend_ptr_.store(device_backend_.get());
+  return device_backend_.get();
+}
+
+void Executor::ReleaseSession(const std::string& session_id) {
+  absl::MutexLock l(&device_mu_);
+  if (device_backend_ != nullptr) device_backend_->ReleaseSession(session_id);
+}
+
+void Executor::Abort(const absl::Status& why) {
+  device_cancel_.store(true);
+  if (DeviceBackend* d = device_backend_ptr_.load()) d->Abort(why);
+}
+
+absl::Status Executor::ExecuteResponse(Response& response, const StepContext& context,
+                                       absl::StatusOr<Backend*> backend) {
+  const absl::Time start = absl::Now();
+  const std::string backend_name =
+      backend.ok() ? std::string((*backend)->name()) : std::string("none");
+  state_->Executing(response.members.front().set.name, response.kind, backend_name, start);
+  absl::Status status = backend.ok() ? (*backend)->Execute(response, context) : backend.status();
+  const absl::Time end = absl::Now();
+  Outbox out;
+  for (const FusedMember& m : response.members) {
+    absl::Status member_status = status.ok() ? m.status : status;
+    if (!member_status.ok()) {
+      // Nobody will hand these back: free them here.
+      for (size_t i = 0; i < m.results.size(); ++i) {
+        m.set.requests[i].session->ReleaseResult(m.results[i].offset);
+      }
+    }
+    for (size_t i = 0; i < m.set.requests.size(); ++i) {
+      const Request& r = m.set.requests[i];
+      Completion c{r.request_id, member_status};
+      if (member_status.ok() && i < m.results.size()) {
+        c.result_offset = m.results[i].offset;
+        c.result_bytes = m.results[i].bytes;
+        c.value = m.results[i].value;
+      }
+      out.push_back({r.session.get(), std::move(c)});
+    }
+  }
+  Deliver(out);
+  std::vector<const ReadySet*> sets;
+  for (const FusedMember& m : response.members) sets.push_back(&m.set);
+  Record(sets, status, start, end, backend_name);
+  return status;
+}
+
+void Executor::Record(const std::vector<const ReadySet*>& sets, const absl::Status& status,
+                      absl::Time start, absl::Time end, const std::string& backend) {
+  if (sets.empty()) return;
+  const Request& head = sets.front()->requests.front();
+  const absl::Time done = absl::Now();
+  const int fused = static_cast<int>(sets.size());
+  uint64_t bytes = 0;
+  for (const ReadySet* s : sets) bytes += s->requests.front().bytes;
+  if (Metrics* metrics = options_.metrics) {
+    metrics->RecordResponse(head.kind, head.dtype, fused, bytes);
+    for (const ReadySet* s : sets) {
+      metrics->RecordLatency(head.kind, done - s->first_submitted);
+      if (!status.ok()) metrics->RecordError(head.kind);
+    }
+  }
+  Timeline* timeline = options_.timeline;
+  if (timeline != nullptr && timeline->recording()) {
+    const std::string& job = options_.job_id;
+    std::string fuse_args = absl::StrCat("\"tensors\":", fused);
+    std::string reduce_args =
+        absl::StrCat("\"bytes\":", bytes, ",\"backend\":", JsonString(backend));
+    for (const ReadySet* s : sets) {
+      for (const Request& r : s->requests) {
+        // Queued until every rank here had it; negotiated (among the nodes,
+        // or at once on one) until the plan ran it.
+        timeline->Span(job, r.rank, s->name, "QUEUED", r.submitted_at, s->ready_at);
+        timeline->Span(job, r.rank, s->name, "NEGOTIATED", s->ready_at, start);
+        timeline->Instant(job, r.rank, s->name, "FUSED", start, fuse_args);
+        timeline->Span(job, r.rank, s->name, "REDUCED", start, end, reduce_args);
+        timeline->Instant(job, r.rank, s->name, "DONE", done);
+      }
+    }
+  }
+  state_->Executed(sets, status, start, end);
+}
+
+}  // namespace kolo::daemon

@@ -1,0 +1,107 @@
+// Executor: runs one job's planned steps, one at a time and in plan order
+// (the negotiator guarantees a single caller at a time). For each collective
+// it picks the backend: the step's host backend for host tensors, the job's
+// device backend for device tensors (made here when the step that carries
+// the job's device communicator runs). It completes every request, feeds
+// metrics and the timeline, and tells the job what ran (JobState) for its
+// counters, flight recorder and stall reports. Control steps (process-set
+// changes, the end of a join) go to the job's state in plan order.
+//
+// Thread-safety: Run and Fail are called by the negotiator's draining thread
+// only; ReleaseSession and Abort may be called from any thread, also while a
+// step runs.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "daemon/backend/device_backend.h"
+#include "daemon/metrics.h"
+#include "daemon/negotiation/negotiator.h"
+#include "daemon/timeline.h"
+
+namespace kolo::daemon {
+
+// What the executor changes in, and reports to, its job.
+class JobState {
+ public:
+  virtual ~JobState() = default;
+  // Registers (add: as `new_set`) or drops the process set every node agreed
+  // on, and completes the requests of `sets`.
+  virtual void ChangeProcessSet(std::vector<ReadySet> sets, int new_set) = 0;
+  // Every rank has joined: completes the join requests with the last rank
+  // to join and resets the job's joined state.
+  virtual void JoinDone(std::vector<ReadySet> sets, int last_joined) = 0;
+  // Ends the job (every pending and future collective fails with `why`).
+  virtual void Abort(const absl::Status& why) = 0;
+  // A response started on `backend` (stall reports name it while it runs).
+  virtual void Executing(const std::string& name, CollectiveKind kind,
+                         const std::string& backend, absl::Time since) = 0;
+  // A response ran (or failed) from `start` to `end`: counters, flight
+  // recorder. Its requests are completed already.
+  virtual void Executed(const std::vector<const ReadySet*>& sets, const absl::Status& status,
+                        absl::Time start, absl::Time end) = 0;
+  // A name the plan refused (its ranks or nodes disagreed): flight recorder.
+  virtual void Refused(const ReadySet& set, const absl::Status& why) = 0;
+};
+
+struct ExecutorOptions {
+  std::string job_id;
+  std::string node_name;  // for messages
+  Metrics* metrics = nullptr;    // may be null
+  Timeline* timeline = nullptr;  // may be null
+  // Makes the job's device backend; null: device tensors fail with
+  // UNIMPLEMENTED.
+  DeviceBackendFactory* device_backends = nullptr;
+};
+
+class Executor final : public StepRunner {
+ public:
+  // `state` must outlive the executor.
+  Executor(ExecutorOptions options, JobState* state);
+
+  void Run(PlannedStep step) override;
+  void Fail(std::vector<ReadySet> sets, const absl::Status& status) override;
+  void AbortJob(const absl::Status& why) override { state_->Abort(why); }
+
+  // The session's cached device mappings go (after its requests failed).
+  void ReleaseSession(const std::string& session_id);
+  // The job ended: a device backend still joining its communicator gives
+  // up, and one that runs aborts its communicators.
+  void Abort(const absl::Status& why);
+
+ private:
+  void RunCollective(PlannedStep& step);
+  void RunRefused(PlannedStep& step);
+  // This node's ranks all joined: it takes part without tensors.
+  void RunJoined(PlannedStep& step);
+  // The device backend, made from the step's communicator if none exists.
+  absl::StatusOr<Backend*> DeviceBackendFor(const PlannedStep& step);
+  absl::Status ExecuteResponse(Response& response, const StepContext& context,
+                               absl::StatusOr<Backend*> backend);
+  void Record(const std::vector<const ReadySet*>& sets, const absl::Status& status,
+              absl::Time start, absl::Time end, const std::string& backend);
+
+  const ExecutorOptions options_;
+  JobState* const state_;
+
+  // The device backend: made on the draining thread, then kept for the
+  // job's life.
+  absl::Mutex device_mu_;
+  std::unique_ptr<DeviceBackend> device_backend_ ABSL_GUARDED_BY(device_mu_);
+  absl::Status device_error_ ABSL_GUARDED_BY(device_mu_);  // why it could not be made
+  // Set with device_backend_, for Abort (device_mu_ may be held for long
+  // while an NCCL communicator is being joined).
+  std::atomic<DeviceBackend*> device_backend_ptr_{nullptr};
+  // Set by Abort: a device backend still joining its communicator gives up.
+  std::atomic<bool> device_cancel_{false};
+};
+
+}  // namespace kolo::daemon

@@ -1,0 +1,431 @@
+#include "daemon/negotiation/peer_negotiator.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "spdlog/spdlog.h"
+
+namespace kolo::daemon {
+namespace {
+
+// How long the responses already planned may go on after the job ended.
+constexpr absl::Duration kAbortGrace = absl::Seconds(5);
+
+kolo::v1::TensorMeta MetaOf(const ReadySet& set, int size) {
+  const Request& r = set.requests.front();
+  kolo::v1::TensorMeta m;
+  m.set_name(set.name);
+  m.set_kind(static_cast<uint32_t>(r.kind));
+  m.set_dtype(static_cast<uint32_t>(r.dtype));
+  m.set_op(static_cast<uint32_t>(r.op));
+  for (int64_t d : r.shape) m.add_shape(d);
+  m.set_prescale(r.prescale);
+  m.set_postscale(r.postscale);
+  m.set_root_rank(r.root_rank);
+  m.set_bytes(r.bytes);
+  m.set_device(r.device.has_value());
+  m.set_process_set(set.process_set);
+  m.set_joined(set.joined);
+  if (r.kind == CollectiveKind::kJoin && !r.aux.empty()) m.add_aux(r.aux.front());
+  if (r.kind == CollectiveKind::kAddProcessSet || r.kind == CollectiveKind::kRemoveProcessSet) {
+    for (int64_t v : r.aux) m.add_aux(v);
+  }
+  m.set_compression(static_cast<uint32_t>(r.compression));
+  if (r.kind == CollectiveKind::kAllgather || r.kind == CollectiveKind::kAlltoall) {
+    std::vector<const Request*> by_rank;
+    for (const Request& q : set.requests) by_rank.push_back(&q);
+    std::sort(by_rank.begin(), by_rank.end(),
+              [](const Request* a, const Request* b) { return a->rank < b->rank; });
+    for (const Request* q : by_rank) {
+      if (r.kind == CollectiveKind::kAllgather) {
+        m.add_rows(q->shape.empty() ? 0 : q->shape[0]);
+      } else if (!q->aux.empty()) {
+        for (int64_t v : q->aux) m.add_splits(v);
+      } else {
+        // Even splits among the set's ranks (the job checked they divide).
+        const int n = set.set_size > 0 ? set.set_size : size;
+        const int64_t rows = q->shape.empty() ? 0 : q->shape[0];
+        for (int j = 0; j < n; ++j) m.add_splits(n > 0 ? rows / n : 0);
+      }
+    }
+  }
+  if (!set.agreement.ok()) m.set_local_error(std::string(set.agreement.message()));
+  return m;
+}
+
+// Where this node's ranks keep the device tensors of `set`.
+kolo::v1::DeviceLayout LayoutOf(const ReadySet& set) {
+  kolo::v1::DeviceLayout layout;
+  for (const Request& r : set.requests) {
+    if (!r.device.has_value()) continue;
+    layout.add_ranks(r.rank);
+    layout.add_devices(r.device->input.device);
+  }
+  return layout;
+}
+
+bool IsControl(CollectiveKind kind) {
+  return kind == CollectiveKind::kJoin || kind == CollectiveKind::kAddProcessSet ||
+         kind == CollectiveKind::kRemoveProcessSet;
+}
+
+// `sets` as the members of one response, unfused (to complete or refuse).
+Response MembersOf(std::vector<ReadySet> sets) {
+  Response r;
+  if (!sets.empty()) r.kind = sets.front().requests.front().kind;
+  for (ReadySet& s : sets) r.members.push_back(FusedMember{std::move(s), 0, {}, {}});
+  return r;
+}
+
+}  // namespace
+
+PeerNegotiator::PeerNegotiator(PeerNegotiatorOptions options, StepRunner* runner)
+    : options_(std::move(options)), runner_(runner) {}
+
+absl::Status PeerNegotiator::Start(std::vector<int> local_ranks) {
+  local_ranks_ = std::move(local_ranks);
+  if (options_.transports == nullptr || !options_.make_host_backend) {
+    return absl::FailedPreconditionError("this kolod has no transport between nodes");
+  }
+  const bool local_coordinator = !local_ranks_.empty() && local_ranks_.front() == 0;
+  if (local_coordinator && options_.coordinators == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", options_.job_id, ": this node hosts rank 0 of a multi-node job but has no peer "
+        "address (start kolod with --peer_address)"));
+  }
+  absl::StatusOr<std::unique_ptr<JobTransport>> transport = options_.transports->Create();
+  if (!transport.ok()) return transport.status();
+  transport_ = std::move(*transport);
+
+  std::unique_ptr<PeerChannel> channel;
+  std::string coordinator_name;
+  if (local_coordinator) {
+    channel = LocalPeer(
+        options_.coordinators->GetOrCreate(options_.job_id, options_.job_token, options_.size));
+    coordinator_name = absl::StrCat(options_.node_name, " (this node)");
+  } else {
+    auto c = ConnectPeer(options_.coordinator_address, options_.connect_timeout);
+    if (!c.ok()) return c.status();
+    channel = std::move(*c);
+    coordinator_name = options_.coordinator_address;
+  }
+  MemberLinkOptions link;
+  link.hello.set_job_id(options_.job_id);
+  link.hello.set_job_token(options_.job_token);
+  link.hello.set_node(options_.node_name);
+  link.hello.set_size(options_.size);
+  for (int r : local_ranks_) link.hello.add_ranks(r);
+  link.hello.set_ucx_address(transport_->address());
+  link.peer_timeout = options_.peer_timeout;
+  link.coordinator_name = coordinator_name;
+  executor_ = std::thread([this] { ExecuteLoop(); });
+  transport_aborter_ = std::thread([this] { AbortTransportLoop(); });
+  auto l = MemberLink::Start(std::move(channel), std::move(link), this);
+  if (!l.ok()) return l.status();
+  absl::MutexLock lock(&mu_);
+  link_ = std::move(*l);
+  return absl::OkStatus();
+}
+
+PeerNegotiator::~PeerNegotiator() {
+  {
+    absl::MutexLock l(&mu_);
+    stop_ = true;
+    if (aborted_.ok()) aborted_ = absl::CancelledError("the job ended on this node");
+  }
+  if (transport_) transport_->Abort(absl::CancelledError("the job ended on this node"));
+  if (transport_aborter_.joinable()) transport_aborter_.join();
+  if (executor_.joinable()) executor_.join();
+  std::unique_ptr<MemberLink> link;
+  {
+    absl::MutexLock l(&mu_);
+    link = std::move(link_);
+  }
+  link.reset();  // joins the link's threads, which may call back into us
+}
+
+void PeerNegotiator::LocallyReady(ReadySet set) {
+  kolo::v1::TensorMeta meta = MetaOf(set, options_.size);
+  std::optional<kolo::v1::DeviceLayout> devices;
+  if (meta.device()) devices = LayoutOf(set);
+  MemberLink* link;
+  {
+    absl::MutexLock l(&mu_);
+    // The job refuses a name in flight under the same lock it calls us
+    // with, so a key parked here is never replaced; once the job ended,
+    // the executor thread fails what is parked.
+    parked_.try_emplace(PeerKey(set.process_set, set.name), std::move(set));
+    if (!aborted_.ok()) return;
+    link = link_.get();
+  }
+  if (link != nullptr) link->ReportReady(meta, devices ? &*devices : nullptr);
+}
+
+std::vector<WaitingName> PeerNegotiator::WaitingNames() {
+  absl::MutexLock l(&mu_);
+  std::vector<WaitingName> out;
+  for (const auto& [key, set] : parked_) {
+    out.push_back(WaitingName{set.name, set.requests.front().kind, set.first_submitted});
+  }
+  return out;
+}
+
+bool PeerNegotiator::Waiting(int process_set, const std::string& name) {
+  absl::MutexLock l(&mu_);
+  return parked_.contains(PeerKey(process_set, name));
+}
+
+void PeerNegotiator::Abort(const absl::Status& why) {
+  MemberLink* link;
+  {
+    absl::MutexLock l(&mu_);
+    if (!aborted_.ok()) return;
+    aborted_ = why;
+    link = link_.get();
+  }
+  if (link != nullptr) link->Abort(std::string(why.message()));
+}
+
+void PeerNegotiator::AbortTransportLoop() {
+  absl::Status why;
+  {
+    absl::MutexLock l(&mu_);
+    auto ended = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stop_ || !aborted_.ok(); };
+    mu_.Await(absl::Condition(&ended));
+    if (stop_) return;
+    // The plan received so far may still complete: when another node ends
+    // the job because its ranks finished, they had everything they needed,
+    // and this node's last responses need only the nodes still running.
+    auto idle = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return stop_ || (!executing_ && plan_.empty());
+    };
+    mu_.AwaitWithTimeout(absl::Condition(&idle), kAbortGrace);
+    why = aborted_;
+  }
+  transport_->Abort(why);
+}
+
+void PeerNegotiator::OnWelcome(const kolo::v1::Welcome& welcome) {
+  std::vector<std::string> addresses;
+  std::vector<int> node_of(options_.size, -1);
+  for (int n = 0; n < welcome.nodes_size(); ++n) {
+    addresses.push_back(welcome.nodes(n).ucx_address());
+    for (int r : welcome.nodes(n).ranks()) {
+      if (r >= 0 && r < options_.size) node_of[r] = n;
+    }
+  }
+  if (absl::Status s = transport_->Connect(addresses, welcome.node_index()); !s.ok()) {
+    OnLinkAbort(absl::StrCat("node ", options_.node_name, " could not reach the others: ",
+                             s.message()));
+    return;
+  }
+  absl::MutexLock l(&mu_);
+  host_backend_ = options_.make_host_backend(transport_.get(), node_of);
+  node_of_ = std::move(node_of);  // read by the executor thread after welcomed_
+  welcomed_ = true;
+  spdlog::info("job {}: node {} is node {} of {}", options_.job_id, options_.node_name,
+               welcome.node_index(), welcome.nodes_size());
+}
+
+void PeerNegotiator::OnPlan(std::vector<PlannedEntry> plan) {
+  absl::MutexLock l(&mu_);
+  for (auto& e : plan) plan_.push_back(std::move(e));
+}
+
+void PeerNegotiator::OnLinkAbort(const std::string& reason) {
+  absl::Status why = absl::AbortedError(reason);
+  {
+    absl::MutexLock l(&mu_);
+    if (!aborted_.ok()) return;
+    aborted_ = why;
+  }
+  spdlog::warn("job {}: {}", options_.job_id, reason);
+  runner_->AbortJob(why);
+}
+
+void PeerNegotiator::ExecuteLoop() {
+  for (;;) {
+    PlannedEntry entry;
+    {
+      absl::MutexLock l(&mu_);
+      auto ready = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return stop_ || (welcomed_ && !plan_.empty()) || (!aborted_.ok() && !parked_.empty());
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (stop_) return;
+      if (!aborted_.ok() && plan_.empty()) {
+        // Fail what is parked: nothing will be planned any more.
+        std::vector<ReadySet> left;
+        for (auto& [name, set] : parked_) left.push_back(std::move(set));
+        parked_.clear();
+        absl::Status why = aborted_;
+        mu_.Unlock();
+        runner_->Fail(std::move(left), why);
+        mu_.Lock();
+        continue;
+      }
+      entry = std::move(plan_.front());
+      plan_.pop_front();
+      executing_ = true;
+      backend_ = host_backend_.get();
+    }
+    Execute(std::move(entry));
+    absl::MutexLock l(&mu_);
+    executing_ = false;
+  }
+}
+
+PlannedStep PeerNegotiator::JoinedStep(const PlannedEntry& entry) {
+  PlannedStep step;
+  const kolo::v1::TensorMeta& head = entry.metas.front();
+  step.response.kind = static_cast<CollectiveKind>(head.kind());
+  step.response.dtype = static_cast<DType>(head.dtype());
+  step.response.op = static_cast<ReduceOp>(head.op());
+  step.response.compression = static_cast<Compression>(head.compression());
+  step.response.root_rank = head.root_rank();
+  step.response.process_set = entry.process_set;
+  step.host_backend = backend_;
+  step.context.joined_here = true;
+  for (const kolo::v1::TensorMeta& m : entry.metas) {
+    step.context.joined_member_bytes.push_back(m.bytes());
+  }
+  return step;
+}
+
+PlannedStep PeerNegotiator::ControlStep(const PlannedEntry& entry, std::vector<ReadySet> sets) {
+  PlannedStep step;
+  const Request& first = sets.front().requests.front();
+  if (first.kind == CollectiveKind::kJoin) {
+    step.kind = PlannedStep::Kind::kJoinDone;
+    step.last_joined = entry.last_joined;
+  } else {
+    // Every node registers (or drops) the set at this point of the plan.
+    step.kind = PlannedStep::Kind::kProcessSetChange;
+    step.new_process_set = entry.new_process_set;
+    if (first.kind == CollectiveKind::kAddProcessSet) {
+      std::vector<int> ranks(first.aux.begin(), first.aux.end());
+      std::sort(ranks.begin(), ranks.end());
+      sets_[entry.new_process_set] = std::make_shared<const std::vector<int>>(std::move(ranks));
+    } else if (!first.aux.empty()) {
+      sets_.erase(static_cast<int>(first.aux[0]));
+    }
+  }
+  step.response = MembersOf(std::move(sets));
+  return step;
+}
+
+void PeerNegotiator::Execute(PlannedEntry entry) {
+  const uint64_t sequence = sequence_++;
+  const int me = transport_->node();
+  // Which nodes the response's process set spans; a node with none of its
+  // ranks has nothing parked for it and skips it (in step: the sequence
+  // number still advanced).
+  std::shared_ptr<const std::vector<int>> set_ranks;
+  if (entry.process_set > 0) {
+    auto it = sets_.find(entry.process_set);
+    if (it != sets_.end()) {
+      set_ranks = it->second;
+      const bool hosted = std::any_of(set_ranks->begin(), set_ranks->end(), [&](int r) {
+        return r >= 0 && r < static_cast<int>(node_of_.size()) && node_of_[r] == me;
+      });
+      if (!hosted) return;
+    }
+  }
+  if (std::find(entry.joined_nodes.begin(), entry.joined_nodes.end(), me) !=
+      entry.joined_nodes.end()) {
+    if (entry.metas.empty()) {
+      runner_->AbortJob(absl::InternalError(absl::StrCat(
+          "job ", options_.job_id, " on node ", options_.node_name,
+          ": a planned response without metadata")));
+      return;
+    }
+    PlannedStep step = JoinedStep(entry);
+    step.context.sequence = sequence;
+    step.context.set_ranks = set_ranks;
+    runner_->Run(std::move(step));
+    return;
+  }
+  std::vector<ReadySet> sets;
+  absl::Status aborted;
+  {
+    absl::MutexLock l(&mu_);
+    aborted = aborted_;
+    for (const std::string& name : entry.names) {
+      auto it = parked_.find(name);
+      if (it == parked_.end()) {
+        if (entry.error.ok()) {
+          entry.error = absl::InternalError(absl::StrCat(
+              "the plan names \"", name, "\", which is not ready on node ", options_.node_name));
+        }
+        continue;
+      }
+      sets.push_back(std::move(it->second));
+      parked_.erase(it);
+    }
+  }
+  if (!aborted.ok() && (!entry.error.ok() || sets.size() != entry.names.size())) {
+    runner_->Fail(std::move(sets), aborted);
+    return;
+  }
+  // After an abort a planned response still runs while the transport lives
+  // (see AbortTransportLoop); once it is aborted, the run fails with why.
+  if (entry.error.code() == absl::StatusCode::kInternal && entry.names.size() != sets.size()) {
+    // The other nodes are about to move this response's data and would
+    // wait for this one: end the job everywhere now.
+    absl::Status why = entry.error;
+    runner_->Fail(std::move(sets), why);
+    runner_->AbortJob(absl::InternalError(
+        absl::StrCat("job ", options_.job_id, " on node ", options_.node_name, ": ",
+                     why.message())));
+    return;
+  }
+  if (sets.empty()) return;
+  if (!entry.error.ok()) {
+    // A disagreement between the nodes is a failed collective here too.
+    PlannedStep step;
+    step.error = entry.error;
+    step.response = MembersOf(std::move(sets));
+    step.context.sequence = sequence;
+    runner_->Run(std::move(step));
+    return;
+  }
+  if (IsControl(sets.front().requests.front().kind)) {
+    if (!aborted.ok()) {
+      runner_->Fail(std::move(sets), aborted);  // the job is over: nothing more to agree on
+      return;
+    }
+    PlannedStep step = ControlStep(entry, std::move(sets));
+    step.context.sequence = sequence;
+    runner_->Run(std::move(step));
+    return;
+  }
+  // The coordinator fused these; every node lays them out the same way.
+  std::vector<Response> fused = PlanFusion(std::move(sets), UINT64_MAX);
+  if (fused.size() != 1) {
+    for (Response& r : fused) {
+      std::vector<ReadySet> left;
+      for (FusedMember& m : r.members) left.push_back(std::move(m.set));
+      runner_->Fail(std::move(left), absl::InternalError("a planned response that does not fuse"));
+    }
+    runner_->AbortJob(absl::InternalError(absl::StrCat(
+        "job ", options_.job_id, " on node ", options_.node_name,
+        ": the coordinator fused tensors this node cannot fuse")));
+    return;
+  }
+  PlannedStep step;
+  step.response = std::move(fused.front());
+  step.host_backend = backend_;
+  step.context.sequence = sequence;
+  step.context.set_ranks = std::move(set_ranks);
+  step.context.rows = std::move(entry.rows);
+  step.context.splits = std::move(entry.splits);
+  step.device_comm = std::move(entry.device_comm);
+  step.local_ranks = local_ranks_;
+  step.device_failure_ends_job = true;
+  runner_->Run(std::move(step));
+}
+
+}  // namespace kolo::daemon

@@ -1,0 +1,120 @@
+// PeerNegotiator: the negotiator of a job that spans nodes. It hands every
+// locally ready name to the job's coordinator (over a MemberLink: a gRPC
+// stream, or a direct call when this daemon hosts rank 0), keeps it parked
+// until the coordinator's plan names it, and runs the plan on its own thread
+// in plan order: each planned response is resolved to this node's parked
+// tensors and handed to the job's executor with the host multi-node backend
+// (made here once the Welcome says where every rank lives) or, for device
+// tensors, the job's NCCL backend. A response of a process set that has no
+// rank here is skipped in step (its sequence number still advances).
+//
+// Failure: a lost coordinator or peer aborts the job (StepRunner::AbortJob).
+// After the job ended here, the responses already planned still run while
+// the transport lives (a short grace): when another node ends the job
+// because its ranks finished, this node may still be receiving that node's
+// last bytes of a response that can complete.
+//
+// Thread-safety: thread-safe. The link's threads call the listener methods;
+// the plan runs on the negotiator's own thread, so the link keeps reading
+// heartbeats while data moves.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "daemon/negotiation/member_link.h"
+#include "daemon/negotiation/negotiator.h"
+#include "daemon/negotiation/peer_service.h"
+#include "daemon/transport/transport.h"
+
+namespace kolo::daemon {
+
+struct PeerNegotiatorOptions {
+  std::string job_id;
+  std::string job_token;
+  int size = 0;  // ranks in the job
+  std::string node_name;
+  // Where the coordinator is: in this daemon (when it hosts rank 0; then
+  // `coordinators` is set) or remote at `coordinator_address`.
+  CoordinatorRegistry* coordinators = nullptr;
+  std::string coordinator_address;
+  absl::Duration peer_timeout = absl::Seconds(10);
+  absl::Duration connect_timeout = absl::Seconds(10);
+  // Makes the job's transport (UCX in kolod); must outlive the negotiator.
+  TransportFactory* transports = nullptr;
+  // Makes the backend of the job's host-memory responses over the connected
+  // transport, given every rank's node index.
+  std::function<std::unique_ptr<Backend>(Transport* transport, std::vector<int> node_of)>
+      make_host_backend;
+};
+
+class PeerNegotiator final : public Negotiator, public LinkListener {
+ public:
+  // `runner` must outlive the negotiator.
+  PeerNegotiator(PeerNegotiatorOptions options, StepRunner* runner);
+  ~PeerNegotiator() override;
+
+  // Creates the transport, connects to the coordinator and says Hello.
+  absl::Status Start(std::vector<int> local_ranks) override;
+  void LocallyReady(ReadySet set) override;
+  void Progress() override {}
+  bool Waiting(int process_set, const std::string& name) override;
+  std::vector<WaitingName> WaitingNames() override;
+  void Abort(const absl::Status& why) override;
+  bool joins_with_process_sets() const override { return false; }
+
+  void OnWelcome(const kolo::v1::Welcome& welcome) override;
+  void OnPlan(std::vector<PlannedEntry> plan) override;
+  void OnLinkAbort(const std::string& reason) override;
+
+ private:
+  void ExecuteLoop();
+  // Aborts the transport once the job has ended here, after the response
+  // being executed has had a moment to finish (see the header comment).
+  void AbortTransportLoop();
+  // Resolves `entry` to this node's step and runs it.
+  void Execute(PlannedEntry entry);
+  // The step of a response whose ranks here all joined (no tensors here).
+  PlannedStep JoinedStep(const PlannedEntry& entry);
+  // A control step (join done, process-set change) of the plan.
+  PlannedStep ControlStep(const PlannedEntry& entry, std::vector<ReadySet> sets);
+
+  const PeerNegotiatorOptions options_;
+  StepRunner* const runner_;
+  std::vector<int> local_ranks_;  // set by Start
+  std::unique_ptr<JobTransport> transport_;
+  std::unique_ptr<MemberLink> link_;
+
+  absl::Mutex mu_;
+  bool welcomed_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status aborted_ ABSL_GUARDED_BY(mu_);
+  bool executing_ ABSL_GUARDED_BY(mu_) = false;
+  absl::flat_hash_map<std::string, ReadySet> parked_ ABSL_GUARDED_BY(mu_);
+  std::deque<PlannedEntry> plan_ ABSL_GUARDED_BY(mu_);
+  // Made on the Welcome (with the rank-to-node map), before any plan runs.
+  std::unique_ptr<Backend> host_backend_ ABSL_GUARDED_BY(mu_);
+
+  // Executor thread only: the plan's sequence number, the process sets (by
+  // id, as the plan numbered them) and the node of every rank.
+  uint64_t sequence_ = 0;
+  std::map<int, std::shared_ptr<const std::vector<int>>> sets_;
+  std::vector<int> node_of_;
+  Backend* backend_ = nullptr;
+
+  std::thread executor_;
+  std::thread transport_aborter_;
+};
+
+}  // namespace kolo::daemon
