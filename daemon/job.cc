@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/rank_ranges.h"
-#include "daemon/fusion_planner.h"
+#include "daemon/plan/fusion_planner.h"
 #include "daemon/multinode/node_group.h"
 #include "daemon/session.h"
 #include "spdlog/spdlog.h"
