@@ -29,7 +29,9 @@ bool SameRows(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
 
 std::optional<FieldDifference> SetChangeDifference(const TensorDesc& a, const TensorDesc& b) {
   if (a.aux == b.aux) return std::nullopt;
-  if (a.kind == CollectiveKind::kAddProcessSet) return FieldDifference{"ranks", List(a.aux), List(b.aux)};
+  if (a.kind == CollectiveKind::kAddProcessSet) {
+    return FieldDifference{"ranks", List(a.aux), List(b.aux)};
+  }
   return FieldDifference{"process set", absl::StrJoin(a.aux, ","), absl::StrJoin(b.aux, ",")};
 }
 
