@@ -1,4 +1,7 @@
-// Request: one rank's validated collective request, as the job sees it.
+// Request: one rank's validated collective request, as the job sees it, and
+// ReadySet: every required rank's request for one name.
+//
+// Thread-safety: plain data; not synchronised.
 #pragma once
 
 #include <cstdint>
@@ -47,7 +50,6 @@ struct Request {
   absl::Time submitted_at;
 };
 
-// The outcome of one request, as written to its session's completion ring.
 // Bytes of one row of `r`'s tensor (everything but the first dimension).
 inline uint64_t RowBytes(const Request& r) {
   uint64_t row = DTypeSize(r.dtype);
@@ -55,12 +57,28 @@ inline uint64_t RowBytes(const Request& r) {
   return row;
 }
 
+// The outcome of one request, as written to its session's completion ring.
 struct Completion {
   uint64_t request_id;
   absl::Status status;
   uint64_t result_offset = 0;  // arena offsets of a result tensor
   uint64_t result_bytes = 0;
   int64_t value = 0;
+};
+
+// The submitted requests for one name, in ascending rank order.
+struct ReadySet {
+  std::string name;
+  int process_set = 0;
+  std::vector<Request> requests;
+  // OK, or the mismatch to deliver to every rank.
+  absl::Status agreement;
+  absl::Time first_submitted;  // when the first rank submitted it
+  absl::Time ready_at;         // when it became ready
+  // Filled by the job: members of the process set, and how many of them
+  // had joined (they contribute zeros to an allreduce).
+  int set_size = 0;
+  int joined = 0;
 };
 
 }  // namespace kolo::daemon

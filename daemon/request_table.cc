@@ -2,103 +2,20 @@
 
 #include <utility>
 
-#include "absl/time/clock.h"
-
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "daemon/plan/agreement.h"
+#include "daemon/plan/tensor_desc.h"
 
 namespace kolo::daemon {
-namespace {
-
-std::string ShapeString(const std::vector<int64_t>& shape) {
-  return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
-}
-
-std::string DeviceString(const Request& r) {
-  return r.device.has_value() ? absl::StrCat("a tensor on CUDA device ", r.device->input.device)
-                              : std::string("a tensor in host memory");
-}
-
-absl::Status Mismatch(const Request& first, const Request& other,
-                      absl::string_view what, absl::string_view a,
-                      absl::string_view b) {
-  return absl::FailedPreconditionError(absl::StrCat(
-      CollectiveKindName(first.kind), " \"", first.name, "\": rank ",
-      other.rank, " sent ", what, " ", b, ", rank ", first.rank, " sent ", a));
-}
-
-}  // namespace
 
 absl::Status CheckAgreement(const std::vector<Request>& requests) {
   const Request& first = requests.front();
+  const plan::TensorDesc reference = plan::DescOf(first);
   for (const Request& r : requests) {
-    if (r.kind != first.kind) {
-      return Mismatch(first, r, "collective", CollectiveKindName(first.kind),
-                      CollectiveKindName(r.kind));
-    }
-    if (r.dtype != first.dtype) {
-      return Mismatch(first, r, "dtype", DTypeName(first.dtype),
-                      DTypeName(r.dtype));
-    }
-    // Ranks on different GPUs agree: each GPU is one NCCL rank of the job's
-    // communicator (see daemon/backend/device_comm_plan.h).
-    if (r.device.has_value() != first.device.has_value()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          CollectiveKindName(first.kind), " \"", first.name, "\": rank ", r.rank, " sent ",
-          DeviceString(r), ", rank ", first.rank, " sent ", DeviceString(first)));
-    }
-    if (r.group_size != first.group_size) {
-      return Mismatch(first, r, "group size", absl::StrCat(first.group_size),
-                      absl::StrCat(r.group_size));
-    }
-    switch (first.kind) {
-      case CollectiveKind::kAllgather:
-      case CollectiveKind::kAlltoall: {
-        // The first dimension may differ; the rest must not.
-        std::vector<int64_t> a(first.shape.begin() + 1, first.shape.end());
-        std::vector<int64_t> b(r.shape.begin() + 1, r.shape.end());
-        if (a != b) {
-          return Mismatch(first, r, "shape", ShapeString(first.shape),
-                          ShapeString(r.shape));
-        }
-        break;
-      }
-      case CollectiveKind::kAddProcessSet:
-        if (r.aux != first.aux) {
-          return Mismatch(first, r, "ranks",
-                          absl::StrCat("[", absl::StrJoin(first.aux, ","), "]"),
-                          absl::StrCat("[", absl::StrJoin(r.aux, ","), "]"));
-        }
-        break;
-      default:
-        if (r.shape != first.shape) {
-          return Mismatch(first, r, "shape", ShapeString(first.shape),
-                          ShapeString(r.shape));
-        }
-    }
-    if (first.kind == CollectiveKind::kAllreduce ||
-        first.kind == CollectiveKind::kReducescatter) {
-      if (r.op != first.op) {
-        return Mismatch(first, r, "op", ReduceOpName(first.op),
-                        ReduceOpName(r.op));
-      }
-      if (r.prescale != first.prescale) {
-        return Mismatch(first, r, "prescale", absl::StrCat(first.prescale),
-                        absl::StrCat(r.prescale));
-      }
-      if (r.postscale != first.postscale) {
-        return Mismatch(first, r, "postscale", absl::StrCat(first.postscale),
-                        absl::StrCat(r.postscale));
-      }
-      if (r.compression != first.compression) {
-        return Mismatch(first, r, "compression",
-                        absl::StrCat(static_cast<int>(first.compression)),
-                        absl::StrCat(static_cast<int>(r.compression)));
-      }
-    } else if (first.kind == CollectiveKind::kBroadcast &&
-               r.root_rank != first.root_rank) {
-      return Mismatch(first, r, "root rank", absl::StrCat(first.root_rank),
-                      absl::StrCat(r.root_rank));
+    if (std::optional<plan::FieldDifference> d = plan::Difference(reference, plan::DescOf(r))) {
+      return plan::Disagreement(first.kind, first.name, absl::StrCat("rank ", first.rank),
+                                absl::StrCat("rank ", r.rank), *d);
     }
   }
   return absl::OkStatus();

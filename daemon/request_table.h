@@ -26,21 +26,6 @@
 
 namespace kolo::daemon {
 
-// The submitted requests for one name, in ascending rank order.
-struct ReadySet {
-  std::string name;
-  int process_set = 0;
-  std::vector<Request> requests;
-  // OK, or the mismatch to deliver to every rank.
-  absl::Status agreement;
-  absl::Time first_submitted;  // when the first rank submitted it
-  absl::Time ready_at;         // when it became ready
-  // Filled by the job: members of the process set, and how many of them
-  // had joined (they contribute zeros to an allreduce).
-  int set_size = 0;
-  int joined = 0;
-};
-
 struct PendingView {
   std::string name;
   int process_set = 0;
@@ -94,8 +79,9 @@ class RequestTable {
   absl::flat_hash_map<Key, Entry> entries_;
 };
 
-// The agreement check alone: OK, or FAILED_PRECONDITION naming the tensor,
-// the ranks and their values. `requests` are in rank order.
+// The agreement check alone (the rule of daemon/plan/agreement.h, each rank
+// against the first): OK, or FAILED_PRECONDITION naming the tensor, the
+// ranks and their values. `requests` are in rank order.
 absl::Status CheckAgreement(const std::vector<Request>& requests);
 
 }  // namespace kolo::daemon

@@ -13,7 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "daemon/fusion_planner.h"
+#include "daemon/plan/fusion_planner.h"
 
 namespace kolo::daemon {
 

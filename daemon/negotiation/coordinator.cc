@@ -1,102 +1,29 @@
 #include "daemon/negotiation/coordinator.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/rank_ranges.h"
-#include "daemon/backend/device_comm_plan.h"
 #include "common/secret_compare.h"
+#include "daemon/backend/device_comm_plan.h"
+#include "daemon/plan/agreement.h"
+#include "daemon/plan/fusion.h"
 #include "proto/kolo/abi/types.h"
 
 namespace kolo::daemon {
 namespace {
 
-std::string Shape(const kolo::v1::TensorMeta& m) {
-  return absl::StrCat("[", absl::StrJoin(m.shape(), ","), "]");
-}
-
 bool IsSetChange(const kolo::v1::TensorMeta& m) {
-  return m.kind() == static_cast<uint32_t>(CollectiveKind::kAddProcessSet) ||
-         m.kind() == static_cast<uint32_t>(CollectiveKind::kRemoveProcessSet);
+  return plan::IsSetChange(static_cast<CollectiveKind>(m.kind()));
 }
 
-// The first field on which two nodes' views of a tensor differ, as
-// {what, value of a, value of b}; empty when they agree.
-std::vector<std::string> Difference(const kolo::v1::TensorMeta& a,
-                                    const kolo::v1::TensorMeta& b) {
-  auto kind = [](uint32_t k) { return CollectiveKindName(static_cast<CollectiveKind>(k)); };
-  auto where = [](bool device) { return device ? "in device memory" : "in host memory"; };
-  if (a.kind() != b.kind()) return {"collective", kind(a.kind()), kind(b.kind())};
-  if (IsSetChange(a)) {
-    auto ranks = [](const kolo::v1::TensorMeta& m) {
-      return absl::StrCat("[", absl::StrJoin(m.aux(), ","), "]");
-    };
-    if (ranks(a) != ranks(b)) return {"ranks", ranks(a), ranks(b)};
-    return {};
-  }
-  if (a.device() != b.device()) {
-    return {"", absl::StrCat("a tensor ", where(a.device())),
-            absl::StrCat("a tensor ", where(b.device()))};
-  }
-  if (a.dtype() != b.dtype()) {
-    return {"dtype", DTypeName(static_cast<DType>(a.dtype())),
-            DTypeName(static_cast<DType>(b.dtype()))};
-  }
-  if (a.kind() == static_cast<uint32_t>(CollectiveKind::kAllgather) ||
-      a.kind() == static_cast<uint32_t>(CollectiveKind::kAlltoall)) {
-    // Ranks may differ in the first dimension only.
-    auto rest = [](const kolo::v1::TensorMeta& m) {
-      std::vector<int64_t> dims(m.shape().begin(), m.shape().end());
-      if (!dims.empty()) dims.erase(dims.begin());
-      return absl::StrCat("[*", dims.empty() ? "" : ",", absl::StrJoin(dims, ","), "]");
-    };
-    if (a.shape_size() == 0 || b.shape_size() == 0 || rest(a) != rest(b)) {
-      return {"shape", Shape(a), Shape(b)};
-    }
-    return {};
-  }
-  if (Shape(a) != Shape(b)) return {"shape", Shape(a), Shape(b)};
-  if (a.kind() == static_cast<uint32_t>(CollectiveKind::kBroadcast)) {
-    if (a.root_rank() != b.root_rank()) {
-      return {"root rank", absl::StrCat(a.root_rank()), absl::StrCat(b.root_rank())};
-    }
-    return {};
-  }
-  if (a.op() != b.op()) {
-    return {"op", ReduceOpName(static_cast<ReduceOp>(a.op())),
-            ReduceOpName(static_cast<ReduceOp>(b.op()))};
-  }
-  if (a.prescale() != b.prescale()) {
-    return {"prescale", absl::StrCat(a.prescale()), absl::StrCat(b.prescale())};
-  }
-  if (a.postscale() != b.postscale()) {
-    return {"postscale", absl::StrCat(a.postscale()), absl::StrCat(b.postscale())};
-  }
-  if (a.compression() != b.compression()) {
-    return {"compression", absl::StrCat(a.compression()), absl::StrCat(b.compression())};
-  }
-  return {};
+bool IsJoin(const kolo::v1::TensorMeta& m) {
+  return m.kind() == static_cast<uint32_t>(CollectiveKind::kJoin);
 }
-
-bool Fusable(const kolo::v1::TensorMeta& a, const kolo::v1::TensorMeta& b) {
-  if (IsSetChange(a) || a.process_set() != b.process_set()) return false;
-  // An allgather's or alltoall's layout depends on every rank's rows: one
-  // per response.
-  if (a.kind() == static_cast<uint32_t>(CollectiveKind::kAllgather) ||
-      a.kind() == static_cast<uint32_t>(CollectiveKind::kAlltoall)) {
-    return false;
-  }
-  return a.kind() == b.kind() && a.device() == b.device() && a.dtype() == b.dtype() &&
-         a.op() == b.op() &&
-         a.prescale() == b.prescale() && a.postscale() == b.postscale() &&
-         a.compression() == b.compression() &&
-         a.root_rank() == b.root_rank();
-}
-
-uint64_t Align64(uint64_t v) { return (v + 63) & ~uint64_t{63}; }
 
 }  // namespace
 
@@ -233,43 +160,40 @@ std::vector<int> Coordinator::JoinedNodesOfSetLocked(int process_set) const {
   return out;
 }
 
-std::string Coordinator::JoinedErrorLocked(const Pending& p,
-                                           const std::vector<int>& joined_nodes) const {
+absl::Status Coordinator::JoinedErrorLocked(const Pending& p,
+                                            const std::vector<int>& joined_nodes) const {
   const kolo::v1::TensorMeta& m = p.meta;
   const auto kind = static_cast<CollectiveKind>(m.kind());
-  const std::string what = absl::StrCat(CollectiveKindName(kind), " \"", m.name(), "\"");
-  if (IsSetChange(m)) {
-    return absl::StrCat(what, ": process sets cannot change while ranks have joined");
-  }
+  auto refuse = [&](absl::string_view why) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(CollectiveKindName(kind), " \"", m.name(), "\": ", why));
+  };
+  if (IsSetChange(m)) return refuse("process sets cannot change while ranks have joined");
   if (m.device() && p.joined > 0 && static_cast<ReduceOp>(m.op()) != ReduceOp::kSum &&
       static_cast<ReduceOp>(m.op()) != ReduceOp::kAverage) {
-    return absl::StrCat(what, ": device tensors reduce joined ranks' zeros with sum or "
-                        "average only");
+    return refuse("device tensors reduce joined ranks' zeros with sum or average only");
   }
   if (kind == CollectiveKind::kAllgather || kind == CollectiveKind::kReducescatter ||
       kind == CollectiveKind::kAlltoall) {
-    return absl::StrCat(what, ": cannot run while ranks have joined (only allreduce, "
-                        "broadcast and barrier can)");
+    return refuse("cannot run while ranks have joined (only allreduce, broadcast and barrier "
+                  "can)");
   }
-  if (joined_nodes.empty()) return "";
+  if (joined_nodes.empty()) return absl::OkStatus();
   if (m.process_set() != 0) {
-    return absl::StrCat(what, ": a process set's collectives cannot run while every rank of "
-                        "one of its nodes has joined");
+    return refuse("a process set's collectives cannot run while every rank of one of its nodes "
+                  "has joined");
   }
-  if (m.device()) {
-    return absl::StrCat(what, ": device tensors cannot run while every rank of a node has "
-                        "joined");
-  }
+  if (m.device()) return refuse("device tensors cannot run while every rank of a node has joined");
   if (kind == CollectiveKind::kBroadcast) {
     const int root = m.root_rank();
     for (int n : joined_nodes) {
       const std::vector<int>& ranks = members_.at(node_members_[n]).ranks;
       if (std::binary_search(ranks.begin(), ranks.end(), root)) {
-        return absl::StrCat(what, ": root rank ", root, " has joined");
+        return refuse(absl::StrCat("root rank ", root, " has joined"));
       }
     }
   }
-  return "";
+  return absl::OkStatus();
 }
 
 std::vector<int> Coordinator::SetMembersLocked(int process_set) const {
@@ -308,7 +232,7 @@ void Coordinator::AddReadyLocked(int node, const kolo::v1::TensorMeta& meta) {
       kolo::v1::TensorMeta done = meta;
       done.clear_aux();
       done.add_aux(last_joined_);
-      ready_.push_back(ReadyName{done, "", {}});
+      ready_.push_back(ReadyName{done, absl::OkStatus(), {}});
       joined_nodes_.assign(nodes, false);
       last_joined_ = -1;
     }
@@ -316,14 +240,18 @@ void Coordinator::AddReadyLocked(int node, const kolo::v1::TensorMeta& meta) {
   }
   if (meta.process_set() != 0 && !IsSetChange(meta) && !sets_.contains(meta.process_set())) {
     // Removed (or never made): nobody else will report it.
-    ready_.push_back(ReadyName{meta, absl::StrCat("process set ", meta.process_set(),
-                                                  " does not exist (it was removed)"), {}});
+    ready_.push_back(ReadyName{meta,
+                               absl::FailedPreconditionError(absl::StrCat(
+                                   "process set ", meta.process_set(),
+                                   " does not exist (it was removed)")),
+                               {}});
     return;
   }
   auto [it, inserted] = pending_.try_emplace(PeerKey(meta.process_set(), meta.name()));
   Pending& p = it->second;
   if (inserted) {
     p.meta = meta;
+    p.desc = plan::DescOf(meta);
     p.first_node = node;
     p.reported.assign(nodes, false);
   }
@@ -339,14 +267,13 @@ void Coordinator::AddReadyLocked(int node, const kolo::v1::TensorMeta& meta) {
     if (p.splits.empty()) p.splits.resize(nodes);
     p.splits[node].assign(meta.splits().begin(), meta.splits().end());
   }
-  if (p.error.empty() && !meta.local_error().empty()) p.error = meta.local_error();
-  if (p.error.empty()) {
-    std::vector<std::string> diff = Difference(p.meta, meta);
-    if (!diff.empty()) {
-      p.error = absl::StrCat(
-          CollectiveKindName(static_cast<CollectiveKind>(meta.kind())), " \"", meta.name(),
-          "\": ", DescribeNode(node), " sent ", diff[0], diff[0].empty() ? "" : " ", diff[2],
-          ", ", DescribeNode(p.first_node), " sent ", diff[1]);
+  if (p.error.ok() && !meta.local_error().empty()) {
+    p.error = absl::FailedPreconditionError(meta.local_error());
+  }
+  if (p.error.ok()) {
+    if (std::optional<plan::FieldDifference> d = plan::Difference(p.desc, plan::DescOf(meta))) {
+      p.error = plan::Disagreement(p.desc.kind, meta.name(), DescribeNode(p.first_node),
+                                   DescribeNode(node), *d);
     }
   }
   MaybeCompleteLocked(it->first);
@@ -378,34 +305,36 @@ void Coordinator::MaybeCompleteLocked(const std::string& key) {
       }
       return out;
     };
-    if (!p.rows.empty() && p.error.empty()) {
+    if (!p.rows.empty() && p.error.ok()) {
       // Every rank's rows, by global rank (0 outside the set).
       p.meta.clear_rows();
       std::vector<int64_t> rows(size_, 0);
-      for (int n = 0; n < nodes && p.error.empty(); ++n) {
+      for (int n = 0; n < nodes && p.error.ok(); ++n) {
         if (!p.reported[n]) continue;
         const std::vector<int> ranks = node_ranks(n);
         if (p.rows[n].size() != ranks.size()) {
-          p.error = absl::StrCat("allgather \"", meta.name(), "\": ", DescribeNode(n), " sent ",
-                                 p.rows[n].size(), " row counts for ", ranks.size(), " ranks");
+          p.error = absl::FailedPreconditionError(
+              absl::StrCat("allgather \"", meta.name(), "\": ", DescribeNode(n), " sent ",
+                           p.rows[n].size(), " row counts for ", ranks.size(), " ranks"));
           break;
         }
         for (size_t i = 0; i < ranks.size(); ++i) rows[ranks[i]] = p.rows[n][i];
       }
       for (int64_t r : rows) p.meta.add_rows(r);
     }
-    if (!p.splits.empty() && p.error.empty()) {
+    if (!p.splits.empty() && p.error.ok()) {
       // The set's split matrix: row m is what its m-th rank sends to each.
       p.meta.clear_splits();
       const size_t k = members.size();
       std::vector<int64_t> matrix(k * k, 0);
-      for (int n = 0; n < nodes && p.error.empty(); ++n) {
+      for (int n = 0; n < nodes && p.error.ok(); ++n) {
         if (!p.reported[n]) continue;
         const std::vector<int> ranks = node_ranks(n);
         if (p.splits[n].size() != ranks.size() * k) {
-          p.error = absl::StrCat("alltoall \"", meta.name(), "\": ", DescribeNode(n), " sent ",
-                                 p.splits[n].size(), " splits for ", ranks.size(),
-                                 " ranks of a set of ", k);
+          p.error = absl::FailedPreconditionError(
+              absl::StrCat("alltoall \"", meta.name(), "\": ", DescribeNode(n), " sent ",
+                           p.splits[n].size(), " splits for ", ranks.size(),
+                           " ranks of a set of ", k));
           break;
         }
         for (size_t i = 0; i < ranks.size(); ++i) {
@@ -416,7 +345,7 @@ void Coordinator::MaybeCompleteLocked(const std::string& key) {
       for (int64_t v : matrix) p.meta.add_splits(v);
     }
   }
-  if (p.error.empty() && (p.joined > 0 || !joined.empty())) {
+  if (p.error.ok() && (p.joined > 0 || !joined.empty())) {
     p.error = JoinedErrorLocked(p, joined);
   }
   ready_.push_back(ReadyName{p.meta, p.error, joined});
@@ -441,11 +370,8 @@ void Coordinator::OnReady(int member, const kolo::v1::Ready& ready) {
     it->second.devices = ready.devices();
   }
   int node = it->second.node_index;
-  auto is_join = [](const kolo::v1::TensorMeta& m) {
-    return m.kind() == static_cast<uint32_t>(CollectiveKind::kJoin);
-  };
   for (const auto& meta : ready.tensors()) {
-    if (!is_join(meta)) AddReadyLocked(node, meta);
+    if (!IsJoin(meta)) AddReadyLocked(node, meta);
   }
   const std::string& bits = ready.cached_bits();
   for (size_t byte = 0; byte < bits.size(); ++byte) {
@@ -457,7 +383,7 @@ void Coordinator::OnReady(int member, const kolo::v1::Ready& ready) {
   }
   // A node's join comes after every name it reported before it.
   for (const auto& meta : ready.tensors()) {
-    if (is_join(meta)) AddReadyLocked(node, meta);
+    if (IsJoin(meta)) AddReadyLocked(node, meta);
   }
   PlanLocked(&out);
   Deliver(l, &out);
@@ -466,103 +392,135 @@ void Coordinator::OnReady(int member, const kolo::v1::Ready& ready) {
 void Coordinator::PlanLocked(Outbox* out) {
   if (ready_.empty()) return;
   kolo::v1::Plan plan;
-  struct Group {
-    kolo::v1::TensorMeta key;
-    kolo::v1::PlannedResponse* response;
-    uint64_t bytes;
-    std::vector<int> joined;  // nodes fully joined when it became ready
-  };
-  std::vector<Group> open;
-  auto ref = [&](kolo::v1::PlannedResponse* r, const kolo::v1::TensorMeta& meta) {
-    auto* m = r->add_members();
-    const std::string key = PeerKey(meta.process_set(), meta.name());
-    auto c = cache_ids_.find(key);
-    if (c != cache_ids_.end()) {
-      m->set_cache_id(c->second);
-      return;
-    }
-    m->set_name(meta.name());
-    // An allgather's rows and an alltoall's splits change from step to
-    // step: never a cache bit.
-    if (meta.kind() != static_cast<uint32_t>(CollectiveKind::kAllgather) &&
-        meta.kind() != static_cast<uint32_t>(CollectiveKind::kAlltoall) && !IsSetChange(meta) &&
-        cache_names_.size() < options_.cache_capacity) {
-      uint32_t id = static_cast<uint32_t>(cache_names_.size());
-      cache_ids_[key] = id;
-      cache_names_.push_back(key);
-      cache_meta_.push_back(meta);
-      // A cache bit stands for the metadata, not for the first node's
-      // circumstances.
-      cache_meta_.back().clear_joined();
-      cache_meta_.back().clear_local_error();
-      auto* a = plan.add_new_cache_ids();
-      a->set_name(meta.name());
-      a->set_process_set(meta.process_set());
-      a->set_cache_id(id);
-    }
-  };
-  for (auto& [meta, error, joined] : ready_) {
-    int new_set = 0;
-    if (error.empty() && IsSetChange(meta)) error = ChangeSetLocked(meta, &new_set, &plan);
-    if (!error.empty()) {
-      auto* r = plan.add_responses();
-      r->add_members()->set_name(meta.name());
-      r->set_process_set(meta.process_set());
-      r->set_error_code(static_cast<int>(absl::StatusCode::kFailedPrecondition));
-      r->set_error_message(error);
-      // A failed name never enters the cache: its metadata was not agreed.
-      continue;
-    }
-    if (IsSetChange(meta)) {
-      // In plan order on every node: each registers (or drops) the set then.
-      auto* r = plan.add_responses();
-      ref(r, meta);
-      r->set_new_process_set(new_set);
-      continue;
-    }
-    if (meta.kind() == static_cast<uint32_t>(CollectiveKind::kJoin)) {
-      auto* r = plan.add_responses();
-      r->add_members()->set_name(meta.name());
-      r->set_process_set(-1);  // the join's own key on the nodes
-      r->set_last_joined(static_cast<int32_t>(meta.aux_size() > 0 ? meta.aux(0) : -1));
-      continue;
-    }
-    Group* target = nullptr;
-    for (Group& g : open) {
-      if (Fusable(g.key, meta) && g.joined == joined &&
-          Align64(g.bytes) + meta.bytes() <= options_.fusion_threshold_bytes) {
-        target = &g;
-        break;
-      }
-    }
-    if (target == nullptr) {
-      open.push_back(Group{meta, plan.add_responses(), 0, joined});
-      target = &open.back();
-      target->response->set_process_set(meta.process_set());
-      for (int n : joined) target->response->add_joined_nodes(n);
-    }
-    // Nodes whose ranks all joined never saw this tensor: they lay the
-    // response out from its metadata.
-    if (!joined.empty()) *target->response->add_metas() = meta;
-    ref(target->response, meta);
-    target->bytes = Align64(target->bytes) + meta.bytes();
-    if (meta.kind() == static_cast<uint32_t>(CollectiveKind::kAllgather)) {
-      *target->response->mutable_rows() = meta.rows();
-    }
-    if (meta.kind() == static_cast<uint32_t>(CollectiveKind::kAlltoall)) {
-      *target->response->mutable_splits() = meta.splits();
+  // Step 1: group the fusable names once; group_of[i] is the group whose
+  // first name is ready_[i].
+  std::vector<size_t> fusable;  // indices into ready_
+  std::vector<plan::FusionCandidate> candidates;
+  for (size_t i = 0; i < ready_.size(); ++i) {
+    const ReadyName& r = ready_[i];
+    if (!r.error.ok() || IsSetChange(r.meta) || IsJoin(r.meta)) continue;
+    fusable.push_back(i);
+    candidates.push_back({plan::DescOf(r.meta), r.joined_nodes});
+  }
+  std::vector<std::vector<size_t>> group_of(ready_.size());
+  for (const plan::FusionGroup& g :
+       plan::GroupForFusion(candidates, options_.fusion_threshold_bytes)) {
+    std::vector<size_t>& names = group_of[fusable[g.members.front()]];
+    for (size_t m : g.members) names.push_back(fusable[m]);
+  }
+  // Step 2: responses in the order of their first name. A fusable name not
+  // first in its group was planned with its group.
+  std::vector<kolo::v1::PlannedResponse*> device_responses;
+  for (size_t i = 0; i < ready_.size(); ++i) {
+    const ReadyName& r = ready_[i];
+    if (!r.error.ok()) {
+      AddErrorResponse(r.meta, r.error, &plan);
+    } else if (IsSetChange(r.meta)) {
+      AddSetChangeLocked(r.meta, &plan);
+    } else if (IsJoin(r.meta)) {
+      AddJoinResponse(r.meta, &plan);
+    } else if (!group_of[i].empty()) {
+      kolo::v1::PlannedResponse* response = AddFusedResponseLocked(group_of[i], &plan);
+      if (r.meta.device()) device_responses.push_back(response);
     }
   }
   ready_.clear();
-  // Device responses: the first carries the communicator every daemon joins
-  // before running it (groups were opened in plan order).
-  for (Group& g : open) {
-    if (!g.key.device()) continue;
+  // Steps 3 and 4.
+  AttachDeviceCommLocked(device_responses);
+  SendPlanLocked(std::move(plan), out);
+}
+
+void Coordinator::AddErrorResponse(const kolo::v1::TensorMeta& meta, const absl::Status& error,
+                                   kolo::v1::Plan* plan) {
+  auto* r = plan->add_responses();
+  r->add_members()->set_name(meta.name());
+  r->set_process_set(meta.process_set());
+  r->set_error_code(static_cast<int>(error.code()));
+  r->set_error_message(std::string(error.message()));
+  // A failed name never enters the cache: its metadata was not agreed.
+}
+
+void Coordinator::AddSetChangeLocked(const kolo::v1::TensorMeta& meta, kolo::v1::Plan* plan) {
+  absl::StatusOr<int> new_set = ChangeSetLocked(meta, plan);
+  if (!new_set.ok()) {
+    AddErrorResponse(meta, new_set.status(), plan);
+    return;
+  }
+  // In plan order on every node: each registers (or drops) the set then.
+  auto* r = plan->add_responses();
+  AddMemberLocked(meta, r, plan);
+  r->set_new_process_set(*new_set);
+}
+
+void Coordinator::AddJoinResponse(const kolo::v1::TensorMeta& meta, kolo::v1::Plan* plan) {
+  auto* r = plan->add_responses();
+  r->add_members()->set_name(meta.name());
+  r->set_process_set(-1);  // the join's own key on the nodes
+  r->set_last_joined(static_cast<int32_t>(meta.aux_size() > 0 ? meta.aux(0) : -1));
+}
+
+kolo::v1::PlannedResponse* Coordinator::AddFusedResponseLocked(const std::vector<size_t>& names,
+                                                               kolo::v1::Plan* plan) {
+  auto* response = plan->add_responses();
+  // The group's names share their process set and joined nodes.
+  const ReadyName& first = ready_[names.front()];
+  response->set_process_set(first.meta.process_set());
+  for (int n : first.joined_nodes) response->add_joined_nodes(n);
+  for (size_t i : names) {
+    const kolo::v1::TensorMeta& meta = ready_[i].meta;
+    // Nodes whose ranks all joined never saw this tensor: they lay the
+    // response out from its metadata.
+    if (!first.joined_nodes.empty()) *response->add_metas() = meta;
+    AddMemberLocked(meta, response, plan);
+    // Allgather and alltoall are never fused: their one member's rows.
+    if (meta.kind() == static_cast<uint32_t>(CollectiveKind::kAllgather)) {
+      *response->mutable_rows() = meta.rows();
+    }
+    if (meta.kind() == static_cast<uint32_t>(CollectiveKind::kAlltoall)) {
+      *response->mutable_splits() = meta.splits();
+    }
+  }
+  return response;
+}
+
+void Coordinator::AddMemberLocked(const kolo::v1::TensorMeta& meta,
+                                  kolo::v1::PlannedResponse* response, kolo::v1::Plan* plan) {
+  auto* m = response->add_members();
+  const std::string key = PeerKey(meta.process_set(), meta.name());
+  auto c = cache_ids_.find(key);
+  if (c != cache_ids_.end()) {
+    m->set_cache_id(c->second);
+    return;
+  }
+  m->set_name(meta.name());
+  // An allgather's rows and an alltoall's splits change from step to step:
+  // never a cache bit.
+  if (plan::HasPerRankRows(static_cast<CollectiveKind>(meta.kind())) || IsSetChange(meta) ||
+      cache_names_.size() >= options_.cache_capacity) {
+    return;
+  }
+  const uint32_t id = static_cast<uint32_t>(cache_names_.size());
+  cache_ids_[key] = id;
+  cache_names_.push_back(key);
+  cache_meta_.push_back(meta);
+  // A cache bit stands for the metadata, not for the first node's
+  // circumstances.
+  cache_meta_.back().clear_joined();
+  cache_meta_.back().clear_local_error();
+  auto* a = plan->add_new_cache_ids();
+  a->set_name(meta.name());
+  a->set_process_set(meta.process_set());
+  a->set_cache_id(id);
+}
+
+void Coordinator::AttachDeviceCommLocked(
+    const std::vector<kolo::v1::PlannedResponse*>& device_responses) {
+  for (kolo::v1::PlannedResponse* response : device_responses) {
     if (!device_comm_planned_) {
       device_comm_planned_ = true;
       absl::StatusOr<kolo::v1::DeviceComm> comm = MakeDeviceCommLocked();
       if (comm.ok()) {
-        *g.response->mutable_device_comm() = *std::move(comm);
+        *response->mutable_device_comm() = *std::move(comm);
         continue;
       }
       device_comm_error_ = absl::Status(
@@ -570,10 +528,13 @@ void Coordinator::PlanLocked(Outbox* out) {
                                              "tensors: ", comm.status().message()));
     }
     if (!device_comm_error_.ok()) {
-      g.response->set_error_code(static_cast<int>(device_comm_error_.code()));
-      g.response->set_error_message(std::string(device_comm_error_.message()));
+      response->set_error_code(static_cast<int>(device_comm_error_.code()));
+      response->set_error_message(std::string(device_comm_error_.message()));
     }
   }
+}
+
+void Coordinator::SendPlanLocked(kolo::v1::Plan plan, Outbox* out) {
   plan.set_sequence(plans_++);
   for (const auto& [id, m] : members_) {
     if (!m.connected) continue;
@@ -583,13 +544,13 @@ void Coordinator::PlanLocked(Outbox* out) {
   }
 }
 
-std::string Coordinator::ChangeSetLocked(const kolo::v1::TensorMeta& meta, int* new_set,
-                                         kolo::v1::Plan* plan) {
+absl::StatusOr<int> Coordinator::ChangeSetLocked(const kolo::v1::TensorMeta& meta,
+                                                 kolo::v1::Plan* plan) {
   if (meta.kind() == static_cast<uint32_t>(CollectiveKind::kRemoveProcessSet)) {
     const int64_t id = meta.aux_size() == 1 ? meta.aux(0) : 0;
     if (id <= 0 || sets_.erase(static_cast<int>(id)) == 0) {
-      return absl::StrCat("remove_process_set \"", meta.name(), "\": process set ", id,
-                          " does not exist");
+      return absl::FailedPreconditionError(absl::StrCat(
+          "remove_process_set \"", meta.name(), "\": process set ", id, " does not exist"));
     }
     // Its names still waiting fail on every node that has them.
     for (auto it = pending_.begin(); it != pending_.end();) {
@@ -597,31 +558,29 @@ std::string Coordinator::ChangeSetLocked(const kolo::v1::TensorMeta& meta, int* 
         ++it;
         continue;
       }
-      auto* r = plan->add_responses();
-      r->add_members()->set_name(it->second.meta.name());
-      r->set_process_set(static_cast<int32_t>(id));
-      r->set_error_code(static_cast<int>(absl::StatusCode::kFailedPrecondition));
-      r->set_error_message(absl::StrCat("process set ", id, " was removed"));
+      AddErrorResponse(
+          it->second.meta,
+          absl::FailedPreconditionError(absl::StrCat("process set ", id, " was removed")), plan);
       pending_.erase(it++);
     }
-    return "";
+    return 0;
   }
   std::vector<int> ranks;
   for (int64_t r : meta.aux()) {
     if (r < 0 || r >= size_) {
-      return absl::StrCat("add_process_set \"", meta.name(), "\": rank ", r,
-                          " is not in the job");
+      return absl::FailedPreconditionError(absl::StrCat(
+          "add_process_set \"", meta.name(), "\": rank ", r, " is not in the job"));
     }
     ranks.push_back(static_cast<int>(r));
   }
   std::sort(ranks.begin(), ranks.end());
   if (ranks.empty() || std::adjacent_find(ranks.begin(), ranks.end()) != ranks.end()) {
-    return absl::StrCat("add_process_set \"", meta.name(), "\": ranks must be distinct and "
-                        "at least one");
+    return absl::FailedPreconditionError(absl::StrCat(
+        "add_process_set \"", meta.name(), "\": ranks must be distinct and at least one"));
   }
-  *new_set = next_set_id_++;
-  sets_[*new_set] = std::move(ranks);
-  return "";
+  const int new_set = next_set_id_++;
+  sets_[new_set] = std::move(ranks);
+  return new_set;
 }
 
 absl::StatusOr<kolo::v1::DeviceComm> Coordinator::MakeDeviceCommLocked() {

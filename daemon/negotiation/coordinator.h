@@ -3,7 +3,8 @@
 // proto/kolo/v1/peer.proto). It learns which names each node has locally
 // ready, checks that the nodes agree on each tensor, orders globally ready
 // names identically for everyone, fuses them and sends the plan to every
-// member. A repeated name is assigned a cache id, so it travels as one bit.
+// member. The agreement and fusion rules are the one node's
+// (daemon/plan/). A repeated name is assigned a cache id, so it travels as one bit.
 //
 // It knows nothing of gRPC: members are MemberSinks (a gRPC stream for a
 // remote daemon, a direct call for the local one).
@@ -28,6 +29,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "daemon/plan/tensor_desc.h"
 #include "proto/kolo/v1/peer.pb.h"
 
 namespace kolo::daemon {
@@ -96,14 +98,15 @@ class Coordinator {
     int first_node = -1;
     std::vector<bool> reported;  // by node index
     int count = 0;
-    std::string error;
+    plan::TensorDesc desc;  // of `meta`, what every other node must agree with
+    absl::Status error;
     std::vector<std::vector<int64_t>> rows;    // allgather: by node index
     std::vector<std::vector<int64_t>> splits;  // alltoall: by node index
     int joined = 0;  // ranks that had joined on the nodes that reported
   };
   struct ReadyName {
     kolo::v1::TensorMeta meta;
-    std::string error;
+    absl::Status error;             // fails the name on every node
     std::vector<int> joined_nodes;  // fully joined nodes of its set, then
   };
   using Outbox = std::vector<std::pair<std::shared_ptr<MemberSink>, kolo::v1::CoordinatorMessage>>;
@@ -117,18 +120,51 @@ class Coordinator {
   // Nodes of `process_set` all of whose ranks have joined.
   std::vector<int> JoinedNodesOfSetLocked(int process_set) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Why `p` cannot run with joined ranks ("" if it can).
-  std::string JoinedErrorLocked(const Pending& p, const std::vector<int>& joined_nodes) const
+  // OK if `p` can run with joined ranks, else why not.
+  absl::Status JoinedErrorLocked(const Pending& p, const std::vector<int>& joined_nodes) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Plans every name in ready_ and sends the plan to every member:
+  //   1. the fusable names (agreed, neither a join nor a set change) are
+  //      grouped once by the shared rule (daemon/plan/fusion.h), keeping
+  //      apart names that different sets of fully joined nodes take part in;
+  //   2. responses are added in the order of their first name: a failed
+  //      name, a set change (applied now, in plan order), a join, or a
+  //      fused group;
+  //   3. the first device response carries the job's device communicator;
+  //   4. the plan, numbered, goes to every connected member.
   void PlanLocked(Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds a response to `plan` that fails `meta`'s name with `error`.
+  static void AddErrorResponse(const kolo::v1::TensorMeta& meta, const absl::Status& error,
+                               kolo::v1::Plan* plan);
+  // Applies the agreed set change `meta` and adds its response (or its
+  // failure) to `plan`.
+  void AddSetChangeLocked(const kolo::v1::TensorMeta& meta, kolo::v1::Plan* plan)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static void AddJoinResponse(const kolo::v1::TensorMeta& meta, kolo::v1::Plan* plan);
+  // Adds one response for `names` (indices into ready_, one fusion group
+  // laid out as daemon/plan/fusion.h says) to `plan`.
+  kolo::v1::PlannedResponse* AddFusedResponseLocked(const std::vector<size_t>& names,
+                                                    kolo::v1::Plan* plan)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Names `meta` in `response` by cache id, or by name (assigning it a
+  // cache id in `plan` where it may have one).
+  void AddMemberLocked(const kolo::v1::TensorMeta& meta, kolo::v1::PlannedResponse* response,
+                       kolo::v1::Plan* plan) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Gives the first of `device_responses` (in plan order) the job's device
+  // communicator the first time there is one, or fails them all if it
+  // could not be made.
+  void AttachDeviceCommLocked(const std::vector<kolo::v1::PlannedResponse*>& device_responses)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendPlanLocked(kolo::v1::Plan plan, Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The ranks of `process_set`, ascending (every rank for 0 or an unknown id).
   std::vector<int> SetMembersLocked(int process_set) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // How many nodes host a member of `process_set` (every node for 0).
   int NodesOfSetLocked(int process_set) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Applies an agreed add or remove of a process set (in plan order); an
-  // error message if it cannot be, else "" and, for an add, its new id.
-  std::string ChangeSetLocked(const kolo::v1::TensorMeta& meta, int* new_set,
-                              kolo::v1::Plan* plan) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Applies an agreed add or remove of a process set (in plan order; a
+  // removed set's waiting names fail in `plan`). Returns the new set's id
+  // for an add, 0 for a remove, or why it cannot be applied.
+  absl::StatusOr<int> ChangeSetLocked(const kolo::v1::TensorMeta& meta, kolo::v1::Plan* plan)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The job's device communicator, from every node's DeviceLayout.
   absl::StatusOr<kolo::v1::DeviceComm> MakeDeviceCommLocked()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

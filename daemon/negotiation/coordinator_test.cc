@@ -130,6 +130,25 @@ TEST_F(CoordinatorTest, DisagreementNamesRanksNodesAndValues) {
       << r.error_message();
 }
 
+TEST_F(CoordinatorTest, NodesAreHeldToTheRanksRuleForMemoryAndGroupSize) {
+  Join();
+  kolo::v1::TensorMeta on_device = Meta("d");
+  on_device.set_device(true);
+  kolo::v1::TensorMeta grouped = Meta("g");
+  grouped.set_group_size(2);
+  c_.OnReady(ida_, ReadyOf({Meta("d"), Meta("g")}));
+  c_.OnReady(idb_, ReadyOf({on_device, grouped}));
+  ASSERT_EQ(b_->plans().size(), 1u);
+  const kolo::v1::Plan p = b_->plans()[0];
+  ASSERT_EQ(p.responses_size(), 2);
+  EXPECT_EQ(p.responses(0).error_code(), static_cast<int>(absl::StatusCode::kFailedPrecondition));
+  EXPECT_EQ(p.responses(0).error_message(),
+            "allreduce \"d\": ranks 2-3 (node B) sent a tensor in device memory, ranks 0-1 "
+            "(node A) sent a tensor in host memory");
+  EXPECT_EQ(p.responses(1).error_message(),
+            "allreduce \"g\": ranks 2-3 (node B) sent group size 2, ranks 0-1 (node A) sent 0");
+}
+
 TEST_F(CoordinatorTest, WrongTokenAndTakenRanksAreRefused) {
   auto sink = std::make_shared<RecordingSink>();
   EXPECT_EQ(c_.AddMember(Hello("X", {0}, "nope"), sink).status().code(),

@@ -26,8 +26,8 @@
 #include "absl/time/time.h"
 #include "daemon/backend/backend.h"
 #include "daemon/backend/device_comm_plan.h"
-#include "daemon/fusion_planner.h"
-#include "daemon/request_table.h"
+#include "daemon/plan/fusion_planner.h"
+#include "daemon/request.h"
 
 namespace kolo::daemon {
 

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "daemon/plan/tensor_meta.h"
 #include "spdlog/spdlog.h"
 
 namespace kolo::daemon {
@@ -13,48 +14,6 @@ namespace {
 
 // How long the responses already planned may go on after the job ended.
 constexpr absl::Duration kAbortGrace = absl::Seconds(5);
-
-kolo::v1::TensorMeta MetaOf(const ReadySet& set, int size) {
-  const Request& r = set.requests.front();
-  kolo::v1::TensorMeta m;
-  m.set_name(set.name);
-  m.set_kind(static_cast<uint32_t>(r.kind));
-  m.set_dtype(static_cast<uint32_t>(r.dtype));
-  m.set_op(static_cast<uint32_t>(r.op));
-  for (int64_t d : r.shape) m.add_shape(d);
-  m.set_prescale(r.prescale);
-  m.set_postscale(r.postscale);
-  m.set_root_rank(r.root_rank);
-  m.set_bytes(r.bytes);
-  m.set_device(r.device.has_value());
-  m.set_process_set(set.process_set);
-  m.set_joined(set.joined);
-  if (r.kind == CollectiveKind::kJoin && !r.aux.empty()) m.add_aux(r.aux.front());
-  if (r.kind == CollectiveKind::kAddProcessSet || r.kind == CollectiveKind::kRemoveProcessSet) {
-    for (int64_t v : r.aux) m.add_aux(v);
-  }
-  m.set_compression(static_cast<uint32_t>(r.compression));
-  if (r.kind == CollectiveKind::kAllgather || r.kind == CollectiveKind::kAlltoall) {
-    std::vector<const Request*> by_rank;
-    for (const Request& q : set.requests) by_rank.push_back(&q);
-    std::sort(by_rank.begin(), by_rank.end(),
-              [](const Request* a, const Request* b) { return a->rank < b->rank; });
-    for (const Request* q : by_rank) {
-      if (r.kind == CollectiveKind::kAllgather) {
-        m.add_rows(q->shape.empty() ? 0 : q->shape[0]);
-      } else if (!q->aux.empty()) {
-        for (int64_t v : q->aux) m.add_splits(v);
-      } else {
-        // Even splits among the set's ranks (the job checked they divide).
-        const int n = set.set_size > 0 ? set.set_size : size;
-        const int64_t rows = q->shape.empty() ? 0 : q->shape[0];
-        for (int j = 0; j < n; ++j) m.add_splits(n > 0 ? rows / n : 0);
-      }
-    }
-  }
-  if (!set.agreement.ok()) m.set_local_error(std::string(set.agreement.message()));
-  return m;
-}
 
 // Where this node's ranks keep the device tensors of `set`.
 kolo::v1::DeviceLayout LayoutOf(const ReadySet& set) {
@@ -148,7 +107,7 @@ PeerNegotiator::~PeerNegotiator() {
 }
 
 void PeerNegotiator::LocallyReady(ReadySet set) {
-  kolo::v1::TensorMeta meta = MetaOf(set, options_.size);
+  kolo::v1::TensorMeta meta = plan::MetaOf(set, options_.size);
   std::optional<kolo::v1::DeviceLayout> devices;
   if (meta.device()) devices = LayoutOf(set);
   MemberLink* link;

@@ -11,6 +11,7 @@
 #include "daemon/algorithms/allreduce.h"
 #include "daemon/algorithms/alltoall.h"
 #include "daemon/algorithms/broadcast.h"
+#include "daemon/plan/fusion.h"
 #include "daemon/session.h"
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/reduce.h"
@@ -21,10 +22,6 @@ namespace {
 // Transfers fail by abort (peer loss is detected by heartbeats), so their
 // own deadline is only a backstop.
 constexpr absl::Duration kTransferDeadline = absl::Minutes(30);
-// Members of a fused buffer start on 64-byte boundaries (as the planner
-// lays them out).
-constexpr uint64_t kAlign = 64;
-uint64_t Align(uint64_t v) { return (v + kAlign - 1) & ~(kAlign - 1); }
 // The largest buffer a plan may make a node allocate.
 constexpr uint64_t kMaxPlannedBytes = uint64_t{1} << 40;
 
@@ -179,11 +176,14 @@ absl::Status HostMultinodeBackend::ReduceAmongNodes(const Response& response, ui
 absl::Status HostMultinodeBackend::RunAsJoined(const Response& response, const StepContext& step,
                                                uint64_t tag_base) {
   // The same layout as the nodes that hold the tensors.
-  uint64_t total = 0;
+  uint64_t sum = 0;
   for (uint64_t bytes : step.joined_member_bytes) {
-    total = Align(total) + bytes;
-    if (total > kMaxPlannedBytes) return absl::InternalError("a planned response too large");
+    sum += bytes;
+    if (bytes > kMaxPlannedBytes || sum > kMaxPlannedBytes) {
+      return absl::InternalError("a planned response too large");
+    }
   }
+  const uint64_t total = plan::LayOut(step.joined_member_bytes).total_bytes;
   if (fusion_buffer_.size() < total) fusion_buffer_.resize(total);
   std::memset(fusion_buffer_.data(), 0, total);
   switch (response.kind) {

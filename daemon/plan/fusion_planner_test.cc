@@ -1,4 +1,4 @@
-#include "daemon/fusion_planner.h"
+#include "daemon/plan/fusion_planner.h"
 
 #include <string>
 #include <vector>
@@ -301,6 +301,27 @@ TEST(FusionPlannerTest, DeviceAndHostTensorsDoNotFuse) {
   ASSERT_EQ(out.size(), 2u);
   EXPECT_FALSE(out[0].on_device);
   EXPECT_TRUE(out[1].on_device);
+}
+
+TEST(FusionPlannerTest, AllgathersAndAlltoallsAreNeverFused) {
+  // Their layout depends on every rank's rows: one tensor per response, as
+  // the coordinator plans them across nodes.
+  constexpr auto kAg = CollectiveKind::kAllgather;
+  constexpr auto kA2a = CollectiveKind::kAlltoall;
+  std::vector<Response> plan = PlanFusion(MakeSets({{.name = "ag1", .kind = kAg},
+                                                    {.name = "a2a1", .kind = kA2a},
+                                                    {.name = "ag2", .kind = kAg},
+                                                    {.name = "a2a2", .kind = kA2a}}),
+                                          kThreshold);
+  EXPECT_EQ(Names(plan), (Groups{{"ag1"}, {"a2a1"}, {"ag2"}, {"a2a2"}}));
+  for (const Response& r : plan) EXPECT_EQ(r.total_bytes, 64u);
+}
+
+TEST(FusionPlannerTest, BarriersFuse) {
+  constexpr auto kB = CollectiveKind::kBarrier;
+  EXPECT_EQ(Names(PlanFusion(MakeSets({{.name = "b1", .kind = kB}, {.name = "b2", .kind = kB}}),
+                             kThreshold)),
+            (Groups{{"b1", "b2"}}));
 }
 
 }  // namespace

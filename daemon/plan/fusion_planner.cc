@@ -1,0 +1,38 @@
+#include "daemon/plan/fusion_planner.h"
+
+#include <utility>
+
+#include "daemon/plan/fusion.h"
+#include "daemon/plan/tensor_desc.h"
+
+namespace kolo::daemon {
+
+std::vector<Response> PlanFusion(std::vector<ReadySet> ready,
+                                 uint64_t fusion_threshold_bytes) {
+  std::vector<plan::FusionCandidate> candidates;
+  candidates.reserve(ready.size());
+  for (const ReadySet& set : ready) {
+    candidates.push_back({plan::DescOf(set.requests.front()), {}});
+  }
+  std::vector<Response> out;
+  for (const plan::FusionGroup& g : plan::GroupForFusion(candidates, fusion_threshold_bytes)) {
+    const plan::TensorDesc& key = candidates[g.members.front()].desc;
+    Response& r = out.emplace_back();
+    r.kind = key.kind;
+    r.dtype = key.dtype;
+    r.op = key.op;
+    r.prescale = key.prescale;
+    r.postscale = key.postscale;
+    r.root_rank = key.root_rank;
+    r.process_set = key.process_set;
+    r.compression = key.compression;
+    r.on_device = key.on_device;
+    r.total_bytes = g.layout.total_bytes;
+    for (size_t m = 0; m < g.members.size(); ++m) {
+      r.members.push_back(FusedMember{std::move(ready[g.members[m]]), g.layout.offsets[m], {}, {}});
+    }
+  }
+  return out;
+}
+
+}  // namespace kolo::daemon
