@@ -41,21 +41,10 @@ absl::StatusOr<std::unique_ptr<ClientImpl>> ClientImpl::Connect(
   if (!segment.ok()) return segment.status();
   c->segment_ = std::move(*segment);
   uint8_t* base = c->segment_.data();
-  auto* h = new (base) SegmentHeader();
-  h->magic = abi::v1::kMagic;
-  h->version = abi::v1::kVersion;
-  h->header_bytes = sizeof(SegmentHeader);
-  h->submit_capacity = kSubmitCapacity;
-  h->completion_capacity = kCompletionCapacity;
-  h->submit_offset = layout.submit_offset;
-  h->completion_offset = layout.completion_offset;
-  h->arena_offset = layout.arena_offset;
-  h->arena_bytes = abi::v1::AlignUp(options.arena_bytes);
-  h->total_bytes = layout.total_bytes;
-  uint64_t result_bytes =
-      options.result_bytes != 0 ? options.result_bytes : h->arena_bytes / 4;
-  result_bytes = std::min(abi::v1::AlignUp(result_bytes), h->arena_bytes);
-  h->result_bytes = result_bytes;
+  uint64_t result_bytes = options.result_bytes != 0 ? options.result_bytes
+                                                    : abi::v1::AlignUp(options.arena_bytes) / 4;
+  SegmentHeader* h = abi::v1::InitSegmentHeader(base, kSubmitCapacity, kCompletionCapacity,
+                                                options.arena_bytes, result_bytes);
   c->header_ = h;
   c->completion_capacity_ = kCompletionCapacity;
   c->arena_ = std::make_shared<HostBuffer::Arena>(
@@ -531,7 +520,7 @@ absl::StatusOr<AlltoallResult> ClientImpl::WaitForAlltoall(Handle handle) {
     return n.status();
   }
   // The result starts with the received splits, padded to 64 bytes.
-  const uint64_t header = (static_cast<uint64_t>(*n) * sizeof(int64_t) + 63) & ~uint64_t{63};
+  const uint64_t header = abi::v1::AlltoallResultHeaderBytes(static_cast<uint64_t>(*n));
   if (d->result_bytes < header) {
     ReleaseResult(d->result_offset);
     return absl::InternalError("alltoall result shorter than its splits");

@@ -24,20 +24,20 @@
 #include "common/random_id.h"
 #include "common/sd_notify.h"
 #include "common/unique_fd.h"
-#include "daemon/admin_service.h"
+#include "daemon/status/admin_service.h"
 #include "daemon/backend/cpu/cpu_backend.h"
 #include "daemon/transport/ucx_transport.h"
 #include "daemon/backend/device_backend.h"
-#include "daemon/job_registry.h"
-#include "daemon/metrics.h"
-#include "daemon/metrics_http.h"
+#include "daemon/job/job_registry.h"
+#include "daemon/status/metrics.h"
+#include "daemon/status/metrics_http.h"
 #include "daemon/negotiation/member_link.h"
 #include "daemon/negotiation/peer_service.h"
-#include "daemon/node_service.h"
-#include "daemon/stall_inspector.h"
-#include "daemon/status_service.h"
-#include "daemon/timeline.h"
-#include "daemon/worker_pool.h"
+#include "daemon/session/node_service.h"
+#include "daemon/status/stall_inspector.h"
+#include "daemon/status/status_service.h"
+#include "daemon/status/timeline.h"
+#include "daemon/backend/cpu/worker_pool.h"
 #include "spdlog/spdlog.h"
 
 namespace kolo::daemon {
@@ -319,7 +319,7 @@ Daemon::~Daemon() {
   if (peer_server_) peer_server_->Wait();
   // The stall inspector reads the registry: stop it first.
   stall_inspector_.reset();
-  // Jobs' node groups use the coordinators: drop the jobs first.
+  // Jobs' peer negotiators use the coordinators: drop the jobs first.
   registry_.reset();
 }
 

@@ -2,7 +2,7 @@
 
 #include <map>
 
-#include "daemon/session.h"
+#include "daemon/session/session.h"
 
 namespace kolo::daemon {
 

@@ -8,8 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "daemon/request.h"
-#include "daemon/request_table.h"
+#include "daemon/job/request.h"
 
 namespace kolo::daemon {
 

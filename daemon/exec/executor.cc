@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "daemon/exec/completions.h"
-#include "daemon/session.h"
+#include "daemon/session/session.h"
 #include "spdlog/spdlog.h"
 
 namespace kolo::daemon {

@@ -23,9 +23,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/backend/device_backend.h"
-#include "daemon/metrics.h"
+#include "daemon/status/metrics.h"
 #include "daemon/negotiation/negotiator.h"
-#include "daemon/timeline.h"
+#include "daemon/status/timeline.h"
 
 namespace kolo::daemon {
 

@@ -27,7 +27,7 @@
 #include "daemon/backend/backend.h"
 #include "daemon/backend/device_comm_plan.h"
 #include "daemon/plan/fusion_planner.h"
-#include "daemon/request.h"
+#include "daemon/job/request.h"
 
 namespace kolo::daemon {
 

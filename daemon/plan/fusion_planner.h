@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "daemon/request.h"
+#include "daemon/job/request.h"
 #include "proto/kolo/abi/types.h"
 
 namespace kolo::daemon {

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "daemon/request.h"
+#include "daemon/job/request.h"
 #include "proto/kolo/abi/types.h"
 #include "proto/kolo/v1/peer.pb.h"
 

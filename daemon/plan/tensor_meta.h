@@ -4,7 +4,7 @@
 // Thread-safety: a pure function; safe from any thread.
 #pragma once
 
-#include "daemon/request.h"
+#include "daemon/job/request.h"
 #include "proto/kolo/v1/peer.pb.h"
 
 namespace kolo::daemon::plan {

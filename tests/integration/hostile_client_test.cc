@@ -69,19 +69,8 @@ struct RawSession {
 };
 
 void InitHeader(SharedSegment& seg, SegmentHeader** out) {
-  auto layout = abi::v1::ComputeLayout(kSubmitCap, kCompletionCap, kArena);
-  auto* h = new (seg.data()) SegmentHeader();
-  h->magic = abi::v1::kMagic;
-  h->version = abi::v1::kVersion;
-  h->header_bytes = sizeof(SegmentHeader);
-  h->submit_capacity = kSubmitCap;
-  h->completion_capacity = kCompletionCap;
-  h->submit_offset = layout.submit_offset;
-  h->completion_offset = layout.completion_offset;
-  h->arena_offset = layout.arena_offset;
-  h->arena_bytes = kArena;
-  h->total_bytes = layout.total_bytes;
-  *out = h;
+  // A well-formed header (no result area); the tests corrupt what they need.
+  *out = abi::v1::InitSegmentHeader(seg.data(), kSubmitCap, kCompletionCap, kArena, 0);
 }
 
 class HostileClientTest : public ::testing::Test {

@@ -7,14 +7,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
-#include "daemon/session.h"
+#include "daemon/session/session.h"
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/reduce.h"
+#include "proto/kolo/abi/shm_abi_v1.h"
 
 namespace kolo::daemon {
 namespace {
-
-constexpr uint64_t kResultHeaderAlign = 64;
 
 // Rounds float32 values to 16 bits and back, in place (compression).
 void RoundTrip(Compression c, float* data, size_t count) {
@@ -206,8 +205,7 @@ absl::Status CpuBackend::PlanAlltoall(FusedMember& m, std::vector<Task>* tasks) 
     splits[i] = reqs[i].aux;
     if (splits[i].empty()) splits[i].assign(n, reqs[i].shape[0] / static_cast<int64_t>(n));
   }
-  const uint64_t header = (n * sizeof(int64_t) + kResultHeaderAlign - 1) &
-                          ~(kResultHeaderAlign - 1);
+  const uint64_t header = abi::v1::AlltoallResultHeaderBytes(n);
   std::vector<uint64_t> bytes(n);
   std::vector<int64_t> rows(n, 0);
   for (size_t j = 0; j < n; ++j) {

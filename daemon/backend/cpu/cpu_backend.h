@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "daemon/backend/backend.h"
-#include "daemon/worker_pool.h"
+#include "daemon/backend/cpu/worker_pool.h"
 
 namespace kolo::daemon {
 

@@ -12,8 +12,9 @@
 #include "daemon/algorithms/alltoall.h"
 #include "daemon/algorithms/broadcast.h"
 #include "daemon/plan/fusion.h"
-#include "daemon/session.h"
+#include "daemon/session/session.h"
 #include "kernels/cpu/half.h"
+#include "proto/kolo/abi/shm_abi_v1.h"
 #include "kernels/cpu/reduce.h"
 
 namespace kolo::daemon {
@@ -451,7 +452,7 @@ absl::Status HostMultinodeBackend::RunAlltoall(Response& response,
   }
   // Each local destination j: a header of the rows received from each rank,
   // then those rows in rank order (the result layout of one node).
-  const uint64_t header = (static_cast<uint64_t>(size) * sizeof(int64_t) + 63) & ~uint64_t{63};
+  const uint64_t header = abi::v1::AlltoallResultHeaderBytes(static_cast<uint64_t>(size));
   for (const Request& r : set.requests) {
     const int j = position[r.rank];
     int64_t received = 0;

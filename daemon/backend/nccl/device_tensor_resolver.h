@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "daemon/request.h"
+#include "daemon/job/request.h"
 
 namespace kolo::daemon::nccl {
 

@@ -1,7 +1,7 @@
 #include "daemon/backend/nccl/ipc_tensor_resolver.h"
 
 #include "absl/strings/str_cat.h"
-#include "daemon/session.h"
+#include "daemon/session/session.h"
 
 namespace kolo::daemon::nccl {
 namespace {

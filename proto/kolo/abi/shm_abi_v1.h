@@ -20,6 +20,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <new>
 
 namespace kolo::abi::v1 {
 
@@ -172,6 +173,38 @@ inline constexpr Layout ComputeLayout(uint32_t submit_capacity,
                            uint64_t{completion_capacity} * sizeof(CompletionSlot));
   l.total_bytes = l.arena_offset + AlignUp(arena_bytes);
   return l;
+}
+
+// Writes a fresh segment header at `base` (a zeroed mapping of
+// ComputeLayout(...).total_bytes) for rings of the given capacities, an arena
+// of `arena_bytes` and, at its end, a result area of `result_bytes` (both
+// rounded up to kAlignment; the result area at most the arena). Clients (and
+// tests standing in for one) make their segments with it.
+inline SegmentHeader* InitSegmentHeader(void* base, uint32_t submit_capacity,
+                                        uint32_t completion_capacity, uint64_t arena_bytes,
+                                        uint64_t result_bytes) {
+  const Layout layout = ComputeLayout(submit_capacity, completion_capacity, arena_bytes);
+  auto* h = new (base) SegmentHeader();
+  h->magic = kMagic;
+  h->version = kVersion;
+  h->header_bytes = sizeof(SegmentHeader);
+  h->submit_capacity = submit_capacity;
+  h->completion_capacity = completion_capacity;
+  h->submit_offset = layout.submit_offset;
+  h->completion_offset = layout.completion_offset;
+  h->arena_offset = layout.arena_offset;
+  h->arena_bytes = AlignUp(arena_bytes);
+  h->total_bytes = layout.total_bytes;
+  h->result_bytes = AlignUp(result_bytes) < h->arena_bytes ? AlignUp(result_bytes)
+                                                           : h->arena_bytes;
+  return h;
+}
+
+// An alltoall's result tensor, as kolod writes it into the result area: the
+// rows received from each of the process set's `ranks` ranks (int64 each),
+// padded to 64 bytes, then those rows in rank order.
+inline constexpr uint64_t AlltoallResultHeaderBytes(uint64_t ranks) {
+  return (ranks * sizeof(int64_t) + 63) & ~uint64_t{63};
 }
 
 }  // namespace kolo::abi::v1

@@ -1,0 +1,653 @@
+#include "daemon/job/job.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/rank_ranges.h"
+#include "daemon/backend/host_multinode/host_multinode_backend.h"
+#include "daemon/exec/completions.h"
+#include "daemon/negotiation/local_negotiator.h"
+#include "daemon/negotiation/peer_negotiator.h"
+#include "daemon/session/session.h"
+#include "spdlog/spdlog.h"
+
+namespace kolo::daemon {
+namespace {
+
+std::unique_ptr<Negotiator> MakeNegotiator(const std::string& id, const std::string& token,
+                                           int size, Backend* backend,
+                                           uint64_t fusion_threshold, const JobLayout& layout,
+                                           DeviceBackendFactory* device_backends,
+                                           StepRunner* runner) {
+  if (SpansNodes(size, layout)) {
+    PeerNegotiatorOptions options;
+    options.job_id = id;
+    options.job_token = token;
+    options.size = size;
+    options.node_name = layout.env.node_name;
+    options.coordinators = layout.env.coordinators;
+    options.coordinator_address = layout.coordinator;
+    options.peer_timeout = layout.env.peer_timeout;
+    options.transports = layout.env.transports;
+    options.make_host_backend = [](Transport* transport, std::vector<int> node_of) {
+      return std::unique_ptr<Backend>(
+          std::make_unique<HostMultinodeBackend>(transport, std::move(node_of)));
+    };
+    return std::make_unique<PeerNegotiator>(std::move(options), runner);
+  }
+  LocalNegotiatorOptions options;
+  options.job_id = id;
+  options.size = size;
+  options.fusion_threshold_bytes = fusion_threshold;
+  options.host_backend = backend;
+  if (device_backends != nullptr) {
+    options.new_device_comm_id = [device_backends] { return device_backends->NewCommId(); };
+  }
+  return std::make_unique<LocalNegotiator>(std::move(options), runner);
+}
+
+}  // namespace
+
+bool SpansNodes(int size, const JobLayout& layout) {
+  return layout.local_size > 0 && (layout.local_size < size || !layout.coordinator.empty());
+}
+
+Job::Job(std::string id, std::string token, int size, Backend* backend,
+         uint64_t fusion_threshold_bytes, JobObservers observers, JobLayout layout,
+         DeviceBackendFactory* device_backends)
+    : id_(std::move(id)),
+      token_(std::move(token)),
+      size_(size),
+      observers_(observers),
+      created_(absl::Now()),
+      layout_(std::move(layout)),
+      spans_nodes_(SpansNodes(size_, layout_)),
+      local_size_(layout_.local_size > 0 ? layout_.local_size : size_),
+      executor_(ExecutorOptions{id_, layout_.env.node_name, observers.metrics,
+                                observers.timeline, device_backends},
+                this),
+      negotiator_(MakeNegotiator(id_, token_, size_, backend, fusion_threshold_bytes, layout_,
+                                 device_backends, &executor_)),
+      table_(size),
+      recorder_(observers.flight_records, observers.flight_errors) {
+  ranks_.resize(size);
+  for (int r = 0; r < size; ++r) ranks_[r].rank = r;
+  std::vector<int> all(size);
+  for (int r = 0; r < size; ++r) all[r] = r;
+  sets_[0] = std::move(all);
+  joined_.assign(size, false);
+  live_negotiator_.store(negotiator_.get());
+}
+
+Job::~Job() {
+  // The negotiator's threads run the executor, which calls the job.
+  live_negotiator_.store(nullptr);
+  negotiator_.reset();
+}
+
+void Job::MaybeStart() {
+  std::vector<int> local;
+  {
+    absl::MutexLock l(&mu_);
+    if (started_ || starting_ || static_cast<int>(local_ranks_.size()) < local_size_ ||
+        !abort_status_.ok()) {
+      return;
+    }
+    starting_ = true;
+    local = local_ranks_;
+  }
+  if (absl::Status s = negotiator_->Start(std::move(local)); !s.ok()) {
+    spdlog::warn("job {}: cannot join the other nodes: {}", id_, s.ToString());
+    Abort(absl::Status(
+        s.code() == absl::StatusCode::kFailedPrecondition ? s.code()
+                                                          : absl::StatusCode::kUnavailable,
+        absl::StrCat("job ", id_, ": this node cannot join the others: ", s.message())));
+    return;
+  }
+  {
+    absl::MutexLock l(&mu_);
+    started_ = true;
+    TakeReadyLocked();
+  }
+  negotiator_->Progress();
+}
+
+absl::StatusOr<std::vector<int>> Job::ProcessSetMembers(int process_set) const {
+  absl::MutexLock l(&mu_);
+  auto it = sets_.find(process_set);
+  if (it == sets_.end()) {
+    return absl::NotFoundError(absl::StrCat("job ", id_, " has no process set ", process_set));
+  }
+  return it->second;
+}
+
+absl::Status Job::AttachRank(int rank, const std::string& session_id, int64_t pid) {
+  absl::MutexLock l(&mu_);
+  if (!abort_status_.ok()) {
+    return absl::AbortedError(absl::StrCat("job ", id_, " was aborted (", abort_status_.message(),
+                                           "); start it again once its ranks have left"));
+  }
+  RankSnapshot& r = ranks_[rank];
+  if (r.attached) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("rank ", rank, " of job ", id_, " is already attached (pid ", r.pid, ")"));
+  }
+  if (static_cast<int>(local_ranks_.size()) >= local_size_ && !started_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", id_, ": already ", local_size_, " local ranks attached on this node"));
+  }
+  r.attached = true;
+  r.session_id = session_id;
+  r.pid = pid;
+  ++attached_;
+  if (!std::binary_search(local_ranks_.begin(), local_ranks_.end(), rank)) {
+    local_ranks_.insert(std::lower_bound(local_ranks_.begin(), local_ranks_.end(), rank), rank);
+  }
+  return absl::OkStatus();
+}
+
+int Job::RankLeft(int rank, bool clean, const absl::Status& why) {
+  int remaining;
+  std::string session_id;
+  {
+    absl::MutexLock l(&mu_);
+    RankSnapshot& r = ranks_[rank];
+    session_id = r.session_id;
+    if (r.attached) {
+      r.attached = false;
+      --attached_;
+    }
+    remaining = attached_;
+  }
+  if (remaining > 0) {
+    absl::Status status =
+        clean ? absl::AbortedError(absl::StrCat("job ", id_, ": rank ", rank,
+                                                " has shut down; collectives that need it "
+                                                "cannot run"))
+              : absl::AbortedError(
+                    absl::StrCat("job ", id_, ": rank ", rank, " died: ", why.message()));
+    Abort(status);
+  }
+  // After its pending requests failed: the session's IPC mappings go (those
+  // a running collective holds close when it finishes).
+  executor_.ReleaseSession(session_id);
+  return remaining;
+}
+
+void Job::JoinDone(std::vector<ReadySet> sets, int last_joined) {
+  Outbox out;
+  {
+    absl::MutexLock l(&mu_);
+    for (const ReadySet& set : sets) {
+      for (const Request& r : set.requests) {
+        out.push_back(
+            {r.session.get(), Completion{r.request_id, absl::OkStatus(), 0, 0, last_joined}});
+      }
+    }
+    joined_.assign(size_, false);
+    last_joined_ = -1;
+  }
+  Deliver(out);
+}
+
+void Job::ChangeProcessSet(std::vector<ReadySet> sets, int new_set) {
+  Outbox out;
+  {
+    absl::MutexLock l(&mu_);
+    for (ReadySet& set : sets) {
+      const Request& first = set.requests.front();
+      int id = new_set;
+      if (first.kind == CollectiveKind::kAddProcessSet) {
+        std::vector<int> ranks(first.aux.begin(), first.aux.end());
+        std::sort(ranks.begin(), ranks.end());
+        sets_[id] = std::move(ranks);
+      } else {
+        id = first.aux.empty() ? 0 : static_cast<int>(first.aux[0]);
+        sets_.erase(id);
+        absl::Status gone =
+            absl::FailedPreconditionError(absl::StrCat("process set ", id, " was removed"));
+        for (Request& r : table_.TakeProcessSet(id)) {
+          out.push_back({r.session.get(), Completion{r.request_id, gone}});
+        }
+      }
+      for (const Request& r : set.requests) {
+        out.push_back({r.session.get(), Completion{r.request_id, absl::OkStatus(), 0, 0, id}});
+      }
+    }
+  }
+  Deliver(out);
+}
+
+void Job::Abort(const absl::Status& status) {
+  std::vector<Request> pending;
+  {
+    absl::MutexLock l(&mu_);
+    if (!abort_status_.ok()) return;
+    abort_status_ = status;
+    recorder_.Error(status.ToString());
+    pending = table_.TakeAll();
+    for (auto& [key, sets] : groups_) {
+      for (ReadySet& set : sets) {
+        for (Request& r : set.requests) pending.push_back(std::move(r));
+      }
+    }
+    groups_.clear();
+    for (Request& r : join_requests_) pending.push_back(std::move(r));
+    join_requests_.clear();
+  }
+  Outbox out;
+  for (Request& r : pending) out.push_back({r.session.get(), Completion{r.request_id, status}});
+  Deliver(out);
+  if (Negotiator* n = live_negotiator_.load()) n->Abort(status);
+  executor_.Abort(status);
+}
+
+absl::Status Job::AdmitLocked(const Request& r) const {
+  if (!abort_status_.ok()) return abort_status_;
+  const char* kind = CollectiveKindName(r.kind);
+
+  if (r.device.has_value() && r.process_set != 0) {
+    // The job has one NCCL communicator, over every rank's GPU.
+    return absl::UnimplementedError(absl::StrCat(
+        kind, " \"", r.name, "\": device tensors run on the whole job so far, not on process "
+        "set ", r.process_set, " (copy the tensor to host memory for a process set)"));
+  }
+  if (r.kind == CollectiveKind::kJoin && sets_.size() > 1 &&
+      !negotiator_->joins_with_process_sets()) {
+    return absl::UnimplementedError(absl::StrCat(
+        kind, ": job ", id_, " spans nodes, where join is not available while process sets "
+        "exist (remove them first)"));
+  }
+  if ((r.kind == CollectiveKind::kJoin || r.kind == CollectiveKind::kAddProcessSet ||
+       r.kind == CollectiveKind::kRemoveProcessSet) &&
+      r.process_set != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kind, " \"", r.name, "\": involves every rank of the job, not process set ",
+        r.process_set));
+  }
+  auto set = sets_.find(r.process_set);
+  if (set == sets_.end()) {
+    return absl::FailedPreconditionError(absl::StrCat(kind, " \"", r.name, "\": rank ", r.rank,
+                                                      " used process set ", r.process_set,
+                                                      ", which does not exist"));
+  }
+  if (!std::binary_search(set->second.begin(), set->second.end(), r.rank)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        kind, " \"", r.name, "\": rank ", r.rank, " is not in process set ", r.process_set,
+        " (ranks ", FormatRankRanges(set->second), ")"));
+  }
+  if (joined_[r.rank]) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        kind, " \"", r.name, "\": rank ", r.rank,
+        " has joined and submits nothing until every rank has joined"));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<int> Job::RequiredLocked(int process_set) const {
+  if (!started_) return {-1};  // nothing is ready before the negotiator runs
+  return ExpectedLocked(process_set);
+}
+
+std::vector<int> Job::ExpectedLocked(int process_set) const {
+  std::vector<int> out;
+  auto it = sets_.find(process_set);
+  if (it == sets_.end()) return out;
+  // The ranks hosted here: every rank when all attach here (also those not
+  // attached yet), else those attached so far.
+  const std::vector<int>& hosted = local_size_ == size_ ? sets_.at(0) : local_ranks_;
+  for (int r : hosted) {
+    if (!joined_[r] && std::binary_search(it->second.begin(), it->second.end(), r)) {
+      out.push_back(r);
+    }
+  }
+  return out;
+}
+
+void Job::TakeReadyLocked() {
+  for (ReadySet& set : table_.TakeReady(
+           [this](int ps) ABSL_NO_THREAD_SAFETY_ANALYSIS { return RequiredLocked(ps); })) {
+    OnReadyLocked(std::move(set));
+  }
+}
+
+absl::Status Job::CheckAlltoallSplits(const ReadySet& set, int64_t n) const {
+  for (const Request& r : set.requests) {
+    const int64_t rows = r.shape[0];
+    if (r.aux.empty()) {
+      if (rows % n != 0) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "alltoall \"", set.name, "\": rank ", r.rank, "'s first dimension ", rows,
+            " does not divide evenly among ", n, " ranks; pass splits"));
+      }
+      continue;
+    }
+    if (static_cast<int64_t>(r.aux.size()) != n) {
+      return absl::FailedPreconditionError(absl::StrCat("alltoall \"", set.name, "\": rank ",
+                                                        r.rank, " sent ", r.aux.size(),
+                                                        " splits for ", n, " ranks"));
+    }
+    int64_t sum = 0;
+    for (int64_t v : r.aux) {
+      if (v < 0) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("alltoall \"", set.name, "\": rank ", r.rank, " sent split ", v));
+      }
+      sum += v;
+      if (sum > rows) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("alltoall \"", set.name, "\": rank ", r.rank, "'s splits sum to ", sum,
+                         " or more, its first dimension is ", rows));
+      }
+    }
+    if (sum != rows) {
+      return absl::FailedPreconditionError(absl::StrCat("alltoall \"", set.name, "\": rank ",
+                                                        r.rank, "'s splits sum to ", sum,
+                                                        ", its first dimension is ", rows));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Job::CheckSetChangeLocked(const ReadySet& set) const {
+  const Request& first = set.requests.front();
+  if (first.kind == CollectiveKind::kAddProcessSet) {
+    const std::vector<int64_t>& ranks = first.aux;
+    if (ranks.empty()) return absl::FailedPreconditionError("add_process_set: no ranks given");
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      if (ranks[i] < 0 || ranks[i] >= size_ || (i > 0 && ranks[i] <= ranks[i - 1])) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "add_process_set: ranks must be distinct, ascending and in [0, ", size_, "); got ",
+            ranks[i], " at position ", i));
+      }
+    }
+    return absl::OkStatus();
+  }
+  if (first.aux.size() != 1 || first.aux[0] <= 0 ||
+      !sets_.contains(static_cast<int>(first.aux[0]))) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("remove_process_set: no process set ", first.aux.empty() ? -1 : first.aux[0],
+                     " to remove"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Job::CheckRunnableLocked(const ReadySet& set) const {
+  const Request& first = set.requests.front();
+  const char* kind = CollectiveKindName(first.kind);
+  auto it = sets_.find(set.process_set);
+  if (it == sets_.end()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(kind, " \"", set.name, "\": process set ", set.process_set, " was removed"));
+  }
+  const std::vector<int>& members = it->second;
+  if (set.joined > 0 && first.kind != CollectiveKind::kAllreduce &&
+      first.kind != CollectiveKind::kBroadcast && first.kind != CollectiveKind::kBarrier) {
+    std::vector<int> joined;
+    for (int r : members) {
+      if (joined_[r]) joined.push_back(r);
+    }
+    return absl::FailedPreconditionError(absl::StrCat(
+        kind, " \"", set.name, "\": cannot run while ranks ", FormatRankRanges(joined),
+        " have joined (only allreduce, broadcast and barrier can)"));
+  }
+  switch (first.kind) {
+    case CollectiveKind::kBroadcast:
+      if (!std::binary_search(members.begin(), members.end(), first.root_rank)) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("broadcast \"", set.name, "\": root rank ", first.root_rank,
+                         " is not in process set ", set.process_set));
+      }
+      if (joined_[first.root_rank]) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "broadcast \"", set.name, "\": root rank ", first.root_rank, " has joined"));
+      }
+      return absl::OkStatus();
+    case CollectiveKind::kAlltoall:
+      return CheckAlltoallSplits(set, static_cast<int64_t>(members.size()));
+    case CollectiveKind::kAddProcessSet:
+    case CollectiveKind::kRemoveProcessSet:
+      return CheckSetChangeLocked(set);
+    default:
+      return absl::OkStatus();
+  }
+}
+
+void Job::OnReadyLocked(ReadySet set) {
+  // Checked here on this node's ranks (alltoall splits, broadcast roots);
+  // across nodes a failure reaches the others through the coordinator.
+  auto members = sets_.find(set.process_set);
+  set.set_size = members == sets_.end() ? size_ : static_cast<int>(members->second.size());
+  set.joined = 0;  // joined ranks of the set known here (the coordinator adds the rest)
+  if (members != sets_.end()) {
+    for (int r : members->second) set.joined += joined_[r] ? 1 : 0;
+  }
+  if (set.agreement.ok()) set.agreement = CheckRunnableLocked(set);
+  // A group goes to the negotiator once it is complete here, its members
+  // together, so they are planned (and fused) together. A member that
+  // failed (its ranks disagreed) still counts toward its group: it is
+  // released with the others and fails alone, instead of holding them back
+  // forever.
+  const Request& first = set.requests.front();
+  if (first.group_size <= 1) {
+    negotiator_->LocallyReady(std::move(set));
+    return;
+  }
+  auto key = std::make_pair(set.process_set, first.group_id);
+  std::vector<ReadySet>& group = groups_[key];
+  const size_t group_size = first.group_size;
+  group.push_back(std::move(set));
+  if (group.size() < group_size) return;
+  for (ReadySet& member : group) negotiator_->LocallyReady(std::move(member));
+  groups_.erase(key);
+}
+
+bool Job::InFlightLocked(const Request& request) const {
+  if (negotiator_->Waiting(request.process_set, request.name)) return true;
+  for (const auto& [key, members] : groups_) {
+    for (const ReadySet& set : members) {
+      if (set.name == request.name && set.process_set == request.process_set) return true;
+    }
+  }
+  return false;
+}
+
+void Job::JoinLocked(Request request) {
+  const int rank = request.rank;
+  joined_[rank] = true;
+  last_joined_ = rank;
+  join_requests_.push_back(std::move(request));
+  // Names that waited only for this rank are ready now, and go first: the
+  // join must not overtake them.
+  TakeReadyLocked();
+  if (join_requests_.size() < local_ranks_.size()) return;
+  // Every rank of this node has joined: the negotiator learns it (across
+  // nodes the coordinator stops waiting for this node, which takes part
+  // with zeros until every node has joined). Its own key (set -1) keeps it
+  // apart from any tensor name.
+  ReadySet set;
+  set.name = "kolo.join";
+  set.process_set = -1;
+  set.first_submitted = join_requests_.front().submitted_at;
+  set.ready_at = absl::Now();
+  set.set_size = size_;
+  for (Request& r : join_requests_) {
+    r.aux = {last_joined_};
+    set.requests.push_back(std::move(r));
+  }
+  join_requests_.clear();
+  negotiator_->LocallyReady(std::move(set));
+}
+
+void Job::Submit(Request request) {
+  Outbox out;
+  {
+    absl::MutexLock l(&mu_);
+    ranks_[request.rank].submitted++;
+    ranks_[request.rank].last_submit = request.submitted_at;
+    absl::Status refused = AdmitLocked(request);
+    if (refused.ok() && request.kind == CollectiveKind::kJoin) {
+      JoinLocked(std::move(request));
+    } else if (refused.ok()) {
+      // Once every local rank submitted a name it leaves the table; a rank
+      // submitting it again before it was planned is a duplicate in flight.
+      if (InFlightLocked(request)) {
+        refused = absl::AlreadyExistsError(absl::StrCat(
+            CollectiveKindName(request.kind), " \"", request.name, "\": rank ", request.rank,
+            " submitted this name again while it is still in flight"));
+      } else {
+        auto added = table_.Add(request, RequiredLocked(request.process_set));
+        if (!added.ok()) {
+          refused = added.status();
+        } else if (added->has_value()) {
+          OnReadyLocked(std::move(**added));
+        }
+      }
+    }
+    if (!refused.ok()) {
+      // A refusal because the job was aborted repeats the abort, which is
+      // recorded once already (and may carry any code, e.g. DEADLINE_EXCEEDED
+      // from the stall timeout); recording it per submission would flush the
+      // errors that explain the abort out of the flight recorder.
+      if (abort_status_.ok()) recorder_.Error(refused.ToString());
+      out.push_back({request.session.get(), Completion{request.request_id, refused}});
+    }
+  }
+  Deliver(out);
+  negotiator_->Progress();
+}
+
+void Job::Executing(const std::string& name, CollectiveKind kind, const std::string& backend,
+                    absl::Time since) {
+  absl::MutexLock l(&mu_);
+  executing_name_ = name;
+  executing_kind_ = kind;
+  executing_backend_ = backend;
+  executing_since_ = since;
+}
+
+void Job::Executed(const std::vector<const ReadySet*>& sets, const absl::Status& status,
+                   absl::Time start, absl::Time end) {
+  const absl::Time done = absl::Now();
+  const int fused = static_cast<int>(sets.size());
+  absl::MutexLock l(&mu_);
+  executing_since_ = absl::InfiniteFuture();
+  ++responses_;
+  fused_tensors_ += sets.size();
+  for (const ReadySet* s : sets) {
+    bytes_reduced_ += s->requests.front().bytes;
+    for (const Request& r : s->requests) {
+      ranks_[r.rank].completed++;
+      ranks_[r.rank].last_complete = done;
+    }
+    const Request& r = s->requests.front();
+    recorder_.Record(CollectiveRecord{0, r.kind, s->name, r.dtype, r.op, r.bytes, !status.ok(),
+                                      std::string(status.message()), s->first_submitted,
+                                      s->ready_at, end - start, fused - 1});
+  }
+  if (!status.ok()) recorder_.Error(status.ToString());
+}
+
+void Job::Refused(const ReadySet& set, const absl::Status& why) {
+  absl::MutexLock l(&mu_);
+  recorder_.Error(why.ToString());
+  const Request& r = set.requests.front();
+  recorder_.Record(CollectiveRecord{0, r.kind, set.name, r.dtype, r.op, r.bytes, true,
+                                    std::string(why.message()), set.first_submitted,
+                                    set.ready_at, absl::ZeroDuration(), 0});
+}
+
+std::vector<StallView> Job::Stalls(absl::Time now, absl::Duration warning) const {
+  absl::MutexLock l(&mu_);
+  std::vector<StallView> out;
+  // A stall of `name` first submitted at `since`; nullopt if not yet one.
+  auto stall = [&](const std::string& name, CollectiveKind kind,
+                   absl::Time since) -> std::optional<StallView> {
+    if (now - since < warning) return std::nullopt;
+    StallView s;
+    s.name = name;
+    s.kind = kind;
+    s.waiting = now - since;
+    s.since = since;
+    return s;
+  };
+  for (PendingView& p : table_.Pending([this](int ps) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+         return ExpectedLocked(ps);
+       })) {
+    std::optional<StallView> found = stall(p.name, p.kind, p.first_submitted);
+    if (!found) continue;
+    StallView& s = *found;
+    const absl::Duration waiting = s.waiting;
+    s.message = absl::StrFormat(
+        "%s \"%s\" waiting %d s for ranks %s (submitted: %s)",
+        CollectiveKindName(p.kind), p.name, absl::ToInt64Seconds(waiting),
+        FormatRankRanges(p.missing), FormatRankRanges(p.submitted));
+    s.submitted = std::move(p.submitted);
+    s.missing = std::move(p.missing);
+    out.push_back(std::move(s));
+  }
+  {
+    // Ready here, waiting for the other nodes' ranks.
+    for (const WaitingName& p : negotiator_->WaitingNames()) {
+      std::optional<StallView> found = stall(p.name, p.kind, p.first_submitted);
+      if (!found) continue;
+      StallView& s = *found;
+      const absl::Duration waiting = s.waiting;
+      s.submitted = local_ranks_;
+      for (int r = 0; r < size_; ++r) {
+        if (!std::binary_search(local_ranks_.begin(), local_ranks_.end(), r)) {
+          s.missing.push_back(r);
+        }
+      }
+      s.message = absl::StrFormat(
+          "%s \"%s\" waiting %d s for the other nodes (ranks %s have not all submitted; "
+          "every rank here did: %s)",
+          CollectiveKindName(p.kind), p.name, absl::ToInt64Seconds(waiting),
+          FormatRankRanges(s.missing), FormatRankRanges(s.submitted));
+      out.push_back(std::move(s));
+    }
+  }
+  if (executing_since_ != absl::InfiniteFuture() &&
+      now - executing_since_ >= warning) {
+    StallView s;
+    s.name = executing_name_;
+    s.kind = executing_kind_;
+    s.executing = true;
+    s.waiting = now - executing_since_;
+    s.since = executing_since_;
+    for (int r = 0; r < size_; ++r) s.submitted.push_back(r);
+    s.message = absl::StrFormat(
+        "%s \"%s\" executing for %d s (every rank submitted; stuck in the %s backend)",
+        CollectiveKindName(s.kind), s.name, absl::ToInt64Seconds(s.waiting),
+        executing_backend_);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+JobSnapshot Job::Snapshot(bool with_history) const {
+  absl::MutexLock l(&mu_);
+  JobSnapshot s;
+  s.job_id = id_;
+  s.size = size_;
+  s.aborted = !abort_status_.ok();
+  s.error = std::string(abort_status_.message());
+  s.ranks = ranks_;
+  s.pending = table_.Pending([this](int ps) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return ExpectedLocked(ps);
+  });
+  s.responses = responses_;
+  s.fused_tensors = fused_tensors_;
+  s.bytes_reduced = bytes_reduced_;
+  s.created = created_;
+  if (with_history) {
+    s.recent.assign(recorder_.records().begin(), recorder_.records().end());
+    s.errors.assign(recorder_.errors().begin(), recorder_.errors().end());
+  }
+  return s;
+}
+
+}  // namespace kolo::daemon

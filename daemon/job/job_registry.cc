@@ -1,0 +1,107 @@
+#include "daemon/job/job_registry.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/secret_compare.h"
+
+namespace kolo::daemon {
+namespace {
+
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<Job>> JobRegistry::Join(
+    const JoinRequest& request) {
+  std::shared_ptr<Job> job;
+  {
+    absl::MutexLock l(&mu_);
+    auto it = jobs_.find(request.job_id);
+    if (it == jobs_.end()) {
+      if (draining_) {
+        return absl::UnavailableError(absl::StrCat(
+            "kolod is draining: it starts no new job (job ", request.job_id,
+            ")"));
+      }
+      JobLayout layout;
+      layout.local_size = request.local_size;
+      layout.coordinator = request.coordinator;
+      layout.env = multi_node_;
+      job = std::make_shared<Job>(request.job_id, request.job_token,
+                                  request.size, backend_, fusion_threshold_,
+                                  observers_, std::move(layout), device_backends_);
+      jobs_[request.job_id] = job;
+    } else {
+      job = it->second;
+      if (!SecretsEqual(job->token(), request.job_token)) {
+        return absl::PermissionDeniedError(absl::StrCat(
+            "job ", request.job_id, ": wrong job token for rank ",
+            request.rank));
+      }
+      JobLayout asked;
+      asked.local_size = request.local_size;
+      asked.coordinator = request.coordinator;
+      if (job->spans_nodes() != SpansNodes(request.size, asked)) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "job ", request.job_id, ": rank ", request.rank,
+            " disagrees with the job's other local ranks on whether it spans nodes"));
+      }
+      if (job->size() != request.size) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "job ", request.job_id, " has size ", job->size(), ", rank ",
+            request.rank, " says ", request.size));
+      }
+    }
+    // Under mu_ so that a rank cannot join a job that is being dropped.
+    absl::Status attached =
+        job->AttachRank(request.rank, request.session_id, request.pid);
+    if (!attached.ok()) {
+      if (it == jobs_.end()) jobs_.erase(request.job_id);
+      return attached;
+    }
+  }
+  return job;
+}
+
+void JobRegistry::Leave(const std::shared_ptr<Job>& job, int rank, bool clean,
+                        const absl::Status& why) {
+  absl::MutexLock l(&mu_);
+  if (job->RankLeft(rank, clean, why) == 0) {
+    auto it = jobs_.find(job->id());
+    if (it != jobs_.end() && it->second == job) jobs_.erase(it);
+  }
+}
+
+std::vector<JobSnapshot> JobRegistry::Snapshot() const {
+  std::vector<JobSnapshot> out;
+  for (const auto& job : Jobs()) out.push_back(job->Snapshot());
+  return out;
+}
+
+std::vector<std::shared_ptr<Job>> JobRegistry::Jobs() const {
+  absl::MutexLock l(&mu_);
+  std::vector<std::shared_ptr<Job>> jobs;
+  for (const auto& [id, job] : jobs_) jobs.push_back(job);
+  return jobs;
+}
+
+std::shared_ptr<Job> JobRegistry::Find(const std::string& job_id) const {
+  absl::MutexLock l(&mu_);
+  auto it = jobs_.find(job_id);
+  return it == jobs_.end() ? nullptr : it->second;
+}
+
+int JobRegistry::size() const {
+  absl::MutexLock l(&mu_);
+  return static_cast<int>(jobs_.size());
+}
+
+void JobRegistry::SetDraining(bool draining) {
+  absl::MutexLock l(&mu_);
+  draining_ = draining;
+}
+
+bool JobRegistry::draining() const {
+  absl::MutexLock l(&mu_);
+  return draining_;
+}
+
+}  // namespace kolo::daemon

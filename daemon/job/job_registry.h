@@ -1,0 +1,74 @@
+// JobRegistry: the jobs of this node by id. A job exists while at least one
+// of its ranks is attached; jobs are isolated from each other by id and token.
+//
+// Thread-safety: thread-safe (one mutex around the map; jobs lock themselves).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/backend/backend.h"
+#include "daemon/job/job.h"
+
+namespace kolo::daemon {
+
+struct JoinRequest {
+  std::string job_id;
+  std::string job_token;
+  int rank = 0;
+  int size = 0;
+  std::string session_id;
+  int64_t pid = 0;
+  int local_size = 0;        // 0: every rank is local
+  std::string coordinator;   // multi-node: the coordinator's peer address
+};
+
+class JobRegistry {
+ public:
+  // `backend`, `device_backends` (may be null: device requests then fail)
+  // and the observers must outlive the registry.
+  JobRegistry(Backend* backend, uint64_t fusion_threshold_bytes,
+              JobObservers observers = {}, MultiNodeEnv multi_node = {},
+              DeviceBackendFactory* device_backends = nullptr)
+      : backend_(backend),
+        device_backends_(device_backends),
+        fusion_threshold_(fusion_threshold_bytes),
+        observers_(observers),
+        multi_node_(std::move(multi_node)) {}
+
+  // Creates the job on its first rank, or joins it: the token and size must
+  // match the job's, and the rank must be free.
+  absl::StatusOr<std::shared_ptr<Job>> Join(const JoinRequest& request);
+  // The rank's session ended; the job is dropped when its last rank leaves.
+  void Leave(const std::shared_ptr<Job>& job, int rank, bool clean,
+             const absl::Status& why);
+
+  std::vector<JobSnapshot> Snapshot() const;
+  std::shared_ptr<Job> Find(const std::string& job_id) const;
+  std::vector<std::shared_ptr<Job>> Jobs() const;
+  int size() const;
+
+  // While draining, ranks of running jobs may still attach but no new job
+  // starts.
+  void SetDraining(bool draining);
+  bool draining() const;
+
+ private:
+  Backend* const backend_;
+  DeviceBackendFactory* const device_backends_;
+  const uint64_t fusion_threshold_;
+  const JobObservers observers_;
+  const MultiNodeEnv multi_node_;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<Job>> jobs_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace kolo::daemon

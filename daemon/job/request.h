@@ -1,0 +1,95 @@
+// Request: one rank's validated collective request, as the job sees it, and
+// ReadySet: every required rank's request for one name.
+//
+// Thread-safety: plain data; not synchronised.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "daemon/backend/nccl/device_tensor.h"
+#include "proto/kolo/abi/types.h"
+
+namespace kolo::daemon {
+
+class Session;
+
+struct Request {
+  uint64_t request_id = 0;  // the client's, echoed in its completion
+  int rank = -1;
+  CollectiveKind kind = CollectiveKind::kAllreduce;
+  DType dtype = DType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  int root_rank = 0;
+  double prescale = 1.0;
+  double postscale = 1.0;
+  std::vector<int64_t> shape;
+  std::string name;
+  uint64_t bytes = 0;
+  int process_set = 0;
+  Compression compression = Compression::kNone;
+  uint64_t group_id = 0;
+  uint32_t group_size = 0;  // > 1: negotiated with its group as one unit
+  // Alltoall: rows sent to each member of the process set (empty: even
+  // split). add_process_set: the set's global ranks.
+  std::vector<int64_t> aux;
+  // Resolved into the daemon's mapping of the submitting session's arena;
+  // valid while `session` is held. Null for a device request.
+  const uint8_t* input = nullptr;
+  uint8_t* output = nullptr;
+  // A device request: its tensors are in GPU memory, named by CUDA IPC
+  // handles (plain data; no CUDA header needed). Its response runs on the
+  // job's device backend.
+  std::optional<nccl::DeviceIo> device;
+  std::shared_ptr<Session> session;
+  absl::Time submitted_at;
+};
+
+// Bytes of one row of `r`'s tensor (everything but the first dimension).
+inline uint64_t RowBytes(const Request& r) {
+  uint64_t row = DTypeSize(r.dtype);
+  for (size_t d = 1; d < r.shape.size(); ++d) row *= static_cast<uint64_t>(r.shape[d]);
+  return row;
+}
+
+// The outcome of one request, as written to its session's completion ring.
+struct Completion {
+  uint64_t request_id;
+  absl::Status status;
+  uint64_t result_offset = 0;  // arena offsets of a result tensor
+  uint64_t result_bytes = 0;
+  int64_t value = 0;
+};
+
+// The submitted requests for one name, in ascending rank order.
+struct ReadySet {
+  std::string name;
+  int process_set = 0;
+  std::vector<Request> requests;
+  // OK, or the mismatch to deliver to every rank.
+  absl::Status agreement;
+  absl::Time first_submitted;  // when the first rank submitted it
+  absl::Time ready_at;         // when it became ready
+  // Filled by the job: members of the process set, and how many of them
+  // had joined (they contribute zeros to an allreduce).
+  int set_size = 0;
+  int joined = 0;
+};
+
+// Where a session's ingress hands its validated requests: the session's job.
+//
+// Thread-safety: implementations are thread-safe.
+class RequestSink {
+ public:
+  virtual ~RequestSink() = default;
+  virtual int size() const = 0;  // ranks in the job
+  // Takes one validated request of an attached rank.
+  virtual void Submit(Request request) = 0;
+};
+
+}  // namespace kolo::daemon

@@ -1,0 +1,361 @@
+// One job across three simulated nodes in one process: three Jobs (one per
+// "daemon", two ranks each), the real Coordinator (node A hosts rank 0 and
+// reaches it directly; nodes B and C over the real Peer gRPC service on
+// loopback), the real host multi-node backend, and an in-process fabric for
+// the data (injected through the TransportFactory seam). Every collective
+// runs across the nodes and every rank's result is checked.
+#include <grpcpp/grpcpp.h>
+
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "daemon/backend/fake_backend.h"
+#include "daemon/job/job.h"
+#include "daemon/session/loopback_session.h"
+#include "daemon/negotiation/peer_service.h"
+#include "daemon/transport/in_process_transport.h"
+#include "gtest/gtest.h"
+
+namespace kolo::daemon {
+namespace {
+
+constexpr int kNodes = 3;
+constexpr int kRanksPerNode = 2;
+constexpr int kSize = kNodes * kRanksPerNode;
+constexpr uint64_t kResultBytes = 1 << 20;
+
+// One rank's tensors: what it sends and where its in-place output goes.
+struct Tensor {
+  std::vector<float> input;
+  std::vector<float> output;
+};
+
+class ThreeNodeJobTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    registry_ = std::make_unique<CoordinatorRegistry>(CoordinatorOptions{},
+                                                      absl::Milliseconds(200), absl::Seconds(10));
+    service_ = std::make_unique<PeerService>(registry_.get());
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    for (int r = 0; r < kSize; ++r) {
+      auto s = LoopbackSession::Create("job-3", r, kResultBytes);
+      ASSERT_TRUE(s.ok()) << s.status();
+      sessions_.push_back(std::move(*s));
+    }
+    for (int n = 0; n < kNodes; ++n) {
+      JobLayout layout;
+      layout.local_size = kRanksPerNode;
+      layout.env.node_name = absl::StrCat("node", n);
+      layout.env.peer_timeout = absl::Seconds(10);
+      layout.env.transports = &transports_;
+      if (n == 0) {
+        layout.env.coordinators = registry_.get();
+      } else {
+        layout.coordinator = absl::StrCat("127.0.0.1:", port);
+      }
+      jobs_.push_back(std::make_unique<Job>("job-3", "token", kSize, &host_, uint64_t{64} << 20,
+                                            JobObservers{}, layout));
+    }
+    for (int r = 0; r < kSize; ++r) {
+      ASSERT_TRUE(job(r).AttachRank(r, absl::StrCat("session-", r), 100 + r).ok());
+    }
+    for (auto& j : jobs_) j->MaybeStart();
+  }
+
+  void TearDown() override {
+    jobs_.clear();  // before the coordinator's service goes
+    if (server_) server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+    server_.reset();
+    service_.reset();
+    registry_.reset();
+  }
+
+  Job& job(int rank) { return *jobs_[rank / kRanksPerNode]; }
+
+  Request MakeRequest(int rank, const std::string& name, CollectiveKind kind,
+                      std::vector<int64_t> shape, const void* input, void* output) {
+    Request r;
+    r.request_id = next_request_id_++;
+    r.rank = rank;
+    r.kind = kind;
+    r.dtype = DType::kFloat32;
+    r.name = name;
+    r.shape = std::move(shape);
+    r.bytes = sizeof(float);
+    for (int64_t d : r.shape) r.bytes *= static_cast<uint64_t>(d);
+    r.input = static_cast<const uint8_t*>(input);
+    r.output = static_cast<uint8_t*>(output);
+    r.session = sessions_[rank]->session();
+    r.submitted_at = absl::Now();
+    return r;
+  }
+
+  // Waits (up to 20 s) for `n` completions of every rank.
+  std::vector<std::vector<ReceivedCompletion>> WaitFor(size_t n) {
+    std::vector<std::vector<ReceivedCompletion>> got(kSize);
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    auto complete = [&] {
+      for (const auto& g : got) {
+        if (g.size() < n) return false;
+      }
+      return true;
+    };
+    while (!complete() && absl::Now() < deadline) {
+      for (int r = 0; r < kSize; ++r) {
+        for (ReceivedCompletion& c : sessions_[r]->TakeCompletions()) got[r].push_back(c);
+      }
+      if (!complete()) absl::SleepFor(absl::Milliseconds(2));
+    }
+    for (int r = 0; r < kSize; ++r) EXPECT_EQ(got[r].size(), n) << "rank " << r;
+    return got;
+  }
+
+  // One completion of every rank, by rank.
+  std::vector<ReceivedCompletion> WaitForEveryRank() {
+    std::vector<ReceivedCompletion> out;
+    for (auto& g : WaitFor(1)) out.push_back(g.empty() ? ReceivedCompletion{} : g.front());
+    return out;
+  }
+
+  // A rank's result tensor (allgather, reducescatter, alltoall) as floats.
+  std::vector<float> Result(int rank, const ReceivedCompletion& c) {
+    const uint8_t* at = sessions_[rank]->session()->arena_base() + c.result_offset;
+    std::vector<float> out(c.result_bytes / sizeof(float));
+    std::memcpy(out.data(), at, out.size() * sizeof(float));
+    return out;
+  }
+
+  std::unique_ptr<CoordinatorRegistry> registry_;
+  std::unique_ptr<PeerService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  InProcessFabric fabric_{kNodes};
+  InProcessTransportFactory transports_{&fabric_};
+  FakeBackend host_;  // one-node host backend: never used across nodes
+  std::vector<std::unique_ptr<LoopbackSession>> sessions_;
+  std::vector<std::unique_ptr<Job>> jobs_;
+  uint64_t next_request_id_ = 1;
+};
+
+TEST_F(ThreeNodeJobTest, AllreduceOfFusedTensorsSumsAndAveragesOverEveryRank) {
+  // Two tensors in one step (fused), one summed, one averaged, of odd sizes.
+  const std::vector<int64_t> sizes = {5, 1031};
+  std::vector<std::vector<Tensor>> t(2, std::vector<Tensor>(kSize));
+  for (int i = 0; i < 2; ++i) {
+    for (int r = 0; r < kSize; ++r) {
+      t[i][r].input.resize(sizes[i]);
+      for (int64_t k = 0; k < sizes[i]; ++k) t[i][r].input[k] = float(r + 1) * float(k % 7 + i);
+      t[i][r].output.assign(sizes[i], -1.f);
+    }
+  }
+  for (int r = 0; r < kSize; ++r) {
+    for (int i = 0; i < 2; ++i) {
+      Request q = MakeRequest(r, absl::StrCat("grad/", i), CollectiveKind::kAllreduce,
+                              {sizes[i]}, t[i][r].input.data(), t[i][r].output.data());
+      q.op = i == 0 ? ReduceOp::kSum : ReduceOp::kAverage;
+      job(r).Submit(std::move(q));
+    }
+  }
+  const std::vector<std::vector<ReceivedCompletion>> done = WaitFor(2);
+  for (int r = 0; r < kSize; ++r) {
+    for (const ReceivedCompletion& c : done[r]) {
+      ASSERT_EQ(c.code, absl::StatusCode::kOk) << c.message;
+    }
+    const float ranks_sum = kSize * (kSize + 1) / 2.f;  // sum of (r + 1)
+    for (int i = 0; i < 2; ++i) {
+      for (int64_t k = 0; k < sizes[i]; ++k) {
+        const float sum = ranks_sum * float(k % 7 + i);
+        ASSERT_FLOAT_EQ(t[i][r].output[k], i == 0 ? sum : sum / kSize)
+            << "rank " << r << " tensor " << i << " element " << k;
+      }
+    }
+  }
+}
+
+TEST_F(ThreeNodeJobTest, BroadcastFromARankOfTheMiddleNode) {
+  constexpr int kRoot = 3;
+  std::vector<Tensor> t(kSize);
+  for (int r = 0; r < kSize; ++r) {
+    t[r].input.assign(300, float(r));
+    t[r].output.assign(300, -1.f);
+  }
+  for (int r = 0; r < kSize; ++r) {
+    Request q = MakeRequest(r, "weights", CollectiveKind::kBroadcast, {300}, t[r].input.data(),
+                            t[r].output.data());
+    q.root_rank = kRoot;
+    job(r).Submit(std::move(q));
+  }
+  const std::vector<ReceivedCompletion> done = WaitForEveryRank();
+  for (int r = 0; r < kSize; ++r) {
+    ASSERT_EQ(done[r].code, absl::StatusCode::kOk) << done[r].message;
+    EXPECT_EQ(t[r].output, std::vector<float>(300, float(kRoot))) << "rank " << r;
+  }
+}
+
+TEST_F(ThreeNodeJobTest, AllgatherOfUnevenRowsIncludingAnEmptyRank) {
+  // Rank r contributes r rows (rank 0 none) of 3 columns, valued 10r + row.
+  std::vector<Tensor> t(kSize);
+  for (int r = 0; r < kSize; ++r) {
+    for (int row = 0; row < r; ++row) t[r].input.insert(t[r].input.end(), 3, float(10 * r + row));
+  }
+  for (int r = 0; r < kSize; ++r) {
+    job(r).Submit(MakeRequest(r, "ids", CollectiveKind::kAllgather, {r, 3}, t[r].input.data(),
+                              nullptr));
+  }
+  std::vector<float> want;
+  for (int r = 0; r < kSize; ++r) want.insert(want.end(), t[r].input.begin(), t[r].input.end());
+  const std::vector<ReceivedCompletion> done = WaitForEveryRank();
+  for (int r = 0; r < kSize; ++r) {
+    ASSERT_EQ(done[r].code, absl::StatusCode::kOk) << done[r].message;
+    EXPECT_EQ(done[r].value, kSize * (kSize - 1) / 2) << "rank " << r;
+    EXPECT_EQ(Result(r, done[r]), want) << "rank " << r;
+  }
+}
+
+TEST_F(ThreeNodeJobTest, ReducescatterGivesEachRankItsRowsOfTheSum) {
+  // 8 rows of 2 among 6 ranks: ranks 0 and 1 get 2 rows, the others 1.
+  constexpr int kRows = 8;
+  std::vector<Tensor> t(kSize);
+  for (int r = 0; r < kSize; ++r) {
+    for (int k = 0; k < kRows * 2; ++k) t[r].input.push_back(float(k) + float(r));
+  }
+  for (int r = 0; r < kSize; ++r) {
+    job(r).Submit(MakeRequest(r, "rs", CollectiveKind::kReducescatter, {kRows, 2},
+                              t[r].input.data(), nullptr));
+  }
+  const std::vector<ReceivedCompletion> done = WaitForEveryRank();
+  int row = 0;
+  for (int r = 0; r < kSize; ++r) {
+    ASSERT_EQ(done[r].code, absl::StatusCode::kOk) << done[r].message;
+    const int rows = r < kRows % kSize ? 2 : 1;
+    EXPECT_EQ(done[r].value, rows);
+    std::vector<float> want;
+    for (int k = row * 2; k < (row + rows) * 2; ++k) {
+      want.push_back(float(kSize) * float(k) + float(kSize * (kSize - 1) / 2));
+    }
+    EXPECT_EQ(Result(r, done[r]), want) << "rank " << r;
+    row += rows;
+  }
+}
+
+TEST_F(ThreeNodeJobTest, AlltoallWithUnevenSplitsAcrossNodes) {
+  // Rank i sends (i + j) % 3 rows of one float to rank j, valued 100i + j.
+  std::vector<Tensor> t(kSize);
+  std::vector<std::vector<int64_t>> splits(kSize);
+  for (int i = 0; i < kSize; ++i) {
+    for (int j = 0; j < kSize; ++j) {
+      splits[i].push_back((i + j) % 3);
+      t[i].input.insert(t[i].input.end(), (i + j) % 3, float(100 * i + j));
+    }
+  }
+  for (int i = 0; i < kSize; ++i) {
+    Request q = MakeRequest(i, "a2a", CollectiveKind::kAlltoall,
+                            {static_cast<int64_t>(t[i].input.size())}, t[i].input.data(), nullptr);
+    q.aux = splits[i];
+    job(i).Submit(std::move(q));
+  }
+  const std::vector<ReceivedCompletion> done = WaitForEveryRank();
+  for (int j = 0; j < kSize; ++j) {
+    ASSERT_EQ(done[j].code, absl::StatusCode::kOk) << done[j].message;
+    // The result: a 64-byte header of rows received from each rank, then
+    // the rows in rank order.
+    const uint8_t* at = sessions_[j]->session()->arena_base() + done[j].result_offset;
+    std::vector<float> rows;
+    int64_t received = 0;
+    for (int i = 0; i < kSize; ++i) {
+      int64_t count;
+      std::memcpy(&count, at + i * sizeof(int64_t), sizeof(count));
+      EXPECT_EQ(count, (i + j) % 3) << "rank " << j << " from " << i;
+      received += count;
+      rows.insert(rows.end(), (i + j) % 3, float(100 * i + j));
+    }
+    EXPECT_EQ(done[j].value, received);
+    std::vector<float> got(received);
+    std::memcpy(got.data(), at + 64, received * sizeof(float));
+    EXPECT_EQ(got, rows) << "rank " << j;
+  }
+}
+
+TEST_F(ThreeNodeJobTest, BarrierCompletesOnceEveryRankArrives) {
+  for (int r = 0; r < kSize; ++r) {
+    job(r).Submit(MakeRequest(r, "sync", CollectiveKind::kBarrier, {}, nullptr, nullptr));
+  }
+  for (const ReceivedCompletion& c : WaitForEveryRank()) {
+    EXPECT_EQ(c.code, absl::StatusCode::kOk) << c.message;
+  }
+}
+
+TEST_F(ThreeNodeJobTest, AProcessSetSpanningTwoNodesRunsWithoutTheThird) {
+  // The set {1, 4}: nodes A and C; node B hosts none of its ranks.
+  std::vector<int64_t> ranks = {1, 4};
+  for (int r = 0; r < kSize; ++r) {
+    Request q = MakeRequest(r, "add", CollectiveKind::kAddProcessSet, {}, nullptr, nullptr);
+    q.aux = ranks;
+    job(r).Submit(std::move(q));
+  }
+  std::vector<ReceivedCompletion> added = WaitForEveryRank();
+  const int set = static_cast<int>(added[0].value);
+  for (const ReceivedCompletion& c : added) {
+    ASSERT_EQ(c.code, absl::StatusCode::kOk) << c.message;
+    EXPECT_EQ(c.value, set);
+  }
+  std::vector<Tensor> t(kSize);
+  for (int r : {1, 4}) {
+    t[r].input.assign(100, float(r));
+    t[r].output.assign(100, 0.f);
+    Request q = MakeRequest(r, "set/grad", CollectiveKind::kAllreduce, {100}, t[r].input.data(),
+                            t[r].output.data());
+    q.process_set = set;
+    job(r).Submit(std::move(q));
+  }
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  std::vector<ReceivedCompletion> got;
+  while (got.size() < 2 && absl::Now() < deadline) {
+    for (int r : {1, 4}) {
+      for (ReceivedCompletion& c : sessions_[r]->TakeCompletions()) got.push_back(c);
+    }
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  ASSERT_EQ(got.size(), 2u);
+  for (const ReceivedCompletion& c : got) EXPECT_EQ(c.code, absl::StatusCode::kOk) << c.message;
+  for (int r : {1, 4}) EXPECT_EQ(t[r].output, std::vector<float>(100, 5.f)) << "rank " << r;
+}
+
+TEST_F(ThreeNodeJobTest, NodesThatDisagreeFailTheTensorOnEveryRank) {
+  // Node C's ranks send 5 elements where the others send 4.
+  std::vector<Tensor> t(kSize);
+  for (int r = 0; r < kSize; ++r) {
+    const int64_t n = r >= 4 ? 5 : 4;
+    t[r].input.assign(n, 1.f);
+    t[r].output.assign(n, 0.f);
+    job(r).Submit(MakeRequest(r, "bad", CollectiveKind::kAllreduce, {n}, t[r].input.data(),
+                              t[r].output.data()));
+  }
+  for (const ReceivedCompletion& c : WaitForEveryRank()) {
+    EXPECT_EQ(c.code, absl::StatusCode::kFailedPrecondition);
+    EXPECT_NE(c.message.find("shape"), std::string::npos) << c.message;
+  }
+  // The job goes on: the next tensor runs.
+  for (int r = 0; r < kSize; ++r) {
+    t[r].input.assign(4, 2.f);
+    t[r].output.assign(4, 0.f);
+    job(r).Submit(MakeRequest(r, "good", CollectiveKind::kAllreduce, {4}, t[r].input.data(),
+                              t[r].output.data()));
+  }
+  for (const ReceivedCompletion& c : WaitForEveryRank()) {
+    EXPECT_EQ(c.code, absl::StatusCode::kOk) << c.message;
+  }
+  for (int r = 0; r < kSize; ++r) EXPECT_EQ(t[r].output, std::vector<float>(4, 2.f * kSize));
+}
+
+}  // namespace
+}  // namespace kolo::daemon

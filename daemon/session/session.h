@@ -1,0 +1,120 @@
+// Session: one attached client process — its shared-memory segment, the
+// ingress thread that reads its submission ring, and the completions kolod
+// writes back to it.
+//
+// The ingress thread copies each slot out of the ring, validates it and hands
+// the Request to the session's job. It spins briefly after activity and then
+// sleeps on the submission doorbell, so an idle session costs no CPU. A
+// corrupt ring or malformed slot fails the session (and so its job), never the
+// daemon.
+//
+// Thread-safety: thread-safe. Complete() may be called from any thread;
+// Start/Close from the owner (the Attach handler).
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "common/arena_allocator.h"
+#include "daemon/job/request.h"
+#include "common/shared_segment.h"
+#include "common/spsc_ring.h"
+#include "proto/kolo/abi/shm_abi_v1.h"
+
+namespace kolo::daemon {
+
+
+struct SessionLimits {
+  uint32_t max_submit_capacity = 4096;
+  uint32_t max_completion_capacity = 16384;
+  uint64_t max_segment_bytes = uint64_t{64} << 30;
+  absl::Duration spin = absl::Microseconds(50);
+};
+
+struct SessionIdentity {
+  std::string session_id;
+  std::string job_id;
+  int rank = 0;
+  pid_t pid = 0;
+};
+
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  // Maps the client's segment and checks its header against `limits`.
+  static absl::StatusOr<std::shared_ptr<Session>> Open(
+      SessionIdentity identity, int shm_fd, uint64_t shm_bytes,
+      const SessionLimits& limits);
+  ~Session();
+
+  // Starts ingress into `job`. `on_failure` is called once, from the ingress
+  // thread, if the client breaks the protocol.
+  void Start(std::shared_ptr<RequestSink> job,
+             std::function<void(const absl::Status&)> on_failure);
+  // Stops ingress and tells the client the session is over. Idempotent.
+  void Close();
+
+  // Writes completions and rings the client's doorbell once.
+  void Complete(absl::Span<const Completion> completions);
+
+  // Places `bytes` in the session's result area; returns the arena offset.
+  // RESOURCE_EXHAUSTED when the area is full.
+  absl::StatusOr<uint64_t> AllocateResult(uint64_t bytes);
+  // Frees a result; offsets not handed out are ignored.
+  void ReleaseResult(uint64_t arena_offset);
+  uint8_t* arena_base() const { return arena_base_; }
+
+  const SessionIdentity& identity() const { return identity_; }
+  uint64_t submitted() const { return submitted_.load(std::memory_order_relaxed); }
+  uint64_t completed() const { return completed_.load(std::memory_order_relaxed); }
+
+ private:
+  Session(SessionIdentity identity, SharedSegment segment,
+          const SessionLimits& limits);
+  void IngressLoop();
+  void Fail(const absl::Status& status);
+
+  const SessionIdentity identity_;
+  const SessionLimits limits_;
+  SharedSegment segment_;
+  abi::v1::SegmentHeader* header_;
+  // Sizes copied from the header once, at Open, after validation.
+  uint8_t* arena_base_ = nullptr;
+  uint64_t arena_bytes_ = 0;
+  SpscRing<abi::v1::SubmitSlot> submit_ring_;  // consumed by ingress only
+  uint64_t result_begin_ = 0;  // arena offset of the result area
+
+  absl::Mutex result_mu_;
+  std::unique_ptr<ArenaAllocator> results_ ABSL_GUARDED_BY(result_mu_);
+
+  absl::Mutex completion_mu_;
+  SpscRing<abi::v1::CompletionSlot> completion_ring_
+      ABSL_GUARDED_BY(completion_mu_);
+  bool completion_broken_ ABSL_GUARDED_BY(completion_mu_) = false;
+
+  std::shared_ptr<RequestSink> job_;
+  // Cleared by Close, so that completions arriving after the Attach handler
+  // returned never call into it.
+  absl::Mutex failure_mu_;
+  std::function<void(const absl::Status&)> on_failure_
+      ABSL_GUARDED_BY(failure_mu_);
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> closed_{false};
+  std::thread ingress_;
+  std::atomic<uint64_t> submitted_{0};
+  std::atomic<uint64_t> completed_{0};
+};
+
+}  // namespace kolo::daemon

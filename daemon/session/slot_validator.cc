@@ -1,0 +1,263 @@
+#include "daemon/session/slot_validator.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace kolo::daemon {
+namespace {
+
+bool ValidName(const char* name, uint32_t length) {
+  if (length == 0) return false;
+  for (uint32_t i = 0; i < length; ++i) {
+    unsigned char c = static_cast<unsigned char>(name[i]);
+    if (c < 0x20 || c == 0x7f) return false;  // no control characters
+  }
+  return true;
+}
+
+bool RangeInArena(uint64_t offset, uint64_t length, uint64_t arena_bytes) {
+  return offset <= arena_bytes && length <= arena_bytes - offset;
+}
+
+bool AllZero(const void* p, size_t n) {
+  const auto* b = static_cast<const uint8_t*>(p);
+  for (size_t i = 0; i < n; ++i) {
+    if (b[i] != 0) return false;
+  }
+  return true;
+}
+
+nccl::DeviceTensorRef ToRef(const abi::v1::DeviceTensorSlot& t) {
+  nccl::DeviceTensorRef ref;
+  static_assert(sizeof(t.memory_handle) == nccl::kIpcHandleBytes);
+  static_assert(sizeof(t.event_handle) == nccl::kIpcHandleBytes);
+  std::memcpy(ref.memory.data(), t.memory_handle, nccl::kIpcHandleBytes);
+  std::memcpy(ref.event.data(), t.event_handle, nccl::kIpcHandleBytes);
+  ref.offset = t.offset;
+  ref.bytes = t.bytes;
+  ref.device = t.device;
+  return ref;
+}
+
+// The device fields of `slot`: present only with kSlotFlagDevice, sizes equal
+// to the request's, a sane ordinal, and no arena offsets.
+absl::Status ValidateDevice(const abi::v1::SubmitSlot& slot, Request* r) {
+  const std::string& name = r->name;
+  if ((slot.flags & ~abi::v1::kKnownSlotFlags) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", name, "\": unknown slot flags ", slot.flags));
+  }
+  if ((slot.flags & abi::v1::kSlotFlagDevice) == 0) {
+    if (!AllZero(&slot.device_input, sizeof(slot.device_input)) ||
+        !AllZero(&slot.device_output, sizeof(slot.device_output))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "\"", name, "\": device tensor fields set without the device flag"));
+    }
+    return absl::OkStatus();
+  }
+  if (r->kind != CollectiveKind::kAllreduce && r->kind != CollectiveKind::kBroadcast) {
+    return absl::UnimplementedError(absl::StrCat(
+        CollectiveKindName(r->kind), " \"", name,
+        "\": device tensors are supported for allreduce and broadcast so far"));
+  }
+  if (slot.input_offset != 0 || slot.output_offset != 0 || slot.aux_count != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "\"", name, "\": a device request uses no arena offsets (input ", slot.input_offset,
+        ", output ", slot.output_offset, ", aux entries ", slot.aux_count, ")"));
+  }
+  const struct {
+    const char* what;
+    const abi::v1::DeviceTensorSlot& t;
+  } sides[] = {{"input", slot.device_input}, {"output", slot.device_output}};
+  for (const auto& [what, t] : sides) {
+    if (t.bytes != r->bytes) {
+      return absl::InvalidArgumentError(absl::StrCat("\"", name, "\": device ", what, " of ",
+                                                     t.bytes, " bytes, the request has ",
+                                                     r->bytes));
+    }
+    if (t.device < 0 || t.device >= kMaxDeviceOrdinal) {
+      return absl::InvalidArgumentError(absl::StrCat("\"", name, "\": device ", what,
+                                                     " on CUDA device ", t.device,
+                                                     ", outside [0, ", kMaxDeviceOrdinal, ")"));
+    }
+    if (t.offset > std::numeric_limits<uint64_t>::max() - t.bytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"", name, "\": device ", what, " offset ", t.offset, " overflows"));
+    }
+    if (t.reserved != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"", name, "\": device ", what, " has reserved bits set"));
+    }
+  }
+  if (slot.device_input.device != slot.device_output.device) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "\"", name, "\": input on CUDA device ", slot.device_input.device,
+        ", output on device ", slot.device_output.device));
+  }
+  r->device = nccl::DeviceIo{ToRef(slot.device_input), ToRef(slot.device_output)};
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Request> ValidateSlot(const abi::v1::SubmitSlot& slot,
+                                     const ArenaBounds& arena, int job_size) {
+  using abi::v1::kMaxDims;
+  using abi::v1::kMaxNameBytes;
+  if (slot.name_length > kMaxNameBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "slot name length ", slot.name_length, " exceeds ", kMaxNameBytes));
+  }
+  if (!ValidName(slot.name, slot.name_length)) {
+    return absl::InvalidArgumentError(
+        "slot name is empty or holds control characters");
+  }
+  Request r;
+  r.request_id = slot.request_id;
+  r.name.assign(slot.name, slot.name_length);
+  const std::string& name = r.name;
+
+  if (slot.kind < 1 || slot.kind > kMaxCollectiveKind) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", name, "\": unknown collective kind ", slot.kind));
+  }
+  r.kind = static_cast<CollectiveKind>(slot.kind);
+  const char* kind_name = CollectiveKindName(r.kind);
+  if (slot.dtype >= kNumDTypes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", name, "\": unknown dtype ", slot.dtype));
+  }
+  r.dtype = static_cast<DType>(slot.dtype);
+  if (r.kind == CollectiveKind::kAllreduce ||
+      r.kind == CollectiveKind::kReducescatter) {
+    if (slot.reduce_op >= kNumReduceOps) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"", name, "\": unknown reduce op ", slot.reduce_op));
+    }
+    r.op = static_cast<ReduceOp>(slot.reduce_op);
+    if (!std::isfinite(slot.prescale) || !std::isfinite(slot.postscale)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"", name, "\": scale factors must be finite"));
+    }
+    r.prescale = slot.prescale;
+    r.postscale = slot.postscale;
+    if (r.kind == CollectiveKind::kReducescatter && r.op != ReduceOp::kSum &&
+        r.op != ReduceOp::kAverage) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "reducescatter \"", name, "\": op ", ReduceOpName(r.op),
+          " (only sum and average)"));
+    }
+  } else if (r.kind == CollectiveKind::kBroadcast) {
+    if (slot.root_rank < 0 || slot.root_rank >= job_size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("broadcast \"", name, "\": root rank ", slot.root_rank,
+                       " outside [0, ", job_size, ")"));
+    }
+    r.root_rank = slot.root_rank;
+  }
+  if (slot.ndim > kMaxDims) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "\"", name, "\": ", slot.ndim, " dimensions, at most ", kMaxDims));
+  }
+  uint64_t elements = 1;
+  for (uint32_t d = 0; d < slot.ndim; ++d) {
+    int64_t dim = slot.shape[d];
+    if (dim < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"", name, "\": negative dimension ", dim));
+    }
+    if (dim != 0 && elements > (uint64_t{1} << 62) / static_cast<uint64_t>(dim)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"", name, "\": shape overflows"));
+    }
+    elements *= static_cast<uint64_t>(dim);
+    r.shape.push_back(dim);
+  }
+  // The element bound above does not cover the byte count: 2^61 float64
+  // elements are 2^64 bytes, which would wrap to 0.
+  if (elements > std::numeric_limits<uint64_t>::max() / DTypeSize(r.dtype)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", name, "\": shape overflows"));
+  }
+  uint64_t expected = elements * DTypeSize(r.dtype);
+  if (slot.byte_length != expected) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "\"", name, "\": byte length ", slot.byte_length, " but shape and ",
+        DTypeName(r.dtype), " need ", expected));
+  }
+  r.bytes = expected;
+  if (absl::Status device = ValidateDevice(slot, &r); !device.ok()) return device;
+  if (!r.device.has_value()) {
+    if (!RangeInArena(slot.input_offset, r.bytes, arena.bytes) ||
+        !RangeInArena(slot.output_offset, r.bytes, arena.bytes)) {
+      return absl::OutOfRangeError(absl::StrCat(
+          "\"", name, "\": tensor [", slot.input_offset, ", +", r.bytes,
+          ") or output [", slot.output_offset, ", +", r.bytes,
+          ") outside the arena of ", arena.bytes, " bytes"));
+    }
+    if (slot.input_offset != slot.output_offset && r.bytes > 0 &&
+        slot.input_offset < slot.output_offset + r.bytes &&
+        slot.output_offset < slot.input_offset + r.bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "\"", name, "\": input and output overlap without being the same"));
+    }
+    r.input = arena.base + slot.input_offset;
+    r.output = arena.base + slot.output_offset;
+  }
+
+  if (slot.compression >= kNumCompressions) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "\"", name, "\": unknown compression ", slot.compression));
+  }
+  r.compression = static_cast<Compression>(slot.compression);
+  if (r.compression != Compression::kNone &&
+      (r.kind != CollectiveKind::kAllreduce || r.dtype != DType::kFloat32)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kind_name, " \"", name, "\": compression applies to float32 allreduce only"));
+  }
+  if ((r.kind == CollectiveKind::kAllgather ||
+       r.kind == CollectiveKind::kReducescatter ||
+       r.kind == CollectiveKind::kAlltoall) &&
+      r.shape.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kind_name, " \"", name, "\": needs a tensor of at least one dimension"));
+  }
+  r.process_set = static_cast<int>(slot.process_set);
+  if (slot.group_size > 1) {
+    if (r.kind != CollectiveKind::kAllreduce && r.kind != CollectiveKind::kAllgather &&
+        r.kind != CollectiveKind::kReducescatter) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          kind_name, " \"", name, "\": only allreduce, allgather and reducescatter group"));
+    }
+    if (slot.group_size > 1000000) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "\"", name, "\": group of ", slot.group_size, " tensors"));
+    }
+    r.group_id = slot.group_id;
+    r.group_size = slot.group_size;
+  }
+  if (slot.aux_count > 0) {
+    if (r.kind != CollectiveKind::kAlltoall && r.kind != CollectiveKind::kAddProcessSet &&
+        r.kind != CollectiveKind::kRemoveProcessSet) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          kind_name, " \"", name, "\": carries an auxiliary array it does not use"));
+    }
+    if (slot.aux_count > abi::v1::kMaxAuxEntries ||
+        !RangeInArena(slot.aux_offset, slot.aux_count * 8, arena.bytes) ||
+        slot.aux_offset % 8 != 0) {
+      return absl::OutOfRangeError(absl::StrCat(
+          kind_name, " \"", name, "\": auxiliary array [", slot.aux_offset, ", +",
+          slot.aux_count, " entries) outside the arena or misaligned"));
+    }
+    r.aux.resize(slot.aux_count);
+    std::memcpy(r.aux.data(), arena.base + slot.aux_offset, slot.aux_count * 8);
+  }
+  return r;
+}
+
+}  // namespace kolo::daemon

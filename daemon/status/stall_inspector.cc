@@ -1,0 +1,69 @@
+#include "daemon/status/stall_inspector.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+
+namespace kolo::daemon {
+
+StallInspector::StallInspector(JobRegistry* registry, Metrics* metrics,
+                               StallPolicy policy)
+    : registry_(registry), metrics_(metrics), policy_(policy) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+StallInspector::~StallInspector() {
+  {
+    absl::MutexLock l(&mu_);
+    stop_ = true;
+  }
+  thread_.join();
+}
+
+void StallInspector::Loop() {
+  // Often enough that a report comes within a quarter of the warning.
+  const absl::Duration period = std::clamp(policy_.warning / 4,
+                                           absl::Milliseconds(50), absl::Seconds(1));
+  absl::MutexLock l(&mu_);
+  while (!stop_) {
+    mu_.AwaitWithTimeout(absl::Condition(&stop_), period);
+    if (stop_) return;
+    mu_.Unlock();
+    InspectOnce(absl::Now());
+    mu_.Lock();
+  }
+}
+
+void StallInspector::InspectOnce(absl::Time now) {
+  absl::flat_hash_set<std::string> seen;
+  for (const auto& job : registry_->Jobs()) {
+    for (const StallView& stall : job->Stalls(now, policy_.warning)) {
+      std::string key = absl::StrCat(job->id(), "\n", stall.name, "\n",
+                                     absl::ToUnixNanos(stall.since));
+      seen.insert(key);
+      bool fresh;
+      {
+        absl::MutexLock l(&mu_);
+        fresh = reported_.insert(key).second;
+      }
+      if (fresh) {
+        spdlog::warn("job {}: stall: {}", job->id(), stall.message);
+        if (metrics_ != nullptr) metrics_->RecordStall();
+      }
+      if (policy_.timeout > absl::ZeroDuration() && stall.waiting >= policy_.timeout) {
+        spdlog::error("job {}: aborting after the stall timeout of {} s: {}",
+                      job->id(), absl::ToInt64Seconds(policy_.timeout),
+                      stall.message);
+        job->Abort(absl::DeadlineExceededError(absl::StrCat(
+            "job ", job->id(), " aborted by the stall timeout (",
+            absl::ToInt64Seconds(policy_.timeout), " s): ", stall.message)));
+      }
+    }
+  }
+  // Forget stalls that ended so the set stays bounded.
+  absl::MutexLock l(&mu_);
+  absl::erase_if(reported_, [&](const std::string& k) { return !seen.contains(k); });
+}
+
+}  // namespace kolo::daemon

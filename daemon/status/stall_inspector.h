@@ -1,0 +1,53 @@
+// StallInspector: a thread that looks at every job periodically and makes a
+// hang explain itself. A tensor waiting longer than the warning is logged once
+// (which ranks it waits for, which submitted, or that it is stuck executing)
+// and counted; with a timeout set, a tensor waiting that long aborts its job
+// with DEADLINE_EXCEEDED on every rank.
+//
+// Thread-safety: thread-safe; its thread only reads jobs through their locks.
+#pragma once
+
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "daemon/job/job_registry.h"
+#include "daemon/status/metrics.h"
+
+namespace kolo::daemon {
+
+struct StallPolicy {
+  absl::Duration warning = absl::Seconds(60);
+  absl::Duration timeout = absl::ZeroDuration();  // zero: never abort
+};
+
+class StallInspector {
+ public:
+  // `registry` and `metrics` (may be null) must outlive the inspector.
+  StallInspector(JobRegistry* registry, Metrics* metrics, StallPolicy policy);
+  ~StallInspector();
+  StallInspector(const StallInspector&) = delete;
+  StallInspector& operator=(const StallInspector&) = delete;
+
+  // One inspection at `now` (the thread calls this; tests may too).
+  void InspectOnce(absl::Time now);
+
+  const StallPolicy& policy() const { return policy_; }
+
+ private:
+  void Loop();
+
+  JobRegistry* const registry_;
+  Metrics* const metrics_;
+  const StallPolicy policy_;
+  absl::Mutex mu_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  // Stalls already reported: job, tensor and since when.
+  absl::flat_hash_set<std::string> reported_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;
+};
+
+}  // namespace kolo::daemon
