@@ -12,10 +12,25 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "daemon/plan/fusion_planner.h"
 
 namespace kolo::daemon {
+
+// Where backends put the new tensors of allgather, reducescatter and
+// alltoall: each request's result area (the executor provides it, over the
+// requests' sessions), so backends never reach into a session.
+class ResultAllocator {
+ public:
+  virtual ~ResultAllocator() = default;
+  // Allocates `bytes` for the next request of `m` that has no result yet
+  // (results are made in request order) and appends its placement, with
+  // `value` (the rows of its first dimension), to m.results. Returns where to
+  // write it. RESOURCE_EXHAUSTED, naming the tensor and the rank, when the
+  // area is full; the executor releases a failed member's results.
+  virtual absl::StatusOr<uint8_t*> Allocate(FusedMember& m, uint64_t bytes, int64_t value) = 0;
+};
 
 // What the plan says about a response beyond its tensors: its place in the
 // job's plan and, across nodes, what the coordinator worked out from every
@@ -34,6 +49,8 @@ struct StepContext {
   std::vector<int64_t> rows;
   // Alltoall: the set's size x size matrix of rows rank i sends rank j.
   std::vector<int64_t> splits;
+  // Set by the executor for every collective it runs.
+  ResultAllocator* results = nullptr;
 };
 
 class Backend {

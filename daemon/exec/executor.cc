@@ -60,6 +60,7 @@ void Executor::RunRefused(PlannedStep& step) {
 }
 
 void Executor::RunJoined(PlannedStep& step) {
+  step.context.results = &results_;
   absl::Status s = step.host_backend->Execute(step.response, step.context);
   if (!s.ok()) {
     // The other nodes counted on this one's zeros: end the job.
@@ -70,6 +71,7 @@ void Executor::RunJoined(PlannedStep& step) {
 
 void Executor::RunCollective(PlannedStep& step) {
   if (step.response.members.empty()) return;
+  step.context.results = &results_;
   if (!step.response.on_device) {
     (void)ExecuteResponse(step.response, step.context, step.host_backend);
     return;

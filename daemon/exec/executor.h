@@ -24,6 +24,7 @@
 #include "absl/time/time.h"
 #include "daemon/backend/device_backend.h"
 #include "daemon/status/metrics.h"
+#include "daemon/exec/session_results.h"
 #include "daemon/negotiation/negotiator.h"
 #include "daemon/status/timeline.h"
 
@@ -91,6 +92,7 @@ class Executor final : public StepRunner {
 
   const ExecutorOptions options_;
   JobState* const state_;
+  SessionResults results_;  // where backends put new tensors
 
   // The device backend: made on the draining thread, then kept for the
   // job's life.

@@ -85,7 +85,7 @@ class MultiNodeJobTest : public ::testing::Test {
     if (b_first) {
       // Node B's Hello waits in the Peer service until node A's job starts.
       std::thread b([this] { jobs_[1]->MaybeStart(); });
-      absl::SleepFor(absl::Milliseconds(500));
+      EXPECT_TRUE(registry_->AwaitWaiters(1, absl::Seconds(10)));
       jobs_[0]->MaybeStart();
       b.join();
     } else {

@@ -73,6 +73,11 @@ absl::StatusOr<std::shared_ptr<Coordinator>> CoordinatorRegistry::WaitFor(
     auto it = coordinators_.find(job_id);
     return stop_ || (it != coordinators_.end() && !it->second->aborted());
   };
+  ++waiters_;
+  struct Leave {
+    int* waiters;
+    ~Leave() { --*waiters; }
+  } leave{&waiters_};  // mu_ is held whenever WaitFor returns
   while (!live()) {
     const absl::Time now = absl::Now();
     if (now >= deadline) {
@@ -92,6 +97,12 @@ absl::StatusOr<std::shared_ptr<Coordinator>> CoordinatorRegistry::WaitFor(
   }
   if (stop_) return absl::UnavailableError("kolod is shutting down");
   return coordinators_.at(job_id);
+}
+
+bool CoordinatorRegistry::AwaitWaiters(int n, absl::Duration timeout) const {
+  absl::MutexLock l(&mu_);
+  auto enough = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return waiters_ >= n; };
+  return mu_.AwaitWithTimeout(absl::Condition(&enough), timeout);
 }
 
 int CoordinatorRegistry::size() const {

@@ -42,6 +42,9 @@ class CoordinatorRegistry {
                                                        absl::Duration timeout,
                                                        const std::function<bool()>& keepalive);
   int size() const;
+  // Blocks until at least `n` WaitFor calls are waiting (nodes that came
+  // before rank 0's), or `timeout` passed; returns whether they are.
+  bool AwaitWaiters(int n, absl::Duration timeout) const;
 
  private:
   void Loop();
@@ -53,6 +56,7 @@ class CoordinatorRegistry {
   absl::flat_hash_map<std::string, std::shared_ptr<Coordinator>> coordinators_
       ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  int waiters_ ABSL_GUARDED_BY(mu_) = 0;  // WaitFor calls waiting
   std::thread thread_;
 };
 

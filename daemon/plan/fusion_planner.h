@@ -29,6 +29,7 @@ struct ResultPlacement {
   uint64_t offset = 0;  // arena offset in the request's session
   uint64_t bytes = 0;
   int64_t value = 0;    // rows of the first dimension
+  uint8_t* data = nullptr;  // where kolod writes it (its mapping of the arena)
 };
 
 struct FusedMember {

@@ -7,7 +7,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
-#include "daemon/session/session.h"
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/reduce.h"
 #include "proto/kolo/abi/shm_abi_v1.h"
@@ -27,30 +26,24 @@ void RoundTrip(Compression c, float* data, size_t count) {
   }
 }
 
-// Allocates one result per request; on failure frees what it took.
-absl::Status AllocateResults(FusedMember& m, const std::vector<uint64_t>& bytes,
+// Allocates one result per request, in request order (the executor frees
+// them if the member fails).
+absl::Status AllocateResults(ResultAllocator* results, FusedMember& m,
+                             const std::vector<uint64_t>& bytes,
                              const std::vector<int64_t>& rows) {
-  m.results.assign(m.set.requests.size(), ResultPlacement{});
+  if (results == nullptr) {
+    return absl::InternalError(absl::StrCat("\"", m.set.name, "\": no result area to write to"));
+  }
+  m.results.clear();
   for (size_t i = 0; i < m.set.requests.size(); ++i) {
-    Session* s = m.set.requests[i].session.get();
-    auto offset = s->AllocateResult(bytes[i]);
-    if (!offset.ok()) {
-      for (size_t j = 0; j < i; ++j) {
-        m.set.requests[j].session->ReleaseResult(m.results[j].offset);
-      }
-      m.results.clear();
-      return absl::ResourceExhaustedError(absl::StrCat(
-          CollectiveKindName(m.set.requests[i].kind), " \"", m.set.name,
-          "\": ", offset.status().message()));
+    if (absl::StatusOr<uint8_t*> at = results->Allocate(m, bytes[i], rows[i]); !at.ok()) {
+      return at.status();
     }
-    m.results[i] = ResultPlacement{*offset, bytes[i], rows[i]};
   }
   return absl::OkStatus();
 }
 
-uint8_t* ResultData(const FusedMember& m, size_t i) {
-  return m.set.requests[i].session->arena_base() + m.results[i].offset;
-}
+uint8_t* ResultData(const FusedMember& m, size_t i) { return m.results[i].data; }
 
 }  // namespace
 
@@ -129,14 +122,15 @@ void CpuBackend::PlanBroadcast(const Response& r, FusedMember& m,
   }
 }
 
-absl::Status CpuBackend::PlanAllgather(FusedMember& m, std::vector<Task>* tasks) {
+absl::Status CpuBackend::PlanAllgather(FusedMember& m, ResultAllocator* results,
+                                       std::vector<Task>* tasks) {
   const std::vector<Request>& reqs = m.set.requests;
   const uint64_t row = RowBytes(reqs.front());
   int64_t total_rows = 0;
   for (const Request& q : reqs) total_rows += q.shape[0];
   std::vector<uint64_t> bytes(reqs.size(), static_cast<uint64_t>(total_rows) * row);
   std::vector<int64_t> rows(reqs.size(), total_rows);
-  if (absl::Status s = AllocateResults(m, bytes, rows); !s.ok()) return s;
+  if (absl::Status s = AllocateResults(results, m, bytes, rows); !s.ok()) return s;
   // Destination d receives every source s's rows at s's prefix offset.
   for (size_t d = 0; d < reqs.size(); ++d) {
     uint64_t at = 0;
@@ -155,6 +149,7 @@ absl::Status CpuBackend::PlanAllgather(FusedMember& m, std::vector<Task>* tasks)
 }
 
 absl::Status CpuBackend::PlanReducescatter(const Response& r, FusedMember& m,
+                                           ResultAllocator* results,
                                            std::vector<Task>* tasks) {
   const std::vector<Request>& reqs = m.set.requests;
   const int64_t n = static_cast<int64_t>(reqs.size());
@@ -170,7 +165,7 @@ absl::Status CpuBackend::PlanReducescatter(const Response& r, FusedMember& m,
     next += rows[i];
     bytes[i] = static_cast<uint64_t>(rows[i]) * row;
   }
-  if (absl::Status s = AllocateResults(m, bytes, rows); !s.ok()) return s;
+  if (absl::Status s = AllocateResults(results, m, bytes, rows); !s.ok()) return s;
   ReduceOp op = r.op;
   double postscale = r.postscale;
   if (op == ReduceOp::kAverage) {
@@ -195,7 +190,8 @@ absl::Status CpuBackend::PlanReducescatter(const Response& r, FusedMember& m,
   return absl::OkStatus();
 }
 
-absl::Status CpuBackend::PlanAlltoall(FusedMember& m, std::vector<Task>* tasks) {
+absl::Status CpuBackend::PlanAlltoall(FusedMember& m, ResultAllocator* results,
+                                      std::vector<Task>* tasks) {
   const std::vector<Request>& reqs = m.set.requests;
   const size_t n = reqs.size();
   const uint64_t row = RowBytes(reqs.front());
@@ -212,7 +208,7 @@ absl::Status CpuBackend::PlanAlltoall(FusedMember& m, std::vector<Task>* tasks) 
     for (size_t i = 0; i < n; ++i) rows[j] += splits[i][j];
     bytes[j] = header + static_cast<uint64_t>(rows[j]) * row;
   }
-  if (absl::Status s = AllocateResults(m, bytes, rows); !s.ok()) return s;
+  if (absl::Status s = AllocateResults(results, m, bytes, rows); !s.ok()) return s;
   for (size_t j = 0; j < n; ++j) {
     int64_t* received = reinterpret_cast<int64_t*>(ResultData(m, j));
     for (size_t i = 0; i < n; ++i) received[i] = splits[i][j];
@@ -234,7 +230,7 @@ absl::Status CpuBackend::PlanAlltoall(FusedMember& m, std::vector<Task>* tasks) 
   return absl::OkStatus();
 }
 
-absl::Status CpuBackend::Execute(Response& response, const StepContext& /*step*/) {
+absl::Status CpuBackend::Execute(Response& response, const StepContext& step) {
   std::vector<Task> tasks;
   uint64_t total = 0;
   for (FusedMember& m : response.members) {
@@ -247,13 +243,13 @@ absl::Status CpuBackend::Execute(Response& response, const StepContext& /*step*/
         PlanBroadcast(response, m, &tasks);
         break;
       case CollectiveKind::kAllgather:
-        m.status = PlanAllgather(m, &tasks);
+        m.status = PlanAllgather(m, step.results, &tasks);
         break;
       case CollectiveKind::kReducescatter:
-        m.status = PlanReducescatter(response, m, &tasks);
+        m.status = PlanReducescatter(response, m, step.results, &tasks);
         break;
       case CollectiveKind::kAlltoall:
-        m.status = PlanAlltoall(m, &tasks);
+        m.status = PlanAlltoall(m, step.results, &tasks);
         break;
       case CollectiveKind::kBarrier:
         break;

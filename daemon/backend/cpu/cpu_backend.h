@@ -39,10 +39,11 @@ class CpuBackend : public Backend {
 
   void PlanAllreduce(const Response& r, FusedMember& m, std::vector<Task>* tasks);
   void PlanBroadcast(const Response& r, FusedMember& m, std::vector<Task>* tasks);
-  absl::Status PlanAllgather(FusedMember& m, std::vector<Task>* tasks);
-  absl::Status PlanReducescatter(const Response& r, FusedMember& m,
+  // New tensors go where `results` puts them.
+  absl::Status PlanAllgather(FusedMember& m, ResultAllocator* results, std::vector<Task>* tasks);
+  absl::Status PlanReducescatter(const Response& r, FusedMember& m, ResultAllocator* results,
                                  std::vector<Task>* tasks);
-  absl::Status PlanAlltoall(FusedMember& m, std::vector<Task>* tasks);
+  absl::Status PlanAlltoall(FusedMember& m, ResultAllocator* results, std::vector<Task>* tasks);
 
   WorkerPool* pool_;
   uint64_t parallel_threshold_;

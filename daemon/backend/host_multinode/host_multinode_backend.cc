@@ -12,7 +12,6 @@
 #include "daemon/algorithms/alltoall.h"
 #include "daemon/algorithms/broadcast.h"
 #include "daemon/plan/fusion.h"
-#include "daemon/session/session.h"
 #include "kernels/cpu/half.h"
 #include "proto/kolo/abi/shm_abi_v1.h"
 #include "kernels/cpu/reduce.h"
@@ -27,18 +26,6 @@ constexpr absl::Duration kTransferDeadline = absl::Minutes(30);
 constexpr uint64_t kMaxPlannedBytes = uint64_t{1} << 40;
 
 ReduceOp WireOp(ReduceOp op) { return op == ReduceOp::kAverage ? ReduceOp::kSum : op; }
-
-// Allocates `bytes` in `r`'s result area and records it as the request's
-// result (the executor releases it if the response fails).
-absl::StatusOr<uint8_t*> AllocateResult(const std::string& what, const Request& r,
-                                        uint64_t bytes, int64_t value, FusedMember& m) {
-  absl::StatusOr<uint64_t> offset = r.session->AllocateResult(bytes);
-  if (!offset.ok()) {
-    return absl::ResourceExhaustedError(absl::StrCat(what, ": ", offset.status().message()));
-  }
-  m.results.push_back(ResultPlacement{*offset, bytes, value});
-  return r.session->arena_base() + *offset;
-}
 
 }  // namespace
 
@@ -77,8 +64,16 @@ absl::Status HostMultinodeBackend::Execute(Response& response, const StepContext
   // keeps its transfers apart (bits 24-47; the algorithms use the low 24).
   const uint64_t tag_base = (step.sequence & 0xffffff) << 24;
   SelectNodes(step);
+  results_ = step.results;
   if (step.joined_here) return RunAsJoined(response, step, tag_base);
   if (response.members.empty()) return absl::OkStatus();
+  const bool new_tensor = response.kind == CollectiveKind::kAllgather ||
+                          response.kind == CollectiveKind::kAlltoall ||
+                          response.kind == CollectiveKind::kReducescatter;
+  if (new_tensor && results_ == nullptr) {
+    return absl::InternalError(absl::StrCat(CollectiveKindName(response.kind),
+                                            ": no result area to write to"));
+  }
   switch (response.kind) {
     case CollectiveKind::kAllreduce:
       return RunAllreduce(response, tag_base);
@@ -351,9 +346,9 @@ absl::Status HostMultinodeBackend::RunAllgather(Response& response,
   }
   bool in_rank_order = true;
   for (int m = 0; m < size; ++m) in_rank_order = in_rank_order && packed_at[m] == out_at[m];
-  // Each local rank gets the result in its session's result area.
-  for (const Request& r : set.requests) {
-    absl::StatusOr<uint8_t*> dst = AllocateResult(what, r, total, total_rows, member);
+  // Each local rank gets the result in its result area.
+  for (size_t i = 0; i < set.requests.size(); ++i) {
+    absl::StatusOr<uint8_t*> dst = results_->Allocate(member, total, total_rows);
     if (!dst.ok()) return dst.status();
     if (in_rank_order) {
       if (total > 0) std::memcpy(*dst, fusion_buffer_.data(), total);
@@ -458,7 +453,7 @@ absl::Status HostMultinodeBackend::RunAlltoall(Response& response,
     int64_t received = 0;
     for (int i = 0; i < size; ++i) received += splits[i * size + j];
     const uint64_t bytes = header + static_cast<uint64_t>(received) * row_bytes;
-    absl::StatusOr<uint8_t*> dst = AllocateResult(what, r, bytes, received, member);
+    absl::StatusOr<uint8_t*> dst = results_->Allocate(member, bytes, received);
     if (!dst.ok()) return dst.status();
     auto* counts = reinterpret_cast<int64_t*>(*dst);
     uint64_t at = header;
@@ -493,7 +488,6 @@ absl::Status HostMultinodeBackend::RunReducescatter(Response& response, uint64_t
   for (int64_t m = 0; m < size; ++m) position[members[m]] = m;
   for (FusedMember& m : response.members) {
     const Request& q = m.set.requests.front();
-    const std::string what = absl::StrCat("reducescatter \"", m.set.name, "\"");
     const int64_t total_rows = q.shape.empty() ? 0 : q.shape[0];
     const uint64_t row_bytes = total_rows > 0 ? q.bytes / static_cast<uint64_t>(total_rows) : 0;
     for (const Request& r : m.set.requests) {
@@ -501,7 +495,7 @@ absl::Status HostMultinodeBackend::RunReducescatter(Response& response, uint64_t
       const int64_t rows = total_rows / size + (at < total_rows % size ? 1 : 0);
       const int64_t first_row = at * (total_rows / size) + std::min<int64_t>(at, total_rows % size);
       const uint64_t bytes = static_cast<uint64_t>(rows) * row_bytes;
-      absl::StatusOr<uint8_t*> dst = AllocateResult(what, r, bytes, rows, m);
+      absl::StatusOr<uint8_t*> dst = results_->Allocate(m, bytes, rows);
       if (!dst.ok()) return dst.status();
       if (bytes == 0) continue;
       void* out = *dst;

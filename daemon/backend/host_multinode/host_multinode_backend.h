@@ -65,6 +65,7 @@ class HostMultinodeBackend final : public Backend {
   const std::vector<int>* active_node_of_ = nullptr;
   std::unique_ptr<SubsetTransport> subset_;
   Transport* active_ = nullptr;
+  ResultAllocator* results_ = nullptr;  // where new tensors go
 
   std::vector<uint8_t> fusion_buffer_;
   std::vector<uint16_t> wire_buffer_;  // compressed data

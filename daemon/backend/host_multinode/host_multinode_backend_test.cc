@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/algorithms/collective_test_util.h"
+#include "daemon/exec/session_results.h"
 #include "daemon/session/loopback_session.h"
 #include "daemon/transport/in_process_transport.h"
 #include "gtest/gtest.h"
@@ -66,6 +67,7 @@ class HostMultinodeBackendTest : public ::testing::Test {
   }
 
   InProcessFabric fabric_{kNodes};
+  SessionResults results_;  // new tensors go to the sessions' result areas
   std::vector<std::unique_ptr<HostMultinodeBackend>> backends_;
   std::vector<std::unique_ptr<LoopbackSession>> sessions_;
 };
@@ -127,6 +129,7 @@ TEST_F(HostMultinodeBackendTest, AJoinedNodeTakesPartWithZeros) {
 TEST_F(HostMultinodeBackendTest, AllgatherPlacesEveryRanksRowsInEachResult) {
   std::vector<std::vector<float>> in(kSize), none;
   StepContext step;
+  step.results = &results_;
   for (int r = 0; r < kSize; ++r) {
     in[r].assign(r % 3, float(r));  // 0, 1 or 2 rows of one float
     step.rows.push_back(r % 3);
@@ -159,6 +162,7 @@ TEST_F(HostMultinodeBackendTest, APlanThatDisagreesWithTheTensorsHereFailsClearl
   // The plan says rank 0 has 5 rows; it has 1.
   std::vector<std::vector<float>> in(kSize, std::vector<float>(1, 1.f)), none;
   StepContext step;
+  step.results = &results_;
   step.rows.assign(kSize, 1);
   step.rows[0] = 5;
   std::vector<Response> responses;
