@@ -212,30 +212,33 @@ void ClientImpl::FreeStaging(const Pending& p) {
   if (p.aux_staging != UINT64_MAX) arena_->alloc.Free(p.aux_staging);
 }
 
-absl::StatusOr<Handle> ClientImpl::Submit(const SubmitSpec& spec) {
-  if (Dead()) return DeadStatus();
-  const std::string_view name = spec.name;
+namespace {
+
+bool InPlaceKind(CollectiveKind kind) {
+  return kind == CollectiveKind::kAllreduce || kind == CollectiveKind::kBroadcast;
+}
+
+// What the client checks before touching the arena (kolod checks it all
+// again: this is for clear errors at the caller's line).
+absl::Status CheckSpec(const SubmitSpec& spec) {
+  const std::string name(spec.name);
   const ConstTensorView& input = spec.input;
-  const bool in_place_kind = spec.kind == CollectiveKind::kAllreduce ||
-                             spec.kind == CollectiveKind::kBroadcast;
   if (name.empty() || name.size() > abi::v1::kMaxNameBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "collective name must be 1 to ", abi::v1::kMaxNameBytes, " bytes"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("collective name must be 1 to ", abi::v1::kMaxNameBytes, " bytes"));
   }
   if (input.shape.size() > abi::v1::kMaxDims) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "\"", std::string(name), "\": at most ", abi::v1::kMaxDims,
-        " dimensions"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", name, "\": at most ", abi::v1::kMaxDims, " dimensions"));
   }
-  if (in_place_kind &&
+  if (InPlaceKind(spec.kind) &&
       (input.dtype != spec.output.dtype || input.shape != spec.output.shape)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "\"", std::string(name), "\": input and output differ in dtype or shape"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", name, "\": input and output differ in dtype or shape"));
   }
   if (ReturnsResult(spec.kind) && input.shape.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        CollectiveKindName(spec.kind), " \"", std::string(name),
-        "\": needs a tensor of at least one dimension"));
+    return absl::InvalidArgumentError(absl::StrCat(CollectiveKindName(spec.kind), " \"", name,
+                                                   "\": needs a tensor of at least one dimension"));
   }
   if (static_cast<uint32_t>(input.dtype) >= kNumDTypes) {
     return absl::InvalidArgumentError("unknown dtype");
@@ -243,70 +246,28 @@ absl::StatusOr<Handle> ClientImpl::Submit(const SubmitSpec& spec) {
   for (int64_t d : input.shape) {
     if (d < 0) return absl::InvalidArgumentError("negative dimension");
   }
-  const uint64_t bytes = input.byte_size();
-  const bool on_device = input.device >= 0 || (in_place_kind && spec.output.device >= 0);
-  if (on_device) {
-    if (spec.kind != CollectiveKind::kAllreduce && spec.kind != CollectiveKind::kBroadcast) {
-      return absl::UnimplementedError(absl::StrCat(
-          CollectiveKindName(spec.kind), " \"", std::string(name),
-          "\": device tensors are supported for allreduce and broadcast so far"));
-    }
-    if (input.device != spec.output.device) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "\"", std::string(name), "\": input on device ", input.device, ", output on device ",
-          spec.output.device, " (both must be on one GPU)"));
-    }
+  const bool on_device = input.device >= 0 || (InPlaceKind(spec.kind) && spec.output.device >= 0);
+  if (!on_device) return absl::OkStatus();
+  if (!InPlaceKind(spec.kind)) {
+    return absl::UnimplementedError(
+        absl::StrCat(CollectiveKindName(spec.kind), " \"", name,
+                     "\": device tensors are supported for allreduce and broadcast so far"));
   }
-
-  // Place the tensor in the arena: in place when the caller allocated it
-  // there, else through staging copies.
-  Pending p;
-  p.kind = spec.kind;
-  p.dtype = input.dtype;
-  p.process_set = spec.process_set;
-  if (!input.shape.empty()) p.row_shape.assign(input.shape.begin() + 1, input.shape.end());
-  uint64_t in_off = 0, out_off = 0, aux_off = 0;
-  {
-    absl::MutexLock l(&arena_->mu);
-    if (bytes > 0 && !on_device) {
-      if (arena_->Contains(input.data, bytes)) {
-        in_off = static_cast<const uint8_t*>(input.data) - arena_->base;
-      } else {
-        auto o = arena_->alloc.Allocate(bytes);
-        if (!o.ok()) return o.status();
-        p.input_staging = in_off = *o;
-        std::memcpy(arena_->base + in_off, input.data, bytes);
-      }
-      if (!in_place_kind) {
-        out_off = in_off;
-      } else if (arena_->Contains(spec.output.data, bytes)) {
-        out_off = static_cast<uint8_t*>(spec.output.data) - arena_->base;
-      } else if (p.input_staging != UINT64_MAX) {
-        p.output_staging = out_off = in_off;
-        p.copy_out_to = spec.output.data;
-      } else {
-        auto o = arena_->alloc.Allocate(bytes);
-        if (!o.ok()) return o.status();
-        p.output_staging = out_off = *o;
-        p.copy_out_to = spec.output.data;
-      }
-    }
-    if (!spec.aux.empty()) {
-      auto o = arena_->alloc.Allocate(spec.aux.size() * sizeof(int64_t));
-      if (!o.ok()) {
-        arena_->mu.Unlock();
-        FreeStaging(p);
-        arena_->mu.Lock();
-        return o.status();
-      }
-      p.aux_staging = aux_off = *o;
-      std::memcpy(arena_->base + aux_off, spec.aux.data(), spec.aux.size() * sizeof(int64_t));
-    }
+  if (input.device != spec.output.device) {
+    return absl::InvalidArgumentError(absl::StrCat("\"", name, "\": input on device ",
+                                                   input.device, ", output on device ",
+                                                   spec.output.device,
+                                                   " (both must be on one GPU)"));
   }
-  p.bytes = bytes;
+  return absl::OkStatus();
+}
 
+// The submission slot of `spec`, its tensors at the given arena offsets.
+SubmitSlot MakeSlot(const SubmitSpec& spec, uint64_t request_id, uint64_t in_off,
+                    uint64_t out_off, uint64_t aux_off) {
+  const ConstTensorView& input = spec.input;
   SubmitSlot slot{};
-  slot.request_id = next_id_.fetch_add(1, std::memory_order_relaxed);
+  slot.request_id = request_id;
   slot.kind = static_cast<uint32_t>(spec.kind);
   slot.dtype = static_cast<uint32_t>(input.dtype);
   slot.reduce_op = static_cast<uint32_t>(spec.reduce.op);
@@ -316,28 +277,102 @@ absl::StatusOr<Handle> ClientImpl::Submit(const SubmitSpec& spec) {
   slot.compression = static_cast<uint32_t>(spec.reduce.compression);
   slot.input_offset = in_off;
   slot.output_offset = out_off;
-  slot.byte_length = bytes;
+  slot.byte_length = input.byte_size();
   slot.ndim = static_cast<uint32_t>(input.shape.size());
   for (size_t i = 0; i < input.shape.size(); ++i) slot.shape[i] = input.shape[i];
-  slot.name_length = static_cast<uint32_t>(name.size());
-  std::memcpy(slot.name, name.data(), name.size());
+  slot.name_length = static_cast<uint32_t>(spec.name.size());
+  std::memcpy(slot.name, spec.name.data(), spec.name.size());
   slot.process_set = static_cast<uint32_t>(spec.process_set);
   slot.group_id = spec.group_id;
   slot.group_size = spec.group_size;
   slot.aux_offset = aux_off;
   slot.aux_count = spec.aux.size();
+  return slot;
+}
+
+}  // namespace
+
+// A submission, in order: check the spec; place its tensors in the arena
+// (in place when the caller allocated them there, else through staging
+// copies); write the slot (device tensors: their IPC handles); wait for room
+// among the requests in flight; push the slot and ring kolod's doorbell.
+absl::StatusOr<Handle> ClientImpl::Submit(const SubmitSpec& spec) {
+  if (Dead()) return DeadStatus();
+  if (absl::Status s = CheckSpec(spec); !s.ok()) return s;
+  const ConstTensorView& input = spec.input;
+  const bool on_device = input.device >= 0 || (InPlaceKind(spec.kind) && spec.output.device >= 0);
+  Pending p;
+  p.kind = spec.kind;
+  p.dtype = input.dtype;
+  p.process_set = spec.process_set;
+  p.bytes = input.byte_size();
+  if (!input.shape.empty()) p.row_shape.assign(input.shape.begin() + 1, input.shape.end());
+  uint64_t in_off = 0, out_off = 0, aux_off = 0;
+  if (absl::Status s = PlaceInArena(spec, on_device, &p, &in_off, &out_off, &aux_off); !s.ok()) {
+    return s;
+  }
+  SubmitSlot slot = MakeSlot(spec, next_id_.fetch_add(1, std::memory_order_relaxed), in_off,
+                             out_off, aux_off);
   if (on_device) {
-    auto pending = device_io_->Prepare(input.data, spec.output.data, bytes, input.device,
+    auto pending = device_io_->Prepare(input.data, spec.output.data, p.bytes, input.device,
                                        spec.reduce.cuda_stream, &slot);
     if (!pending.ok()) {
       FreeStaging(p);
       return absl::Status(pending.status().code(),
-                          absl::StrCat("allreduce \"", std::string(name),
-                                       "\": ", pending.status().message()));
+                          absl::StrCat(CollectiveKindName(spec.kind), " \"",
+                                       std::string(spec.name), "\": ",
+                                       pending.status().message()));
     }
     p.device = std::move(*pending);
   }
+  if (absl::Status s = ReserveInFlight(slot.request_id, p); !s.ok()) return s;
+  if (absl::Status s = PushSlot(slot, p); !s.ok()) return s;
+  RingDoorbell(&header_->submit_ready);
+  return Handle{slot.request_id};
+}
 
+absl::Status ClientImpl::PlaceInArena(const SubmitSpec& spec, bool on_device, Pending* p,
+                                      uint64_t* in_off, uint64_t* out_off, uint64_t* aux_off) {
+  const ConstTensorView& input = spec.input;
+  const uint64_t bytes = p->bytes;
+  absl::MutexLock l(&arena_->mu);
+  if (bytes > 0 && !on_device) {
+    if (arena_->Contains(input.data, bytes)) {
+      *in_off = static_cast<const uint8_t*>(input.data) - arena_->base;
+    } else {
+      auto o = arena_->alloc.Allocate(bytes);
+      if (!o.ok()) return o.status();
+      p->input_staging = *in_off = *o;
+      std::memcpy(arena_->base + *in_off, input.data, bytes);
+    }
+    if (!InPlaceKind(spec.kind)) {
+      *out_off = *in_off;
+    } else if (arena_->Contains(spec.output.data, bytes)) {
+      *out_off = static_cast<uint8_t*>(spec.output.data) - arena_->base;
+    } else if (p->input_staging != UINT64_MAX) {
+      p->output_staging = *out_off = *in_off;
+      p->copy_out_to = spec.output.data;
+    } else {
+      auto o = arena_->alloc.Allocate(bytes);
+      if (!o.ok()) return o.status();
+      p->output_staging = *out_off = *o;
+      p->copy_out_to = spec.output.data;
+    }
+  }
+  if (spec.aux.empty()) return absl::OkStatus();
+  auto o = arena_->alloc.Allocate(spec.aux.size() * sizeof(int64_t));
+  if (!o.ok()) {
+    arena_->mu.Unlock();
+    FreeStaging(*p);
+    arena_->mu.Lock();
+    return o.status();
+  }
+  p->aux_staging = *aux_off = *o;
+  std::memcpy(arena_->base + *aux_off, spec.aux.data(), spec.aux.size() * sizeof(int64_t));
+  return absl::OkStatus();
+}
+
+absl::Status ClientImpl::ReserveInFlight(uint64_t request_id, const Pending& p) {
   // Keep at most completion_capacity requests between the rings, so kolod
   // always has room for their completions.
   for (;;) {
@@ -346,8 +381,8 @@ absl::StatusOr<Handle> ClientImpl::Submit(const SubmitSpec& spec) {
       DrainLocked();
       if (ring_in_flight_ < completion_capacity_) {
         ++ring_in_flight_;
-        pending_[slot.request_id] = p;
-        break;
+        pending_[request_id] = p;
+        return absl::OkStatus();
       }
     }
     if (Dead()) {
@@ -356,31 +391,26 @@ absl::StatusOr<Handle> ClientImpl::Submit(const SubmitSpec& spec) {
     }
     SleepForCompletions(absl::Now() + kMaxSleep);
   }
+}
 
-  {
-    absl::MutexLock l(&submit_mu_);
-    for (;;) {
-      RingResult r = submit_ring_.TryPush(slot);
-      if (r == RingResult::kOk) break;
-      if (r == RingResult::kCorrupt || Dead()) {
-        absl::MutexLock cl(&completion_mu_);
-        pending_.erase(slot.request_id);
-        --ring_in_flight_;
-        FreeStaging(p);
-        return r == RingResult::kCorrupt
-                   ? absl::InternalError("submission ring indices corrupted")
-                   : DeadStatus();
-      }
-      SleepOnDoorbell(
-          &header_->submit_space,
-          [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-            return submit_ring_.HasSpace() || Dead();
-          },
-          kMaxSleep, options_.spin);
+absl::Status ClientImpl::PushSlot(const SubmitSlot& slot, const Pending& p) {
+  absl::MutexLock l(&submit_mu_);
+  for (;;) {
+    RingResult r = submit_ring_.TryPush(slot);
+    if (r == RingResult::kOk) return absl::OkStatus();
+    if (r == RingResult::kCorrupt || Dead()) {
+      absl::MutexLock cl(&completion_mu_);
+      pending_.erase(slot.request_id);
+      --ring_in_flight_;
+      FreeStaging(p);
+      return r == RingResult::kCorrupt ? absl::InternalError("submission ring indices corrupted")
+                                       : DeadStatus();
     }
+    SleepOnDoorbell(
+        &header_->submit_space,
+        [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return submit_ring_.HasSpace() || Dead(); },
+        kMaxSleep, options_.spin);
   }
-  RingDoorbell(&header_->submit_ready);
-  return Handle{slot.request_id};
 }
 
 void ClientImpl::DrainLocked() {

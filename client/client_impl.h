@@ -142,6 +142,14 @@ class ClientImpl {
   void Finish(uint64_t id, const absl::Status& status)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(completion_mu_);
   void FreeStaging(const Pending& p);
+  // The steps of Submit (see client_impl.cc): tensors into the arena
+  // (offsets out; staging recorded in `p`), a place among the requests in
+  // flight, the slot into the submission ring. Each frees `p`'s staging
+  // when it fails.
+  absl::Status PlaceInArena(const SubmitSpec& spec, bool on_device, Pending* p, uint64_t* in_off,
+                            uint64_t* out_off, uint64_t* aux_off);
+  absl::Status ReserveInFlight(uint64_t request_id, const Pending& p);
+  absl::Status PushSlot(const abi::v1::SubmitSlot& slot, const Pending& p);
 
   const ClientOptions options_;
   SharedSegment segment_;

@@ -103,124 +103,35 @@ absl::StatusOr<std::string> LoadOrCreateAdminToken(const std::string& path) {
 
 Daemon::Daemon(const DaemonConfig& config) : config_(config) {}
 
+// Start-up, in order:
+//   1. claim the socket path and load (or make) the admin token;
+//   2. make what jobs use: metrics, timeline, worker pool, backends,
+//      transports;
+//   3. serve the Peer service (when a peer address is set), so this daemon
+//      can coordinate the multi-node jobs whose rank 0 it hosts;
+//   4. the job registry and the services over it (Node, Admin, stall
+//      inspector, metrics HTTP, Status);
+//   5. serve gRPC, then tell the service manager we are ready.
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config) {
   if (absl::Status s = ClaimSocketPath(config.socket_path); !s.ok()) return s;
   std::unique_ptr<Daemon> d(new Daemon(config));
-  std::string token_file = config.admin_token_file;
-  if (token_file.empty()) {
-    size_t slash = config.socket_path.rfind('/');
-    token_file = (slash == std::string::npos ? std::string(".")
-                                             : config.socket_path.substr(0, slash)) +
-                 "/admin.token";
-  }
+  const std::string token_file = AdminTokenFile(config);
   auto token = LoadOrCreateAdminToken(token_file);
   if (!token.ok()) return token.status();
   d->admin_token_ = *token;
-
-  int workers = config.worker_threads > 0
-                    ? config.worker_threads
-                    : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) - 1);
-  d->metrics_ = std::make_unique<Metrics>();
-  d->timeline_ = std::make_unique<Timeline>();
-  d->pool_ = std::make_unique<WorkerPool>(workers);
-  d->backend_ = std::make_unique<CpuBackend>(d->pool_.get());
-  d->device_backends_ = MakeDeviceBackendFactory(
-      DeviceBackendLimits{config.nccl_init_timeout, config.nccl_timeout});
-  JobObservers observers;
-  observers.metrics = d->metrics_.get();
-  observers.timeline = d->timeline_.get();
-  d->transports_ = MakeUcxTransportFactory();
+  const int workers = d->MakeJobResources();
   MultiNodeEnv multi_node;
   multi_node.transports = d->transports_.get();
-  if (!config.peer_address.empty()) {
-    std::string host, port;
-    if (absl::Status s = SplitHostPort(config.peer_address, &host, &port); !s.ok()) return s;
-    CoordinatorOptions coordinator_options;
-    coordinator_options.fusion_threshold_bytes = config.fusion_threshold_bytes;
-    coordinator_options.cache_capacity = config.response_cache_capacity;
-    coordinator_options.new_device_comm_id = [f = d->device_backends_.get()] {
-      return f->NewCommId();
-    };
-    d->coordinators_ = std::make_unique<CoordinatorRegistry>(
-        coordinator_options, absl::Seconds(1), config.peer_timeout);
-    d->peer_service_ = std::make_unique<PeerService>(d->coordinators_.get());
-    int selected = 0;
-    grpc::ServerBuilder peer;
-    peer.AddListeningPort(config.peer_address, grpc::InsecureServerCredentials(), &selected);
-    peer.SetMaxReceiveMessageSize(kMaxPeerMessageBytes);
-    peer.RegisterService(d->peer_service_.get());
-    d->peer_server_ = peer.BuildAndStart();
-    if (d->peer_server_ == nullptr || selected == 0) {
-      return absl::UnavailableError(absl::StrCat(
-          "cannot serve the peer service on ", config.peer_address,
-          " (in use? set --peer_address, or empty to disable multi-node jobs)"));
-    }
-    d->peer_address_ = absl::StrCat(host, ":", selected);
-    char hostname[256] = {};
-    gethostname(hostname, sizeof(hostname) - 1);
-    multi_node.node_name = config.node_name.empty() ? absl::StrCat(hostname, ":", selected)
-                                                    : config.node_name;
-    multi_node.coordinators = d->coordinators_.get();
-    multi_node.peer_timeout = config.peer_timeout;
-  }
-  d->registry_ = std::make_unique<JobRegistry>(
-      d->backend_.get(), config.fusion_threshold_bytes, observers, multi_node,
-      d->device_backends_.get());
-  NodeServiceOptions node_options;
-  node_options.limits.spin = config.spin;
-  node_options.limits.max_segment_bytes = config.max_segment_bytes;
-  node_options.fusion_threshold_bytes = config.fusion_threshold_bytes;
-  node_options.version = kVersion;
-  d->node_service_ =
-      std::make_unique<NodeService>(d->registry_.get(), node_options);
-  NodeService* node = d->node_service_.get();
-  JobRegistry* registry = d->registry_.get();
-  d->metrics_->SetGauges([node] { return node->sessions(); },
-                         [registry] { return registry->size(); });
-  StallPolicy stall_policy{config.stall_warning, config.stall_timeout};
-  d->stall_inspector_ = std::make_unique<StallInspector>(
-      d->registry_.get(), d->metrics_.get(), stall_policy);
-  d->admin_service_ = std::make_unique<AdminService>(d->registry_.get(), d->admin_token_);
-
-  if (!config.metrics_address.empty()) {
-    const Metrics* metrics = d->metrics_.get();
-    auto http = MetricsHttpServer::Start(config.metrics_address,
-                                         [metrics] { return metrics->Render(); });
-    if (!http.ok()) return http.status();
-    d->metrics_http_ = std::move(*http);
-  }
-  NodeFacts facts;
-  facts.version = kVersion;
-  facts.socket_path = config.socket_path;
-  facts.fusion_threshold_bytes = config.fusion_threshold_bytes;
-  facts.worker_threads = workers + 1;
-  facts.started = absl::Now();
-  facts.metrics_port = d->metrics_port();
-  facts.devices.push_back(absl::StrCat(
-      "cpu: ", std::thread::hardware_concurrency(), " cores, shared-memory backend"));
-  facts.config = {
-      {"socket", config.socket_path},
-      {"socket_mode", absl::StrFormat("%04o", config.socket_mode)},
-      {"socket_group", config.socket_group},
-      {"fusion_threshold", absl::StrCat(config.fusion_threshold_bytes)},
-      {"workers", absl::StrCat(workers)},
-      {"spin_us", absl::StrCat(absl::ToInt64Microseconds(config.spin))},
-      {"status_address", config.status_address},
-      {"metrics_address", config.metrics_address},
-      {"admin_token_file", token_file},
-      {"stall_warning_s", absl::StrCat(absl::ToDoubleSeconds(config.stall_warning))},
-      {"stall_timeout_s", absl::StrCat(absl::ToDoubleSeconds(config.stall_timeout))},
-      {"peer_address", d->peer_address_},
-      {"node_name", multi_node.node_name},
-      {"peer_timeout_s", absl::StrCat(absl::ToDoubleSeconds(config.peer_timeout))},
-      {"log_level", config.log_level},
-  };
+  if (absl::Status s = d->StartPeerService(&multi_node); !s.ok()) return s;
+  const StallPolicy stall_policy{config.stall_warning, config.stall_timeout};
+  if (absl::Status s = d->MakeServices(multi_node, stall_policy); !s.ok()) return s;
+  NodeFacts facts = d->Facts(workers, token_file, multi_node.node_name);
   StatusSources sources;
   sources.registry = d->registry_.get();
   sources.metrics = d->metrics_.get();
   sources.timeline = d->timeline_.get();
   sources.stall_policy = stall_policy;
-  sources.sessions = [node] { return node->sessions(); };
+  sources.sessions = [node = d->node_service_.get()] { return node->sessions(); };
   d->status_service_ = std::make_unique<StatusService>(sources, facts);
   if (absl::Status s = d->StartServers(); !s.ok()) return s;
   d->status_service_->set_status_address(d->status_address_);
@@ -236,6 +147,123 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
       absl::ToDoubleSeconds(config.stall_warning));
   (void)NotifyServiceManager("READY=1");
   return d;
+}
+
+std::string Daemon::AdminTokenFile(const DaemonConfig& config) {
+  if (!config.admin_token_file.empty()) return config.admin_token_file;
+  size_t slash = config.socket_path.rfind('/');
+  return (slash == std::string::npos ? std::string(".") : config.socket_path.substr(0, slash)) +
+         "/admin.token";
+}
+
+int Daemon::MakeJobResources() {
+  const int workers =
+      config_.worker_threads > 0
+          ? config_.worker_threads
+          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) - 1);
+  metrics_ = std::make_unique<Metrics>();
+  timeline_ = std::make_unique<Timeline>();
+  pool_ = std::make_unique<WorkerPool>(workers);
+  backend_ = std::make_unique<CpuBackend>(pool_.get());
+  device_backends_ = MakeDeviceBackendFactory(
+      DeviceBackendLimits{config_.nccl_init_timeout, config_.nccl_timeout});
+  transports_ = MakeUcxTransportFactory();
+  return workers;
+}
+
+absl::Status Daemon::StartPeerService(MultiNodeEnv* multi_node) {
+  if (config_.peer_address.empty()) return absl::OkStatus();
+  std::string host, port;
+  if (absl::Status s = SplitHostPort(config_.peer_address, &host, &port); !s.ok()) return s;
+  CoordinatorOptions coordinator_options;
+  coordinator_options.fusion_threshold_bytes = config_.fusion_threshold_bytes;
+  coordinator_options.cache_capacity = config_.response_cache_capacity;
+  coordinator_options.new_device_comm_id = [f = device_backends_.get()] {
+    return f->NewCommId();
+  };
+  coordinators_ = std::make_unique<CoordinatorRegistry>(coordinator_options, absl::Seconds(1),
+                                                        config_.peer_timeout);
+  peer_service_ = std::make_unique<PeerService>(coordinators_.get());
+  int selected = 0;
+  grpc::ServerBuilder peer;
+  peer.AddListeningPort(config_.peer_address, grpc::InsecureServerCredentials(), &selected);
+  peer.SetMaxReceiveMessageSize(kMaxPeerMessageBytes);
+  peer.RegisterService(peer_service_.get());
+  peer_server_ = peer.BuildAndStart();
+  if (peer_server_ == nullptr || selected == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve the peer service on ", config_.peer_address,
+                     " (in use? set --peer_address, or empty to disable multi-node jobs)"));
+  }
+  peer_address_ = absl::StrCat(host, ":", selected);
+  char hostname[256] = {};
+  gethostname(hostname, sizeof(hostname) - 1);
+  multi_node->node_name = config_.node_name.empty() ? absl::StrCat(hostname, ":", selected)
+                                                    : config_.node_name;
+  multi_node->coordinators = coordinators_.get();
+  multi_node->peer_timeout = config_.peer_timeout;
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::MakeServices(const MultiNodeEnv& multi_node,
+                                  const StallPolicy& stall_policy) {
+  JobObservers observers;
+  observers.metrics = metrics_.get();
+  observers.timeline = timeline_.get();
+  registry_ = std::make_unique<JobRegistry>(backend_.get(), config_.fusion_threshold_bytes,
+                                            observers, multi_node, device_backends_.get());
+  NodeServiceOptions node_options;
+  node_options.limits.spin = config_.spin;
+  node_options.limits.max_segment_bytes = config_.max_segment_bytes;
+  node_options.fusion_threshold_bytes = config_.fusion_threshold_bytes;
+  node_options.version = kVersion;
+  node_service_ = std::make_unique<NodeService>(registry_.get(), node_options);
+  NodeService* node = node_service_.get();
+  JobRegistry* registry = registry_.get();
+  metrics_->SetGauges([node] { return node->sessions(); },
+                      [registry] { return registry->size(); });
+  stall_inspector_ = std::make_unique<StallInspector>(registry_.get(), metrics_.get(),
+                                                      stall_policy);
+  admin_service_ = std::make_unique<AdminService>(registry_.get(), admin_token_);
+  if (config_.metrics_address.empty()) return absl::OkStatus();
+  const Metrics* metrics = metrics_.get();
+  auto http =
+      MetricsHttpServer::Start(config_.metrics_address, [metrics] { return metrics->Render(); });
+  if (!http.ok()) return http.status();
+  metrics_http_ = std::move(*http);
+  return absl::OkStatus();
+}
+
+NodeFacts Daemon::Facts(int workers, const std::string& token_file,
+                        const std::string& node_name) const {
+  const DaemonConfig& config = config_;
+  NodeFacts facts;
+  facts.version = kVersion;
+  facts.socket_path = config.socket_path;
+  facts.fusion_threshold_bytes = config.fusion_threshold_bytes;
+  facts.worker_threads = workers + 1;
+  facts.started = absl::Now();
+  facts.metrics_port = metrics_port();
+  facts.devices.push_back(absl::StrCat("cpu: ", std::thread::hardware_concurrency(),
+                                       " cores, shared-memory backend"));
+  facts.config = {
+      {"socket", config.socket_path},
+      {"socket_mode", absl::StrFormat("%04o", config.socket_mode)},
+      {"socket_group", config.socket_group},
+      {"fusion_threshold", absl::StrCat(config.fusion_threshold_bytes)},
+      {"workers", absl::StrCat(workers)},
+      {"spin_us", absl::StrCat(absl::ToInt64Microseconds(config.spin))},
+      {"status_address", config.status_address},
+      {"metrics_address", config.metrics_address},
+      {"admin_token_file", token_file},
+      {"stall_warning_s", absl::StrCat(absl::ToDoubleSeconds(config.stall_warning))},
+      {"stall_timeout_s", absl::StrCat(absl::ToDoubleSeconds(config.stall_timeout))},
+      {"peer_address", peer_address_},
+      {"node_name", node_name},
+      {"peer_timeout_s", absl::StrCat(absl::ToDoubleSeconds(config.peer_timeout))},
+      {"log_level", config.log_level},
+  };
+  return facts;
 }
 
 absl::Status Daemon::StartServers() {

@@ -33,6 +33,9 @@ class StallInspector;
 class StatusService;
 class Timeline;
 class WorkerPool;
+struct MultiNodeEnv;
+struct NodeFacts;
+struct StallPolicy;
 
 inline constexpr char kVersion[] = "0.2.0";
 
@@ -55,6 +58,17 @@ class Daemon {
 
  private:
   explicit Daemon(const DaemonConfig& config);
+  // The steps of Start (see daemon.cc).
+  static std::string AdminTokenFile(const DaemonConfig& config);
+  // Metrics, timeline, worker pool, backends, transports; returns the
+  // number of workers.
+  int MakeJobResources();
+  // Serves the Peer service when a peer address is set, and fills in what
+  // multi-node jobs need of this daemon.
+  absl::Status StartPeerService(MultiNodeEnv* multi_node);
+  absl::Status MakeServices(const MultiNodeEnv& multi_node, const StallPolicy& stall_policy);
+  NodeFacts Facts(int workers, const std::string& token_file,
+                  const std::string& node_name) const;
   absl::Status StartServers();
 
   DaemonConfig config_;

@@ -39,6 +39,13 @@ Response MembersOf(std::vector<ReadySet> sets) {
   return r;
 }
 
+// The sets of `response`'s members, taken out of it.
+std::vector<ReadySet> SetsOf(Response& response) {
+  std::vector<ReadySet> sets;
+  for (FusedMember& m : response.members) sets.push_back(std::move(m.set));
+  return sets;
+}
+
 }  // namespace
 
 PeerNegotiator::PeerNegotiator(PeerNegotiatorOptions options, StepRunner* runner)
@@ -276,72 +283,99 @@ PlannedStep PeerNegotiator::ControlStep(const PlannedEntry& entry, std::vector<R
   return step;
 }
 
+// The life of one planned response on this node:
+//   1. Skip it if its process set has no rank here (in step: the sequence
+//      number advanced all the same).
+//   2. If every rank here joined, take part without tensors.
+//   3. Take this node's parked sets of the response's names.
+//   4. Settle what cannot run: the job ended, a name missing here (ends the
+//      job everywhere), a disagreement among the nodes.
+//   5. Run a control step (join done, set change) or the collective.
 void PeerNegotiator::Execute(PlannedEntry entry) {
   const uint64_t sequence = sequence_++;
-  const int me = transport_->node();
-  // Which nodes the response's process set spans; a node with none of its
-  // ranks has nothing parked for it and skips it (in step: the sequence
-  // number still advanced).
   std::shared_ptr<const std::vector<int>> set_ranks;
-  if (entry.process_set > 0) {
-    auto it = sets_.find(entry.process_set);
-    if (it != sets_.end()) {
-      set_ranks = it->second;
-      const bool hosted = std::any_of(set_ranks->begin(), set_ranks->end(), [&](int r) {
-        return r >= 0 && r < static_cast<int>(node_of_.size()) && node_of_[r] == me;
-      });
-      if (!hosted) return;
-    }
-  }
+  if (!HostsSetOf(entry, &set_ranks)) return;
+  const int me = transport_->node();
   if (std::find(entry.joined_nodes.begin(), entry.joined_nodes.end(), me) !=
       entry.joined_nodes.end()) {
-    if (entry.metas.empty()) {
-      runner_->AbortJob(absl::InternalError(absl::StrCat(
-          "job ", options_.job_id, " on node ", options_.node_name,
-          ": a planned response without metadata")));
-      return;
-    }
-    PlannedStep step = JoinedStep(entry);
+    RunJoined(entry, sequence, std::move(set_ranks));
+    return;
+  }
+  absl::Status aborted;
+  std::vector<ReadySet> sets = TakeParked(entry, &aborted);
+  if (Settled(entry, aborted, sets, sequence)) return;
+  if (IsControl(sets.front().requests.front().kind)) {
+    PlannedStep step = ControlStep(entry, std::move(sets));
     step.context.sequence = sequence;
-    step.context.set_ranks = set_ranks;
     runner_->Run(std::move(step));
     return;
   }
-  std::vector<ReadySet> sets;
-  absl::Status aborted;
-  {
-    absl::MutexLock l(&mu_);
-    aborted = aborted_;
-    for (const std::string& name : entry.names) {
-      auto it = parked_.find(name);
-      if (it == parked_.end()) {
-        if (entry.error.ok()) {
-          entry.error = absl::InternalError(absl::StrCat(
-              "the plan names \"", name, "\", which is not ready on node ", options_.node_name));
-        }
-        continue;
-      }
-      sets.push_back(std::move(it->second));
-      parked_.erase(it);
-    }
-  }
-  if (!aborted.ok() && (!entry.error.ok() || sets.size() != entry.names.size())) {
-    runner_->Fail(std::move(sets), aborted);
+  RunCollective(std::move(entry), std::move(sets), sequence, std::move(set_ranks));
+}
+
+bool PeerNegotiator::HostsSetOf(const PlannedEntry& entry,
+                                std::shared_ptr<const std::vector<int>>* set_ranks) const {
+  if (entry.process_set <= 0) return true;  // every rank (0) or the join's key (-1)
+  auto it = sets_.find(entry.process_set);
+  if (it == sets_.end()) return true;  // a removed set: its names fail below
+  *set_ranks = it->second;
+  const int me = transport_->node();
+  return std::any_of((*set_ranks)->begin(), (*set_ranks)->end(), [&](int r) {
+    return r >= 0 && r < static_cast<int>(node_of_.size()) && node_of_[r] == me;
+  });
+}
+
+void PeerNegotiator::RunJoined(const PlannedEntry& entry, uint64_t sequence,
+                               std::shared_ptr<const std::vector<int>> set_ranks) {
+  if (entry.metas.empty()) {
+    runner_->AbortJob(absl::InternalError(absl::StrCat("job ", options_.job_id, " on node ",
+                                                       options_.node_name,
+                                                       ": a planned response without metadata")));
     return;
+  }
+  PlannedStep step = JoinedStep(entry);
+  step.context.sequence = sequence;
+  step.context.set_ranks = std::move(set_ranks);
+  runner_->Run(std::move(step));
+}
+
+std::vector<ReadySet> PeerNegotiator::TakeParked(PlannedEntry& entry, absl::Status* aborted) {
+  std::vector<ReadySet> sets;
+  absl::MutexLock l(&mu_);
+  *aborted = aborted_;
+  for (const std::string& name : entry.names) {
+    auto it = parked_.find(name);
+    if (it == parked_.end()) {
+      if (entry.error.ok()) {
+        entry.error = absl::InternalError(absl::StrCat(
+            "the plan names \"", name, "\", which is not ready on node ", options_.node_name));
+      }
+      continue;
+    }
+    sets.push_back(std::move(it->second));
+    parked_.erase(it);
+  }
+  return sets;
+}
+
+bool PeerNegotiator::Settled(const PlannedEntry& entry, const absl::Status& aborted,
+                             std::vector<ReadySet>& sets, uint64_t sequence) {
+  const bool missing = sets.size() != entry.names.size();
+  if (!aborted.ok() && (!entry.error.ok() || missing)) {
+    runner_->Fail(std::move(sets), aborted);
+    return true;
   }
   // After an abort a planned response still runs while the transport lives
   // (see AbortTransportLoop); once it is aborted, the run fails with why.
-  if (entry.error.code() == absl::StatusCode::kInternal && entry.names.size() != sets.size()) {
+  if (entry.error.code() == absl::StatusCode::kInternal && missing) {
     // The other nodes are about to move this response's data and would
     // wait for this one: end the job everywhere now.
-    absl::Status why = entry.error;
-    runner_->Fail(std::move(sets), why);
-    runner_->AbortJob(absl::InternalError(
-        absl::StrCat("job ", options_.job_id, " on node ", options_.node_name, ": ",
-                     why.message())));
-    return;
+    runner_->Fail(std::move(sets), entry.error);
+    runner_->AbortJob(absl::InternalError(absl::StrCat(
+        "job ", options_.job_id, " on node ", options_.node_name, ": ", entry.error.message())));
+    return true;
   }
-  if (sets.empty()) return;
+  if (sets.empty()) return true;
   if (!entry.error.ok()) {
     // A disagreement between the nodes is a failed collective here too.
     PlannedStep step;
@@ -349,29 +383,27 @@ void PeerNegotiator::Execute(PlannedEntry entry) {
     step.response = MembersOf(std::move(sets));
     step.context.sequence = sequence;
     runner_->Run(std::move(step));
-    return;
+    return true;
   }
-  if (IsControl(sets.front().requests.front().kind)) {
-    if (!aborted.ok()) {
-      runner_->Fail(std::move(sets), aborted);  // the job is over: nothing more to agree on
-      return;
-    }
-    PlannedStep step = ControlStep(entry, std::move(sets));
-    step.context.sequence = sequence;
-    runner_->Run(std::move(step));
-    return;
+  if (!aborted.ok() && IsControl(sets.front().requests.front().kind)) {
+    runner_->Fail(std::move(sets), aborted);  // the job is over: nothing more to agree on
+    return true;
   }
+  return false;
+}
+
+void PeerNegotiator::RunCollective(PlannedEntry entry, std::vector<ReadySet> sets,
+                                   uint64_t sequence,
+                                   std::shared_ptr<const std::vector<int>> set_ranks) {
   // The coordinator fused these; every node lays them out the same way.
   std::vector<Response> fused = PlanFusion(std::move(sets), UINT64_MAX);
   if (fused.size() != 1) {
     for (Response& r : fused) {
-      std::vector<ReadySet> left;
-      for (FusedMember& m : r.members) left.push_back(std::move(m.set));
-      runner_->Fail(std::move(left), absl::InternalError("a planned response that does not fuse"));
+      runner_->Fail(SetsOf(r), absl::InternalError("a planned response that does not fuse"));
     }
-    runner_->AbortJob(absl::InternalError(absl::StrCat(
-        "job ", options_.job_id, " on node ", options_.node_name,
-        ": the coordinator fused tensors this node cannot fuse")));
+    runner_->AbortJob(absl::InternalError(
+        absl::StrCat("job ", options_.job_id, " on node ", options_.node_name,
+                     ": the coordinator fused tensors this node cannot fuse")));
     return;
   }
   PlannedStep step;

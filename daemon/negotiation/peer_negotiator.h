@@ -83,8 +83,23 @@ class PeerNegotiator final : public Negotiator, public LinkListener {
   // Aborts the transport once the job has ended here, after the response
   // being executed has had a moment to finish (see the header comment).
   void AbortTransportLoop();
-  // Resolves `entry` to this node's step and runs it.
+  // Resolves `entry` to this node's step and runs it (the numbered steps
+  // are in the .cc file).
   void Execute(PlannedEntry entry);
+  // Whether this node hosts a rank of `entry`'s process set (its ranks go
+  // to `set_ranks`, null for every rank).
+  bool HostsSetOf(const PlannedEntry& entry,
+                  std::shared_ptr<const std::vector<int>>* set_ranks) const;
+  void RunJoined(const PlannedEntry& entry, uint64_t sequence,
+                 std::shared_ptr<const std::vector<int>> set_ranks);
+  // This node's parked sets of `entry`'s names (a missing one turns
+  // entry.error into INTERNAL); `aborted` is why the job ended, if it did.
+  std::vector<ReadySet> TakeParked(PlannedEntry& entry, absl::Status* aborted);
+  // Completes `sets` if the response cannot run here; returns whether it did.
+  bool Settled(const PlannedEntry& entry, const absl::Status& aborted,
+               std::vector<ReadySet>& sets, uint64_t sequence);
+  void RunCollective(PlannedEntry entry, std::vector<ReadySet> sets, uint64_t sequence,
+                     std::shared_ptr<const std::vector<int>> set_ranks);
   // The step of a response whose ranks here all joined (no tensors here).
   PlannedStep JoinedStep(const PlannedEntry& entry);
   // A control step (join done, process-set change) of the plan.

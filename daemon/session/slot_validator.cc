@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace kolo::daemon {
 namespace {
@@ -103,160 +104,186 @@ absl::Status ValidateDevice(const abi::v1::SubmitSlot& slot, Request* r) {
   return absl::OkStatus();
 }
 
-}  // namespace
+// Each step below checks one group of the slot's fields and fills the request's;
+// every error names the tensor, the field and the value.
 
-absl::StatusOr<Request> ValidateSlot(const abi::v1::SubmitSlot& slot,
-                                     const ArenaBounds& arena, int job_size) {
-  using abi::v1::kMaxDims;
+absl::Status CheckName(const abi::v1::SubmitSlot& slot, Request* r) {
   using abi::v1::kMaxNameBytes;
   if (slot.name_length > kMaxNameBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "slot name length ", slot.name_length, " exceeds ", kMaxNameBytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("slot name length ", slot.name_length, " exceeds ", kMaxNameBytes));
   }
   if (!ValidName(slot.name, slot.name_length)) {
-    return absl::InvalidArgumentError(
-        "slot name is empty or holds control characters");
+    return absl::InvalidArgumentError("slot name is empty or holds control characters");
   }
-  Request r;
-  r.request_id = slot.request_id;
-  r.name.assign(slot.name, slot.name_length);
-  const std::string& name = r.name;
+  r->request_id = slot.request_id;
+  r->name.assign(slot.name, slot.name_length);
+  return absl::OkStatus();
+}
 
+// The collective, the dtype, and the fields only some collectives use (op
+// and scale factors, broadcast root).
+absl::Status CheckCollective(const abi::v1::SubmitSlot& slot, int job_size, Request* r) {
+  const std::string& name = r->name;
   if (slot.kind < 1 || slot.kind > kMaxCollectiveKind) {
     return absl::InvalidArgumentError(
         absl::StrCat("\"", name, "\": unknown collective kind ", slot.kind));
   }
-  r.kind = static_cast<CollectiveKind>(slot.kind);
-  const char* kind_name = CollectiveKindName(r.kind);
+  r->kind = static_cast<CollectiveKind>(slot.kind);
   if (slot.dtype >= kNumDTypes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("\"", name, "\": unknown dtype ", slot.dtype));
+    return absl::InvalidArgumentError(absl::StrCat("\"", name, "\": unknown dtype ", slot.dtype));
   }
-  r.dtype = static_cast<DType>(slot.dtype);
-  if (r.kind == CollectiveKind::kAllreduce ||
-      r.kind == CollectiveKind::kReducescatter) {
+  r->dtype = static_cast<DType>(slot.dtype);
+  if (r->kind == CollectiveKind::kAllreduce || r->kind == CollectiveKind::kReducescatter) {
     if (slot.reduce_op >= kNumReduceOps) {
       return absl::InvalidArgumentError(
           absl::StrCat("\"", name, "\": unknown reduce op ", slot.reduce_op));
     }
-    r.op = static_cast<ReduceOp>(slot.reduce_op);
+    r->op = static_cast<ReduceOp>(slot.reduce_op);
     if (!std::isfinite(slot.prescale) || !std::isfinite(slot.postscale)) {
       return absl::InvalidArgumentError(
           absl::StrCat("\"", name, "\": scale factors must be finite"));
     }
-    r.prescale = slot.prescale;
-    r.postscale = slot.postscale;
-    if (r.kind == CollectiveKind::kReducescatter && r.op != ReduceOp::kSum &&
-        r.op != ReduceOp::kAverage) {
+    r->prescale = slot.prescale;
+    r->postscale = slot.postscale;
+    if (r->kind == CollectiveKind::kReducescatter && r->op != ReduceOp::kSum &&
+        r->op != ReduceOp::kAverage) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "reducescatter \"", name, "\": op ", ReduceOpName(r.op),
-          " (only sum and average)"));
+          "reducescatter \"", name, "\": op ", ReduceOpName(r->op), " (only sum and average)"));
     }
-  } else if (r.kind == CollectiveKind::kBroadcast) {
+  } else if (r->kind == CollectiveKind::kBroadcast) {
     if (slot.root_rank < 0 || slot.root_rank >= job_size) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("broadcast \"", name, "\": root rank ", slot.root_rank,
-                       " outside [0, ", job_size, ")"));
+      return absl::InvalidArgumentError(absl::StrCat("broadcast \"", name, "\": root rank ",
+                                                     slot.root_rank, " outside [0, ", job_size,
+                                                     ")"));
     }
-    r.root_rank = slot.root_rank;
+    r->root_rank = slot.root_rank;
   }
+  return absl::OkStatus();
+}
+
+// The shape, and the byte length it implies (no overflow on the way).
+absl::Status CheckShape(const abi::v1::SubmitSlot& slot, Request* r) {
+  using abi::v1::kMaxDims;
+  const std::string& name = r->name;
   if (slot.ndim > kMaxDims) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "\"", name, "\": ", slot.ndim, " dimensions, at most ", kMaxDims));
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", name, "\": ", slot.ndim, " dimensions, at most ", kMaxDims));
   }
   uint64_t elements = 1;
   for (uint32_t d = 0; d < slot.ndim; ++d) {
     int64_t dim = slot.shape[d];
     if (dim < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("\"", name, "\": negative dimension ", dim));
+      return absl::InvalidArgumentError(absl::StrCat("\"", name, "\": negative dimension ", dim));
     }
     if (dim != 0 && elements > (uint64_t{1} << 62) / static_cast<uint64_t>(dim)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("\"", name, "\": shape overflows"));
+      return absl::InvalidArgumentError(absl::StrCat("\"", name, "\": shape overflows"));
     }
     elements *= static_cast<uint64_t>(dim);
-    r.shape.push_back(dim);
+    r->shape.push_back(dim);
   }
   // The element bound above does not cover the byte count: 2^61 float64
   // elements are 2^64 bytes, which would wrap to 0.
-  if (elements > std::numeric_limits<uint64_t>::max() / DTypeSize(r.dtype)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("\"", name, "\": shape overflows"));
+  if (elements > std::numeric_limits<uint64_t>::max() / DTypeSize(r->dtype)) {
+    return absl::InvalidArgumentError(absl::StrCat("\"", name, "\": shape overflows"));
   }
-  uint64_t expected = elements * DTypeSize(r.dtype);
+  uint64_t expected = elements * DTypeSize(r->dtype);
   if (slot.byte_length != expected) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "\"", name, "\": byte length ", slot.byte_length, " but shape and ",
-        DTypeName(r.dtype), " need ", expected));
+    return absl::InvalidArgumentError(absl::StrCat("\"", name, "\": byte length ",
+                                                   slot.byte_length, " but shape and ",
+                                                   DTypeName(r->dtype), " need ", expected));
   }
-  r.bytes = expected;
-  if (absl::Status device = ValidateDevice(slot, &r); !device.ok()) return device;
-  if (!r.device.has_value()) {
-    if (!RangeInArena(slot.input_offset, r.bytes, arena.bytes) ||
-        !RangeInArena(slot.output_offset, r.bytes, arena.bytes)) {
-      return absl::OutOfRangeError(absl::StrCat(
-          "\"", name, "\": tensor [", slot.input_offset, ", +", r.bytes,
-          ") or output [", slot.output_offset, ", +", r.bytes,
-          ") outside the arena of ", arena.bytes, " bytes"));
-    }
-    if (slot.input_offset != slot.output_offset && r.bytes > 0 &&
-        slot.input_offset < slot.output_offset + r.bytes &&
-        slot.output_offset < slot.input_offset + r.bytes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "\"", name, "\": input and output overlap without being the same"));
-    }
-    r.input = arena.base + slot.input_offset;
-    r.output = arena.base + slot.output_offset;
+  r->bytes = expected;
+  if ((r->kind == CollectiveKind::kAllgather || r->kind == CollectiveKind::kReducescatter ||
+       r->kind == CollectiveKind::kAlltoall) &&
+      r->shape.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(CollectiveKindName(r->kind), " \"", name,
+                                                   "\": needs a tensor of at least one dimension"));
   }
+  return absl::OkStatus();
+}
 
-  if (slot.compression >= kNumCompressions) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "\"", name, "\": unknown compression ", slot.compression));
+// Host tensors: input and output inside the arena, either the same range or
+// apart.
+absl::Status CheckHostTensors(const abi::v1::SubmitSlot& slot, const ArenaBounds& arena,
+                              Request* r) {
+  const std::string& name = r->name;
+  if (!RangeInArena(slot.input_offset, r->bytes, arena.bytes) ||
+      !RangeInArena(slot.output_offset, r->bytes, arena.bytes)) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "\"", name, "\": tensor [", slot.input_offset, ", +", r->bytes, ") or output [",
+        slot.output_offset, ", +", r->bytes, ") outside the arena of ", arena.bytes, " bytes"));
   }
-  r.compression = static_cast<Compression>(slot.compression);
-  if (r.compression != Compression::kNone &&
-      (r.kind != CollectiveKind::kAllreduce || r.dtype != DType::kFloat32)) {
+  if (slot.input_offset != slot.output_offset && r->bytes > 0 &&
+      slot.input_offset < slot.output_offset + r->bytes &&
+      slot.output_offset < slot.input_offset + r->bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", name, "\": input and output overlap without being the same"));
+  }
+  r->input = arena.base + slot.input_offset;
+  r->output = arena.base + slot.output_offset;
+  return absl::OkStatus();
+}
+
+// Compression, process set, group, and the auxiliary array (alltoall
+// splits, a process set's ranks).
+absl::Status CheckOptions(const abi::v1::SubmitSlot& slot, const ArenaBounds& arena,
+                          Request* r) {
+  const std::string& name = r->name;
+  const char* kind_name = CollectiveKindName(r->kind);
+  if (slot.compression >= kNumCompressions) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", name, "\": unknown compression ", slot.compression));
+  }
+  r->compression = static_cast<Compression>(slot.compression);
+  if (r->compression != Compression::kNone &&
+      (r->kind != CollectiveKind::kAllreduce || r->dtype != DType::kFloat32)) {
     return absl::InvalidArgumentError(absl::StrCat(
         kind_name, " \"", name, "\": compression applies to float32 allreduce only"));
   }
-  if ((r.kind == CollectiveKind::kAllgather ||
-       r.kind == CollectiveKind::kReducescatter ||
-       r.kind == CollectiveKind::kAlltoall) &&
-      r.shape.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        kind_name, " \"", name, "\": needs a tensor of at least one dimension"));
-  }
-  r.process_set = static_cast<int>(slot.process_set);
+  r->process_set = static_cast<int>(slot.process_set);
   if (slot.group_size > 1) {
-    if (r.kind != CollectiveKind::kAllreduce && r.kind != CollectiveKind::kAllgather &&
-        r.kind != CollectiveKind::kReducescatter) {
+    if (r->kind != CollectiveKind::kAllreduce && r->kind != CollectiveKind::kAllgather &&
+        r->kind != CollectiveKind::kReducescatter) {
       return absl::InvalidArgumentError(absl::StrCat(
           kind_name, " \"", name, "\": only allreduce, allgather and reducescatter group"));
     }
     if (slot.group_size > 1000000) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "\"", name, "\": group of ", slot.group_size, " tensors"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"", name, "\": group of ", slot.group_size, " tensors"));
     }
-    r.group_id = slot.group_id;
-    r.group_size = slot.group_size;
+    r->group_id = slot.group_id;
+    r->group_size = slot.group_size;
   }
-  if (slot.aux_count > 0) {
-    if (r.kind != CollectiveKind::kAlltoall && r.kind != CollectiveKind::kAddProcessSet &&
-        r.kind != CollectiveKind::kRemoveProcessSet) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          kind_name, " \"", name, "\": carries an auxiliary array it does not use"));
-    }
-    if (slot.aux_count > abi::v1::kMaxAuxEntries ||
-        !RangeInArena(slot.aux_offset, slot.aux_count * 8, arena.bytes) ||
-        slot.aux_offset % 8 != 0) {
-      return absl::OutOfRangeError(absl::StrCat(
-          kind_name, " \"", name, "\": auxiliary array [", slot.aux_offset, ", +",
-          slot.aux_count, " entries) outside the arena or misaligned"));
-    }
-    r.aux.resize(slot.aux_count);
-    std::memcpy(r.aux.data(), arena.base + slot.aux_offset, slot.aux_count * 8);
+  if (slot.aux_count == 0) return absl::OkStatus();
+  if (r->kind != CollectiveKind::kAlltoall && r->kind != CollectiveKind::kAddProcessSet &&
+      r->kind != CollectiveKind::kRemoveProcessSet) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kind_name, " \"", name, "\": carries an auxiliary array it does not use"));
   }
+  if (slot.aux_count > abi::v1::kMaxAuxEntries ||
+      !RangeInArena(slot.aux_offset, slot.aux_count * 8, arena.bytes) ||
+      slot.aux_offset % 8 != 0) {
+    return absl::OutOfRangeError(absl::StrCat(kind_name, " \"", name, "\": auxiliary array [",
+                                              slot.aux_offset, ", +", slot.aux_count,
+                                              " entries) outside the arena or misaligned"));
+  }
+  r->aux.resize(slot.aux_count);
+  std::memcpy(r->aux.data(), arena.base + slot.aux_offset, slot.aux_count * 8);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Request> ValidateSlot(const abi::v1::SubmitSlot& slot,
+                                     const ArenaBounds& arena, int job_size) {
+  Request r;
+  KOLO_RETURN_IF_ERROR(CheckName(slot, &r));
+  KOLO_RETURN_IF_ERROR(CheckCollective(slot, job_size, &r));
+  KOLO_RETURN_IF_ERROR(CheckShape(slot, &r));
+  KOLO_RETURN_IF_ERROR(ValidateDevice(slot, &r));
+  if (!r.device.has_value()) KOLO_RETURN_IF_ERROR(CheckHostTensors(slot, arena, &r));
+  KOLO_RETURN_IF_ERROR(CheckOptions(slot, arena, &r));
   return r;
 }
 

@@ -202,8 +202,25 @@ absl::Status NcclBackend::Execute(Response& response, const StepContext& /*step*
   return WaitForCompletion(what, deadline);
 }
 
+// Prepares `response`: the layout of the fused regions on every lane, then
+// each member's requests resolved to their lanes (copy segments, events).
+// `holds` keeps the resolved IPC mappings open until the collective is done.
 absl::Status NcclBackend::Prepare(Response& response, bool broadcast,
                                   std::vector<ResolvedIo>* holds) {
+  absl::StatusOr<bool> laid_out = LayOutRegions(response, broadcast);
+  if (!laid_out.ok()) return laid_out.status();
+  if (!*laid_out) return absl::OkStatus();  // every member failed alike everywhere
+  for (size_t mi = 0; mi < response.members.size(); ++mi) {
+    if (absl::Status s = PlaceMember(response, mi, broadcast, holds); !s.ok()) return s;
+  }
+  for (auto& lane : lanes_) {
+    lane->wait_events = Distinct(std::move(lane->wait_events));
+    lane->record_events = Distinct(std::move(lane->record_events));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> NcclBackend::LayOutRegions(Response& response, bool broadcast) {
   const std::string what = Describe(response);
   const size_t esize = DTypeSize(response.dtype);
   if (esize == 0 || response.total_bytes % esize != 0 || response.members.empty()) {
@@ -228,7 +245,7 @@ absl::Status NcclBackend::Prepare(Response& response, bool broadcast,
             "broadcast \"", m.set.name, "\": root rank ", root, " has no GPU in the job's "
             "communicator (a rank's first device tensor places it)"));
       }
-      return absl::OkStatus();
+      return false;
     }
     root_ = options_.comm.nccl_rank[root];
   }
@@ -264,103 +281,103 @@ absl::Status NcclBackend::Prepare(Response& response, bool broadcast,
     lane->wait_events.clear();
     lane->record_events.clear();
   }
+  return true;
+}
 
-  // Step 1: resolve each request on its rank's lane. A member whose tensors
-  // cannot be used fails alone.
+// Resolves member `mi`'s requests on their ranks' lanes. A member whose
+// tensors cannot be used fails alone (zeros take its place on every lane,
+// so the collective still runs).
+absl::Status NcclBackend::PlaceMember(Response& response, size_t mi, bool broadcast,
+                                      std::vector<ResolvedIo>* holds) {
+  const size_t esize = DTypeSize(response.dtype);
   const uint64_t unit = broadcast ? 1 : esize;  // copy element size
-  for (size_t mi = 0; mi < response.members.size(); ++mi) {
-    FusedMember& m = response.members[mi];
-    const uint64_t bytes = m.set.requests.front().bytes;
-    if (!broadcast && m.set.joined > 0 && op_ != ReduceOp::kSum && m.status.ok()) {
-      m.status = absl::UnimplementedError(absl::StrCat(
-          "allreduce \"", m.set.name, "\": ", ReduceOpName(response.op),
-          " with joined ranks is not supported for device tensors"));
+  FusedMember& m = response.members[mi];
+  const uint64_t bytes = m.set.requests.front().bytes;
+  if (!broadcast && m.set.joined > 0 && op_ != ReduceOp::kSum && m.status.ok()) {
+    m.status = absl::UnimplementedError(absl::StrCat(
+        "allreduce \"", m.set.name, "\": ", ReduceOpName(response.op),
+        " with joined ranks is not supported for device tensors"));
+  }
+  // Which region of which lane each request fills.
+  std::vector<std::pair<const Request*, Slot>> placed;
+  for (const Request& r : m.set.requests) {
+    if (!m.status.ok()) break;
+    auto it = slots_.find(r.rank);
+    if (it == slots_.end()) {
+      m.status = absl::FailedPreconditionError(absl::StrCat(
+          CollectiveKindName(response.kind), " \"", m.set.name, "\": rank ", r.rank,
+          " has no GPU in the job's communicator (its first device tensor places it)"));
+      break;
     }
-    // Which region of which lane each request fills.
-    std::vector<std::pair<const Request*, Slot>> placed;
-    for (const Request& r : m.set.requests) {
-      if (!m.status.ok()) break;
-      auto it = slots_.find(r.rank);
-      if (it == slots_.end()) {
-        m.status = absl::FailedPreconditionError(absl::StrCat(
-            CollectiveKindName(response.kind), " \"", m.set.name, "\": rank ", r.rank,
-            " has no GPU in the job's communicator (its first device tensor places it)"));
-        break;
-      }
-      const Lane& lane = *lanes_[it->second.lane];
-      if (r.device.has_value() && r.device->input.device != lane.place.device) {
-        m.status = absl::FailedPreconditionError(absl::StrCat(
-            CollectiveKindName(response.kind), " \"", m.set.name, "\": rank ", r.rank,
-            " sent a tensor on CUDA device ", r.device->input.device, "; its GPU in this job is "
-            "device ", lane.place.device, " (a rank keeps the GPU of its first device tensor)"));
-        break;
-      }
-      placed.push_back({&r, it->second});
+    const Lane& lane = *lanes_[it->second.lane];
+    if (r.device.has_value() && r.device->input.device != lane.place.device) {
+      m.status = absl::FailedPreconditionError(absl::StrCat(
+          CollectiveKindName(response.kind), " \"", m.set.name, "\": rank ", r.rank,
+          " sent a tensor on CUDA device ", r.device->input.device, "; its GPU in this job is "
+          "device ", lane.place.device, " (a rank keeps the GPU of its first device tensor)"));
+      break;
     }
-    std::vector<ResolvedIo> resolved;
-    for (const auto& [r, slot] : placed) {
-      if (!m.status.ok()) break;
-      if (absl::Status s = lanes_[slot.lane]->device.MakeCurrent(); !s.ok()) return s;
-      absl::StatusOr<ResolvedIo> io = resolver_->Resolve(*r);
-      if (!io.ok()) {
-        m.status = io.status();
-        break;
-      }
-      resolved.push_back(std::move(*io));
+    placed.push_back({&r, it->second});
+  }
+  std::vector<ResolvedIo> resolved;
+  for (const auto& [r, slot] : placed) {
+    if (!m.status.ok()) break;
+    if (absl::Status s = lanes_[slot.lane]->device.MakeCurrent(); !s.ok()) return s;
+    absl::StatusOr<ResolvedIo> io = resolver_->Resolve(*r);
+    if (!io.ok()) {
+      m.status = io.status();
+      break;
     }
-    if (!m.status.ok()) {
-      // Zeros instead of this member, on every lane: the collective runs.
-      for (auto& lane : lanes_) {
-        const size_t regions = broadcast ? 1 : lane->place.ranks.size();
-        for (size_t i = 0; i < regions; ++i) {
-          lane->zero.push_back({lane->region(i, region_) + offsets_[mi], bytes});
-        }
-      }
-      continue;
-    }
-    // Allreduce: every region a rank of this member does not fill (a joined
-    // rank) holds zeros.
-    if (!broadcast) {
-      for (size_t l = 0; l < lanes_.size(); ++l) {
-        Lane& lane = *lanes_[l];
-        for (size_t i = 0; i < lane.place.ranks.size(); ++i) {
-          bool filled = false;
-          for (const auto& [r, slot] : placed) filled = filled || (slot.lane == l && slot.region == i);
-          if (!filled) lane.zero.push_back({lane.region(i, region_) + offsets_[mi], bytes});
-        }
+    resolved.push_back(std::move(*io));
+  }
+  if (!m.status.ok()) {
+    // Zeros instead of this member, on every lane: the collective runs.
+    for (auto& lane : lanes_) {
+      const size_t regions = broadcast ? 1 : lane->place.ranks.size();
+      for (size_t i = 0; i < regions; ++i) {
+        lane->zero.push_back({lane->region(i, region_) + offsets_[mi], bytes});
       }
     }
-    for (size_t k = 0; k < placed.size(); ++k) {
-      const auto& [r, slot] = placed[k];
-      const ResolvedIo& io = resolved[k];
-      Lane& lane = *lanes_[slot.lane];
-      uint8_t* lane_result = lane.region(0, region_) + offsets_[mi];
-      const bool is_root = broadcast && r->rank == response.root_rank;
-      if (!broadcast || is_root) {
-        lane.pack.push_back(CopySegment{reinterpret_cast<uint64_t>(io.input.data),
-                                        reinterpret_cast<uint64_t>(
-                                            lane.region(broadcast ? 0 : slot.region, region_) +
-                                            offsets_[mi]),
+    return absl::OkStatus();
+  }
+  // Allreduce: every region a rank of this member does not fill (a joined
+  // rank) holds zeros.
+  if (!broadcast) {
+    for (size_t l = 0; l < lanes_.size(); ++l) {
+      Lane& lane = *lanes_[l];
+      for (size_t i = 0; i < lane.place.ranks.size(); ++i) {
+        bool filled = false;
+        for (const auto& [r, slot] : placed) filled = filled || (slot.lane == l && slot.region == i);
+        if (!filled) lane.zero.push_back({lane.region(i, region_) + offsets_[mi], bytes});
+      }
+    }
+  }
+  for (size_t k = 0; k < placed.size(); ++k) {
+    const auto& [r, slot] = placed[k];
+    const ResolvedIo& io = resolved[k];
+    Lane& lane = *lanes_[slot.lane];
+    uint8_t* lane_result = lane.region(0, region_) + offsets_[mi];
+    const bool is_root = broadcast && r->rank == response.root_rank;
+    if (!broadcast || is_root) {
+      lane.pack.push_back(CopySegment{reinterpret_cast<uint64_t>(io.input.data),
+                                      reinterpret_cast<uint64_t>(
+                                          lane.region(broadcast ? 0 : slot.region, region_) +
+                                          offsets_[mi]),
+                                      bytes / unit, 0});
+    }
+    // The client's ready event follows all its work so far, including any
+    // on the output: wait on it for every rank (a broadcast writes even
+    // the ranks whose input it does not read).
+    if (io.input.event != nullptr) lane.wait_events.push_back(io.input.event);
+    // The root's own output already holds the data when it is the input.
+    if (!(is_root && io.output.data == io.input.data)) {
+      lane.unpack.push_back(CopySegment{reinterpret_cast<uint64_t>(lane_result),
+                                        reinterpret_cast<uint64_t>(io.output.data),
                                         bytes / unit, 0});
-      }
-      // The client's ready event follows all its work so far, including any
-      // on the output: wait on it for every rank (a broadcast writes even
-      // the ranks whose input it does not read).
-      if (io.input.event != nullptr) lane.wait_events.push_back(io.input.event);
-      // The root's own output already holds the data when it is the input.
-      if (!(is_root && io.output.data == io.input.data)) {
-        lane.unpack.push_back(CopySegment{reinterpret_cast<uint64_t>(lane_result),
-                                          reinterpret_cast<uint64_t>(io.output.data),
-                                          bytes / unit, 0});
-      }
-      if (io.output.event != nullptr) lane.record_events.push_back(io.output.event);
     }
-    for (ResolvedIo& io : resolved) holds->push_back(std::move(io));
+    if (io.output.event != nullptr) lane.record_events.push_back(io.output.event);
   }
-  for (auto& lane : lanes_) {
-    lane->wait_events = Distinct(std::move(lane->wait_events));
-    lane->record_events = Distinct(std::move(lane->record_events));
-  }
+  for (ResolvedIo& io : resolved) holds->push_back(std::move(io));
   return absl::OkStatus();
 }
 

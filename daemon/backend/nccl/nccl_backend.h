@@ -144,6 +144,12 @@ class NcclBackend : public Backend {
   // communicator.
   absl::Status Prepare(Response& response, bool broadcast, std::vector<ResolvedIo>* holds)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The steps of Prepare. LayOutRegions returns false when the response
+  // cannot run anywhere (a broadcast root without a GPU: its members failed).
+  absl::StatusOr<bool> LayOutRegions(Response& response, bool broadcast)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status PlaceMember(Response& response, size_t mi, bool broadcast,
+                           std::vector<ResolvedIo>* holds) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Enqueue(Response& response, bool broadcast, absl::Time deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Step 8, up to `deadline` (then the watchdog aborts the communicator).
