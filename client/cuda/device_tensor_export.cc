@@ -4,13 +4,13 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/backend/nccl/allocation_range.h"
-#include "daemon/backend/nccl/cuda_status.h"
+#include "common/cuda/allocation_range.h"
+#include "common/cuda/cuda_status.h"
 
 namespace kolo::client::cuda {
 
-using daemon::nccl::CudaEvent;
-using daemon::nccl::CudaStatus;
+using kolo::cuda::CudaEvent;
+using kolo::cuda::CudaStatus;
 
 absl::StatusOr<std::unique_ptr<EventPair>> EventPool::Acquire() {
   {
@@ -67,7 +67,7 @@ absl::StatusOr<DeviceTensorRef> DeviceTensorExporter::Export(const void* ptr, ui
         " is not device memory from cudaMalloc (memory type ", static_cast<int>(attr.type),
         "); CUDA IPC cannot share it"));
   }
-  absl::StatusOr<daemon::nccl::AllocationRange> range = daemon::nccl::FindAllocation(ptr);
+  absl::StatusOr<kolo::cuda::AllocationRange> range = kolo::cuda::FindAllocation(ptr);
   if (!range.ok()) return range.status();
   const uint64_t offset = reinterpret_cast<uint64_t>(ptr) - range->base;
   if (offset > range->size || bytes > range->size - offset) {
@@ -101,7 +101,7 @@ absl::StatusOr<DeviceTensorRef> DeviceTensorExporter::Export(const void* ptr, ui
 }
 
 void DeviceTensorExporter::Forget(const void* ptr) {
-  absl::StatusOr<daemon::nccl::AllocationRange> range = daemon::nccl::FindAllocation(ptr);
+  absl::StatusOr<kolo::cuda::AllocationRange> range = kolo::cuda::FindAllocation(ptr);
   absl::MutexLock lock(&mu_);
   if (range.ok()) {
     by_base_.erase(range->base);

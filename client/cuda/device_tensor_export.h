@@ -28,18 +28,18 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "daemon/backend/nccl/cuda_resources.h"
-#include "daemon/backend/nccl/device_tensor.h"
+#include "common/cuda/cuda_resources.h"
+#include "common/cuda/device_tensor.h"
 
 namespace kolo::client::cuda {
 
-using daemon::nccl::DeviceTensorRef;
-using daemon::nccl::IpcHandleBytes;
+using kolo::cuda::DeviceTensorRef;
+using kolo::cuda::IpcHandleBytes;
 
 // The two interprocess events of one in-flight device request.
 struct EventPair {
-  daemon::nccl::CudaEvent ready;
-  daemon::nccl::CudaEvent done;
+  kolo::cuda::CudaEvent ready;
+  kolo::cuda::CudaEvent done;
   IpcHandleBytes ready_handle{};
   IpcHandleBytes done_handle{};
 };

@@ -13,14 +13,14 @@
 #include "client/cuda/device_tensor_export.h"
 #include "client/device_tensor_io.h"
 #include "client/visible_devices.h"
-#include "daemon/backend/nccl/cuda_status.h"
+#include "common/cuda/cuda_status.h"
 
 namespace kolo::client {
 namespace {
 
-void CopyRef(const daemon::nccl::DeviceTensorRef &ref,
+void CopyRef(const kolo::cuda::DeviceTensorRef &ref,
              abi::v1::DeviceTensorSlot *t) {
-  static_assert(sizeof(t->memory_handle) == daemon::nccl::kIpcHandleBytes);
+  static_assert(sizeof(t->memory_handle) == kolo::cuda::kIpcHandleBytes);
   std::memcpy(t->memory_handle, ref.memory.data(), sizeof(t->memory_handle));
   std::memcpy(t->event_handle, ref.event.data(), sizeof(t->event_handle));
   t->offset = ref.offset;
@@ -43,7 +43,7 @@ public:
     absl::Status waited;
     if (status.ok()) {
       waited =
-          daemon::nccl::CudaStatus(cudaSetDevice(device_), "cudaSetDevice");
+          kolo::cuda::CudaStatus(cudaSetDevice(device_), "cudaSetDevice");
       if (waited.ok())
         waited = cuda::WaitDone(*pair_, stream_);
     }
@@ -65,7 +65,7 @@ public:
   absl::StatusOr<std::unique_ptr<DevicePending>>
   Prepare(const void *input, void *output, uint64_t bytes, int device,
           void *stream, abi::v1::SubmitSlot *slot) override {
-    if (absl::Status s = daemon::nccl::CudaStatus(
+    if (absl::Status s = kolo::cuda::CudaStatus(
             cudaSetDevice(device),
             absl::StrCat("cudaSetDevice(", device, ") for a tensor"));
         !s.ok()) {
@@ -75,11 +75,11 @@ public:
     absl::StatusOr<std::unique_ptr<cuda::EventPair>> pair = pool->Acquire();
     if (!pair.ok())
       return pair.status();
-    absl::StatusOr<daemon::nccl::DeviceTensorRef> in =
+    absl::StatusOr<kolo::cuda::DeviceTensorRef> in =
         exporter_.Export(input, bytes, (*pair)->ready_handle);
     if (!in.ok())
       return Give(pool, std::move(*pair), in.status());
-    absl::StatusOr<daemon::nccl::DeviceTensorRef> out =
+    absl::StatusOr<kolo::cuda::DeviceTensorRef> out =
         exporter_.Export(output, bytes, (*pair)->done_handle);
     if (!out.ok())
       return Give(pool, std::move(*pair), out.status());

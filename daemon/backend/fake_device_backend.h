@@ -34,7 +34,7 @@ inline Request FakeRequest(uint64_t request_id, int rank, const std::string& nam
   r.shape = {4};
   r.bytes = 16;
   if (device >= 0) {
-    r.device = nccl::DeviceIo{};
+    r.device = cuda::DeviceIo{};
     r.device->input.device = device;
     r.device->input.bytes = 16;
     r.device->output = r.device->input;

@@ -12,7 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "daemon/backend/nccl/device_tensor.h"
+#include "common/cuda/device_tensor.h"
 #include "proto/kolo/abi/types.h"
 
 namespace kolo::daemon {
@@ -45,7 +45,7 @@ struct Request {
   // A device request: its tensors are in GPU memory, named by CUDA IPC
   // handles (plain data; no CUDA header needed). Its response runs on the
   // job's device backend.
-  std::optional<nccl::DeviceIo> device;
+  std::optional<cuda::DeviceIo> device;
   std::shared_ptr<Session> session;
   absl::Time submitted_at;
 };

@@ -322,7 +322,7 @@ TEST(RequestTableTest, DeviceAndHostTensorsDisagreeNamingRanks) {
   RequestTable table(3);
   std::vector<Request> requests;
   for (int rank = 0; rank < 3; ++rank) requests.push_back(MakeRequest("grad/mixed", rank));
-  requests[0].device = nccl::DeviceIo{};
+  requests[0].device = cuda::DeviceIo{};
   requests[0].device->input.device = 0;
   requests[1].device = requests[0].device;
   ReadySet ready = AddAll(table, std::move(requests));
@@ -338,7 +338,7 @@ TEST(RequestTableTest, DeviceTensorsOnDifferentGpusAgree) {
   std::vector<Request> requests;
   for (int rank = 0; rank < 2; ++rank) {
     requests.push_back(MakeRequest("grad/gpus", rank));
-    requests.back().device = nccl::DeviceIo{};
+    requests.back().device = cuda::DeviceIo{};
     requests.back().device->input.device = rank;
   }
   ReadySet ready = AddAll(table, std::move(requests));
@@ -350,7 +350,7 @@ TEST(RequestTableTest, DeviceTensorsOnOneGpuAgree) {
   std::vector<Request> requests;
   for (int rank = 0; rank < 2; ++rank) {
     requests.push_back(MakeRequest("grad/gpu", rank));
-    requests.back().device = nccl::DeviceIo{};
+    requests.back().device = cuda::DeviceIo{};
     requests.back().device->input.device = 0;
   }
   ReadySet ready = AddAll(table, std::move(requests));

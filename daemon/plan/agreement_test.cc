@@ -181,7 +181,7 @@ TEST(AgreementTest, DescriptionsFromARequestAndFromMetadataAgree) {
   r.bytes = 120;
   r.process_set = 4;
   r.group_size = 2;
-  r.device = nccl::DeviceIo{};
+  r.device = cuda::DeviceIo{};
   r.device->input.device = 1;
   kolo::v1::TensorMeta m;
   m.set_kind(static_cast<uint32_t>(r.kind));

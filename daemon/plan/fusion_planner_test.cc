@@ -39,7 +39,7 @@ ReadySet MakeSet(const Spec& spec) {
     r.bytes = spec.bytes;
     r.shape = {static_cast<int64_t>(spec.bytes)};
     if (spec.device >= 0) {
-      r.device = nccl::DeviceIo{};
+      r.device = cuda::DeviceIo{};
       r.device->input.device = spec.device;
       r.device->output.device = spec.device;
     }

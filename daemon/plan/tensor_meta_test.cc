@@ -34,7 +34,7 @@ TEST(TensorMetaTest, CarriesTheFirstRanksViewAndTheSetsCircumstances) {
   r.postscale = 2;
   r.compression = Compression::kFloat16;
   r.group_size = 3;
-  r.device = nccl::DeviceIo{};
+  r.device = cuda::DeviceIo{};
   ReadySet set = SetOf({r}, 2);
   set.joined = 1;
   const kolo::v1::TensorMeta m = MetaOf(set, 4);

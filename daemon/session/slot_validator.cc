@@ -33,12 +33,12 @@ bool AllZero(const void* p, size_t n) {
   return true;
 }
 
-nccl::DeviceTensorRef ToRef(const abi::v1::DeviceTensorSlot& t) {
-  nccl::DeviceTensorRef ref;
-  static_assert(sizeof(t.memory_handle) == nccl::kIpcHandleBytes);
-  static_assert(sizeof(t.event_handle) == nccl::kIpcHandleBytes);
-  std::memcpy(ref.memory.data(), t.memory_handle, nccl::kIpcHandleBytes);
-  std::memcpy(ref.event.data(), t.event_handle, nccl::kIpcHandleBytes);
+cuda::DeviceTensorRef ToRef(const abi::v1::DeviceTensorSlot& t) {
+  cuda::DeviceTensorRef ref;
+  static_assert(sizeof(t.memory_handle) == cuda::kIpcHandleBytes);
+  static_assert(sizeof(t.event_handle) == cuda::kIpcHandleBytes);
+  std::memcpy(ref.memory.data(), t.memory_handle, cuda::kIpcHandleBytes);
+  std::memcpy(ref.event.data(), t.event_handle, cuda::kIpcHandleBytes);
   ref.offset = t.offset;
   ref.bytes = t.bytes;
   ref.device = t.device;
@@ -100,7 +100,7 @@ absl::Status ValidateDevice(const abi::v1::SubmitSlot& slot, Request* r) {
         "\"", name, "\": input on CUDA device ", slot.device_input.device,
         ", output on device ", slot.device_output.device));
   }
-  r->device = nccl::DeviceIo{ToRef(slot.device_input), ToRef(slot.device_output)};
+  r->device = cuda::DeviceIo{ToRef(slot.device_input), ToRef(slot.device_output)};
   return absl::OkStatus();
 }
 

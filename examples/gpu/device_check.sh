@@ -6,7 +6,7 @@
 #      machine has no Bazel and no network (the lent GPU machines), uses the
 #      bundle examples/gpu/make_device_bundle.sh made beforehand on a build
 #      machine (.device-bundle/, carried along);
-#   2. runs every gpu-tagged test of //kernels/cuda, //daemon/backend/nccl,
+#   2. runs every gpu-tagged test of //kernels/cuda, //common/cuda, //daemon/backend/nccl,
 #      //client/cuda and //tests/gpu;
 #   3. runs examples/gpu:pack_bench: pack/unpack bandwidth as a fraction of
 #      cudaMemcpy device-to-device, and a single-rank ncclAllReduce sweep;
@@ -65,7 +65,7 @@ else
 fi
 [ -x /usr/local/cuda/bin/nvcc ] && /usr/local/cuda/bin/nvcc --version | tail -n 1
 
-GPU_PACKAGES=(//kernels/cuda/... //daemon/backend/nccl/... //client/cuda/... //tests/gpu/...)
+GPU_PACKAGES=(//kernels/cuda/... //common/cuda/... //daemon/backend/nccl/... //client/cuda/... //tests/gpu/...)
 BUNDLE=.device-bundle
 
 # Runs the programs under $BIN: kolod beside device_allreduce_perf, and
@@ -143,7 +143,7 @@ elif step build 200 "$BAZEL" build "${GPU_PACKAGES[@]}" //examples/gpu:pack_benc
     grep -E '^//.*(PASSED|FAILED|TIMEOUT|NO STATUS|SKIPPED)' "$LOGS/gpu-tests.log" | sed 's/^/    /'
   fi
   check_nothing_skipped bazel-testlogs/kernels/cuda/*/test.log \
-    bazel-testlogs/daemon/backend/nccl/*/test.log bazel-testlogs/client/cuda/*/test.log \
+    bazel-testlogs/common/cuda/*/test.log bazel-testlogs/daemon/backend/nccl/*/test.log bazel-testlogs/client/cuda/*/test.log \
     bazel-testlogs/tests/gpu/*/test.log
   BIN="$PWD/bazel-bin"
   benches

@@ -16,14 +16,14 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "daemon/backend/nccl/cuda_status.h"
+#include "common/cuda/cuda_status.h"
 #include "daemon/backend/nccl/nccl_status.h"
 #include "kernels/cuda/batched_copy.h"
 
 namespace {
 
-using kolo::daemon::nccl::CudaLaunchStatus;
-using kolo::daemon::nccl::CudaStatus;
+using kolo::cuda::CudaLaunchStatus;
+using kolo::cuda::CudaStatus;
 using kolo::daemon::nccl::NcclStatus;
 namespace kc = kolo::kernels::cuda;
 

@@ -15,14 +15,14 @@
 #include <vector>
 
 #include "client/cuda/device_tensor_export.h"
-#include "daemon/backend/nccl/cuda_resources.h"
-#include "daemon/backend/nccl/ipc_mapping.h"
+#include "common/cuda/cuda_resources.h"
+#include "common/cuda/ipc_mapping.h"
 #include "gtest/gtest.h"
 
 namespace kolo {
 namespace {
 
-using daemon::nccl::DeviceTensorRef;
+using cuda::DeviceTensorRef;
 
 constexpr size_t kCount = 100003;
 constexpr uint64_t kOffset = 4096 + 12;  // interior, element-aligned
@@ -102,13 +102,13 @@ TEST(IpcTest, DaemonMapsWaitsAndWritesBack) {
     waitpid(pid, &status, 0);
     GTEST_SKIP() << "no CUDA device";
   }
-  auto device = daemon::nccl::CudaDevice::Open(0);
+  auto device = cuda::CudaDevice::Open(0);
   ASSERT_TRUE(device.ok()) << device.status();
   DeviceTensorRef in, out;
   ASSERT_TRUE(ReadAll(up[0], &in, sizeof(in)) && ReadAll(up[0], &out, sizeof(out)));
   EXPECT_EQ(in.offset, kOffset);
 
-  daemon::nccl::IpcMappingCache cache;
+  cuda::IpcMappingCache cache;
   auto mapping = cache.Memory(in.memory);
   ASSERT_TRUE(mapping.ok()) << mapping.status();
   EXPECT_GE((*mapping)->size(), kOffset + kCount * 4);
@@ -122,7 +122,7 @@ TEST(IpcTest, DaemonMapsWaitsAndWritesBack) {
   auto done = cache.Event(out.event);
   ASSERT_TRUE(ready.ok() && done.ok()) << ready.status() << done.status();
 
-  auto stream = daemon::nccl::CudaStream::Create();
+  auto stream = cuda::CudaStream::Create();
   ASSERT_TRUE(stream.ok());
   ASSERT_EQ(cudaStreamWaitEvent(stream->get(), (*ready)->get(), 0), cudaSuccess);
   std::vector<float> v(kCount);

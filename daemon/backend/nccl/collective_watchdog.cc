@@ -6,7 +6,7 @@
 
 namespace kolo::daemon::nccl {
 
-CollectiveWatchdog::CollectiveWatchdog(NcclCommunicator* comm, const CudaDevice* device,
+CollectiveWatchdog::CollectiveWatchdog(NcclCommunicator* comm, const cuda::CudaDevice* device,
                                        absl::Duration interval)
     : comm_(comm), device_(device), interval_(interval), thread_([this] { Loop(); }) {}
 

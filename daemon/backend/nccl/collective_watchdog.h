@@ -16,7 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "daemon/backend/nccl/cuda_resources.h"
+#include "common/cuda/cuda_resources.h"
 #include "daemon/backend/nccl/nccl_communicator.h"
 
 namespace kolo::daemon::nccl {
@@ -24,7 +24,7 @@ namespace kolo::daemon::nccl {
 class CollectiveWatchdog {
  public:
   // `comm` and `device` must outlive the watchdog. Starts the thread.
-  CollectiveWatchdog(NcclCommunicator* comm, const CudaDevice* device, absl::Duration interval);
+  CollectiveWatchdog(NcclCommunicator* comm, const cuda::CudaDevice* device, absl::Duration interval);
   CollectiveWatchdog(const CollectiveWatchdog&) = delete;
   CollectiveWatchdog& operator=(const CollectiveWatchdog&) = delete;
   // Stops and joins the thread.
@@ -41,7 +41,7 @@ class CollectiveWatchdog {
   void Loop();
 
   NcclCommunicator* const comm_;
-  const CudaDevice* const device_;
+  const cuda::CudaDevice* const device_;
   const absl::Duration interval_;
   mutable absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;

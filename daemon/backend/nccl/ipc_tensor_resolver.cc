@@ -13,15 +13,15 @@ absl::Status Annotate(const absl::Status& s, const Request& r, const char* which
 
 }  // namespace
 
-std::shared_ptr<IpcMappingCache> IpcTensorResolver::CacheFor(const std::string& session_id) {
+std::shared_ptr<cuda::IpcMappingCache> IpcTensorResolver::CacheFor(const std::string& session_id) {
   absl::MutexLock lock(&mu_);
-  std::shared_ptr<IpcMappingCache>& cache = caches_[session_id];
-  if (cache == nullptr) cache = std::make_shared<IpcMappingCache>(max_entries_);
+  std::shared_ptr<cuda::IpcMappingCache>& cache = caches_[session_id];
+  if (cache == nullptr) cache = std::make_shared<cuda::IpcMappingCache>(max_entries_);
   return cache;
 }
 
 absl::StatusOr<ResolvedIo> IpcTensorResolver::Resolve(const Request& request) {
-  const DeviceIo* io = device_io_of_(request);
+  const cuda::DeviceIo* io = device_io_of_(request);
   if (io == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(CollectiveKindName(request.kind), " \"",
                                                    request.name, "\": rank ", request.rank,
@@ -29,12 +29,12 @@ absl::StatusOr<ResolvedIo> IpcTensorResolver::Resolve(const Request& request) {
   }
   const std::string session_id =
       request.session != nullptr ? request.session->identity().session_id : std::string();
-  std::shared_ptr<IpcMappingCache> cache = CacheFor(session_id);
+  std::shared_ptr<cuda::IpcMappingCache> cache = CacheFor(session_id);
   const size_t esize = DTypeSize(request.dtype);
   ResolvedIo out;
   out.holds.push_back(cache);
   struct Side {
-    const DeviceTensorRef* ref;
+    const cuda::DeviceTensorRef* ref;
     ResolvedTensor* into;
     const char* name;
   };
@@ -61,7 +61,7 @@ absl::StatusOr<ResolvedIo> IpcTensorResolver::Resolve(const Request& request) {
 }
 
 void IpcTensorResolver::ReleaseSession(const std::string& session_id) {
-  std::shared_ptr<IpcMappingCache> cache;
+  std::shared_ptr<cuda::IpcMappingCache> cache;
   {
     absl::MutexLock lock(&mu_);
     auto it = caches_.find(session_id);

@@ -9,14 +9,14 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/backend/nccl/cuda_status.h"
+#include "common/cuda/cuda_status.h"
 #include "kernels/cuda/cast.h"
 #include "kernels/cuda/reduce.h"
 
 // Returns from the enclosing function if a Kolo kernel launch failed.
 #define KOLO_RETURN_IF_LAUNCH_ERROR(launch, what)                                  \
   do {                                                                       \
-    if (absl::Status kolo_launch_ = CudaLaunchStatus((launch), (what));      \
+    if (absl::Status kolo_launch_ = cuda::CudaLaunchStatus((launch), (what));      \
         !kolo_launch_.ok()) {                                                \
       return kolo_launch_;                                                   \
     }                                                                        \
@@ -48,7 +48,7 @@ std::string Describe(const Response& r) {
 }  // namespace
 
 struct NcclBackend::Lane {
-  Lane(DeviceLane place, CudaDevice device, CudaStream stream, CudaEvent done)
+  Lane(DeviceLane place, cuda::CudaDevice device, cuda::CudaStream stream, cuda::CudaEvent done)
       : place(std::move(place)),
         device(std::move(device)),
         stream(std::move(stream)),
@@ -57,12 +57,12 @@ struct NcclBackend::Lane {
   ~Lane() { (void)device.MakeCurrent(); }
 
   const DeviceLane place;
-  const CudaDevice device;
-  CudaStream stream;
-  CudaEvent done;
-  DeviceBuffer fusion;
-  DeviceBuffer descriptors;
-  PinnedBuffer staging;
+  const cuda::CudaDevice device;
+  cuda::CudaStream stream;
+  cuda::CudaEvent done;
+  cuda::DeviceBuffer fusion;
+  cuda::DeviceBuffer descriptors;
+  cuda::PinnedBuffer staging;
   // What the response being executed moves on this lane.
   std::vector<CopySegment> pack;
   std::vector<CopySegment> unpack;
@@ -96,11 +96,11 @@ absl::StatusOr<std::unique_ptr<NcclBackend>> NcclBackend::Create(
           place.ranks.size(), " ranks on CUDA device ", place.device, " (at most ",
           kernels::cuda::kMaxReduceSources, " per GPU)"));
     }
-    absl::StatusOr<CudaDevice> device = CudaDevice::Open(place.device);
+    absl::StatusOr<cuda::CudaDevice> device = cuda::CudaDevice::Open(place.device);
     if (!device.ok()) return device.status();
-    absl::StatusOr<CudaStream> stream = CudaStream::Create();
+    absl::StatusOr<cuda::CudaStream> stream = cuda::CudaStream::Create();
     if (!stream.ok()) return stream.status();
-    absl::StatusOr<CudaEvent> done = CudaEvent::Create();
+    absl::StatusOr<cuda::CudaEvent> done = cuda::CudaEvent::Create();
     if (!done.ok()) return done.status();
     ranks.push_back(NcclLaneRank{place.nccl_rank, place.device});
     lanes.push_back(std::make_unique<Lane>(std::move(place), std::move(*device),

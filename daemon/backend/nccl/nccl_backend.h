@@ -85,7 +85,7 @@
 #include "daemon/backend/backend.h"
 #include "daemon/backend/device_comm_plan.h"
 #include "daemon/backend/nccl/collective_watchdog.h"
-#include "daemon/backend/nccl/cuda_resources.h"
+#include "common/cuda/cuda_resources.h"
 #include "daemon/backend/nccl/device_tensor_resolver.h"
 #include "daemon/backend/nccl/nccl_communicator.h"
 #include "kernels/cuda/batched_copy.h"

@@ -256,7 +256,7 @@ TEST_F(NcclBackendTest, ARankOnAnotherGpuThanItsOwnFailsAlone) {
   r.request_id = 1000;
   r.rank = 0;
   r.bytes = 64;
-  r.device = DeviceIo{};
+  r.device = cuda::DeviceIo{};
   r.device->input.device = 5;  // rank 0 lives on GPU 0 in this job
   m.set.requests.push_back(r);
   response.members.push_back(m);

@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/backend/nccl/cuda_status.h"
+#include "common/cuda/cuda_status.h"
 #include "daemon/backend/nccl/nccl_status.h"
 
 namespace kolo::daemon::nccl {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "daemon/backend/nccl/collective_watchdog.h"
-#include "daemon/backend/nccl/cuda_resources.h"
+#include "common/cuda/cuda_resources.h"
 #include "gtest/gtest.h"
 
 namespace kolo::daemon::nccl {
@@ -19,7 +19,7 @@ class NcclCommunicatorTest : public ::testing::Test {
   void SetUp() override {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) GTEST_SKIP() << "no CUDA device";
-    auto d = CudaDevice::Open(0);
+    auto d = cuda::CudaDevice::Open(0);
     ASSERT_TRUE(d.ok()) << d.status();
     device_.emplace(std::move(*d));
   }
@@ -28,16 +28,16 @@ class NcclCommunicatorTest : public ::testing::Test {
     if (!id.ok()) return id.status();
     return NcclCommunicator::Create(*id, 1, 0, 0, absl::Seconds(60));
   }
-  std::optional<CudaDevice> device_;
+  std::optional<cuda::CudaDevice> device_;
 };
 
 TEST_F(NcclCommunicatorTest, AllReducesOnOneRank) {
   auto comm = SingleRank();
   ASSERT_TRUE(comm.ok()) << comm.status();
-  auto stream = CudaStream::Create();
+  auto stream = cuda::CudaStream::Create();
   ASSERT_TRUE(stream.ok());
   const size_t n = 1000003;
-  auto buf = DeviceBuffer::Allocate(n * sizeof(float));
+  auto buf = cuda::DeviceBuffer::Allocate(n * sizeof(float));
   ASSERT_TRUE(buf.ok());
   std::vector<float> host(n, 1.5f), back(n);
   ASSERT_EQ(cudaMemcpy(buf->data(), host.data(), n * 4, cudaMemcpyHostToDevice), cudaSuccess);
@@ -58,7 +58,7 @@ TEST_F(NcclCommunicatorTest, AbortMakesLaterCallsFail) {
   (*comm)->Abort(absl::AbortedError("test abort"));
   EXPECT_TRUE((*comm)->aborted());
   EXPECT_EQ((*comm)->AsyncError().code(), absl::StatusCode::kFailedPrecondition);
-  auto stream = CudaStream::Create();
+  auto stream = cuda::CudaStream::Create();
   ASSERT_TRUE(stream.ok());
   const absl::Status s = (*comm)->AllReduce(nullptr, nullptr, 0, DType::kFloat32, ReduceOp::kSum,
                                             stream->get(), absl::Now() + absl::Seconds(1));

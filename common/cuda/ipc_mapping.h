@@ -12,11 +12,11 @@
 #include <utility>
 
 #include "absl/status/statusor.h"
-#include "daemon/backend/nccl/cuda_resources.h"
-#include "daemon/backend/nccl/device_tensor.h"
-#include "daemon/backend/nccl/handle_cache.h"
+#include "common/cuda/cuda_resources.h"
+#include "common/cuda/device_tensor.h"
+#include "common/cuda/handle_cache.h"
 
-namespace kolo::daemon::nccl {
+namespace kolo::cuda {
 
 class IpcMemoryMapping {
  public:
@@ -76,4 +76,4 @@ class IpcMappingCache {
   HandleCache<CudaEvent> events_;
 };
 
-}  // namespace kolo::daemon::nccl
+}  // namespace kolo::cuda

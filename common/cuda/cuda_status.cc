@@ -1,8 +1,8 @@
-#include "daemon/backend/nccl/cuda_status.h"
+#include "common/cuda/cuda_status.h"
 
 #include "absl/strings/str_cat.h"
 
-namespace kolo::daemon::nccl {
+namespace kolo::cuda {
 
 bool IsStickyCudaError(cudaError_t code) {
   switch (code) {
@@ -93,4 +93,4 @@ absl::Status CudaLaunchStatus(int code, absl::string_view what) {
   return CudaStatus(static_cast<cudaError_t>(code), what);
 }
 
-}  // namespace kolo::daemon::nccl
+}  // namespace kolo::cuda

@@ -13,7 +13,7 @@
 #include <array>
 #include <cstdint>
 
-namespace kolo::daemon::nccl {
+namespace kolo::cuda {
 
 // The bytes of a cudaIpcMemHandle_t or cudaIpcEventHandle_t (both are
 // CUDA_IPC_HANDLE_SIZE = 64 bytes; checked where CUDA is included).
@@ -40,4 +40,4 @@ struct DeviceIo {
   DeviceTensorRef output;
 };
 
-}  // namespace kolo::daemon::nccl
+}  // namespace kolo::cuda

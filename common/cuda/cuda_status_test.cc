@@ -1,9 +1,9 @@
 // CUDA error conversion; needs the runtime library but no GPU.
-#include "daemon/backend/nccl/cuda_status.h"
+#include "common/cuda/cuda_status.h"
 
 #include "gtest/gtest.h"
 
-namespace kolo::daemon::nccl {
+namespace kolo::cuda {
 namespace {
 
 TEST(CudaStatusTest, SuccessIsOk) { EXPECT_TRUE(CudaStatus(cudaSuccess, "x").ok()); }
@@ -35,4 +35,4 @@ TEST(CudaStatusTest, LaunchAndDriverCodes) {
 }
 
 }  // namespace
-}  // namespace kolo::daemon::nccl
+}  // namespace kolo::cuda

@@ -1,11 +1,11 @@
-#include "daemon/backend/nccl/cuda_resources.h"
+#include "common/cuda/cuda_resources.h"
 
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/backend/nccl/cuda_status.h"
+#include "common/cuda/cuda_status.h"
 
-namespace kolo::daemon::nccl {
+namespace kolo::cuda {
 
 static_assert(CUDA_IPC_HANDLE_SIZE == kIpcHandleBytes, "IpcHandleBytes must hold a CUDA handle");
 static_assert(sizeof(cudaIpcMemHandle_t) == kIpcHandleBytes);
@@ -172,4 +172,4 @@ absl::Status PinnedBuffer::Reserve(size_t bytes) {
   return absl::OkStatus();
 }
 
-}  // namespace kolo::daemon::nccl
+}  // namespace kolo::cuda

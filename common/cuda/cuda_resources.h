@@ -21,9 +21,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "daemon/backend/nccl/device_tensor.h"
+#include "common/cuda/device_tensor.h"
 
-namespace kolo::daemon::nccl {
+namespace kolo::cuda {
 
 // One GPU, by CUDA ordinal, with its primary context created.
 class CudaDevice {
@@ -137,4 +137,4 @@ class PinnedBuffer {
   size_t size_ = 0;
 };
 
-}  // namespace kolo::daemon::nccl
+}  // namespace kolo::cuda

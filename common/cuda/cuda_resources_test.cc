@@ -1,16 +1,16 @@
 // The CUDA RAII wrappers on a real GPU (tag "gpu"): streams, events,
 // interprocess events, buffers and allocation lookup. Cross-process IPC
 // mapping is covered by //tests/gpu:ipc_test.
-#include "daemon/backend/nccl/cuda_resources.h"
+#include "common/cuda/cuda_resources.h"
 
 #include <cuda_runtime_api.h>
 
 #include <vector>
 
-#include "daemon/backend/nccl/allocation_range.h"
+#include "common/cuda/allocation_range.h"
 #include "gtest/gtest.h"
 
-namespace kolo::daemon::nccl {
+namespace kolo::cuda {
 namespace {
 
 class CudaResourcesTest : public ::testing::Test {
@@ -90,4 +90,4 @@ TEST_F(CudaResourcesTest, PinnedBufferGrows) {
 }
 
 }  // namespace
-}  // namespace kolo::daemon::nccl
+}  // namespace kolo::cuda

@@ -1,13 +1,13 @@
-#include "daemon/backend/nccl/allocation_range.h"
+#include "common/cuda/allocation_range.h"
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <cudaTypedefs.h>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/backend/nccl/cuda_status.h"
+#include "common/cuda/cuda_status.h"
 
-namespace kolo::daemon::nccl {
+namespace kolo::cuda {
 namespace {
 
 struct Lookup {
@@ -53,4 +53,4 @@ absl::StatusOr<AllocationRange> FindAllocation(const void* device_ptr) {
   return AllocationRange{static_cast<uint64_t>(base), static_cast<uint64_t>(size)};
 }
 
-}  // namespace kolo::daemon::nccl
+}  // namespace kolo::cuda

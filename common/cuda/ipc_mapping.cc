@@ -1,14 +1,14 @@
-#include "daemon/backend/nccl/ipc_mapping.h"
+#include "common/cuda/ipc_mapping.h"
 
 #include <cuda_runtime_api.h>
 
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/backend/nccl/allocation_range.h"
-#include "daemon/backend/nccl/cuda_status.h"
+#include "common/cuda/allocation_range.h"
+#include "common/cuda/cuda_status.h"
 
-namespace kolo::daemon::nccl {
+namespace kolo::cuda {
 
 absl::StatusOr<IpcMemoryMapping> IpcMemoryMapping::Open(const IpcHandleBytes& handle) {
   cudaIpcMemHandle_t h;
@@ -69,4 +69,4 @@ IpcMappingCache::IpcMappingCache(size_t max_entries)
     : memory_([](const IpcHandleBytes& h) { return IpcMemoryMapping::Open(h); }, max_entries),
       events_([](const IpcHandleBytes& h) { return CudaEvent::OpenIpc(h); }, max_entries) {}
 
-}  // namespace kolo::daemon::nccl
+}  // namespace kolo::cuda

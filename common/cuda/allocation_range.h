@@ -14,7 +14,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace kolo::daemon::nccl {
+namespace kolo::cuda {
 
 struct AllocationRange {
   uint64_t base = 0;
@@ -24,4 +24,4 @@ struct AllocationRange {
 // The allocation containing `device_ptr` in the current context.
 absl::StatusOr<AllocationRange> FindAllocation(const void* device_ptr);
 
-}  // namespace kolo::daemon::nccl
+}  // namespace kolo::cuda

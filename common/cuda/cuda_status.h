@@ -16,7 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
-namespace kolo::daemon::nccl {
+namespace kolo::cuda {
 
 // OK for cudaSuccess; otherwise an error naming `what`.
 absl::Status CudaStatus(cudaError_t code, absl::string_view what);
@@ -36,13 +36,13 @@ absl::Status CudaDriverStatus(int curesult, absl::string_view what);
 // the device in this process.
 bool IsStickyCudaError(cudaError_t code);
 
-}  // namespace kolo::daemon::nccl
+}  // namespace kolo::cuda
 
 // Returns from the enclosing function if a CUDA call fails.
 #define KOLO_RETURN_IF_CUDA_ERROR(call, what)                                      \
   do {                                                                             \
     const cudaError_t kolo_cuda_code_ = (call);                                    \
     if (kolo_cuda_code_ != cudaSuccess) {                                          \
-      return ::kolo::daemon::nccl::CudaStatus(kolo_cuda_code_, (what));            \
+      return ::kolo::cuda::CudaStatus(kolo_cuda_code_, (what));            \
     }                                                                              \
   } while (0)

@@ -19,9 +19,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "daemon/backend/nccl/device_tensor.h"
+#include "common/cuda/device_tensor.h"
 
-namespace kolo::daemon::nccl {
+namespace kolo::cuda {
 
 template <typename Value>
 class HandleCache {
@@ -78,4 +78,4 @@ class HandleCache {
   absl::flat_hash_map<IpcHandleBytes, std::shared_ptr<const Value>> entries_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace kolo::daemon::nccl
+}  // namespace kolo::cuda

@@ -1,7 +1,7 @@
 """C++ targets that exist only where @local_cuda found CUDA (and NCCL).
 
 Where the toolkit is absent the macros declare nothing, so `bazel build //...`
-leaves the GPU code out cleanly. (Candidates for tools/cuda.bzl.)"""
+leaves the GPU code out cleanly. (Used by common/cuda, the NCCL backend, the client's CUDA code and the GPU tests.)"""
 
 load("@local_cuda//:defs.bzl", "CUDA_FOUND", "NCCL_FOUND")
 

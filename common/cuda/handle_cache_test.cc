@@ -1,11 +1,11 @@
 // HandleCache without a GPU: a fake opener counts opens and closes.
-#include "daemon/backend/nccl/handle_cache.h"
+#include "common/cuda/handle_cache.h"
 
 #include <memory>
 
 #include "gtest/gtest.h"
 
-namespace kolo::daemon::nccl {
+namespace kolo::cuda {
 namespace {
 
 struct Counters {
@@ -96,4 +96,4 @@ TEST(HandleCacheTest, EvictsOnlyUnusedEntriesWhenFull) {
 }
 
 }  // namespace
-}  // namespace kolo::daemon::nccl
+}  // namespace kolo::cuda
