@@ -105,8 +105,7 @@ kolo_status kolo_alloc(kolo_client* c, size_t bytes, void** out) {
   if (c == nullptr || out == nullptr) {
     return Report(absl::InvalidArgumentError("null argument"));
   }
-  auto buf = c->client->Allocate(kolo::DType::kUint8,
-                                 {static_cast<int64_t>(bytes)});
+  auto buf = c->client->Allocate(kolo::DType::kUint8, {static_cast<int64_t>(bytes)});
   if (!buf.ok()) return Report(buf.status());
   void* p = buf->data();
   absl::MutexLock l(&c->mu);
@@ -121,55 +120,47 @@ void kolo_free(kolo_client* c, void* ptr) {
   c->buffers.erase(ptr);
 }
 
-kolo_status kolo_allreduce_async(kolo_client* c, const void* input,
-                                 void* output, int dtype, const int64_t* shape,
-                                 int ndim, const char* name, int op,
-                                 double prescale, double postscale,
-                                 kolo_handle* out) {
+kolo_status kolo_allreduce_async(kolo_client* c, const void* input, void* output, int dtype,
+                                 const int64_t* shape, int ndim, const char* name, int op,
+                                 double prescale, double postscale, kolo_handle* out) {
   if (absl::Status s = CheckArgs(c, dtype, ndim, name); !s.ok()) return Report(s);
   if (op < 0 || op >= static_cast<int>(kolo::kNumReduceOps)) {
     return Report(absl::InvalidArgumentError("unknown reduce op"));
   }
   auto t = static_cast<kolo::DType>(dtype);
-  kolo::AllreduceOptions options{static_cast<kolo::ReduceOp>(op), prescale,
-                                 postscale};
-  auto h = c->client->AllreduceAsync(
-      kolo::ConstTensorView(input, t, Shape(shape, ndim)),
-      kolo::TensorView{output, t, Shape(shape, ndim)}, name, options);
+  kolo::AllreduceOptions options{static_cast<kolo::ReduceOp>(op), prescale, postscale};
+  auto h =
+      c->client->AllreduceAsync(kolo::ConstTensorView(input, t, Shape(shape, ndim)),
+                                kolo::TensorView{output, t, Shape(shape, ndim)}, name, options);
   if (!h.ok()) return Report(h.status());
   if (out != nullptr) *out = h->id;
   return 0;
 }
 
-kolo_status kolo_allreduce(kolo_client* c, const void* input, void* output,
-                           int dtype, const int64_t* shape, int ndim,
-                           const char* name, int op) {
+kolo_status kolo_allreduce(kolo_client* c, const void* input, void* output, int dtype,
+                           const int64_t* shape, int ndim, const char* name, int op) {
   kolo_handle h = 0;
-  kolo_status s = kolo_allreduce_async(c, input, output, dtype, shape, ndim,
-                                       name, op, 1.0, 1.0, &h);
+  kolo_status s =
+      kolo_allreduce_async(c, input, output, dtype, shape, ndim, name, op, 1.0, 1.0, &h);
   if (s != 0) return s;
   return kolo_wait(c, h);
 }
 
-kolo_status kolo_broadcast_async(kolo_client* c, void* tensor, int dtype,
-                                 const int64_t* shape, int ndim,
-                                 const char* name, int root_rank,
-                                 kolo_handle* out) {
+kolo_status kolo_broadcast_async(kolo_client* c, void* tensor, int dtype, const int64_t* shape,
+                                 int ndim, const char* name, int root_rank, kolo_handle* out) {
   if (absl::Status s = CheckArgs(c, dtype, ndim, name); !s.ok()) return Report(s);
   auto h = c->client->BroadcastAsync(
-      kolo::TensorView{tensor, static_cast<kolo::DType>(dtype), Shape(shape, ndim)},
-      name, root_rank);
+      kolo::TensorView{tensor, static_cast<kolo::DType>(dtype), Shape(shape, ndim)}, name,
+      root_rank);
   if (!h.ok()) return Report(h.status());
   if (out != nullptr) *out = h->id;
   return 0;
 }
 
-kolo_status kolo_broadcast(kolo_client* c, void* tensor, int dtype,
-                           const int64_t* shape, int ndim, const char* name,
-                           int root_rank) {
+kolo_status kolo_broadcast(kolo_client* c, void* tensor, int dtype, const int64_t* shape, int ndim,
+                           const char* name, int root_rank) {
   kolo_handle h = 0;
-  kolo_status s =
-      kolo_broadcast_async(c, tensor, dtype, shape, ndim, name, root_rank, &h);
+  kolo_status s = kolo_broadcast_async(c, tensor, dtype, shape, ndim, name, root_rank, &h);
   if (s != 0) return s;
   return kolo_wait(c, h);
 }
@@ -249,9 +240,9 @@ kolo_status kolo_allreduce_device(kolo_client* c, const void* input, void* outpu
   auto t = static_cast<kolo::DType>(dtype);
   kolo::AllreduceOptions o = ToOptions(options);
   o.cuda_stream = cuda_stream;
-  auto h = c->client->AllreduceAsync(kolo::ConstTensorView(input, t, Shape(shape, ndim), device),
-                                     kolo::TensorView{output, t, Shape(shape, ndim), device}, name,
-                                     o);
+  auto h =
+      c->client->AllreduceAsync(kolo::ConstTensorView(input, t, Shape(shape, ndim), device),
+                                kolo::TensorView{output, t, Shape(shape, ndim), device}, name, o);
   if (!h.ok()) return Report(h.status());
   if (out != nullptr) *out = h->id;
   return 0;
@@ -273,9 +264,8 @@ kolo_status kolo_broadcast_device(kolo_client* c, void* tensor, int dtype, const
   return 0;
 }
 
-kolo_status kolo_allgather_async(kolo_client* c, const void* input, int dtype,
-                                 const int64_t* shape, int ndim, const char* name,
-                                 int process_set, kolo_handle* out) {
+kolo_status kolo_allgather_async(kolo_client* c, const void* input, int dtype, const int64_t* shape,
+                                 int ndim, const char* name, int process_set, kolo_handle* out) {
   if (absl::Status s = CheckArgs(c, dtype, ndim, name); !s.ok()) return Report(s);
   auto h = c->client->AllgatherAsync(
       kolo::ConstTensorView(input, static_cast<kolo::DType>(dtype), Shape(shape, ndim)), name,
@@ -295,9 +285,9 @@ kolo_status kolo_allgather(kolo_client* c, const void* input, int dtype, const i
   return kolo_wait_tensor(c, h, out);
 }
 
-kolo_status kolo_reducescatter(kolo_client* c, const void* input, int dtype,
-                               const int64_t* shape, int ndim, const char* name,
-                               const kolo_allreduce_options* options, kolo_tensor** out) {
+kolo_status kolo_reducescatter(kolo_client* c, const void* input, int dtype, const int64_t* shape,
+                               int ndim, const char* name, const kolo_allreduce_options* options,
+                               kolo_tensor** out) {
   if (absl::Status s = CheckArgs(c, dtype, ndim, name); !s.ok()) return Report(s);
   if (absl::Status s = CheckOptions(options); !s.ok()) return Report(s);
   if (out == nullptr) return Report(absl::InvalidArgumentError("null out"));
@@ -333,13 +323,12 @@ kolo_status kolo_wait_tensor(kolo_client* c, kolo_handle handle, kolo_tensor** o
 }
 
 kolo_status kolo_grouped_allreduce(kolo_client* c, int count, const void* const* inputs,
-                                   void* const* outputs, int dtype,
-                                   const int64_t* const* shapes, const int* ndims,
-                                   const char* const* names,
+                                   void* const* outputs, int dtype, const int64_t* const* shapes,
+                                   const int* ndims, const char* const* names,
                                    const kolo_allreduce_options* options) {
-  if (c == nullptr || count < 0 || (count > 0 && (inputs == nullptr || outputs == nullptr ||
-                                                  shapes == nullptr || ndims == nullptr ||
-                                                  names == nullptr))) {
+  if (c == nullptr || count < 0 ||
+      (count > 0 && (inputs == nullptr || outputs == nullptr || shapes == nullptr ||
+                     ndims == nullptr || names == nullptr))) {
     return Report(absl::InvalidArgumentError("bad argument"));
   }
   if (absl::Status s = CheckOptions(options); !s.ok()) return Report(s);

@@ -3,8 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <string>
 #include <cstring>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -28,27 +28,26 @@ constexpr absl::Duration kMaxSleep = absl::Milliseconds(100);
 
 ClientImpl::ClientImpl(const ClientOptions& options) : options_(options) {}
 
-absl::StatusOr<std::unique_ptr<ClientImpl>> ClientImpl::Connect(
-    const ClientOptions& options) {
+absl::StatusOr<std::unique_ptr<ClientImpl>> ClientImpl::Connect(const ClientOptions& options) {
   if (options.size < 1 || options.rank < 0 || options.rank >= options.size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "rank ", options.rank, " outside a job of size ", options.size));
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", options.rank, " outside a job of size ", options.size));
   }
   std::unique_ptr<ClientImpl> c(new ClientImpl(options));
-  abi::v1::Layout layout = abi::v1::ComputeLayout(
-      kSubmitCapacity, kCompletionCapacity, options.arena_bytes);
+  abi::v1::Layout layout =
+      abi::v1::ComputeLayout(kSubmitCapacity, kCompletionCapacity, options.arena_bytes);
   auto segment = SharedSegment::Create(layout.total_bytes);
   if (!segment.ok()) return segment.status();
   c->segment_ = std::move(*segment);
   uint8_t* base = c->segment_.data();
-  uint64_t result_bytes = options.result_bytes != 0 ? options.result_bytes
-                                                    : abi::v1::AlignUp(options.arena_bytes) / 4;
+  uint64_t result_bytes =
+      options.result_bytes != 0 ? options.result_bytes : abi::v1::AlignUp(options.arena_bytes) / 4;
   SegmentHeader* h = abi::v1::InitSegmentHeader(base, kSubmitCapacity, kCompletionCapacity,
                                                 options.arena_bytes, result_bytes);
   c->header_ = h;
   c->completion_capacity_ = kCompletionCapacity;
-  c->arena_ = std::make_shared<HostBuffer::Arena>(
-      base + layout.arena_offset, h->arena_bytes, h->arena_bytes - result_bytes);
+  c->arena_ = std::make_shared<HostBuffer::Arena>(base + layout.arena_offset, h->arena_bytes,
+                                                  h->arena_bytes - result_bytes);
   {
     ClientImpl* self = c.get();
     absl::MutexLock l(&c->arena_->mu);
@@ -64,13 +63,11 @@ absl::StatusOr<std::unique_ptr<ClientImpl>> ClientImpl::Connect(
     absl::MutexLock l(&c->submit_mu_);
     c->submit_ring_ = SpscRing<SubmitSlot>(
         &h->submit_tail, &h->submit_head,
-        reinterpret_cast<SubmitSlot*>(base + layout.submit_offset),
-        kSubmitCapacity);
+        reinterpret_cast<SubmitSlot*>(base + layout.submit_offset), kSubmitCapacity);
   }
   c->completion_ring_ = SpscRing<CompletionSlot>(
       &h->completion_tail, &h->completion_head,
-      reinterpret_cast<CompletionSlot*>(base + layout.completion_offset),
-      kCompletionCapacity);
+      reinterpret_cast<CompletionSlot*>(base + layout.completion_offset), kCompletionCapacity);
   if (absl::Status s = c->Attach(); !s.ok()) return s;
   return c;
 }
@@ -84,9 +81,9 @@ absl::Status ClientImpl::Attach() {
                                        grpc::InsecureChannelCredentials(), args);
   if (!channel_->WaitForConnected(std::chrono::system_clock::now() +
                                   absl::ToChronoNanoseconds(options_.connect_timeout))) {
-    return absl::UnavailableError(absl::StrCat(
-        "no kolod is answering on ", options_.socket_path,
-        " (start kolod --socket PATH, set KOLO_SOCKET, or run under kolorun)"));
+    return absl::UnavailableError(
+        absl::StrCat("no kolod is answering on ", options_.socket_path,
+                     " (start kolod --socket PATH, set KOLO_SOCKET, or run under kolorun)"));
   }
   stub_ = kolo::v1::Node::NewStub(channel_);
   stream_ = stub_->Attach(&attach_context_);
@@ -108,10 +105,8 @@ absl::Status ClientImpl::Attach() {
     grpc::Status s = stream_->Finish();
     absl::Status err = FromGrpcStatus(s);
     if (err.ok()) err = absl::UnavailableError("kolod ended the attach");
-    return absl::Status(err.code(), absl::StrCat("attach to kolod at ",
-                                                 options_.socket_path,
-                                                 " as rank ", options_.rank,
-                                                 ": ", err.message()));
+    return absl::Status(err.code(), absl::StrCat("attach to kolod at ", options_.socket_path,
+                                                 " as rank ", options_.rank, ": ", err.message()));
   }
   session_id_ = reply.attached().session_id();
   watcher_ = std::thread([this] { WatchStream(); });
@@ -123,16 +118,16 @@ void ClientImpl::WatchStream() {
   absl::Status event;
   while (stream_->Read(&msg)) {
     if (msg.has_event() && event.ok()) {
-      event = absl::Status(static_cast<absl::StatusCode>(msg.event().code()),
-                           msg.event().message());
+      event =
+          absl::Status(static_cast<absl::StatusCode>(msg.event().code()), msg.event().message());
     }
   }
   grpc::Status end = stream_->Finish();
   absl::Status why = event;
   if (why.ok()) {
-    why = absl::UnavailableError(absl::StrCat(
-        "lost kolod at ", options_.socket_path, ": ",
-        end.ok() ? "it ended the session" : end.error_message()));
+    why = absl::UnavailableError(
+        absl::StrCat("lost kolod at ", options_.socket_path, ": ",
+                     end.ok() ? "it ended the session" : end.error_message()));
   }
   {
     absl::MutexLock l(&dead_mu_);
@@ -148,8 +143,7 @@ void ClientImpl::WatchStream() {
 
 bool ClientImpl::Dead() const {
   return dead_.load(std::memory_order_acquire) ||
-         header_->session_state.load(std::memory_order_acquire) !=
-             abi::v1::kSessionOpen;
+         header_->session_state.load(std::memory_order_acquire) != abi::v1::kSessionOpen;
 }
 
 absl::Status ClientImpl::DeadStatus() const {
@@ -157,8 +151,8 @@ absl::Status ClientImpl::DeadStatus() const {
     absl::MutexLock l(&dead_mu_);
     return dead_status_;
   }
-  return absl::UnavailableError(absl::StrCat(
-      "kolod at ", options_.socket_path, " closed the session"));
+  return absl::UnavailableError(
+      absl::StrCat("kolod at ", options_.socket_path, " closed the session"));
 }
 
 ClientImpl::~ClientImpl() {
@@ -178,8 +172,7 @@ ClientImpl::~ClientImpl() {
   if (watcher_.joinable()) watcher_.join();
 }
 
-absl::StatusOr<HostBuffer> ClientImpl::Allocate(DType dtype,
-                                                std::vector<int64_t> shape) {
+absl::StatusOr<HostBuffer> ClientImpl::Allocate(DType dtype, std::vector<int64_t> shape) {
   if (static_cast<uint32_t>(dtype) >= kNumDTypes) {
     return absl::InvalidArgumentError("unknown dtype");
   }
@@ -199,8 +192,7 @@ absl::StatusOr<HostBuffer> ClientImpl::Allocate(DType dtype,
     if (!o.ok()) return o.status();
     offset = *o;
   }
-  return HostBuffer(arena_, arena_->base + offset, bytes, dtype,
-                    std::move(shape));
+  return HostBuffer(arena_, arena_->base + offset, bytes, dtype, std::move(shape));
 }
 
 void ClientImpl::FreeStaging(const Pending& p) {
@@ -254,17 +246,16 @@ absl::Status CheckSpec(const SubmitSpec& spec) {
                      "\": device tensors are supported for allreduce and broadcast so far"));
   }
   if (input.device != spec.output.device) {
-    return absl::InvalidArgumentError(absl::StrCat("\"", name, "\": input on device ",
-                                                   input.device, ", output on device ",
-                                                   spec.output.device,
+    return absl::InvalidArgumentError(absl::StrCat("\"", name, "\": input on device ", input.device,
+                                                   ", output on device ", spec.output.device,
                                                    " (both must be on one GPU)"));
   }
   return absl::OkStatus();
 }
 
 // The submission slot of `spec`, its tensors at the given arena offsets.
-SubmitSlot MakeSlot(const SubmitSpec& spec, uint64_t request_id, uint64_t in_off,
-                    uint64_t out_off, uint64_t aux_off) {
+SubmitSlot MakeSlot(const SubmitSpec& spec, uint64_t request_id, uint64_t in_off, uint64_t out_off,
+                    uint64_t aux_off) {
   const ConstTensorView& input = spec.input;
   SubmitSlot slot{};
   slot.request_id = request_id;
@@ -311,17 +302,16 @@ absl::StatusOr<Handle> ClientImpl::Submit(const SubmitSpec& spec) {
   if (absl::Status s = PlaceInArena(spec, on_device, &p, &in_off, &out_off, &aux_off); !s.ok()) {
     return s;
   }
-  SubmitSlot slot = MakeSlot(spec, next_id_.fetch_add(1, std::memory_order_relaxed), in_off,
-                             out_off, aux_off);
+  SubmitSlot slot =
+      MakeSlot(spec, next_id_.fetch_add(1, std::memory_order_relaxed), in_off, out_off, aux_off);
   if (on_device) {
     auto pending = device_io_->Prepare(input.data, spec.output.data, p.bytes, input.device,
                                        spec.reduce.cuda_stream, &slot);
     if (!pending.ok()) {
       FreeStaging(p);
       return absl::Status(pending.status().code(),
-                          absl::StrCat(CollectiveKindName(spec.kind), " \"",
-                                       std::string(spec.name), "\": ",
-                                       pending.status().message()));
+                          absl::StrCat(CollectiveKindName(spec.kind), " \"", std::string(spec.name),
+                                       "\": ", pending.status().message()));
     }
     p.device = std::move(*pending);
   }
@@ -463,16 +453,13 @@ void ClientImpl::SleepForCompletions(absl::Time until) {
   absl::Duration left = std::min(until - absl::Now(), kMaxSleep);
   if (left <= absl::ZeroDuration()) return;
   SleepOnDoorbell(
-      &header_->completion_ready,
-      [this] { return completion_ring_.HasData() || Dead(); }, left,
+      &header_->completion_ready, [this] { return completion_ring_.HasData() || Dead(); }, left,
       options_.spin);
 }
 
-absl::StatusOr<ClientImpl::Done> ClientImpl::WaitDone(Handle handle,
-                                                      absl::Duration timeout) {
-  const absl::Time deadline = timeout == absl::InfiniteDuration()
-                                  ? absl::InfiniteFuture()
-                                  : absl::Now() + timeout;
+absl::StatusOr<ClientImpl::Done> ClientImpl::WaitDone(Handle handle, absl::Duration timeout) {
+  const absl::Time deadline =
+      timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
   for (;;) {
     {
       absl::MutexLock l(&completion_mu_);
@@ -495,8 +482,7 @@ absl::StatusOr<ClientImpl::Done> ClientImpl::WaitDone(Handle handle,
       }
     }
     if (absl::Now() >= deadline) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("collective ", handle.id, " still running"));
+      return absl::DeadlineExceededError(absl::StrCat("collective ", handle.id, " still running"));
     }
     SleepForCompletions(deadline);
   }
@@ -515,8 +501,8 @@ absl::StatusOr<HostBuffer> ClientImpl::WaitForOutput(Handle handle) {
   if (!d.ok()) return d.status();
   if (!d->status.ok()) return d->status;
   if (!ReturnsResult(d->kind)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        CollectiveKindName(d->kind), " returns no new tensor; use Wait"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(CollectiveKindName(d->kind), " returns no new tensor; use Wait"));
   }
   if (d->kind == CollectiveKind::kAlltoall) {
     // Re-queue the completion and read it as an alltoall.
@@ -531,8 +517,8 @@ absl::StatusOr<HostBuffer> ClientImpl::WaitForOutput(Handle handle) {
   }
   std::vector<int64_t> shape = {d->value};
   shape.insert(shape.end(), d->row_shape.begin(), d->row_shape.end());
-  return HostBuffer(arena_, arena_->base + d->result_offset, d->result_bytes,
-                    d->dtype, std::move(shape), static_cast<int64_t>(d->result_offset));
+  return HostBuffer(arena_, arena_->base + d->result_offset, d->result_bytes, d->dtype,
+                    std::move(shape), static_cast<int64_t>(d->result_offset));
 }
 
 absl::StatusOr<AlltoallResult> ClientImpl::WaitForAlltoall(Handle handle) {
@@ -541,8 +527,8 @@ absl::StatusOr<AlltoallResult> ClientImpl::WaitForAlltoall(Handle handle) {
   if (!d->status.ok()) return d->status;
   if (d->kind != CollectiveKind::kAlltoall) {
     if (d->result_bytes > 0) ReleaseResult(d->result_offset);
-    return absl::InvalidArgumentError(absl::StrCat(
-        CollectiveKindName(d->kind), " is not an alltoall"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(CollectiveKindName(d->kind), " is not an alltoall"));
   }
   auto n = ProcessSetSize(d->process_set);
   if (!n.ok()) {
@@ -557,13 +543,12 @@ absl::StatusOr<AlltoallResult> ClientImpl::WaitForAlltoall(Handle handle) {
   }
   AlltoallResult out;
   out.received_splits.resize(*n);
-  std::memcpy(out.received_splits.data(), arena_->base + d->result_offset,
-              *n * sizeof(int64_t));
+  std::memcpy(out.received_splits.data(), arena_->base + d->result_offset, *n * sizeof(int64_t));
   std::vector<int64_t> shape = {d->value};
   shape.insert(shape.end(), d->row_shape.begin(), d->row_shape.end());
-  out.output = HostBuffer(arena_, arena_->base + d->result_offset + header,
-                          d->result_bytes - header, d->dtype, std::move(shape),
-                          static_cast<int64_t>(d->result_offset));
+  out.output =
+      HostBuffer(arena_, arena_->base + d->result_offset + header, d->result_bytes - header,
+                 d->dtype, std::move(shape), static_cast<int64_t>(d->result_offset));
   return out;
 }
 
@@ -592,9 +577,7 @@ void ClientImpl::ReleaseResult(uint64_t arena_offset) {
       if (r == RingResult::kCorrupt || Dead()) return;
       SleepOnDoorbell(
           &header_->submit_space,
-          [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-            return submit_ring_.HasSpace() || Dead();
-          },
+          [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return submit_ring_.HasSpace() || Dead(); },
           kMaxSleep, options_.spin);
     }
   }
@@ -606,10 +589,8 @@ uint64_t ClientImpl::NextCounter(const std::string& key) {
   return counters_[key]++;
 }
 
-absl::StatusOr<int64_t> ClientImpl::RunControl(CollectiveKind kind,
-                                               const std::string& name,
-                                               int process_set,
-                                               std::vector<int64_t> aux) {
+absl::StatusOr<int64_t> ClientImpl::RunControl(CollectiveKind kind, const std::string& name,
+                                               int process_set, std::vector<int64_t> aux) {
   SubmitSpec spec{kind, ConstTensorView(nullptr, DType::kUint8, {0}), {}, name};
   spec.process_set = process_set;
   spec.aux = std::move(aux);
@@ -638,8 +619,8 @@ absl::StatusOr<int> ClientImpl::AddProcessSet(std::vector<int> ranks) {
   std::sort(ranks.begin(), ranks.end());
   if (ranks.empty() || std::adjacent_find(ranks.begin(), ranks.end()) != ranks.end() ||
       ranks.front() < 0 || ranks.back() >= options_.size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a process set needs distinct ranks in [0, ", options_.size, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("a process set needs distinct ranks in [0, ", options_.size, ")"));
   }
   std::string name = absl::StrCat("process_set.add.", NextCounter("process_set"));
   auto id = RunControl(CollectiveKind::kAddProcessSet, name, kGlobalProcessSet,
@@ -655,8 +636,7 @@ absl::Status ClientImpl::RemoveProcessSet(int process_set) {
     return absl::InvalidArgumentError("the global process set cannot be removed");
   }
   std::string name = absl::StrCat("process_set.remove.", NextCounter("process_set"));
-  auto done = RunControl(CollectiveKind::kRemoveProcessSet, name, kGlobalProcessSet,
-                         {process_set});
+  auto done = RunControl(CollectiveKind::kRemoveProcessSet, name, kGlobalProcessSet, {process_set});
   if (!done.ok()) return done.status();
   absl::MutexLock l(&counters_mu_);
   process_sets_.erase(process_set);
@@ -671,8 +651,8 @@ absl::StatusOr<int> ClientImpl::ProcessSetRank(int process_set) const {
   }
   auto pos = std::lower_bound(it->second.begin(), it->second.end(), options_.rank);
   if (pos == it->second.end() || *pos != options_.rank) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "rank ", options_.rank, " is not in process set ", process_set));
+    return absl::FailedPreconditionError(
+        absl::StrCat("rank ", options_.rank, " is not in process set ", process_set));
   }
   return static_cast<int>(pos - it->second.begin());
 }
@@ -686,8 +666,7 @@ absl::StatusOr<int> ClientImpl::ProcessSetSize(int process_set) const {
   return static_cast<int>(it->second.size());
 }
 
-absl::StatusOr<std::vector<Handle>> ClientImpl::SubmitGroup(
-    std::vector<SubmitSpec> specs) {
+absl::StatusOr<std::vector<Handle>> ClientImpl::SubmitGroup(std::vector<SubmitSpec> specs) {
   if (specs.empty()) return std::vector<Handle>();
   const int process_set = specs.front().process_set;
   const uint64_t group = NextCounter(absl::StrCat("group.", process_set)) + 1;
@@ -698,10 +677,10 @@ absl::StatusOr<std::vector<Handle>> ClientImpl::SubmitGroup(
     auto h = Submit(spec);
     if (!h.ok()) {
       // The members already submitted can never run: the group is short.
-      return absl::Status(h.status().code(),
-                          absl::StrCat("grouped collective: ", h.status().message(),
-                                       " (", handles.size(), " of ", specs.size(),
-                                       " members submitted; the job must be restarted)"));
+      return absl::Status(
+          h.status().code(),
+          absl::StrCat("grouped collective: ", h.status().message(), " (", handles.size(), " of ",
+                       specs.size(), " members submitted; the job must be restarted)"));
     }
     handles.push_back(*h);
   }

@@ -8,8 +8,8 @@
 #pragma once
 
 #include <atomic>
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -44,8 +44,7 @@ struct HostBuffer::Arena {
 
   bool Contains(const void* p, uint64_t bytes) const {
     auto* b = static_cast<const uint8_t*>(p);
-    return b >= base && b <= base + size &&
-           bytes <= static_cast<uint64_t>(base + size - b);
+    return b >= base && b <= base + size && bytes <= static_cast<uint64_t>(base + size - b);
   }
   void ReleaseResult(uint64_t offset) {
     std::function<void(uint64_t)> release;
@@ -73,8 +72,7 @@ struct SubmitSpec {
 
 class ClientImpl {
  public:
-  static absl::StatusOr<std::unique_ptr<ClientImpl>> Connect(
-      const ClientOptions& options);
+  static absl::StatusOr<std::unique_ptr<ClientImpl>> Connect(const ClientOptions& options);
   ~ClientImpl();
 
   const ClientOptions& options() const { return options_; }
@@ -99,10 +97,10 @@ class ClientImpl {
  private:
   // A request whose completion the client still has to act on.
   struct Pending {
-    uint64_t input_staging = UINT64_MAX;   // arena offsets we allocated
+    uint64_t input_staging = UINT64_MAX;  // arena offsets we allocated
     uint64_t output_staging = UINT64_MAX;
     uint64_t aux_staging = UINT64_MAX;
-    void* copy_out_to = nullptr;           // caller's memory, or null
+    void* copy_out_to = nullptr;  // caller's memory, or null
     uint64_t bytes = 0;
     CollectiveKind kind = CollectiveKind::kAllreduce;
     DType dtype = DType::kFloat32;
@@ -124,8 +122,8 @@ class ClientImpl {
 
   absl::StatusOr<Done> WaitDone(Handle handle, absl::Duration timeout);
   // Submits a control collective (no tensor) and returns its value.
-  absl::StatusOr<int64_t> RunControl(CollectiveKind kind, const std::string& name,
-                                     int process_set, std::vector<int64_t> aux);
+  absl::StatusOr<int64_t> RunControl(CollectiveKind kind, const std::string& name, int process_set,
+                                     std::vector<int64_t> aux);
   // Hands a result back to kolod (a submission that gets no completion).
   void ReleaseResult(uint64_t arena_offset);
   uint64_t NextCounter(const std::string& key);
@@ -171,8 +169,7 @@ class ClientImpl {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<kolo::v1::Node::Stub> stub_;
   grpc::ClientContext attach_context_;
-  std::unique_ptr<grpc::ClientReaderWriter<kolo::v1::ClientMessage,
-                                           kolo::v1::DaemonMessage>>
+  std::unique_ptr<grpc::ClientReaderWriter<kolo::v1::ClientMessage, kolo::v1::DaemonMessage>>
       stream_;
   std::string session_id_;
   std::thread watcher_;

@@ -19,27 +19,28 @@ namespace kolo::client {
 
 // One submitted device request, until its completion arrives.
 class DevicePending {
-public:
+ public:
   virtual ~DevicePending() = default;
   // The request completed with `status`. On success makes the caller's
   // stream wait for kolod's writes to the output (cudaStreamWaitEvent: no
   // host synchronisation); either way frees the request's events.
-  virtual absl::Status Complete(const absl::Status &status) = 0;
+  virtual absl::Status Complete(const absl::Status& status) = 0;
 };
 
 class DeviceTensorIo {
-public:
+ public:
   virtual ~DeviceTensorIo() = default;
   // Fills the device fields and flag of `slot` for `bytes` at `input` and
   // `output` (device memory of CUDA device `device`) and records the input's
   // ready event on `stream` (a cudaStream_t; null: the legacy default
   // stream), so kolod reads only after the work enqueued there so far.
-  virtual absl::StatusOr<std::unique_ptr<DevicePending>>
-  Prepare(const void *input, void *output, uint64_t bytes, int device,
-          void *stream, abi::v1::SubmitSlot *slot) = 0;
+  virtual absl::StatusOr<std::unique_ptr<DevicePending>> Prepare(const void* input, void* output,
+                                                                 uint64_t bytes, int device,
+                                                                 void* stream,
+                                                                 abi::v1::SubmitSlot* slot) = 0;
 };
 
 // The implementation libkolo was built with.
 std::unique_ptr<DeviceTensorIo> MakeDeviceTensorIo();
 
-} // namespace kolo::client
+}  // namespace kolo::client

@@ -6,10 +6,9 @@ namespace kolo::client {
 namespace {
 
 class NoDeviceTensorIo : public DeviceTensorIo {
-public:
-  absl::StatusOr<std::unique_ptr<DevicePending>>
-  Prepare(const void *, void *, uint64_t, int, void *,
-          abi::v1::SubmitSlot *) override {
+ public:
+  absl::StatusOr<std::unique_ptr<DevicePending>> Prepare(const void*, void*, uint64_t, int, void*,
+                                                         abi::v1::SubmitSlot*) override {
     return absl::UnimplementedError(
         "device tensors: libkolo was built without CUDA (rebuild it where the "
         "CUDA toolkit is "
@@ -17,10 +16,10 @@ public:
   }
 };
 
-} // namespace
+}  // namespace
 
 std::unique_ptr<DeviceTensorIo> MakeDeviceTensorIo() {
   return std::make_unique<NoDeviceTensorIo>();
 }
 
-} // namespace kolo::client
+}  // namespace kolo::client

@@ -15,8 +15,7 @@ absl::Status EnvInt(const char* name, int* out) {
   const char* v = std::getenv(name);
   if (v == nullptr || *v == '\0') return absl::OkStatus();
   if (!absl::SimpleAtoi(v, out)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, "=\"", v, "\" is not an integer"));
+    return absl::InvalidArgumentError(absl::StrCat(name, "=\"", v, "\" is not an integer"));
   }
   return absl::OkStatus();
 }
@@ -36,10 +35,10 @@ namespace {
 absl::Status ApplyLauncherEnvironment(ClientOptions* o) {
   if (std::getenv("KOLO_RANK") != nullptr) return absl::OkStatus();
   if (std::getenv("OMPI_COMM_WORLD_RANK") != nullptr) {
-    for (auto [name, field] : {std::pair{"OMPI_COMM_WORLD_RANK", &o->rank},
-                               std::pair{"OMPI_COMM_WORLD_SIZE", &o->size},
-                               std::pair{"OMPI_COMM_WORLD_LOCAL_RANK", &o->local_rank},
-                               std::pair{"OMPI_COMM_WORLD_LOCAL_SIZE", &o->local_size}}) {
+    for (auto [name, field] :
+         {std::pair{"OMPI_COMM_WORLD_RANK", &o->rank}, std::pair{"OMPI_COMM_WORLD_SIZE", &o->size},
+          std::pair{"OMPI_COMM_WORLD_LOCAL_RANK", &o->local_rank},
+          std::pair{"OMPI_COMM_WORLD_LOCAL_SIZE", &o->local_size}}) {
       if (absl::Status s = EnvInt(name, field); !s.ok()) return s;
     }
     if (const char* j = std::getenv("OMPI_MCA_ess_base_jobid"); j != nullptr && *j) {
@@ -48,9 +47,9 @@ absl::Status ApplyLauncherEnvironment(ClientOptions* o) {
     return absl::OkStatus();
   }
   if (std::getenv("SLURM_PROCID") != nullptr) {
-    for (auto [name, field] : {std::pair{"SLURM_PROCID", &o->rank},
-                               std::pair{"SLURM_NTASKS", &o->size},
-                               std::pair{"SLURM_LOCALID", &o->local_rank}}) {
+    for (auto [name, field] :
+         {std::pair{"SLURM_PROCID", &o->rank}, std::pair{"SLURM_NTASKS", &o->size},
+          std::pair{"SLURM_LOCALID", &o->local_rank}}) {
       if (absl::Status s = EnvInt(name, field); !s.ok()) return s;
     }
     // "2(x3),1": tasks on each node; this node's count is the leading one
@@ -76,15 +75,14 @@ absl::StatusOr<ClientOptions> ClientOptions::FromEnv() {
   }
   if (const char* v = std::getenv("KOLO_JOB_ID"); v != nullptr && *v) o.job_id = v;
   if (const char* v = std::getenv("KOLO_JOB_TOKEN"); v != nullptr) o.job_token = v;
-  for (auto [name, field] : {std::pair{"KOLO_RANK", &o.rank},
-                             std::pair{"KOLO_SIZE", &o.size},
-                             std::pair{"KOLO_LOCAL_RANK", &o.local_rank},
-                             std::pair{"KOLO_LOCAL_SIZE", &o.local_size}}) {
+  for (auto [name, field] :
+       {std::pair{"KOLO_RANK", &o.rank}, std::pair{"KOLO_SIZE", &o.size},
+        std::pair{"KOLO_LOCAL_RANK", &o.local_rank}, std::pair{"KOLO_LOCAL_SIZE", &o.local_size}}) {
     if (absl::Status s = EnvInt(name, field); !s.ok()) return s;
   }
-  bool from_launcher = std::getenv("KOLO_RANK") == nullptr &&
-                       (std::getenv("OMPI_COMM_WORLD_RANK") != nullptr ||
-                        std::getenv("SLURM_PROCID") != nullptr);
+  bool from_launcher =
+      std::getenv("KOLO_RANK") == nullptr &&
+      (std::getenv("OMPI_COMM_WORLD_RANK") != nullptr || std::getenv("SLURM_PROCID") != nullptr);
   if (absl::Status s = ApplyLauncherEnvironment(&o); !s.ok()) return s;
   // Without local values, a job is one node.
   if (!from_launcher) {
@@ -95,8 +93,8 @@ absl::StatusOr<ClientOptions> ClientOptions::FromEnv() {
     o.coordinator = v;
   }
   if (o.size < 1 || o.rank < 0 || o.rank >= o.size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "KOLO_RANK=", o.rank, " must lie in [0, KOLO_SIZE=", o.size, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("KOLO_RANK=", o.rank, " must lie in [0, KOLO_SIZE=", o.size, ")"));
   }
   if (const char* v = std::getenv("KOLO_ARENA_BYTES"); v != nullptr && *v) {
     uint64_t bytes = 0;
@@ -110,34 +108,24 @@ absl::StatusOr<ClientOptions> ClientOptions::FromEnv() {
     uint64_t bytes = 0;
     if (!absl::SimpleAtoi(v, &bytes) || bytes == 0 || bytes >= o.arena_bytes) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "KOLO_RESULT_BYTES=\"", v, "\" must be a byte count below the arena's ",
-          o.arena_bytes));
+          "KOLO_RESULT_BYTES=\"", v, "\" must be a byte count below the arena's ", o.arena_bytes));
     }
     o.result_bytes = bytes;
   }
   if (const char* v = std::getenv("KOLO_SPIN_US"); v != nullptr && *v) {
     int us = 0;
     if (!absl::SimpleAtoi(v, &us) || us < 0 || us > 100000) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("KOLO_SPIN_US=\"", v, "\": want 0..100000"));
+      return absl::InvalidArgumentError(absl::StrCat("KOLO_SPIN_US=\"", v, "\": want 0..100000"));
     }
     o.spin = absl::Microseconds(us);
   }
   return o;
 }
 
-int64_t TensorView::num_elements() const {
-  return static_cast<int64_t>(ElementsOf(shape));
-}
-uint64_t TensorView::byte_size() const {
-  return ElementsOf(shape) * DTypeSize(dtype);
-}
-int64_t ConstTensorView::num_elements() const {
-  return static_cast<int64_t>(ElementsOf(shape));
-}
-uint64_t ConstTensorView::byte_size() const {
-  return ElementsOf(shape) * DTypeSize(dtype);
-}
+int64_t TensorView::num_elements() const { return static_cast<int64_t>(ElementsOf(shape)); }
+uint64_t TensorView::byte_size() const { return ElementsOf(shape) * DTypeSize(dtype); }
+int64_t ConstTensorView::num_elements() const { return static_cast<int64_t>(ElementsOf(shape)); }
+uint64_t ConstTensorView::byte_size() const { return ElementsOf(shape) * DTypeSize(dtype); }
 
 HostBuffer::HostBuffer(HostBuffer&& o) noexcept
     : arena_(std::move(o.arena_)),
@@ -174,8 +162,7 @@ void HostBuffer::Release() {
   result_offset_ = -1;
 }
 
-absl::StatusOr<std::unique_ptr<Client>> Client::Connect(
-    const ClientOptions& options) {
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   auto impl = ClientImpl::Connect(options);
   if (!impl.ok()) return impl.status();
   return std::unique_ptr<Client>(new Client(std::move(*impl)));
@@ -190,14 +177,12 @@ int Client::local_rank() const { return impl_->options().local_rank; }
 int Client::local_size() const { return impl_->options().local_size; }
 const std::string& Client::session_id() const { return impl_->session_id(); }
 
-absl::StatusOr<HostBuffer> Client::Allocate(DType dtype,
-                                            std::vector<int64_t> shape) {
+absl::StatusOr<HostBuffer> Client::Allocate(DType dtype, std::vector<int64_t> shape) {
   return impl_->Allocate(dtype, std::move(shape));
 }
 
 absl::StatusOr<Handle> Client::AllreduceAsync(const ConstTensorView& input,
-                                              const TensorView& output,
-                                              std::string_view name,
+                                              const TensorView& output, std::string_view name,
                                               const AllreduceOptions& options) {
   SubmitSpec spec{CollectiveKind::kAllreduce, input, output, name};
   spec.reduce = options;
@@ -205,22 +190,19 @@ absl::StatusOr<Handle> Client::AllreduceAsync(const ConstTensorView& input,
   return impl_->Submit(spec);
 }
 
-absl::Status Client::Allreduce(const ConstTensorView& input,
-                               const TensorView& output, std::string_view name,
-                               const AllreduceOptions& options) {
+absl::Status Client::Allreduce(const ConstTensorView& input, const TensorView& output,
+                               std::string_view name, const AllreduceOptions& options) {
   auto h = AllreduceAsync(input, output, name, options);
   if (!h.ok()) return h.status();
   return Wait(*h);
 }
 
-absl::StatusOr<Handle> Client::BroadcastAsync(const TensorView& tensor,
-                                              std::string_view name,
-                                              int root_rank,
-                                              const CollectiveOptions& options) {
+absl::StatusOr<Handle> Client::BroadcastAsync(const TensorView& tensor, std::string_view name,
+                                              int root_rank, const CollectiveOptions& options) {
   if (root_rank < 0 || root_rank >= size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "broadcast \"", std::string(name), "\": root rank ", root_rank,
-        " outside [0, ", size(), ")"));
+    return absl::InvalidArgumentError(absl::StrCat("broadcast \"", std::string(name),
+                                                   "\": root rank ", root_rank, " outside [0, ",
+                                                   size(), ")"));
   }
   SubmitSpec spec{CollectiveKind::kBroadcast, tensor, tensor, name};
   spec.root_rank = root_rank;
@@ -229,23 +211,21 @@ absl::StatusOr<Handle> Client::BroadcastAsync(const TensorView& tensor,
   return impl_->Submit(spec);
 }
 
-absl::Status Client::Broadcast(const TensorView& tensor, std::string_view name,
-                               int root_rank, const CollectiveOptions& options) {
+absl::Status Client::Broadcast(const TensorView& tensor, std::string_view name, int root_rank,
+                               const CollectiveOptions& options) {
   auto h = BroadcastAsync(tensor, name, root_rank, options);
   if (!h.ok()) return h.status();
   return Wait(*h);
 }
 
-absl::StatusOr<Handle> Client::AllgatherAsync(const ConstTensorView& input,
-                                              std::string_view name,
+absl::StatusOr<Handle> Client::AllgatherAsync(const ConstTensorView& input, std::string_view name,
                                               const CollectiveOptions& options) {
   SubmitSpec spec{CollectiveKind::kAllgather, input, {}, name};
   spec.process_set = options.process_set;
   return impl_->Submit(spec);
 }
 
-absl::StatusOr<HostBuffer> Client::Allgather(const ConstTensorView& input,
-                                             std::string_view name,
+absl::StatusOr<HostBuffer> Client::Allgather(const ConstTensorView& input, std::string_view name,
                                              const CollectiveOptions& options) {
   auto h = AllgatherAsync(input, name, options);
   if (!h.ok()) return h.status();
@@ -270,8 +250,7 @@ absl::StatusOr<HostBuffer> Client::Reducescatter(const ConstTensorView& input,
 }
 
 absl::StatusOr<Handle> Client::AlltoallAsync(const ConstTensorView& input,
-                                             std::vector<int64_t> splits,
-                                             std::string_view name,
+                                             std::vector<int64_t> splits, std::string_view name,
                                              const CollectiveOptions& options) {
   SubmitSpec spec{CollectiveKind::kAlltoall, input, {}, name};
   spec.process_set = options.process_set;
@@ -280,8 +259,7 @@ absl::StatusOr<Handle> Client::AlltoallAsync(const ConstTensorView& input,
 }
 
 absl::StatusOr<AlltoallResult> Client::Alltoall(const ConstTensorView& input,
-                                                std::vector<int64_t> splits,
-                                                std::string_view name,
+                                                std::vector<int64_t> splits, std::string_view name,
                                                 const CollectiveOptions& options) {
   auto h = AlltoallAsync(input, std::move(splits), name, options);
   if (!h.ok()) return h.status();
@@ -330,8 +308,7 @@ absl::StatusOr<std::vector<Handle>> Client::GroupedReducescatterAsync(
     const std::vector<ConstTensorView>& inputs, const std::vector<std::string>& names,
     const AllreduceOptions& options) {
   if (inputs.size() != names.size()) {
-    return absl::InvalidArgumentError(
-        "grouped reducescatter: inputs and names differ in length");
+    return absl::InvalidArgumentError("grouped reducescatter: inputs and names differ in length");
   }
   std::vector<SubmitSpec> specs;
   for (size_t i = 0; i < inputs.size(); ++i) {

@@ -18,7 +18,8 @@ VisibleDevices VisibleDevices::Parse(std::optional<std::string> value) {
     if (!absl::SimpleAtoi(entry, &n) || n < 0) {
       if (entry.empty() || absl::StartsWith(entry, "-")) break;  // CUDA stops at a bad entry
       v.unusable_ = absl::InvalidArgumentError(absl::StrCat(
-          "CUDA_VISIBLE_DEVICES=", *value, " names GPUs kolo cannot number as kolod does; "
+          "CUDA_VISIBLE_DEVICES=", *value,
+          " names GPUs kolo cannot number as kolod does; "
           "use the GPUs' indices (as nvidia-smi lists them), e.g. CUDA_VISIBLE_DEVICES=3"));
       return v;
     }
@@ -35,9 +36,8 @@ absl::StatusOr<int> VisibleDevices::NodeOrdinal(int ordinal) const {
   }
   if (!map_.has_value()) return ordinal;
   if (ordinal >= static_cast<int>(map_->size())) {
-    return absl::InvalidArgumentError(absl::StrCat("CUDA device ", ordinal,
-                                                   " is not visible with CUDA_VISIBLE_DEVICES=",
-                                                   value_));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CUDA device ", ordinal, " is not visible with CUDA_VISIBLE_DEVICES=", value_));
   }
   return (*map_)[ordinal];
 }

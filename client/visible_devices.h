@@ -31,7 +31,7 @@ class VisibleDevices {
 
  private:
   std::optional<std::vector<int>> map_;  // nullopt: identity
-  absl::Status unusable_;               // why the list cannot be mapped
+  absl::Status unusable_;                // why the list cannot be mapped
   std::string value_;
 };
 

@@ -14,12 +14,11 @@ ArenaAllocator::ArenaAllocator(uint64_t capacity, uint64_t alignment)
 
 absl::StatusOr<uint64_t> ArenaAllocator::Allocate(uint64_t bytes) {
   if (bytes > capacity_) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "tensor of ", bytes, " bytes exceeds the session arena of ",
-        capacity_, " bytes (raise KOLO_ARENA_BYTES)"));
+    return absl::ResourceExhaustedError(absl::StrCat("tensor of ", bytes,
+                                                     " bytes exceeds the session arena of ",
+                                                     capacity_, " bytes (raise KOLO_ARENA_BYTES)"));
   }
-  uint64_t need = bytes == 0 ? alignment_
-                             : (bytes + alignment_ - 1) & ~(alignment_ - 1);
+  uint64_t need = bytes == 0 ? alignment_ : (bytes + alignment_ - 1) & ~(alignment_ - 1);
   for (auto it = free_.begin(); it != free_.end(); ++it) {
     if (it->second < need) continue;
     uint64_t offset = it->first;
@@ -30,10 +29,9 @@ absl::StatusOr<uint64_t> ArenaAllocator::Allocate(uint64_t bytes) {
     in_use_ += need;
     return offset;
   }
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "session arena full: ", bytes, " bytes requested, ",
-      capacity_ - in_use_, " of ", capacity_,
-      " free but fragmented or in use (raise KOLO_ARENA_BYTES)"));
+  return absl::ResourceExhaustedError(
+      absl::StrCat("session arena full: ", bytes, " bytes requested, ", capacity_ - in_use_, " of ",
+                   capacity_, " free but fragmented or in use (raise KOLO_ARENA_BYTES)"));
 }
 
 void ArenaAllocator::Free(uint64_t offset) {

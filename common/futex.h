@@ -25,8 +25,7 @@ namespace kolo {
 
 // Sleeps while *word == expected, at most `timeout`. Returns on a wake-up, a
 // value change, a signal or the timeout; callers re-check their condition.
-void FutexWait(std::atomic<uint32_t>* word, uint32_t expected,
-               absl::Duration timeout);
+void FutexWait(std::atomic<uint32_t>* word, uint32_t expected, absl::Duration timeout);
 void FutexWakeAll(std::atomic<uint32_t>* word);
 
 // Step 3 of the ringer.
@@ -43,8 +42,8 @@ inline void RingDoorbell(abi::v1::Doorbell* bell) {
 // poll yields the core between checks, so on a machine with fewer cores than
 // busy threads the thread it waits for still gets to run.
 template <typename Ready>
-void SleepOnDoorbell(abi::v1::Doorbell* bell, Ready ready,
-                     absl::Duration timeout, absl::Duration spin) {
+void SleepOnDoorbell(abi::v1::Doorbell* bell, Ready ready, absl::Duration timeout,
+                     absl::Duration spin) {
   if (spin > absl::ZeroDuration()) {
     absl::Time spin_until = absl::Now() + spin;
     do {

@@ -27,7 +27,6 @@ absl::Status NotifyServiceManager(absl::string_view state);
 
 // As above, to the socket `notify_socket` given explicitly (same syntax as
 // $NOTIFY_SOCKET); an empty `notify_socket` is a no-op returning OK.
-absl::Status NotifyServiceManagerAt(absl::string_view notify_socket,
-                                    absl::string_view state);
+absl::Status NotifyServiceManagerAt(absl::string_view notify_socket, absl::string_view state);
 
 }  // namespace kolo

@@ -89,8 +89,7 @@ TEST_F(SdNotifyTest, SendsStateToAbstractSocket) {
   addr.sun_family = AF_UNIX;
   addr.sun_path[0] = '\0';
   std::memcpy(addr.sun_path + 1, name.data(), name.size());
-  const socklen_t len =
-      static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  const socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
   UniqueFd receiver(socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
   ASSERT_TRUE(receiver.valid());
   ASSERT_EQ(bind(receiver.get(), reinterpret_cast<sockaddr*>(&addr), len), 0)
@@ -117,8 +116,7 @@ TEST_F(SdNotifyTest, RejectsUnusableAddresses) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(NotifyServiceManagerAt("/" + std::string(200, 'x'), "READY=1").code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(NotifyServiceManagerAt("@", "READY=1").code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(NotifyServiceManagerAt("@", "READY=1").code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(SdNotifyTest, MissingSocketIsAnErrorNamingIt) {

@@ -40,8 +40,9 @@ absl::StatusOr<SharedSegment> SharedSegment::Create(uint64_t bytes) {
   return SharedSegment(std::move(fd), *data, bytes);
 }
 
-absl::StatusOr<SharedSegment> SharedSegment::OpenFromProcess(
-    pid_t pid, int fd, uint64_t expected_bytes, uid_t* owner_uid) {
+absl::StatusOr<SharedSegment> SharedSegment::OpenFromProcess(pid_t pid, int fd,
+                                                             uint64_t expected_bytes,
+                                                             uid_t* owner_uid) {
   if (pid <= 0 || fd < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("invalid segment reference pid ", pid, " fd ", fd));
@@ -56,13 +57,12 @@ absl::StatusOr<SharedSegment> SharedSegment::OpenFromProcess(
   }
   int seals = fcntl(own.get(), F_GET_SEALS);
   if (seals < 0 || (seals & kRequiredSeals) != kRequiredSeals) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, " is not a sealed Kolo segment (seals ", seals, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " is not a sealed Kolo segment (seals ", seals, ")"));
   }
   if (static_cast<uint64_t>(st.st_size) != expected_bytes) {
     return absl::InvalidArgumentError(
-        absl::StrCat("segment is ", st.st_size, " bytes, the request says ",
-                     expected_bytes));
+        absl::StrCat("segment is ", st.st_size, " bytes, the request says ", expected_bytes));
   }
   if (owner_uid != nullptr) *owner_uid = st.st_uid;
   auto data = Map(own.get(), expected_bytes);

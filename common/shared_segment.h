@@ -24,8 +24,7 @@ class SharedSegment {
   static absl::StatusOr<SharedSegment> Create(uint64_t bytes);
   // Opens and maps process `pid`'s fd `fd`; it must be a sealed memfd of
   // exactly `expected_bytes`. Fills `owner_uid` with the segment's owner.
-  static absl::StatusOr<SharedSegment> OpenFromProcess(pid_t pid, int fd,
-                                                       uint64_t expected_bytes,
+  static absl::StatusOr<SharedSegment> OpenFromProcess(pid_t pid, int fd, uint64_t expected_bytes,
                                                        uid_t* owner_uid);
 
   SharedSegment() = default;

@@ -32,15 +32,14 @@ TEST(SharedSegmentTest, SealedSegmentCannotShrink) {
 TEST(SharedSegmentTest, RejectsWrongSizeUnsealedAndMissing) {
   auto created = SharedSegment::Create(1 << 16);
   ASSERT_TRUE(created.ok());
-  EXPECT_EQ(SharedSegment::OpenFromProcess(getpid(), created->fd(), 1 << 17, nullptr)
-                .status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      SharedSegment::OpenFromProcess(getpid(), created->fd(), 1 << 17, nullptr).status().code(),
+      absl::StatusCode::kInvalidArgument);
   int plain = open("/proc/self/exe", O_RDONLY);
   ASSERT_GE(plain, 0);
   EXPECT_FALSE(SharedSegment::OpenFromProcess(getpid(), plain, 0, nullptr).ok());
   close(plain);
-  EXPECT_EQ(SharedSegment::OpenFromProcess(getpid(), 987654, 4096, nullptr)
-                .status().code(),
+  EXPECT_EQ(SharedSegment::OpenFromProcess(getpid(), 987654, 4096, nullptr).status().code(),
             absl::StatusCode::kNotFound);
   EXPECT_EQ(SharedSegment::OpenFromProcess(-1, 3, 4096, nullptr).status().code(),
             absl::StatusCode::kInvalidArgument);

@@ -30,8 +30,7 @@ class SpscRing {
  public:
   SpscRing() = default;
   // `capacity` must be a power of two; `slots` must hold that many.
-  SpscRing(abi::v1::RingIndex* tail, abi::v1::RingIndex* head, Slot* slots,
-           uint32_t capacity)
+  SpscRing(abi::v1::RingIndex* tail, abi::v1::RingIndex* head, Slot* slots, uint32_t capacity)
       : tail_(tail), head_(head), slots_(slots), mask_(capacity - 1) {}
 
   uint32_t capacity() const { return mask_ + 1; }

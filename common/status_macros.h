@@ -10,10 +10,10 @@
 #define KOLO_STATUS_CONCAT_INNER_(a, b) a##b
 #define KOLO_STATUS_CONCAT_(a, b) KOLO_STATUS_CONCAT_INNER_(a, b)
 
-#define KOLO_RETURN_IF_ERROR(expr)                 \
-  do {                                             \
-    ::absl::Status kolo_status_ = (expr);          \
-    if (!kolo_status_.ok()) return kolo_status_;   \
+#define KOLO_RETURN_IF_ERROR(expr)               \
+  do {                                           \
+    ::absl::Status kolo_status_ = (expr);        \
+    if (!kolo_status_.ok()) return kolo_status_; \
   } while (0)
 
 #define KOLO_ASSIGN_OR_RETURN(lhs, expr) \

@@ -22,8 +22,7 @@ absl::StatusOr<uint64_t> ParseBytes(const std::string& text) {
   };
   for (const Suffix& suf : {Suffix{"kib", 1ull << 10}, Suffix{"mib", 1ull << 20},
                             Suffix{"gib", 1ull << 30}, Suffix{"k", 1ull << 10},
-                            Suffix{"m", 1ull << 20}, Suffix{"g", 1ull << 30},
-                            Suffix{"b", 1}}) {
+                            Suffix{"m", 1ull << 20}, Suffix{"g", 1ull << 30}, Suffix{"b", 1}}) {
     if (absl::EndsWith(body, suf.text)) {
       body.remove_suffix(std::char_traits<char>::length(suf.text));
       mult = suf.mult;
@@ -40,8 +39,8 @@ absl::StatusOr<uint64_t> ParseBytes(const std::string& text) {
 
 absl::StatusOr<absl::Duration> ParseSeconds(const std::string& text) {
   double seconds = 0;
-  if (!absl::SimpleAtod(absl::StripAsciiWhitespace(text), &seconds) ||
-      !(seconds >= 0) || seconds > 1e9) {
+  if (!absl::SimpleAtod(absl::StripAsciiWhitespace(text), &seconds) || !(seconds >= 0) ||
+      seconds > 1e9) {
     return absl::InvalidArgumentError(
         absl::StrCat("\"", text, "\" is not a number of seconds >= 0"));
   }
@@ -74,8 +73,7 @@ absl::Status ApplyEnvironment(DaemonConfig* config) {
   if (const char* v = std::getenv("KOLO_SPIN_US"); v != nullptr && *v) {
     int us = 0;
     if (!absl::SimpleAtoi(v, &us) || us < 0 || us > 100000) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("KOLO_SPIN_US=\"", v, "\": want 0..100000"));
+      return absl::InvalidArgumentError(absl::StrCat("KOLO_SPIN_US=\"", v, "\": want 0..100000"));
     }
     config->spin = absl::Microseconds(us);
   }

@@ -14,9 +14,9 @@ struct DaemonConfig {
   std::string socket_path = "/run/kolo/kolod.sock";
   uint32_t socket_mode = 0660;
   uint64_t fusion_threshold_bytes = uint64_t{64} << 20;  // KOLO_FUSION_THRESHOLD
-  int worker_threads = 0;  // 0: one per core, minus the caller
-  absl::Duration spin = absl::Microseconds(50);  // KOLO_SPIN_US
-  std::string log_level = "info";  // KOLO_LOG_LEVEL
+  int worker_threads = 0;                                // 0: one per core, minus the caller
+  absl::Duration spin = absl::Microseconds(50);          // KOLO_SPIN_US
+  std::string log_level = "info";                        // KOLO_LOG_LEVEL
   uint64_t max_segment_bytes = uint64_t{64} << 30;
   std::string socket_group;  // chgrp of the socket; empty keeps the default
   // Status and Admin over TCP; empty disables. Bound to loopback by default.
@@ -29,11 +29,11 @@ struct DaemonConfig {
   // The Peer service (daemons of multi-node jobs) over TCP; empty disables.
   // Bound to loopback by default: a cluster sets this host's address.
   std::string peer_address = "127.0.0.1:7371";
-  std::string node_name;  // default: hostname:peer port
+  std::string node_name;                            // default: hostname:peer port
   absl::Duration peer_timeout = absl::Seconds(10);  // KOLO_PEER_TIMEOUT_S
   uint32_t response_cache_capacity = 1024;
-  absl::Duration stall_warning = absl::Seconds(60);       // KOLO_STALL_WARNING_S
-  absl::Duration stall_timeout = absl::ZeroDuration();    // KOLO_STALL_TIMEOUT_S
+  absl::Duration stall_warning = absl::Seconds(60);     // KOLO_STALL_WARNING_S
+  absl::Duration stall_timeout = absl::ZeroDuration();  // KOLO_STALL_TIMEOUT_S
   // Device tensors: how long joining a job's NCCL communicator may take,
   // and one collective on it, before the communicator is aborted.
   absl::Duration nccl_init_timeout = absl::Seconds(120);  // KOLO_NCCL_INIT_TIMEOUT_S

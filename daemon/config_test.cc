@@ -37,23 +37,19 @@ TEST(ParseBytesTest, AcceptsPlainCountsAndBinarySuffixes) {
 
 TEST(ParseBytesTest, RejectsTextThatIsNotAByteCount) {
   for (const char* text :
-       {"", " ", "abc", "-1", "-1M", "12Q", "M", "MiB", "1.5G", "64 MB",
-        "0x100", "1e6", "64MM"}) {
+       {"", " ", "abc", "-1", "-1M", "12Q", "M", "MiB", "1.5G", "64 MB", "0x100", "1e6", "64MM"}) {
     absl::StatusOr<uint64_t> got = ParseBytes(text);
     EXPECT_FALSE(got.ok()) << "accepted \"" << text << "\" as " << *got;
     if (!got.ok()) {
       EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
-      EXPECT_NE(std::string(got.status().message()).find(text),
-                std::string::npos)
-          << got.status();
+      EXPECT_NE(std::string(got.status().message()).find(text), std::string::npos) << got.status();
     }
   }
 }
 
 TEST(ParseBytesTest, RejectsCountsThatOverflow64Bits) {
-  for (const char* text :
-       {"18446744073709551616", "99999999999999999999999", "17179869184G",
-        "17179869184GiB", "17592186044416M", "18014398509481984k"}) {
+  for (const char* text : {"18446744073709551616", "99999999999999999999999", "17179869184G",
+                           "17179869184GiB", "17592186044416M", "18014398509481984k"}) {
     absl::StatusOr<uint64_t> got = ParseBytes(text);
     EXPECT_FALSE(got.ok()) << "accepted \"" << text << "\" as " << *got;
   }
@@ -63,8 +59,7 @@ TEST(ParseBytesTest, RejectsCountsThatOverflow64Bits) {
 // environment nor another test leaks in.
 class ApplyEnvironmentTest : public ::testing::Test {
  protected:
-  static constexpr const char* kVars[] = {"KOLO_FUSION_THRESHOLD",
-                                          "KOLO_SPIN_US", "KOLO_SOCKET",
+  static constexpr const char* kVars[] = {"KOLO_FUSION_THRESHOLD", "KOLO_SPIN_US", "KOLO_SOCKET",
                                           "KOLO_LOG_LEVEL"};
   void SetUp() override {
     for (const char* v : kVars) unsetenv(v);
@@ -79,8 +74,7 @@ class ApplyEnvironmentTest : public ::testing::Test {
     ASSERT_EQ(setenv(var, value, 1), 0);
     DaemonConfig config;
     absl::Status s = ApplyEnvironment(&config);
-    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument)
-        << var << "=\"" << value << "\": " << s;
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << var << "=\"" << value << "\": " << s;
     EXPECT_NE(std::string(s.message()).find(var), std::string::npos) << s;
     DaemonConfig defaults;
     EXPECT_EQ(config.fusion_threshold_bytes, defaults.fusion_threshold_bytes);

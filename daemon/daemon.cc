@@ -24,20 +24,20 @@
 #include "common/random_id.h"
 #include "common/sd_notify.h"
 #include "common/unique_fd.h"
-#include "daemon/status/admin_service.h"
 #include "daemon/backend/cpu/cpu_backend.h"
-#include "daemon/transport/ucx_transport.h"
+#include "daemon/backend/cpu/worker_pool.h"
 #include "daemon/backend/device_backend.h"
 #include "daemon/job/job_registry.h"
-#include "daemon/status/metrics.h"
-#include "daemon/status/metrics_http.h"
 #include "daemon/negotiation/member_link.h"
 #include "daemon/negotiation/peer_service.h"
 #include "daemon/session/node_service.h"
+#include "daemon/status/admin_service.h"
+#include "daemon/status/metrics.h"
+#include "daemon/status/metrics_http.h"
 #include "daemon/status/stall_inspector.h"
 #include "daemon/status/status_service.h"
 #include "daemon/status/timeline.h"
-#include "daemon/backend/cpu/worker_pool.h"
+#include "daemon/transport/ucx_transport.h"
 #include "spdlog/spdlog.h"
 
 namespace kolo::daemon {
@@ -48,14 +48,12 @@ namespace {
 absl::Status ClaimSocketPath(const std::string& path) {
   if (path.empty() || path.size() >= sizeof(sockaddr_un::sun_path)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "socket path must be 1 to ", sizeof(sockaddr_un::sun_path) - 1,
-        " bytes: ", path));
+        "socket path must be 1 to ", sizeof(sockaddr_un::sun_path) - 1, " bytes: ", path));
   }
   struct stat st {};
   if (lstat(path.c_str(), &st) != 0) return absl::OkStatus();
   if (!S_ISSOCK(st.st_mode)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(path, " exists and is not a socket"));
+    return absl::FailedPreconditionError(absl::StrCat(path, " exists and is not a socket"));
   }
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
@@ -64,10 +62,8 @@ absl::Status ClaimSocketPath(const std::string& path) {
   }
   std::memcpy(addr.sun_path, path.data(), path.size());
   UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (fd.valid() &&
-      connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("another kolod is serving ", path));
+  if (fd.valid() && connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    return absl::AlreadyExistsError(absl::StrCat("another kolod is serving ", path));
   }
   if (unlink(path.c_str()) != 0 && errno != ENOENT) {
     return ErrnoToStatus(errno, absl::StrCat("remove stale socket ", path));
@@ -82,7 +78,8 @@ absl::StatusOr<std::string> LoadOrCreateAdminToken(const std::string& path) {
   if (fd.valid()) {
     char buf[512];
     ssize_t n = read(fd.get(), buf, sizeof(buf));
-    if (n <= 0) return absl::FailedPreconditionError(absl::StrCat("admin token file ", path, " is empty"));
+    if (n <= 0)
+      return absl::FailedPreconditionError(absl::StrCat("admin token file ", path, " is empty"));
     std::string token(absl::StripAsciiWhitespace(absl::string_view(buf, n)));
     if (token.size() < 16) {
       return absl::FailedPreconditionError(
@@ -139,12 +136,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   spdlog::info(
       "kolod {} serving on {} (status {}, peer {}, metrics {}, fusion threshold {} bytes, "
       "{} workers, stall warning {} s)",
-      kVersion, config.socket_path,
-      d->status_address_.empty() ? "off" : d->status_address_,
+      kVersion, config.socket_path, d->status_address_.empty() ? "off" : d->status_address_,
       d->peer_address_.empty() ? "off" : d->peer_address_,
       d->metrics_http_ ? absl::StrCat("port ", d->metrics_port(), " /metrics") : "off",
-      config.fusion_threshold_bytes, workers + 1,
-      absl::ToDoubleSeconds(config.stall_warning));
+      config.fusion_threshold_bytes, workers + 1, absl::ToDoubleSeconds(config.stall_warning));
   (void)NotifyServiceManager("READY=1");
   return d;
 }
@@ -157,10 +152,9 @@ std::string Daemon::AdminTokenFile(const DaemonConfig& config) {
 }
 
 int Daemon::MakeJobResources() {
-  const int workers =
-      config_.worker_threads > 0
-          ? config_.worker_threads
-          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) - 1);
+  const int workers = config_.worker_threads > 0
+                          ? config_.worker_threads
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) - 1);
   metrics_ = std::make_unique<Metrics>();
   timeline_ = std::make_unique<Timeline>();
   pool_ = std::make_unique<WorkerPool>(workers);
@@ -178,9 +172,7 @@ absl::Status Daemon::StartPeerService(MultiNodeEnv* multi_node) {
   CoordinatorOptions coordinator_options;
   coordinator_options.fusion_threshold_bytes = config_.fusion_threshold_bytes;
   coordinator_options.cache_capacity = config_.response_cache_capacity;
-  coordinator_options.new_device_comm_id = [f = device_backends_.get()] {
-    return f->NewCommId();
-  };
+  coordinator_options.new_device_comm_id = [f = device_backends_.get()] { return f->NewCommId(); };
   coordinators_ = std::make_unique<CoordinatorRegistry>(coordinator_options, absl::Seconds(1),
                                                         config_.peer_timeout);
   peer_service_ = std::make_unique<PeerService>(coordinators_.get());
@@ -198,15 +190,14 @@ absl::Status Daemon::StartPeerService(MultiNodeEnv* multi_node) {
   peer_address_ = absl::StrCat(host, ":", selected);
   char hostname[256] = {};
   gethostname(hostname, sizeof(hostname) - 1);
-  multi_node->node_name = config_.node_name.empty() ? absl::StrCat(hostname, ":", selected)
-                                                    : config_.node_name;
+  multi_node->node_name =
+      config_.node_name.empty() ? absl::StrCat(hostname, ":", selected) : config_.node_name;
   multi_node->coordinators = coordinators_.get();
   multi_node->peer_timeout = config_.peer_timeout;
   return absl::OkStatus();
 }
 
-absl::Status Daemon::MakeServices(const MultiNodeEnv& multi_node,
-                                  const StallPolicy& stall_policy) {
+absl::Status Daemon::MakeServices(const MultiNodeEnv& multi_node, const StallPolicy& stall_policy) {
   JobObservers observers;
   observers.metrics = metrics_.get();
   observers.timeline = timeline_.get();
@@ -220,10 +211,9 @@ absl::Status Daemon::MakeServices(const MultiNodeEnv& multi_node,
   node_service_ = std::make_unique<NodeService>(registry_.get(), node_options);
   NodeService* node = node_service_.get();
   JobRegistry* registry = registry_.get();
-  metrics_->SetGauges([node] { return node->sessions(); },
-                      [registry] { return registry->size(); });
-  stall_inspector_ = std::make_unique<StallInspector>(registry_.get(), metrics_.get(),
-                                                      stall_policy);
+  metrics_->SetGauges([node] { return node->sessions(); }, [registry] { return registry->size(); });
+  stall_inspector_ =
+      std::make_unique<StallInspector>(registry_.get(), metrics_.get(), stall_policy);
   admin_service_ = std::make_unique<AdminService>(registry_.get(), admin_token_);
   if (config_.metrics_address.empty()) return absl::OkStatus();
   const Metrics* metrics = metrics_.get();
@@ -244,8 +234,8 @@ NodeFacts Daemon::Facts(int workers, const std::string& token_file,
   facts.worker_threads = workers + 1;
   facts.started = absl::Now();
   facts.metrics_port = metrics_port();
-  facts.devices.push_back(absl::StrCat("cpu: ", std::thread::hardware_concurrency(),
-                                       " cores, shared-memory backend"));
+  facts.devices.push_back(
+      absl::StrCat("cpu: ", std::thread::hardware_concurrency(), " cores, shared-memory backend"));
   facts.config = {
       {"socket", config.socket_path},
       {"socket_mode", absl::StrFormat("%04o", config.socket_mode)},
@@ -270,16 +260,14 @@ absl::Status Daemon::StartServers() {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort("unix:" + config_.socket_path,
-                           grpc::InsecureServerCredentials());
+  builder.AddListeningPort("unix:" + config_.socket_path, grpc::InsecureServerCredentials());
   builder.RegisterService(node_service_.get());
   builder.RegisterService(status_service_.get());
   builder.RegisterService(admin_service_.get());
   server_ = builder.BuildAndStart();
   if (server_ == nullptr) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot serve on unix:", config_.socket_path,
-                     " (is its directory there and writable?)"));
+    return absl::UnavailableError(absl::StrCat("cannot serve on unix:", config_.socket_path,
+                                               " (is its directory there and writable?)"));
   }
   if (chmod(config_.socket_path.c_str(), config_.socket_mode) != 0) {
     return ErrnoToStatus(errno, absl::StrCat("chmod ", config_.socket_path));
@@ -290,8 +278,8 @@ absl::Status Daemon::StartServers() {
       return absl::NotFoundError(absl::StrCat("no group ", config_.socket_group));
     }
     if (chown(config_.socket_path.c_str(), static_cast<uid_t>(-1), g->gr_gid) != 0) {
-      return ErrnoToStatus(errno, absl::StrCat("chgrp ", config_.socket_group, " ",
-                                               config_.socket_path));
+      return ErrnoToStatus(errno,
+                           absl::StrCat("chgrp ", config_.socket_group, " ", config_.socket_path));
     }
   }
   if (!config_.status_address.empty()) {
@@ -301,27 +289,22 @@ absl::Status Daemon::StartServers() {
     }
     int selected = 0;
     grpc::ServerBuilder tcp;
-    tcp.AddListeningPort(config_.status_address, grpc::InsecureServerCredentials(),
-                         &selected);
+    tcp.AddListeningPort(config_.status_address, grpc::InsecureServerCredentials(), &selected);
     tcp.RegisterService(status_service_.get());
     tcp.RegisterService(admin_service_.get());
     tcp_server_ = tcp.BuildAndStart();
     if (tcp_server_ == nullptr || selected == 0) {
-      return absl::UnavailableError(absl::StrCat(
-          "cannot serve status on ", config_.status_address,
-          " (in use? set --status_address, or empty to disable)"));
+      return absl::UnavailableError(
+          absl::StrCat("cannot serve status on ", config_.status_address,
+                       " (in use? set --status_address, or empty to disable)"));
     }
-    status_address_ = absl::StrCat(host.find(':') != std::string::npos
-                                       ? absl::StrCat("[", host, "]")
-                                       : host,
-                                   ":", selected);
+    status_address_ = absl::StrCat(
+        host.find(':') != std::string::npos ? absl::StrCat("[", host, "]") : host, ":", selected);
   }
   return absl::OkStatus();
 }
 
-int Daemon::metrics_port() const {
-  return metrics_http_ ? metrics_http_->port() : 0;
-}
+int Daemon::metrics_port() const { return metrics_http_ ? metrics_http_->port() : 0; }
 
 void Daemon::Shutdown() {
   if (shut_down_) return;
@@ -331,8 +314,7 @@ void Daemon::Shutdown() {
   if (peer_server_) peer_server_->Shutdown(std::chrono::system_clock::now());
   // Cancels the Attach streams still open after the deadline; their handlers
   // close the sessions.
-  if (server_) server_->Shutdown(std::chrono::system_clock::now() +
-                    std::chrono::milliseconds(200));
+  if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
   unlink(config_.socket_path.c_str());
 }
 

@@ -67,8 +67,7 @@ class Daemon {
   // multi-node jobs need of this daemon.
   absl::Status StartPeerService(MultiNodeEnv* multi_node);
   absl::Status MakeServices(const MultiNodeEnv& multi_node, const StallPolicy& stall_policy);
-  NodeFacts Facts(int workers, const std::string& token_file,
-                  const std::string& node_name) const;
+  NodeFacts Facts(int workers, const std::string& token_file, const std::string& node_name) const;
   absl::Status StartServers();
 
   DaemonConfig config_;

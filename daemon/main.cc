@@ -50,8 +50,7 @@ ABSL_FLAG(std::string, peer_address, "127.0.0.1:7371",
           "HOST:PORT where the daemons of multi-node jobs reach this one (port "
           "0 picks one); give this host's cluster address on a cluster; empty "
           "disables multi-node jobs");
-ABSL_FLAG(std::string, node_name, "",
-          "this node's name in messages (default hostname:peer port)");
+ABSL_FLAG(std::string, node_name, "", "this node's name in messages (default hostname:peer port)");
 ABSL_FLAG(std::string, peer_timeout_s, "",
           "seconds of silence after which a peer daemon counts as lost and its "
           "jobs are aborted (env KOLO_PEER_TIMEOUT_S; default 10)");
@@ -76,8 +75,7 @@ int Fail(const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "kolod: the Kolo node daemon.\n  kolod --socket PATH [flags]");
+  absl::SetProgramUsageMessage("kolod: the Kolo node daemon.\n  kolod --socket PATH [flags]");
   absl::ParseCommandLine(argc, argv);
 
   kolo::daemon::DaemonConfig config;

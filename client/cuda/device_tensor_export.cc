@@ -29,8 +29,8 @@ absl::StatusOr<std::unique_ptr<EventPair>> EventPool::Acquire() {
   if (!ready_handle.ok()) return ready_handle.status();
   absl::StatusOr<IpcHandleBytes> done_handle = done->ExportIpcHandle();
   if (!done_handle.ok()) return done_handle.status();
-  return std::make_unique<EventPair>(EventPair{std::move(*ready), std::move(*done),
-                                               *ready_handle, *done_handle});
+  return std::make_unique<EventPair>(
+      EventPair{std::move(*ready), std::move(*done), *ready_handle, *done_handle});
 }
 
 void EventPool::Release(std::unique_ptr<EventPair> pair) {
@@ -56,24 +56,24 @@ absl::Status WaitDone(const EventPair& pair, cudaStream_t consumer) {
 absl::StatusOr<DeviceTensorRef> DeviceTensorExporter::Export(const void* ptr, uint64_t bytes,
                                                              const IpcHandleBytes& event) {
   cudaPointerAttributes attr;
-  if (absl::Status s = CudaStatus(cudaPointerGetAttributes(&attr, ptr),
-                                  "cudaPointerGetAttributes of a tensor");
+  if (absl::Status s =
+          CudaStatus(cudaPointerGetAttributes(&attr, ptr), "cudaPointerGetAttributes of a tensor");
       !s.ok()) {
     return s;
   }
   if (attr.type != cudaMemoryTypeDevice) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "tensor at 0x", absl::Hex(reinterpret_cast<uintptr_t>(ptr)),
-        " is not device memory from cudaMalloc (memory type ", static_cast<int>(attr.type),
-        "); CUDA IPC cannot share it"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor at 0x", absl::Hex(reinterpret_cast<uintptr_t>(ptr)),
+                     " is not device memory from cudaMalloc (memory type ",
+                     static_cast<int>(attr.type), "); CUDA IPC cannot share it"));
   }
   absl::StatusOr<kolo::cuda::AllocationRange> range = kolo::cuda::FindAllocation(ptr);
   if (!range.ok()) return range.status();
   const uint64_t offset = reinterpret_cast<uint64_t>(ptr) - range->base;
   if (offset > range->size || bytes > range->size - offset) {
-    return absl::InvalidArgumentError(absl::StrCat("tensor of ", bytes, " bytes at offset ",
-                                                   offset, " runs past its allocation of ",
-                                                   range->size, " bytes"));
+    return absl::InvalidArgumentError(absl::StrCat("tensor of ", bytes, " bytes at offset ", offset,
+                                                   " runs past its allocation of ", range->size,
+                                                   " bytes"));
   }
   DeviceTensorRef ref;
   ref.offset = offset;
@@ -83,9 +83,9 @@ absl::StatusOr<DeviceTensorRef> DeviceTensorExporter::Export(const void* ptr, ui
   auto it = by_base_.find(range->base);
   if (it == by_base_.end() || it->second.size != range->size) {
     cudaIpcMemHandle_t handle;
-    if (absl::Status s = CudaStatus(
-            cudaIpcGetMemHandle(&handle, reinterpret_cast<void*>(range->base)),
-            "cudaIpcGetMemHandle");
+    if (absl::Status s =
+            CudaStatus(cudaIpcGetMemHandle(&handle, reinterpret_cast<void*>(range->base)),
+                       "cudaIpcGetMemHandle");
         !s.ok()) {
       return s;
     }

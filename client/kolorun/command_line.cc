@@ -9,8 +9,7 @@
 
 namespace kolo::kolorun {
 
-absl::StatusOr<CommandLine> SplitCommandLine(
-    const std::vector<std::string>& argv) {
+absl::StatusOr<CommandLine> SplitCommandLine(const std::vector<std::string>& argv) {
   CommandLine out;
   const std::pair<absl::string_view, std::vector<std::string>*> repeatable[] = {
       {"kolod_arg", &out.kolod_args}, {"ssh_arg", &out.ssh_args}};
@@ -19,8 +18,7 @@ absl::StatusOr<CommandLine> SplitCommandLine(
   for (; i < argv.size(); ++i) {
     absl::string_view arg = argv[i];
     if (arg == "--") {
-      out.command.assign(argv.begin() + static_cast<std::ptrdiff_t>(i) + 1,
-                         argv.end());
+      out.command.assign(argv.begin() + static_cast<std::ptrdiff_t>(i) + 1, argv.end());
       break;
     }
     absl::string_view dashless = arg;
@@ -36,8 +34,7 @@ absl::StatusOr<CommandLine> SplitCommandLine(
         taken = true;
       } else if (name.empty()) {
         if (i + 1 >= argv.size() || argv[i + 1] == "--") {
-          return absl::InvalidArgumentError(
-              absl::StrCat("--", flag, " needs a value"));
+          return absl::InvalidArgumentError(absl::StrCat("--", flag, " needs a value"));
         }
         values->push_back(argv[++i]);
         taken = true;

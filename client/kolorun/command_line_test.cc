@@ -10,8 +10,7 @@ using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
 TEST(SplitCommandLineTest, SplitsAtFirstDoubleDash) {
-  auto cl = SplitCommandLine(
-      {"kolorun", "-np", "2", "--", "python3", "t.py", "--", "--epochs=3"});
+  auto cl = SplitCommandLine({"kolorun", "-np", "2", "--", "python3", "t.py", "--", "--epochs=3"});
   ASSERT_TRUE(cl.ok()) << cl.status();
   EXPECT_THAT(cl->flag_args, ElementsAre("kolorun", "-np", "2"));
   EXPECT_THAT(cl->command, ElementsAre("python3", "t.py", "--", "--epochs=3"));
@@ -19,9 +18,8 @@ TEST(SplitCommandLineTest, SplitsAtFirstDoubleDash) {
 }
 
 TEST(SplitCommandLineTest, CollectsEveryKolodArgInOrder) {
-  auto cl = SplitCommandLine({"kolorun", "--kolod_arg=--a=1", "-np=2",
-                              "--kolod_arg", "--b", "-kolod_arg=c", "--",
-                              "--kolod_arg=not-ours"});
+  auto cl = SplitCommandLine({"kolorun", "--kolod_arg=--a=1", "-np=2", "--kolod_arg", "--b",
+                              "-kolod_arg=c", "--", "--kolod_arg=not-ours"});
   ASSERT_TRUE(cl.ok()) << cl.status();
   EXPECT_THAT(cl->kolod_args, ElementsAre("--a=1", "--b", "c"));
   EXPECT_THAT(cl->flag_args, ElementsAre("kolorun", "-np=2"));
@@ -29,9 +27,9 @@ TEST(SplitCommandLineTest, CollectsEveryKolodArgInOrder) {
 }
 
 TEST(SplitCommandLineTest, CollectsEverySshArgApartFromKolodArgs) {
-  auto cl = SplitCommandLine({"kolorun", "--ssh_arg=-p", "--ssh_arg", "2222",
-                              "-H", "a:1", "--kolod_arg=--v", "-ssh_arg=-q",
-                              "--ssh_argv=1", "--", "--ssh_arg=x"});
+  auto cl =
+      SplitCommandLine({"kolorun", "--ssh_arg=-p", "--ssh_arg", "2222", "-H", "a:1",
+                        "--kolod_arg=--v", "-ssh_arg=-q", "--ssh_argv=1", "--", "--ssh_arg=x"});
   ASSERT_TRUE(cl.ok()) << cl.status();
   EXPECT_THAT(cl->ssh_args, ElementsAre("-p", "2222", "-q"));
   EXPECT_THAT(cl->kolod_args, ElementsAre("--v"));
@@ -48,8 +46,7 @@ TEST(SplitCommandLineTest, KolodArgWithoutValueIsAnError) {
 TEST(SplitCommandLineTest, SimilarFlagNamesAndPositionalsPassThrough) {
   auto cl = SplitCommandLine({"kolorun", "--kolod_argx=1", "--kolod=/k", "cmd"});
   ASSERT_TRUE(cl.ok()) << cl.status();
-  EXPECT_THAT(cl->flag_args,
-              ElementsAre("kolorun", "--kolod_argx=1", "--kolod=/k", "cmd"));
+  EXPECT_THAT(cl->flag_args, ElementsAre("kolorun", "--kolod_argx=1", "--kolod=/k", "cmd"));
   EXPECT_THAT(cl->command, IsEmpty());
 }
 

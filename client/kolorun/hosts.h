@@ -38,7 +38,7 @@ bool IsThisMachine(const std::string& host, const std::string& this_host);
 
 // Where one rank runs.
 struct RankPlacement {
-  std::string host;  // The -H entry; empty when the job has no host list.
+  std::string host;   // The -H entry; empty when the job has no host list.
   bool local = true;  // Started here rather than over ssh.
   int local_rank = 0;
   int local_size = 0;  // Ranks of the job on this rank's host.
@@ -51,9 +51,8 @@ struct RankPlacement {
 // leave the last hosts short or unused). INVALID_ARGUMENT when the ranks
 // exceed the slots, or when two entries are this machine (their local ranks
 // would collide on one kolod).
-absl::StatusOr<std::vector<RankPlacement>> AssignRanks(
-    const std::vector<HostSlots>& hosts, int num_ranks,
-    const std::string& this_host);
+absl::StatusOr<std::vector<RankPlacement>> AssignRanks(const std::vector<HostSlots>& hosts,
+                                                       int num_ranks, const std::string& this_host);
 
 // The number of distinct hosts `placements` use.
 int HostsUsed(const std::vector<RankPlacement>& placements);
@@ -64,7 +63,6 @@ int HostsUsed(const std::vector<RankPlacement>& placements);
 // a loopback name, which the other hosts cannot use, `this_host` stands in;
 // FAILED_PRECONDITION if that is empty too.
 absl::StatusOr<std::string> CoordinatorAddress(const RankPlacement& rank0,
-                                               const std::string& this_host,
-                                               int peer_port);
+                                               const std::string& this_host, int peer_port);
 
 }  // namespace kolo::kolorun

@@ -24,15 +24,14 @@ TEST(ParseHostListTest, HostsWithAndWithoutSlots) {
   auto hosts = ParseHostList("hostA:2,hostB,user@hostC:16,10.0.0.7:3");
   ASSERT_TRUE(hosts.ok()) << hosts.status();
   EXPECT_THAT(*hosts, ElementsAre(HostSlots{"hostA", 2}, HostSlots{"hostB", 1},
-                                  HostSlots{"user@hostC", 16},
-                                  HostSlots{"10.0.0.7", 3}));
+                                  HostSlots{"user@hostC", 16}, HostSlots{"10.0.0.7", 3}));
 }
 
 TEST(ParseHostListTest, Ipv6Literals) {
   auto hosts = ParseHostList("::1,[fe80::2]:4,[fe80::3]");
   ASSERT_TRUE(hosts.ok()) << hosts.status();
-  EXPECT_THAT(*hosts, ElementsAre(HostSlots{"::1", 1}, HostSlots{"fe80::2", 4},
-                                  HostSlots{"fe80::3", 1}));
+  EXPECT_THAT(*hosts,
+              ElementsAre(HostSlots{"::1", 1}, HostSlots{"fe80::2", 4}, HostSlots{"fe80::3", 1}));
 }
 
 TEST(ParseHostListTest, BadSlots) {
@@ -66,12 +65,11 @@ TEST(ParseHostListTest, HostListedTwice) {
 }
 
 TEST(IsThisMachineTest, LoopbackNamesAndHostname) {
-  for (const char* host : {"localhost", "LocalHost", "127.0.0.1", "::1",
-                           "node7", "node7.cluster.example", "NODE7"}) {
+  for (const char* host :
+       {"localhost", "LocalHost", "127.0.0.1", "::1", "node7", "node7.cluster.example", "NODE7"}) {
     EXPECT_TRUE(IsThisMachine(host, "node7.cluster.example")) << host;
   }
-  for (const char* host : {"node8", "node7.other", "user@localhost", "node",
-                           "127.0.0.2"}) {
+  for (const char* host : {"node8", "node7.other", "user@localhost", "node", "127.0.0.2"}) {
     EXPECT_FALSE(IsThisMachine(host, "node7.cluster.example")) << host;
   }
   EXPECT_TRUE(IsThisMachine("localhost", ""));
@@ -81,19 +79,19 @@ TEST(IsThisMachineTest, LoopbackNamesAndHostname) {
 TEST(AssignRanksTest, FillsHostsInOrder) {
   auto placed = AssignRanks({{"hostA", 2}, {"hostB", 2}}, 4, "here");
   ASSERT_TRUE(placed.ok()) << placed.status();
-  EXPECT_THAT(*placed, ElementsAre(RankPlacement{"hostA", false, 0, 2},
-                                   RankPlacement{"hostA", false, 1, 2},
-                                   RankPlacement{"hostB", false, 0, 2},
-                                   RankPlacement{"hostB", false, 1, 2}));
+  EXPECT_THAT(
+      *placed,
+      ElementsAre(RankPlacement{"hostA", false, 0, 2}, RankPlacement{"hostA", false, 1, 2},
+                  RankPlacement{"hostB", false, 0, 2}, RankPlacement{"hostB", false, 1, 2}));
   EXPECT_EQ(HostsUsed(*placed), 2);
 }
 
 TEST(AssignRanksTest, FewerRanksThanSlotsLeaveLastHostsShort) {
   auto placed = AssignRanks({{"localhost", 2}, {"b", 3}, {"c", 4}}, 3, "here");
   ASSERT_TRUE(placed.ok()) << placed.status();
-  EXPECT_THAT(*placed, ElementsAre(RankPlacement{"localhost", true, 0, 2},
-                                   RankPlacement{"localhost", true, 1, 2},
-                                   RankPlacement{"b", false, 0, 1}));
+  EXPECT_THAT(*placed,
+              ElementsAre(RankPlacement{"localhost", true, 0, 2},
+                          RankPlacement{"localhost", true, 1, 2}, RankPlacement{"b", false, 0, 1}));
   EXPECT_EQ(HostsUsed(*placed), 2);
   placed = AssignRanks({{"a", 4}, {"b", 4}}, 2, "here");
   ASSERT_TRUE(placed.ok());
@@ -103,15 +101,13 @@ TEST(AssignRanksTest, FewerRanksThanSlotsLeaveLastHostsShort) {
 TEST(AssignRanksTest, NoHostsMeansAllHere) {
   auto placed = AssignRanks({}, 2, "here");
   ASSERT_TRUE(placed.ok());
-  EXPECT_THAT(*placed, ElementsAre(RankPlacement{"", true, 0, 2},
-                                   RankPlacement{"", true, 1, 2}));
+  EXPECT_THAT(*placed, ElementsAre(RankPlacement{"", true, 0, 2}, RankPlacement{"", true, 1, 2}));
 }
 
 TEST(AssignRanksTest, TooManyRanks) {
   auto placed = AssignRanks({{"a", 2}, {"b", 1}}, 4, "here");
   ASSERT_FALSE(placed.ok());
-  EXPECT_EQ(placed.status().message(),
-            "-np 4 is more than the 3 slots of the -H host list");
+  EXPECT_EQ(placed.status().message(), "-np 4 is more than the 3 slots of the -H host list");
 }
 
 TEST(AssignRanksTest, ThisMachineTwice) {
@@ -122,25 +118,18 @@ TEST(AssignRanksTest, ThisMachineTwice) {
 }
 
 TEST(CoordinatorAddressTest, RankZerosHostAndPeerPort) {
-  EXPECT_EQ(*CoordinatorAddress({"hostA", false, 0, 2}, "here", 7371),
-            "hostA:7371");
-  EXPECT_EQ(*CoordinatorAddress({"me@hostA", false, 0, 2}, "here", 9000),
-            "hostA:9000");
-  EXPECT_EQ(*CoordinatorAddress({"fe80::1", false, 0, 1}, "here", 7371),
-            "[fe80::1]:7371");
-  EXPECT_EQ(*CoordinatorAddress({"here", true, 0, 1}, "here", 7371),
-            "here:7371");
+  EXPECT_EQ(*CoordinatorAddress({"hostA", false, 0, 2}, "here", 7371), "hostA:7371");
+  EXPECT_EQ(*CoordinatorAddress({"me@hostA", false, 0, 2}, "here", 9000), "hostA:9000");
+  EXPECT_EQ(*CoordinatorAddress({"fe80::1", false, 0, 1}, "here", 7371), "[fe80::1]:7371");
+  EXPECT_EQ(*CoordinatorAddress({"here", true, 0, 1}, "here", 7371), "here:7371");
 }
 
 TEST(CoordinatorAddressTest, LoopbackNameIsReplacedByHostname) {
-  EXPECT_EQ(*CoordinatorAddress({"localhost", true, 0, 1}, "node7", 7371),
-            "node7:7371");
-  EXPECT_EQ(*CoordinatorAddress({"::1", true, 0, 1}, "node7", 7371),
-            "node7:7371");
+  EXPECT_EQ(*CoordinatorAddress({"localhost", true, 0, 1}, "node7", 7371), "node7:7371");
+  EXPECT_EQ(*CoordinatorAddress({"::1", true, 0, 1}, "node7", 7371), "node7:7371");
   auto unknown = CoordinatorAddress({"127.0.0.1", true, 0, 1}, "", 7371);
   ASSERT_FALSE(unknown.ok());
-  EXPECT_THAT(std::string(unknown.status().message()),
-              HasSubstr("--coordinator"));
+  EXPECT_THAT(std::string(unknown.status().message()), HasSubstr("--coordinator"));
 }
 
 }  // namespace

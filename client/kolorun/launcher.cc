@@ -45,23 +45,20 @@ constexpr auto kMaxPollWait = std::chrono::milliseconds(100);
 constexpr auto kDaemonProbeInterval = std::chrono::milliseconds(20);
 
 constexpr std::array<const char*, 8> kRankVariables = {
-    "KOLO_SOCKET",     "KOLO_JOB_ID",     "KOLO_JOB_TOKEN",
-    "KOLO_RANK",       "KOLO_SIZE",       "KOLO_LOCAL_RANK",
-    "KOLO_LOCAL_SIZE", "KOLO_COORDINATOR"};
+    "KOLO_SOCKET", "KOLO_JOB_ID",     "KOLO_JOB_TOKEN",  "KOLO_RANK",
+    "KOLO_SIZE",   "KOLO_LOCAL_RANK", "KOLO_LOCAL_SIZE", "KOLO_COORDINATOR"};
 
 // ssh's exit status when ssh itself failed (or the remote side was killed).
 constexpr int kSshFailureStatus = 255;
 
 Clock::duration ToClock(absl::Duration d) {
-  return std::chrono::duration_cast<Clock::duration>(
-      absl::ToChronoNanoseconds(d));
+  return std::chrono::duration_cast<Clock::duration>(absl::ToChronoNanoseconds(d));
 }
 
 int PollTimeoutMs(Clock::duration wait) {
   if (wait <= Clock::duration::zero()) return 0;
   // Round up so that a poll never returns just before its deadline.
-  return static_cast<int>(
-      std::chrono::ceil<std::chrono::milliseconds>(wait).count());
+  return static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(wait).count());
 }
 
 // Writes all of `data` unless the reader has gone (then the rest is dropped:
@@ -84,8 +81,7 @@ void WriteAll(int fd, std::string_view data) {
 
 bool IsExecutableFile(const std::string& path) {
   struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-         ::access(path.c_str(), X_OK) == 0;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
 }
 
 // Blocks SIGINT, SIGTERM and SIGHUP in the calling thread and makes them
@@ -110,8 +106,7 @@ class SignalCatcher {
       ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
       return ::kolo::ErrnoToStatus(err, "signalfd");
     }
-    return std::unique_ptr<SignalCatcher>(
-        new SignalCatcher(old_mask, std::move(fd)));
+    return std::unique_ptr<SignalCatcher>(new SignalCatcher(old_mask, std::move(fd)));
   }
   SignalCatcher(const SignalCatcher&) = delete;
   SignalCatcher& operator=(const SignalCatcher&) = delete;
@@ -126,16 +121,14 @@ class SignalCatcher {
   std::vector<int> Read() {
     std::vector<int> out;
     signalfd_siginfo info;
-    while (::read(fd_.get(), &info, sizeof(info)) ==
-           static_cast<ssize_t>(sizeof(info))) {
+    while (::read(fd_.get(), &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
       out.push_back(static_cast<int>(info.ssi_signo));
     }
     return out;
   }
 
  private:
-  SignalCatcher(sigset_t old_mask, UniqueFd fd)
-      : old_mask_(old_mask), fd_(std::move(fd)) {}
+  SignalCatcher(sigset_t old_mask, UniqueFd fd) : old_mask_(old_mask), fd_(std::move(fd)) {}
 
   sigset_t old_mask_;
   UniqueFd fd_;
@@ -146,8 +139,7 @@ class SignalCatcher {
 // Thread-safety: owned by one thread.
 class TempDir {
  public:
-  static absl::StatusOr<std::unique_ptr<TempDir>> Create(
-      const std::string& root) {
+  static absl::StatusOr<std::unique_ptr<TempDir>> Create(const std::string& root) {
     std::string templ = absl::StrCat(root, "/kolorun.XXXXXX");
     if (::mkdtemp(templ.data()) == nullptr) {
       return ::kolo::ErrnoToStatus(errno, absl::StrCat("mkdtemp ", templ));
@@ -220,14 +212,12 @@ class OutputPump {
 
   // True while any stream of a child other than the daemon is open.
   bool AnyRankStreamOpen() const {
-    return std::any_of(streams_.begin(), streams_.end(), [](const auto& s) {
-      return s->owner != kDaemonOwner && s->fd.valid();
-    });
+    return std::any_of(streams_.begin(), streams_.end(),
+                       [](const auto& s) { return s->owner != kDaemonOwner && s->fd.valid(); });
   }
   bool AnyOpen(int owner) const {
-    return std::any_of(streams_.begin(), streams_.end(), [owner](const auto& s) {
-      return s->owner == owner && s->fd.valid();
-    });
+    return std::any_of(streams_.begin(), streams_.end(),
+                       [owner](const auto& s) { return s->owner == owner && s->fd.valid(); });
   }
 
   // Flushes partial lines and closes the streams of `owner`, or of every
@@ -263,16 +253,14 @@ class JobRunner {
 
   absl::StatusOr<int> Run() {
     KOLO_ASSIGN_OR_RETURN(placements_,
-                          AssignRanks(options_.hosts, options_.num_ranks,
-                                      options_.this_host));
+                          AssignRanks(options_.hosts, options_.num_ranks, options_.this_host));
     spans_hosts_ = HostsUsed(placements_) > 1;
     if (spans_hosts_) {
       coordinator_ = options_.coordinator;
       if (coordinator_.empty()) {
-        KOLO_ASSIGN_OR_RETURN(coordinator_,
-                              CoordinatorAddress(placements_.front(),
-                                                 options_.this_host,
-                                                 options_.peer_port));
+        KOLO_ASSIGN_OR_RETURN(
+            coordinator_,
+            CoordinatorAddress(placements_.front(), options_.this_host, options_.peer_port));
       }
     }
     KOLO_ASSIGN_OR_RETURN(signals_, SignalCatcher::Create());
@@ -344,24 +332,23 @@ class JobRunner {
   // Step 1: the socket the local ranks will use, starting a private kolod if
   // needed ("" when no rank runs here).
   absl::StatusOr<std::string> EnsureDaemon() {
-    const bool any_local =
-        std::any_of(placements_.begin(), placements_.end(),
-                    [](const RankPlacement& p) { return p.local; });
+    const bool any_local = std::any_of(placements_.begin(), placements_.end(),
+                                       [](const RankPlacement& p) { return p.local; });
     if (!any_local) return std::string();
     if (spans_hosts_) {
       // ValidateOptions has refused private_daemon for such a job.
       if (SocketAccepts(options_.socket_path)) return options_.socket_path;
-      return absl::FailedPreconditionError(absl::StrCat(
-          "no kolod accepts connections on ", options_.socket_path,
-          " on this machine (", options_.this_host,
-          "); a job spanning hosts needs the system kolod running on every "
-          "host, reachable on its peer address (a private kolod would "
-          "listen on 127.0.0.1 only, out of the other hosts' reach)"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("no kolod accepts connections on ", options_.socket_path,
+                       " on this machine (", options_.this_host,
+                       "); a job spanning hosts needs the system kolod running on every "
+                       "host, reachable on its peer address (a private kolod would "
+                       "listen on 127.0.0.1 only, out of the other hosts' reach)"));
     }
     if (!options_.private_daemon) {
       if (SocketAccepts(options_.socket_path)) return options_.socket_path;
-      Message(absl::StrCat("no kolod accepts connections on ",
-                           options_.socket_path, "; starting a private one"));
+      Message(absl::StrCat("no kolod accepts connections on ", options_.socket_path,
+                           "; starting a private one"));
     }
     KOLO_ASSIGN_OR_RETURN(const std::string kolod, FindKolod(options_.kolod));
     std::string root = options_.temp_root.empty() ? "/tmp" : options_.temp_root;
@@ -374,9 +361,8 @@ class JobRunner {
     // A private daemon must not take the node's default status port: let the
     // kernel pick one (it is shown by `koloctl --socket ... status`).
     spawn.argv = {kolod, "--socket", socket, "--status_address=127.0.0.1:0",
-                                   "--peer_address=127.0.0.1:0"};
-    spawn.argv.insert(spawn.argv.end(), options_.kolod_args.begin(),
-                      options_.kolod_args.end());
+                  "--peer_address=127.0.0.1:0"};
+    spawn.argv.insert(spawn.argv.end(), options_.kolod_args.begin(), options_.kolod_args.end());
     for (const std::string& entry : options_.base_env) {
       if (!absl::StartsWith(entry, "KOLO_SOCKET=")) spawn.env.push_back(entry);
     }
@@ -387,32 +373,30 @@ class JobRunner {
                           absl::StrCat("starting kolod: ", daemon.status().message()));
     }
     daemon_ = *std::move(daemon);
-    pump_.Add(OutputPump::kDaemonOwner, std::move(daemon_->stdout_pipe()),
-              "[kolod] ", options_.stderr_fd);
-    pump_.Add(OutputPump::kDaemonOwner, std::move(daemon_->stderr_pipe()),
-              "[kolod] ", options_.stderr_fd);
+    pump_.Add(OutputPump::kDaemonOwner, std::move(daemon_->stdout_pipe()), "[kolod] ",
+              options_.stderr_fd);
+    pump_.Add(OutputPump::kDaemonOwner, std::move(daemon_->stderr_pipe()), "[kolod] ",
+              options_.stderr_fd);
 
-    const Clock::time_point deadline =
-        Clock::now() + ToClock(options_.daemon_start_timeout);
+    const Clock::time_point deadline = Clock::now() + ToClock(options_.daemon_start_timeout);
     while (true) {
       if (SocketAccepts(socket)) return socket;
       if (std::vector<int> sigs = TakeSignals(); !sigs.empty()) {
         interrupted_by_ = sigs.front();
-        Message(absl::StrCat("interrupted by ", SignalName(interrupted_by_),
-                             " while starting kolod"));
+        Message(
+            absl::StrCat("interrupted by ", SignalName(interrupted_by_), " while starting kolod"));
         return absl::CancelledError("interrupted");
       }
       if (std::optional<ExitStatus> st = daemon_->TryReap()) {
         pump_.DrainNow(OutputPump::kDaemonOwner);
-        return absl::UnavailableError(
-            absl::StrCat("private kolod ", kolod, " ", st->Describe(),
-                         " before accepting connections on ", socket));
+        return absl::UnavailableError(absl::StrCat("private kolod ", kolod, " ", st->Describe(),
+                                                   " before accepting connections on ", socket));
       }
       const Clock::time_point now = Clock::now();
       if (now >= deadline) {
-        return absl::DeadlineExceededError(absl::StrCat(
-            "private kolod ", kolod, " did not accept connections on ", socket,
-            " within ", absl::FormatDuration(options_.daemon_start_timeout)));
+        return absl::DeadlineExceededError(
+            absl::StrCat("private kolod ", kolod, " did not accept connections on ", socket,
+                         " within ", absl::FormatDuration(options_.daemon_start_timeout)));
       }
       PollOnce(std::min<Clock::duration>(kDaemonProbeInterval, deadline - now));
     }
@@ -452,20 +436,16 @@ class JobRunner {
         spawn.argv = SshArgv(ssh);
         spawn.env = options_.base_env;
       }
-      absl::StatusOr<std::unique_ptr<Subprocess>> child =
-          Subprocess::Spawn(spawn);
+      absl::StatusOr<std::unique_ptr<Subprocess>> child = Subprocess::Spawn(spawn);
       if (!child.ok()) {
         return absl::Status(
             child.status().code(),
             absl::StrCat("starting ", RankLabel(static_cast<size_t>(rank)),
-                         place.local ? "" : " (over ssh)", ": ",
-                         child.status().message()));
+                         place.local ? "" : " (over ssh)", ": ", child.status().message()));
       }
       const std::string prefix = absl::StrCat("[", rank, "] ");
-      pump_.Add(rank, std::move((*child)->stdout_pipe()), prefix,
-                options_.stdout_fd);
-      pump_.Add(rank, std::move((*child)->stderr_pipe()), prefix,
-                options_.stderr_fd);
+      pump_.Add(rank, std::move((*child)->stdout_pipe()), prefix, options_.stdout_fd);
+      pump_.Add(rank, std::move((*child)->stderr_pipe()), prefix, options_.stderr_fd);
       ranks_.push_back(*std::move(child));
     }
     return absl::OkStatus();
@@ -488,8 +468,7 @@ class JobRunner {
     size_t running = ranks_.size();
     while (running > 0) {
       for (int signo : TakeSignals()) {
-        Message(absl::StrCat("received ", SignalName(signo),
-                             "; forwarding it to the ranks"));
+        Message(absl::StrCat("received ", SignalName(signo), "; forwarding it to the ranks"));
         SignalRanks(signo);
         begin_shutdown(Clock::now());
       }
@@ -501,15 +480,14 @@ class JobRunner {
         // Output the rank wrote before it died comes before the verdict.
         pump_.DrainNow(static_cast<int>(r));
         if (st->success()) continue;
-        const bool ssh_failed = !placements_[r].local && !st->signaled &&
-                                st->value == kSshFailureStatus;
-        Message(absl::StrCat(
-            RankLabel(r), " ", st->Describe(),
-            ssh_failed ? absl::StrCat(" (also ssh's own failure status: check "
-                                      "that `", options_.ssh_program,
-                                      " -o BatchMode=yes ", placements_[r].host,
-                                      " true` works)")
-                       : ""));
+        const bool ssh_failed =
+            !placements_[r].local && !st->signaled && st->value == kSshFailureStatus;
+        Message(absl::StrCat(RankLabel(r), " ", st->Describe(),
+                             ssh_failed ? absl::StrCat(" (also ssh's own failure status: check "
+                                                       "that `",
+                                                       options_.ssh_program, " -o BatchMode=yes ",
+                                                       placements_[r].host, " true` works)")
+                                        : ""));
         if (!exit_code.has_value()) {
           exit_code = st->ShellCode();
           begin_shutdown(Clock::now());
@@ -519,8 +497,7 @@ class JobRunner {
       if (daemon_ && !daemon_exit_reported) {
         if (std::optional<ExitStatus> st = daemon_->TryReap()) {
           daemon_exit_reported = true;
-          Message(absl::StrCat("private kolod ", st->Describe(),
-                               " while ranks were running"));
+          Message(absl::StrCat("private kolod ", st->Describe(), " while ranks were running"));
         }
       }
 
@@ -547,8 +524,7 @@ class JobRunner {
     }
 
     // Whatever the ranks started may still hold their pipes open.
-    const Clock::time_point drain_deadline =
-        Clock::now() + ToClock(options_.output_drain_timeout);
+    const Clock::time_point drain_deadline = Clock::now() + ToClock(options_.output_drain_timeout);
     while (pump_.AnyRankStreamOpen()) {
       const Clock::time_point now = Clock::now();
       if (now >= drain_deadline) break;
@@ -563,8 +539,7 @@ class JobRunner {
   void StopDaemon() {
     if (daemon_ != nullptr) {
       if (!daemon_->reaped()) daemon_->SignalGroup(SIGTERM);
-      const Clock::time_point kill_at =
-          Clock::now() + ToClock(options_.daemon_stop_grace);
+      const Clock::time_point kill_at = Clock::now() + ToClock(options_.daemon_stop_grace);
       bool killed = false;
       while (!daemon_->TryReap().has_value()) {
         const Clock::time_point now = Clock::now();
@@ -573,8 +548,7 @@ class JobRunner {
           daemon_->SignalGroup(SIGKILL);
           killed = true;
         }
-        PollOnce(killed ? kMaxPollWait
-                        : std::min<Clock::duration>(kMaxPollWait, kill_at - now));
+        PollOnce(killed ? kMaxPollWait : std::min<Clock::duration>(kMaxPollWait, kill_at - now));
       }
       pump_.DrainNow(OutputPump::kDaemonOwner);
       pump_.Close(OutputPump::kDaemonOwner);
@@ -602,18 +576,17 @@ class JobRunner {
 absl::StatusOr<std::string> FindKolod(const KolodLocator& locator) {
   if (!locator.flag_path.empty()) {
     if (IsExecutableFile(locator.flag_path)) return locator.flag_path;
-    return absl::NotFoundError(absl::StrCat(
-        "--kolod ", locator.flag_path, " is not an executable file"));
+    return absl::NotFoundError(
+        absl::StrCat("--kolod ", locator.flag_path, " is not an executable file"));
   }
   if (!locator.env_path.empty()) {
     if (IsExecutableFile(locator.env_path)) return locator.env_path;
-    return absl::NotFoundError(absl::StrCat(
-        "KOLO_KOLOD=", locator.env_path, " is not an executable file"));
+    return absl::NotFoundError(
+        absl::StrCat("KOLO_KOLOD=", locator.env_path, " is not an executable file"));
   }
   std::vector<std::string> tried;
   if (!locator.self_exe.empty()) {
-    const std::filesystem::path dir =
-        std::filesystem::path(locator.self_exe).parent_path();
+    const std::filesystem::path dir = std::filesystem::path(locator.self_exe).parent_path();
     for (const std::filesystem::path& candidate :
          {dir / "kolod", (dir / "../../daemon/kolod").lexically_normal()}) {
       if (IsExecutableFile(candidate.string())) return candidate.string();
@@ -621,14 +594,12 @@ absl::StatusOr<std::string> FindKolod(const KolodLocator& locator) {
     }
   }
   for (absl::string_view dir : absl::StrSplit(locator.path_env, ':')) {
-    const std::string candidate =
-        absl::StrCat(dir.empty() ? "." : dir, "/kolod");
+    const std::string candidate = absl::StrCat(dir.empty() ? "." : dir, "/kolod");
     if (IsExecutableFile(candidate)) return candidate;
   }
   tried.push_back("kolod in PATH");
-  return absl::NotFoundError(
-      absl::StrCat("cannot find kolod (tried ", absl::StrJoin(tried, ", "),
-                   "); pass --kolod or set KOLO_KOLOD"));
+  return absl::NotFoundError(absl::StrCat("cannot find kolod (tried ", absl::StrJoin(tried, ", "),
+                                          "); pass --kolod or set KOLO_KOLOD"));
 }
 
 absl::Status ValidateOptions(const LaunchOptions& options) {
@@ -643,15 +614,13 @@ absl::Status ValidateOptions(const LaunchOptions& options) {
   if (options.socket_path.empty()) {
     return absl::InvalidArgumentError("the kolod socket path is empty");
   }
-  if (options.grace < absl::ZeroDuration() ||
-      options.kill_grace < absl::ZeroDuration()) {
+  if (options.grace < absl::ZeroDuration() || options.kill_grace < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("grace periods must not be negative");
   }
   if (options.hosts.empty()) return absl::OkStatus();
 
-  KOLO_ASSIGN_OR_RETURN(
-      const std::vector<RankPlacement> placements,
-      AssignRanks(options.hosts, options.num_ranks, options.this_host));
+  KOLO_ASSIGN_OR_RETURN(const std::vector<RankPlacement> placements,
+                        AssignRanks(options.hosts, options.num_ranks, options.this_host));
   const bool spans_hosts = HostsUsed(placements) > 1;
   if (spans_hosts && options.private_daemon) {
     return absl::InvalidArgumentError(
@@ -659,45 +628,38 @@ absl::Status ValidateOptions(const LaunchOptions& options) {
         "could not reach a private kolod (it listens on 127.0.0.1 only)");
   }
   if (options.peer_port < 1 || options.peer_port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--peer_port must lie in [1, 65535], got ", options.peer_port));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--peer_port must lie in [1, 65535], got ", options.peer_port));
   }
   if (!options.coordinator.empty()) {
     const size_t colon = options.coordinator.rfind(':');
     int port = 0;
     if (colon == std::string::npos || colon == 0 ||
-        !absl::SimpleAtoi(absl::string_view(options.coordinator).substr(colon + 1),
-                          &port) ||
+        !absl::SimpleAtoi(absl::string_view(options.coordinator).substr(colon + 1), &port) ||
         port < 1 || port > 65535) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--coordinator \"", options.coordinator,
-                       "\" is not HOST:PORT"));
+          absl::StrCat("--coordinator \"", options.coordinator, "\" is not HOST:PORT"));
     }
   }
-  const bool any_remote =
-      std::any_of(placements.begin(), placements.end(),
-                  [](const RankPlacement& p) { return !p.local; });
+  const bool any_remote = std::any_of(placements.begin(), placements.end(),
+                                      [](const RankPlacement& p) { return !p.local; });
   if (any_remote) {
-    if (const std::string why = RemoteCommandError(options.command);
-        !why.empty()) {
+    if (const std::string why = RemoteCommandError(options.command); !why.empty()) {
       return absl::InvalidArgumentError(why);
     }
     if (options.ssh_program.empty()) {
       return absl::InvalidArgumentError("--ssh is empty");
     }
     if (options.remote_socket_path.empty()) {
-      return absl::InvalidArgumentError(
-          "the kolod socket path for remote hosts is empty");
+      return absl::InvalidArgumentError("the kolod socket path for remote hosts is empty");
     }
   }
   return absl::OkStatus();
 }
 
 std::vector<std::string> RankEnvironment(const std::vector<std::string>& base_env,
-                                         const std::string& socket_path,
-                                         const std::string& job_id,
-                                         const std::string& job_token, int rank,
-                                         int size) {
+                                         const std::string& socket_path, const std::string& job_id,
+                                         const std::string& job_token, int rank, int size) {
   return RankEnvironment(base_env, RankIdentity{.socket_path = socket_path,
                                                 .job_id = job_id,
                                                 .job_token = job_token,
@@ -713,11 +675,9 @@ std::vector<std::string> RankEnvironment(const std::vector<std::string>& base_en
   std::vector<std::string> env;
   env.reserve(base_env.size() + kRankVariables.size());
   for (const std::string& entry : base_env) {
-    const std::string_view name =
-        std::string_view(entry).substr(0, entry.find('='));
-    const bool replaced =
-        std::any_of(kRankVariables.begin(), kRankVariables.end(),
-                    [name](const char* var) { return name == var; });
+    const std::string_view name = std::string_view(entry).substr(0, entry.find('='));
+    const bool replaced = std::any_of(kRankVariables.begin(), kRankVariables.end(),
+                                      [name](const char* var) { return name == var; });
     if (!replaced) env.push_back(entry);
   }
   env.push_back(absl::StrCat("KOLO_SOCKET=", id.socket_path));
@@ -740,8 +700,7 @@ bool SocketAccepts(const std::string& path) {
   path.copy(addr.sun_path, path.size());
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!fd.valid()) return false;
-  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr),
-                sizeof(addr)) == 0) {
+  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0) {
     return true;
   }
   // A full backlog still means that someone listens there.

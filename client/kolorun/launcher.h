@@ -122,10 +122,8 @@ std::vector<std::string> RankEnvironment(const std::vector<std::string>& base_en
                                          const RankIdentity& id);
 // The same for a job on one machine: local rank and size are the global ones.
 std::vector<std::string> RankEnvironment(const std::vector<std::string>& base_env,
-                                         const std::string& socket_path,
-                                         const std::string& job_id,
-                                         const std::string& job_token, int rank,
-                                         int size);
+                                         const std::string& socket_path, const std::string& job_id,
+                                         const std::string& job_token, int rank, int size);
 
 // True when something accepts connections on the Unix socket `path`.
 bool SocketAccepts(const std::string& path);

@@ -44,8 +44,7 @@ std::string TestData(const std::string& name) {
   if (srcdir == nullptr || workspace == nullptr) {
     return absl::StrCat("client/kolorun/testdata/", name);
   }
-  return absl::StrCat(srcdir, "/", workspace, "/client/kolorun/testdata/",
-                      name);
+  return absl::StrCat(srcdir, "/", workspace, "/client/kolorun/testdata/", name);
 }
 
 std::string FakeKolod() { return TestData("fake_kolod.py"); }
@@ -86,9 +85,7 @@ class ListeningSocket {
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     path_.copy(addr.sun_path, path_.size());
-    EXPECT_EQ(::bind(fd_.get(), reinterpret_cast<sockaddr*>(&addr),
-                     sizeof(addr)),
-              0);
+    EXPECT_EQ(::bind(fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
     EXPECT_EQ(::listen(fd_.get(), 128), 0);
   }
   const std::string& path() const { return path_; }
@@ -131,8 +128,8 @@ class LauncherTest : public ::testing::Test {
     LaunchOptions o;
     o.num_ranks = num_ranks;
     o.command = {"/bin/sh", "-c", script};
-    o.base_env = {"PATH=/bin:/usr/bin", "FOO=bar", "KOLO_RANK=stale",
-                  "KOLO_STALL_WARNING_S=7", absl::StrCat("DIR=", dir_.path())};
+    o.base_env = {"PATH=/bin:/usr/bin", "FOO=bar", "KOLO_RANK=stale", "KOLO_STALL_WARNING_S=7",
+                  absl::StrCat("DIR=", dir_.path())};
     o.socket_path = daemon_.path();
     o.kolod.flag_path = FakeKolod();
     o.temp_root = TestTmpDir();
@@ -143,26 +140,25 @@ class LauncherTest : public ::testing::Test {
     return o;
   }
 
-  ShortTempDir dir_;         // Scratch space the ranks can see as $DIR.
-  ListeningSocket daemon_;   // A "running kolod" by default.
+  ShortTempDir dir_;        // Scratch space the ranks can see as $DIR.
+  ListeningSocket daemon_;  // A "running kolod" by default.
   CapturedOutput out_;
   CapturedOutput err_;
 };
 
 TEST_F(LauncherTest, EveryRankGetsItsEnvironment) {
-  LaunchOptions o = Options(
-      3,
-      "echo $KOLO_RANK $KOLO_SIZE $KOLO_LOCAL_RANK $KOLO_LOCAL_SIZE "
-      "$KOLO_JOB_ID $KOLO_SOCKET ${#KOLO_JOB_TOKEN} $FOO $KOLO_STALL_WARNING_S");
+  LaunchOptions o =
+      Options(3,
+              "echo $KOLO_RANK $KOLO_SIZE $KOLO_LOCAL_RANK $KOLO_LOCAL_SIZE "
+              "$KOLO_JOB_ID $KOLO_SOCKET ${#KOLO_JOB_TOKEN} $FOO $KOLO_STALL_WARNING_S");
   o.job_id = "job-42";
   absl::StatusOr<int> code = RunJob(o);
   ASSERT_TRUE(code.ok()) << code.status();
   EXPECT_EQ(*code, 0);
   const std::string tail = absl::StrCat(" job-42 ", daemon_.path(), " 32 bar 7");
-  EXPECT_THAT(out_.Lines(),
-              UnorderedElementsAre(absl::StrCat("[0] 0 3 0 3", tail),
-                                   absl::StrCat("[1] 1 3 1 3", tail),
-                                   absl::StrCat("[2] 2 3 2 3", tail)));
+  EXPECT_THAT(out_.Lines(), UnorderedElementsAre(absl::StrCat("[0] 0 3 0 3", tail),
+                                                 absl::StrCat("[1] 1 3 1 3", tail),
+                                                 absl::StrCat("[2] 2 3 2 3", tail)));
   EXPECT_EQ(err_.Contents(), "");
 }
 
@@ -187,20 +183,18 @@ TEST_F(LauncherTest, RanksShareOneFreshJobIdAndToken) {
 }
 
 TEST_F(LauncherTest, PrefixesStdoutAndStderrLinesPerRank) {
-  LaunchOptions o = Options(
-      2, "printf 'one\\ntwo\\nno-newline'; printf 'err %s\\n' $KOLO_RANK >&2");
+  LaunchOptions o =
+      Options(2, "printf 'one\\ntwo\\nno-newline'; printf 'err %s\\n' $KOLO_RANK >&2");
   absl::StatusOr<int> code = RunJob(o);
   ASSERT_TRUE(code.ok()) << code.status();
   EXPECT_EQ(*code, 0);
-  EXPECT_THAT(out_.Lines(),
-              UnorderedElementsAre("[0] one", "[0] two", "[0] no-newline",
-                                   "[1] one", "[1] two", "[1] no-newline"));
+  EXPECT_THAT(out_.Lines(), UnorderedElementsAre("[0] one", "[0] two", "[0] no-newline", "[1] one",
+                                                 "[1] two", "[1] no-newline"));
   EXPECT_THAT(err_.Lines(), UnorderedElementsAre("[0] err 0", "[1] err 1"));
 }
 
 TEST_F(LauncherTest, ManyLinesArriveWholeAndInOrderPerRank) {
-  LaunchOptions o = Options(
-      2, "i=0; while [ $i -lt 5000 ]; do echo line-$i; i=$((i+1)); done");
+  LaunchOptions o = Options(2, "i=0; while [ $i -lt 5000 ]; do echo line-$i; i=$((i+1)); done");
   ASSERT_TRUE(RunJob(o).ok());
   std::vector<int> next(2, 0);
   for (const std::string& line : out_.Lines()) {
@@ -214,13 +208,11 @@ TEST_F(LauncherTest, ManyLinesArriveWholeAndInOrderPerRank) {
 }
 
 TEST_F(LauncherTest, FailingRankSetsExitCodeAndIsReported) {
-  LaunchOptions o = Options(
-      2, "if [ $KOLO_RANK = 1 ]; then echo bye; exit 3; fi; echo fine");
+  LaunchOptions o = Options(2, "if [ $KOLO_RANK = 1 ]; then echo bye; exit 3; fi; echo fine");
   absl::StatusOr<int> code = RunJob(o);
   ASSERT_TRUE(code.ok()) << code.status();
   EXPECT_EQ(*code, 3);
-  EXPECT_THAT(err_.Contents(),
-              HasSubstr("kolorun: rank 1 exited with status 3\n"));
+  EXPECT_THAT(err_.Contents(), HasSubstr("kolorun: rank 1 exited with status 3\n"));
   EXPECT_THAT(err_.Contents(), Not(HasSubstr("rank 0")));
   EXPECT_THAT(out_.Lines(), UnorderedElementsAre("[0] fine", "[1] bye"));
 }
@@ -230,13 +222,11 @@ TEST_F(LauncherTest, RankKilledBySignalGives128PlusSignal) {
   absl::StatusOr<int> code = RunJob(o);
   ASSERT_TRUE(code.ok()) << code.status();
   EXPECT_EQ(*code, 128 + SIGSEGV);
-  EXPECT_THAT(err_.Contents(),
-              HasSubstr("kolorun: rank 0 killed by signal SIGSEGV\n"));
+  EXPECT_THAT(err_.Contents(), HasSubstr("kolorun: rank 0 killed by signal SIGSEGV\n"));
 }
 
 TEST_F(LauncherTest, HangingRankIsTerminatedAfterGrace) {
-  LaunchOptions o = Options(
-      2, "if [ $KOLO_RANK = 0 ]; then exit 5; fi; exec sleep 1000");
+  LaunchOptions o = Options(2, "if [ $KOLO_RANK = 0 ]; then exit 5; fi; exec sleep 1000");
   o.grace = absl::Milliseconds(200);
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<int> code = RunJob(o);
@@ -253,11 +243,10 @@ TEST_F(LauncherTest, HangingRankIsTerminatedAfterGrace) {
 TEST_F(LauncherTest, RankIgnoringSigtermIsKilled) {
   // Rank 1 ignores SIGTERM (its sleep inherits that); rank 0 fails only once
   // rank 1 is in that state.
-  LaunchOptions o = Options(
-      2,
-      "if [ $KOLO_RANK = 0 ]; then "
-      "  while [ ! -e $DIR/ready ]; do sleep 0.01; done; exit 6; "
-      "fi; trap '' TERM; touch $DIR/ready; exec sleep 1000");
+  LaunchOptions o = Options(2,
+                            "if [ $KOLO_RANK = 0 ]; then "
+                            "  while [ ! -e $DIR/ready ]; do sleep 0.01; done; exit 6; "
+                            "fi; trap '' TERM; touch $DIR/ready; exec sleep 1000");
   o.grace = absl::Milliseconds(100);
   o.kill_grace = absl::Milliseconds(200);
   absl::StatusOr<int> code = RunJob(o);
@@ -270,9 +259,7 @@ TEST_F(LauncherTest, RankIgnoringSigtermIsKilled) {
 }
 
 TEST_F(LauncherTest, RanksThatFinishWithinGraceKeepTheirStatus) {
-  LaunchOptions o = Options(
-      2,
-      "if [ $KOLO_RANK = 0 ]; then exit 9; fi; sleep 0.2; exit 0");
+  LaunchOptions o = Options(2, "if [ $KOLO_RANK = 0 ]; then exit 9; fi; sleep 0.2; exit 0");
   absl::StatusOr<int> code = RunJob(o);
   ASSERT_TRUE(code.ok()) << code.status();
   EXPECT_EQ(*code, 9);
@@ -283,12 +270,11 @@ TEST_F(LauncherTest, RanksThatFinishWithinGraceKeepTheirStatus) {
 TEST_F(LauncherTest, ForwardsSignalsToEveryRankGroup) {
   // Each rank traps SIGTERM and waits on a background sleep (in its group);
   // once both are ready rank 0 sends SIGTERM to the launcher (its parent).
-  LaunchOptions o = Options(
-      2,
-      "trap 'echo got TERM; exit 7' TERM; touch $DIR/ready.$KOLO_RANK; "
-      "if [ $KOLO_RANK = 0 ]; then "
-      "  while [ ! -e $DIR/ready.1 ]; do sleep 0.01; done; kill -TERM $PPID; "
-      "fi; sleep 1000 & wait");
+  LaunchOptions o = Options(2,
+                            "trap 'echo got TERM; exit 7' TERM; touch $DIR/ready.$KOLO_RANK; "
+                            "if [ $KOLO_RANK = 0 ]; then "
+                            "  while [ ! -e $DIR/ready.1 ]; do sleep 0.01; done; kill -TERM $PPID; "
+                            "fi; sleep 1000 & wait");
   absl::StatusOr<int> code = RunJob(o);
   ASSERT_TRUE(code.ok()) << code.status();
   EXPECT_EQ(*code, 7);
@@ -312,8 +298,7 @@ TEST_F(LauncherTest, CommandThatCannotRunIsAnError) {
   absl::StatusOr<int> code = RunJob(o);
   ASSERT_FALSE(code.ok());
   EXPECT_THAT(std::string(code.status().message()),
-              AllOf(HasSubstr("starting rank 0"),
-                    HasSubstr("/nonexistent/kolo-no-such-program")));
+              AllOf(HasSubstr("starting rank 0"), HasSubstr("/nonexistent/kolo-no-such-program")));
 }
 
 TEST_F(LauncherTest, InvalidOptionsAreRejected) {
@@ -321,8 +306,7 @@ TEST_F(LauncherTest, InvalidOptionsAreRejected) {
   EXPECT_EQ(RunJob(o).status().code(), absl::StatusCode::kInvalidArgument);
   o = Options(1, "true");
   o.command.clear();
-  EXPECT_THAT(std::string(RunJob(o).status().message()),
-              HasSubstr("no command"));
+  EXPECT_THAT(std::string(RunJob(o).status().message()), HasSubstr("no command"));
 }
 
 // The private daemon -------------------------------------------------------
@@ -344,11 +328,11 @@ TEST_F(LauncherTest, StartsPrivateDaemonWhenForced) {
   EXPECT_THAT(socket, HasSubstr("/kolorun."));
   // The daemon got --socket and the extra arguments, and was stopped with
   // SIGTERM; its directory is gone.
-  EXPECT_EQ(ReadFile(record), absl::StrCat("--socket ", socket,
-                                           " --status_address=127.0.0.1:0 --peer_address=127.0.0.1:0 --record=",
-                                           record, " --extra\nSIGTERM\n"));
-  EXPECT_FALSE(std::filesystem::exists(
-      std::filesystem::path(socket).parent_path()));
+  EXPECT_EQ(ReadFile(record),
+            absl::StrCat("--socket ", socket,
+                         " --status_address=127.0.0.1:0 --peer_address=127.0.0.1:0 --record=",
+                         record, " --extra\nSIGTERM\n"));
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(socket).parent_path()));
   // Its output, including a last line without newline, is on stderr.
   const std::string err = err_.Contents();
   EXPECT_THAT(err, HasSubstr("[kolod] fake kolod listening on " + socket + "\n"));
@@ -363,12 +347,11 @@ TEST_F(LauncherTest, StartsPrivateDaemonWhenNothingAnswers) {
   ASSERT_TRUE(code.ok()) << code.status();
   EXPECT_EQ(*code, 0);
   EXPECT_THAT(err_.Contents(),
-              HasSubstr(absl::StrCat("kolorun: no kolod accepts connections on ",
-                                     o.socket_path,
+              HasSubstr(absl::StrCat("kolorun: no kolod accepts connections on ", o.socket_path,
                                      "; starting a private one\n")));
   ASSERT_EQ(out_.Lines().size(), 1u);
-  EXPECT_THAT(out_.Lines()[0], AllOf(StartsWith("[0] "), HasSubstr("/kolorun."),
-                                     Not(HasSubstr("nobody-here"))));
+  EXPECT_THAT(out_.Lines()[0],
+              AllOf(StartsWith("[0] "), HasSubstr("/kolorun."), Not(HasSubstr("nobody-here"))));
 }
 
 TEST_F(LauncherTest, UsesTheRunningDaemonWithoutLookingForKolod) {
@@ -420,8 +403,7 @@ TEST_F(LauncherTest, DaemonIgnoringSigtermIsKilled) {
 TEST_F(LauncherTest, MissingKolodIsAnError) {
   LaunchOptions o = Options(1, "true");
   o.private_daemon = true;
-  o.kolod = KolodLocator{.self_exe = dir_.path() + "/kolorun",
-                         .path_env = dir_.path()};
+  o.kolod = KolodLocator{.self_exe = dir_.path() + "/kolorun", .path_env = dir_.path()};
   absl::StatusOr<int> code = RunJob(o);
   ASSERT_FALSE(code.ok());
   EXPECT_EQ(code.status().code(), absl::StatusCode::kNotFound);
@@ -457,8 +439,7 @@ class MultiHostTest : public LauncherTest {
   std::vector<std::vector<std::string>> SshCalls() const {
     std::vector<std::vector<std::string>> calls;
     for (const auto& entry : std::filesystem::directory_iterator(log_dir_)) {
-      std::vector<std::string> argv =
-          absl::StrSplit(ReadFile(entry.path().string()), '\0');
+      std::vector<std::string> argv = absl::StrSplit(ReadFile(entry.path().string()), '\0');
       if (!argv.empty() && argv.back().empty()) argv.pop_back();
       calls.push_back(std::move(argv));
     }
@@ -484,14 +465,15 @@ TEST_F(MultiHostTest, LocalAndRemoteRanksRunWithTheirEnvironment) {
   const std::string quoted = " it's  \\ $HOME";
   EXPECT_THAT(
       out_.Lines(),
-      UnorderedElementsAre(
-          absl::StrCat("[0] 0 3 0 1 kolo-test-node:7371 [", daemon_.path(),
-                       "] job-7 bar 7", quoted),
-          // Remote ranks see only KOLO_* variables, passed on the command line.
-          absl::StrCat("[1] 1 3 0 2 kolo-test-node:7371 [/run/kolo/remote "
-                       "test.sock] job-7 unset 7", quoted),
-          absl::StrCat("[2] 2 3 1 2 kolo-test-node:7371 [/run/kolo/remote "
-                       "test.sock] job-7 unset 7", quoted)));
+      UnorderedElementsAre(absl::StrCat("[0] 0 3 0 1 kolo-test-node:7371 [", daemon_.path(),
+                                        "] job-7 bar 7", quoted),
+                           // Remote ranks see only KOLO_* variables, passed on the command line.
+                           absl::StrCat("[1] 1 3 0 2 kolo-test-node:7371 [/run/kolo/remote "
+                                        "test.sock] job-7 unset 7",
+                                        quoted),
+                           absl::StrCat("[2] 2 3 1 2 kolo-test-node:7371 [/run/kolo/remote "
+                                        "test.sock] job-7 unset 7",
+                                        quoted)));
   // One token for every rank.
   const std::vector<std::string> err = err_.Lines();
   ASSERT_EQ(err.size(), 3u) << err_.Contents();
@@ -505,9 +487,9 @@ TEST_F(MultiHostTest, LocalAndRemoteRanksRunWithTheirEnvironment) {
   std::vector<std::string> ranks;
   for (const std::vector<std::string>& argv : calls) {
     ASSERT_GE(argv.size(), 10u);
-    EXPECT_THAT(std::vector<std::string>(argv.begin(), argv.begin() + 7),
-                ::testing::ElementsAre("-o", "BatchMode=yes", "-p", "2222",
-                                       "fakehost", "exec", "env"));
+    EXPECT_THAT(
+        std::vector<std::string>(argv.begin(), argv.begin() + 7),
+        ::testing::ElementsAre("-o", "BatchMode=yes", "-p", "2222", "fakehost", "exec", "env"));
     EXPECT_THAT(std::vector<std::string>(argv.end() - 3, argv.end()),
                 ::testing::ElementsAre("/bin/sh", "-c", ShellQuote(script)));
     EXPECT_THAT(argv, Contains("'KOLO_SOCKET=/run/kolo/remote test.sock'"));
@@ -522,9 +504,9 @@ TEST_F(MultiHostTest, LocalAndRemoteRanksRunWithTheirEnvironment) {
 }
 
 TEST_F(MultiHostTest, FailingRemoteRankFailsTheJob) {
-  LaunchOptions o = HostOptions(
-      2, {{kThisHost, 1}, {"fakehost", 1}},
-      "if [ $KOLO_RANK = 1 ]; then echo bye; exit 3; fi; exec sleep 1000");
+  LaunchOptions o =
+      HostOptions(2, {{kThisHost, 1}, {"fakehost", 1}},
+                  "if [ $KOLO_RANK = 1 ]; then echo bye; exit 3; fi; exec sleep 1000");
   o.grace = absl::Milliseconds(200);
   absl::StatusOr<int> code = RunJob(o);
   ASSERT_TRUE(code.ok()) << code.status();
@@ -538,20 +520,17 @@ TEST_F(MultiHostTest, FailingRemoteRankFailsTheJob) {
 }
 
 TEST_F(MultiHostTest, RemoteRankIsStoppedThroughItsSsh) {
-  LaunchOptions o = HostOptions(
-      2, {{"localhost", 1}, {"fakehost", 1}},
-      "if [ $KOLO_RANK = 0 ]; then exit 4; fi; exec sleep 1000");
+  LaunchOptions o = HostOptions(2, {{"localhost", 1}, {"fakehost", 1}},
+                                "if [ $KOLO_RANK = 0 ]; then exit 4; fi; exec sleep 1000");
   o.grace = absl::Milliseconds(100);
   absl::StatusOr<int> code = RunJob(o);
   ASSERT_TRUE(code.ok()) << code.status();
   EXPECT_EQ(*code, 4);
-  EXPECT_THAT(err_.Contents(),
-              HasSubstr("kolorun: rank 1 on fakehost killed by signal SIGTERM\n"));
+  EXPECT_THAT(err_.Contents(), HasSubstr("kolorun: rank 1 on fakehost killed by signal SIGTERM\n"));
 }
 
 TEST_F(MultiHostTest, UnreachableHostIsNamed) {
-  LaunchOptions o = HostOptions(2, {{"localhost", 1}, {"fakehost", 1}},
-                                "exit 0");
+  LaunchOptions o = HostOptions(2, {{"localhost", 1}, {"fakehost", 1}}, "exit 0");
   o.base_env.push_back("FAKE_SSH_FAIL_HOST=fakehost");
   absl::StatusOr<int> code = RunJob(o);
   ASSERT_TRUE(code.ok()) << code.status();
@@ -572,8 +551,7 @@ TEST_F(MultiHostTest, SshThatCannotRunIsAnError) {
 }
 
 TEST_F(MultiHostTest, NoLocalDaemonIsAnErrorNotAPrivateOne) {
-  LaunchOptions o = HostOptions(2, {{"localhost", 1}, {"fakehost", 1}},
-                                "echo should-not-run");
+  LaunchOptions o = HostOptions(2, {{"localhost", 1}, {"fakehost", 1}}, "echo should-not-run");
   o.socket_path = dir_.path() + "/nobody-here.sock";
   absl::StatusOr<int> code = RunJob(o);
   ASSERT_FALSE(code.ok());
@@ -586,17 +564,17 @@ TEST_F(MultiHostTest, NoLocalDaemonIsAnErrorNotAPrivateOne) {
 }
 
 TEST_F(MultiHostTest, RemoteOnlyJobNeedsNoLocalDaemon) {
-  LaunchOptions o = HostOptions(
-      2, {{"fakehost", 1}, {"otherhost", 1}},
-      "echo $KOLO_RANK $KOLO_LOCAL_RANK $KOLO_LOCAL_SIZE $KOLO_COORDINATOR");
+  LaunchOptions o =
+      HostOptions(2, {{"fakehost", 1}, {"otherhost", 1}},
+                  "echo $KOLO_RANK $KOLO_LOCAL_RANK $KOLO_LOCAL_SIZE $KOLO_COORDINATOR");
   o.socket_path = dir_.path() + "/nobody-here.sock";
   o.kolod.flag_path = "/nonexistent/kolod";
   o.coordinator = "10.1.2.3:9999";
   absl::StatusOr<int> code = RunJob(o);
   ASSERT_TRUE(code.ok()) << code.status();
   EXPECT_EQ(*code, 0) << err_.Contents();
-  EXPECT_THAT(out_.Lines(), UnorderedElementsAre("[0] 0 0 1 10.1.2.3:9999",
-                                                 "[1] 1 0 1 10.1.2.3:9999"));
+  EXPECT_THAT(out_.Lines(),
+              UnorderedElementsAre("[0] 0 0 1 10.1.2.3:9999", "[1] 1 0 1 10.1.2.3:9999"));
 }
 
 TEST_F(MultiHostTest, OneLocalHostIsAnOrdinaryJob) {
@@ -622,8 +600,7 @@ TEST_F(MultiHostTest, InvalidHostOptionsAreRejected) {
               HasSubstr("--private_daemon cannot serve a job spanning hosts"));
   o = HostOptions(2, {{"localhost", 1}, {"fakehost", 2}}, "true");
   o.coordinator = "nohostport";
-  EXPECT_THAT(std::string(ValidateOptions(o).message()),
-              HasSubstr("is not HOST:PORT"));
+  EXPECT_THAT(std::string(ValidateOptions(o).message()), HasSubstr("is not HOST:PORT"));
   o = HostOptions(2, {{"localhost", 1}, {"fakehost", 2}}, "true");
   o.peer_port = 70000;
   EXPECT_THAT(std::string(ValidateOptions(o).message()), HasSubstr("--peer_port"));
@@ -660,17 +637,14 @@ TEST_F(FindKolodTest, ExplicitFlagWinsAndMustBeExecutable) {
 TEST_F(FindKolodTest, EnvironmentBeforeNeighbours) {
   const std::string env = MakeFile("b/kolod", true);
   MakeFile("bin/kolod", true);
-  EXPECT_EQ(*FindKolod({.env_path = env,
-                        .self_exe = dir_.path() + "/bin/kolorun"}),
-            env);
+  EXPECT_EQ(*FindKolod({.env_path = env, .self_exe = dir_.path() + "/bin/kolorun"}), env);
   EXPECT_FALSE(FindKolod({.env_path = dir_.path() + "/missing"}).ok());
 }
 
 TEST_F(FindKolodTest, BesideKolorunThenBazelLayoutThenPath) {
   const std::string self = dir_.path() + "/bin/client/kolorun/kolorun";
   const std::string in_path = MakeFile("path/kolod", true);
-  const KolodLocator locator{.self_exe = self,
-                             .path_env = "/nonexistent:" + dir_.path() + "/path"};
+  const KolodLocator locator{.self_exe = self, .path_env = "/nonexistent:" + dir_.path() + "/path"};
   EXPECT_EQ(*FindKolod(locator), in_path);
   const std::string bazel = MakeFile("bin/daemon/kolod", true);
   EXPECT_EQ(*FindKolod(locator), bazel);
@@ -679,27 +653,29 @@ TEST_F(FindKolodTest, BesideKolorunThenBazelLayoutThenPath) {
 }
 
 TEST(RankEnvironmentTest, ReplacesRankVariablesAndKeepsTheRest) {
-  const std::vector<std::string> env = RankEnvironment(
-      {"A=1", "KOLO_RANK=9", "KOLO_SOCKET=/old", "KOLO_OTHER=x", "KOLO_RANKS=y"},
-      "/s", "j", "t", 2, 4);
-  EXPECT_THAT(env, UnorderedElementsAre("A=1", "KOLO_OTHER=x", "KOLO_RANKS=y",
-                                        "KOLO_SOCKET=/s", "KOLO_JOB_ID=j",
-                                        "KOLO_JOB_TOKEN=t", "KOLO_RANK=2",
-                                        "KOLO_SIZE=4", "KOLO_LOCAL_RANK=2",
-                                        "KOLO_LOCAL_SIZE=4"));
+  const std::vector<std::string> env =
+      RankEnvironment({"A=1", "KOLO_RANK=9", "KOLO_SOCKET=/old", "KOLO_OTHER=x", "KOLO_RANKS=y"},
+                      "/s", "j", "t", 2, 4);
+  EXPECT_THAT(env, UnorderedElementsAre("A=1", "KOLO_OTHER=x", "KOLO_RANKS=y", "KOLO_SOCKET=/s",
+                                        "KOLO_JOB_ID=j", "KOLO_JOB_TOKEN=t", "KOLO_RANK=2",
+                                        "KOLO_SIZE=4", "KOLO_LOCAL_RANK=2", "KOLO_LOCAL_SIZE=4"));
 }
 
 TEST(RankEnvironmentTest, LocalValuesAndCoordinatorOfAJobSpanningHosts) {
-  const std::vector<std::string> env = RankEnvironment(
-      {"A=1", "KOLO_COORDINATOR=stale:1", "KOLO_LOCAL_SIZE=9"},
-      RankIdentity{.socket_path = "/s", .job_id = "j", .job_token = "t",
-                   .coordinator = "hostA:7371", .rank = 3, .size = 4,
-                   .local_rank = 1, .local_size = 2});
-  EXPECT_THAT(env, UnorderedElementsAre(
-                       "A=1", "KOLO_SOCKET=/s", "KOLO_JOB_ID=j",
-                       "KOLO_JOB_TOKEN=t", "KOLO_RANK=3", "KOLO_SIZE=4",
-                       "KOLO_LOCAL_RANK=1", "KOLO_LOCAL_SIZE=2",
-                       "KOLO_COORDINATOR=hostA:7371"));
+  const std::vector<std::string> env =
+      RankEnvironment({"A=1", "KOLO_COORDINATOR=stale:1", "KOLO_LOCAL_SIZE=9"},
+                      RankIdentity{.socket_path = "/s",
+                                   .job_id = "j",
+                                   .job_token = "t",
+                                   .coordinator = "hostA:7371",
+                                   .rank = 3,
+                                   .size = 4,
+                                   .local_rank = 1,
+                                   .local_size = 2});
+  EXPECT_THAT(env,
+              UnorderedElementsAre("A=1", "KOLO_SOCKET=/s", "KOLO_JOB_ID=j", "KOLO_JOB_TOKEN=t",
+                                   "KOLO_RANK=3", "KOLO_SIZE=4", "KOLO_LOCAL_RANK=1",
+                                   "KOLO_LOCAL_SIZE=2", "KOLO_COORDINATOR=hostA:7371"));
 }
 
 TEST(SocketAcceptsTest, TellsListeningFromAbsent) {

@@ -5,8 +5,7 @@
 
 namespace kolo::kolorun {
 
-LinePrefixer::LinePrefixer(std::string prefix, Sink sink,
-                           size_t max_line_bytes)
+LinePrefixer::LinePrefixer(std::string prefix, Sink sink, size_t max_line_bytes)
     : prefix_(std::move(prefix)),
       sink_(std::move(sink)),
       max_line_bytes_(std::max<size_t>(max_line_bytes, 1)) {}

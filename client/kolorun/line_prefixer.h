@@ -23,8 +23,7 @@ class LinePrefixer {
   // never writes a newline cannot grow the buffer without bound.
   static constexpr size_t kDefaultMaxLineBytes = size_t{64} << 10;
 
-  LinePrefixer(std::string prefix, Sink sink,
-               size_t max_line_bytes = kDefaultMaxLineBytes);
+  LinePrefixer(std::string prefix, Sink sink, size_t max_line_bytes = kDefaultMaxLineBytes);
   LinePrefixer(const LinePrefixer&) = delete;
   LinePrefixer& operator=(const LinePrefixer&) = delete;
 

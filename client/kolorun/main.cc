@@ -70,8 +70,7 @@ ABSL_FLAG(std::string, ssh_arg, "",
 ABSL_FLAG(double, grace_s, 10,
           "When a rank fails, seconds the other ranks get to finish before "
           "they are sent SIGTERM.");
-ABSL_FLAG(double, kill_grace_s, 5,
-          "Seconds between SIGTERM and SIGKILL for ranks still running.");
+ABSL_FLAG(double, kill_grace_s, 5, "Seconds between SIGTERM and SIGKILL for ranks still running.");
 ABSL_FLAG(double, daemon_start_timeout_s, 10,
           "Seconds to wait for a private kolod to accept connections.");
 
@@ -124,8 +123,7 @@ absl::StatusOr<absl::Duration> Seconds(const char* flag, double s) {
 }
 
 int Fail(int code, absl::string_view message) {
-  std::fprintf(stderr, "kolorun: %.*s\n", static_cast<int>(message.size()),
-               message.data());
+  std::fprintf(stderr, "kolorun: %.*s\n", static_cast<int>(message.size()), message.data());
   return code;
 }
 
@@ -166,23 +164,21 @@ int Main(int argc, char** argv) {
       "only when it next writes output (SIGPIPE) or reads stdin, so a rank\n"
       "blocked elsewhere can outlive kolorun on its host.");
 
-  absl::StatusOr<CommandLine> split =
-      SplitCommandLine(std::vector<std::string>(argv, argv + argc));
+  absl::StatusOr<CommandLine> split = SplitCommandLine(std::vector<std::string>(argv, argv + argc));
   if (!split.ok()) return Fail(kUsageExit, split.status().message());
   std::vector<char*> flag_argv;
   for (std::string& arg : split->flag_args) flag_argv.push_back(arg.data());
-  std::vector<char*> positional = absl::ParseCommandLine(
-      static_cast<int>(flag_argv.size()), flag_argv.data());
+  std::vector<char*> positional =
+      absl::ParseCommandLine(static_cast<int>(flag_argv.size()), flag_argv.data());
 
   LaunchOptions options;
   options.num_ranks = absl::GetFlag(FLAGS_np);
   options.command = split->command;
   if (positional.size() > 1) {
     if (!options.command.empty()) {
-      return Fail(kUsageExit,
-                  absl::StrCat("unexpected argument `", positional[1],
-                               "` before --; usage: kolorun -np N [flags] -- "
-                               "CMD [ARGS...]"));
+      return Fail(kUsageExit, absl::StrCat("unexpected argument `", positional[1],
+                                           "` before --; usage: kolorun -np N [flags] -- "
+                                           "CMD [ARGS...]"));
     }
     options.command.assign(positional.begin() + 1, positional.end());
   }

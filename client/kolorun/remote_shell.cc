@@ -9,8 +9,16 @@ namespace {
 bool IsShellSafe(char c) {
   if (absl::ascii_isalnum(static_cast<unsigned char>(c))) return true;
   switch (c) {
-    case '_': case '@': case '%': case '+': case '=': case ':': case ',':
-    case '.': case '/': case '-':
+    case '_':
+    case '@':
+    case '%':
+    case '+':
+    case '=':
+    case ':':
+    case ',':
+    case '.':
+    case '/':
+    case '-':
       return true;
     default:
       return false;

@@ -25,8 +25,7 @@ TEST(ShellQuoteTest, PlainWordsStayAsTheyAre) {
   EXPECT_EQ(ShellQuote("python3"), "python3");
   EXPECT_EQ(ShellQuote("/usr/bin/train.py"), "/usr/bin/train.py");
   EXPECT_EQ(ShellQuote("--lr=0.1"), "--lr=0.1");
-  EXPECT_EQ(ShellQuote("KOLO_COORDINATOR=hostA:7371"),
-            "KOLO_COORDINATOR=hostA:7371");
+  EXPECT_EQ(ShellQuote("KOLO_COORDINATOR=hostA:7371"), "KOLO_COORDINATOR=hostA:7371");
 }
 
 TEST(ShellQuoteTest, SpecialWordsAreSingleQuoted) {
@@ -46,19 +45,38 @@ TEST(ShellQuoteTest, SpecialWordsAreSingleQuoted) {
 
 // A POSIX shell reads every quoted word back byte for byte.
 TEST(ShellQuoteTest, ShellReadsWordsBack) {
-  const std::vector<std::string> words = {
-      "plain", "", "two words", "  lead and trail  ", "$HOME", "${X:-y}",
-      "$(id)", "`id`", "it's", "''", "\"double\"", "back\\slash", "\\",
-      "new\nline", "tab\there", "glob*?[a]", "semi;colon|pipe&amp", "#hash",
-      "~user", "!bang", "{a,b}", "a=b", "-n", "\x01\x7f\xc3\xa9"};
+  const std::vector<std::string> words = {"plain",
+                                          "",
+                                          "two words",
+                                          "  lead and trail  ",
+                                          "$HOME",
+                                          "${X:-y}",
+                                          "$(id)",
+                                          "`id`",
+                                          "it's",
+                                          "''",
+                                          "\"double\"",
+                                          "back\\slash",
+                                          "\\",
+                                          "new\nline",
+                                          "tab\there",
+                                          "glob*?[a]",
+                                          "semi;colon|pipe&amp",
+                                          "#hash",
+                                          "~user",
+                                          "!bang",
+                                          "{a,b}",
+                                          "a=b",
+                                          "-n",
+                                          "\x01\x7f\xc3\xa9"};
   char dir_template[] = "/tmp/kolorun_quote.XXXXXX";
   ASSERT_NE(::mkdtemp(dir_template), nullptr);
   const std::string out = absl::StrCat(dir_template, "/out");
   std::vector<std::string> quoted;
   for (const std::string& w : words) quoted.push_back(ShellQuote(w));
   // system() runs its argument with /bin/sh -c, as sshd runs ssh's words.
-  const std::string script = absl::StrCat(
-      "printf '%s\\0' ", absl::StrJoin(quoted, " "), " > ", out);
+  const std::string script =
+      absl::StrCat("printf '%s\\0' ", absl::StrJoin(quoted, " "), " > ", out);
   ASSERT_EQ(std::system(script.c_str()), 0) << script;
   std::ifstream in(out, std::ios::binary);
   std::stringstream ss;
@@ -73,16 +91,15 @@ TEST(ShellQuoteTest, ShellReadsWordsBack) {
 }
 
 TEST(SshArgvTest, OptionsHostThenExecEnvAndQuotedCommand) {
-  const std::vector<std::string> argv = SshArgv(
-      {.ssh_program = "/usr/bin/ssh",
-       .ssh_args = {"-p", "2222"},
-       .host = "hostB",
-       .env = {"KOLO_RANK=2", "KOLO_JOB_ID=job 1"},
-       .command = {"python3", "train.py", "--name", "it's $x"}});
-  EXPECT_THAT(argv, ElementsAre("/usr/bin/ssh", "-o", "BatchMode=yes", "-p",
-                                "2222", "hostB", "exec", "env", "KOLO_RANK=2",
-                                "'KOLO_JOB_ID=job 1'", "python3", "train.py",
-                                "--name", "'it'\\''s $x'"));
+  const std::vector<std::string> argv =
+      SshArgv({.ssh_program = "/usr/bin/ssh",
+               .ssh_args = {"-p", "2222"},
+               .host = "hostB",
+               .env = {"KOLO_RANK=2", "KOLO_JOB_ID=job 1"},
+               .command = {"python3", "train.py", "--name", "it's $x"}});
+  EXPECT_THAT(argv, ElementsAre("/usr/bin/ssh", "-o", "BatchMode=yes", "-p", "2222", "hostB",
+                                "exec", "env", "KOLO_RANK=2", "'KOLO_JOB_ID=job 1'", "python3",
+                                "train.py", "--name", "'it'\\''s $x'"));
 }
 
 TEST(RemoteCommandErrorTest, CommandsEnvWouldMisread) {

@@ -18,8 +18,7 @@ namespace {
 
 // The signals whose disposition a child must not inherit from kolorun:
 // kolorun ignores SIGPIPE and catches the forwarded ones.
-constexpr int kResetSignals[] = {SIGPIPE, SIGINT, SIGTERM, SIGHUP,
-                                 SIGQUIT, SIGCHLD};
+constexpr int kResetSignals[] = {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD};
 
 // posix_spawn's attribute and file-action objects, destroyed on every path.
 class SpawnSetup {
@@ -100,8 +99,7 @@ std::string ExitStatus::Describe() const {
   return absl::StrCat("exited with status ", value);
 }
 
-absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Spawn(
-    const SpawnOptions& options) {
+absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Spawn(const SpawnOptions& options) {
   if (options.argv.empty()) {
     return absl::InvalidArgumentError("no command to run");
   }
@@ -116,24 +114,20 @@ absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Spawn(
   sigset_t reset;
   sigemptyset(&reset);
   for (int signo : kResetSignals) sigaddset(&reset, signo);
-  posix_spawnattr_setflags(setup.attr(), POSIX_SPAWN_SETPGROUP |
-                                             POSIX_SPAWN_SETSIGMASK |
-                                             POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setflags(setup.attr(),
+                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   posix_spawnattr_setpgroup(setup.attr(), 0);
   posix_spawnattr_setsigmask(setup.attr(), &empty_mask);
   posix_spawnattr_setsigdefault(setup.attr(), &reset);
-  posix_spawn_file_actions_addopen(setup.actions(), STDIN_FILENO, "/dev/null",
-                                   O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(setup.actions(), out->write_end.get(),
-                                   STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(setup.actions(), err->write_end.get(),
-                                   STDERR_FILENO);
+  posix_spawn_file_actions_addopen(setup.actions(), STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(setup.actions(), out->write_end.get(), STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(setup.actions(), err->write_end.get(), STDERR_FILENO);
 
   std::vector<char*> argv = CStrings(options.argv);
   std::vector<char*> envp = CStrings(options.env);
   pid_t pid = -1;
-  const int rc = ::posix_spawnp(&pid, argv[0], setup.actions(), setup.attr(),
-                                argv.data(), envp.data());
+  const int rc =
+      ::posix_spawnp(&pid, argv[0], setup.actions(), setup.attr(), argv.data(), envp.data());
   if (rc != 0) {
     return ::kolo::ErrnoToStatus(
         rc, absl::StrCat("cannot run `", absl::StrJoin(options.argv, " "), "`"));
@@ -144,8 +138,7 @@ absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Spawn(
   // The write ends close here, in kolorun, so that the pipes report EOF
   // once the child (and whatever inherited them) has gone.
   return std::unique_ptr<Subprocess>(
-      new Subprocess(pid, std::move(out->read_end), std::move(err->read_end),
-                     std::move(exit_fd)));
+      new Subprocess(pid, std::move(out->read_end), std::move(err->read_end), std::move(exit_fd)));
 }
 
 Subprocess::~Subprocess() {

@@ -79,8 +79,7 @@ class Subprocess {
  public:
   // Starts the child. Failure to execute argv[0] (missing, not executable)
   // is reported here, with its errno, rather than as an exit status.
-  static absl::StatusOr<std::unique_ptr<Subprocess>> Spawn(
-      const SpawnOptions& options);
+  static absl::StatusOr<std::unique_ptr<Subprocess>> Spawn(const SpawnOptions& options);
 
   Subprocess(const Subprocess&) = delete;
   Subprocess& operator=(const Subprocess&) = delete;
@@ -110,10 +109,7 @@ class Subprocess {
 
  private:
   Subprocess(pid_t pid, UniqueFd out, UniqueFd err, UniqueFd exit_fd)
-      : pid_(pid),
-        stdout_(std::move(out)),
-        stderr_(std::move(err)),
-        exit_fd_(std::move(exit_fd)) {}
+      : pid_(pid), stdout_(std::move(out)), stderr_(std::move(err)), exit_fd_(std::move(exit_fd)) {}
 
   const pid_t pid_;
   UniqueFd stdout_;

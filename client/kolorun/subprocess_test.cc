@@ -44,13 +44,10 @@ ExitStatus WaitForExit(Subprocess& p, std::chrono::milliseconds timeout) {
 
 TEST(SubprocessTest, CapturesOutputEnvironmentAndExitCode) {
   auto p = Subprocess::Spawn(
-      {.argv = {"/bin/sh", "-c", "echo out $FOO; echo err >&2; exit 3"},
-       .env = {"FOO=bar"}});
+      {.argv = {"/bin/sh", "-c", "echo out $FOO; echo err >&2; exit 3"}, .env = {"FOO=bar"}});
   ASSERT_TRUE(p.ok()) << p.status();
-  EXPECT_EQ(ReadToEof((*p)->stdout_pipe().get(), std::chrono::seconds(10)),
-            "out bar\n");
-  EXPECT_EQ(ReadToEof((*p)->stderr_pipe().get(), std::chrono::seconds(10)),
-            "err\n");
+  EXPECT_EQ(ReadToEof((*p)->stdout_pipe().get(), std::chrono::seconds(10)), "out bar\n");
+  EXPECT_EQ(ReadToEof((*p)->stderr_pipe().get(), std::chrono::seconds(10)), "err\n");
   const ExitStatus st = WaitForExit(**p, std::chrono::seconds(10));
   EXPECT_FALSE(st.success());
   EXPECT_EQ(st.ShellCode(), 3);
@@ -59,22 +56,19 @@ TEST(SubprocessTest, CapturesOutputEnvironmentAndExitCode) {
 }
 
 TEST(SubprocessTest, RunsInItsOwnProcessGroupWithNullStdin) {
-  auto p = Subprocess::Spawn(
-      {.argv = {"/bin/sh", "-c", "cut -d' ' -f5 /proc/$$/stat; cat"},
-       .env = {"PATH=/bin:/usr/bin"}});
+  auto p = Subprocess::Spawn({.argv = {"/bin/sh", "-c", "cut -d' ' -f5 /proc/$$/stat; cat"},
+                              .env = {"PATH=/bin:/usr/bin"}});
   ASSERT_TRUE(p.ok()) << p.status();
   // `cat` ends at once because stdin is /dev/null.
-  const std::string out =
-      ReadToEof((*p)->stdout_pipe().get(), std::chrono::seconds(10));
+  const std::string out = ReadToEof((*p)->stdout_pipe().get(), std::chrono::seconds(10));
   EXPECT_EQ(out, std::to_string((*p)->pid()) + "\n");
   EXPECT_TRUE(WaitForExit(**p, std::chrono::seconds(10)).success());
 }
 
 TEST(SubprocessTest, SignalGroupReachesGrandchildren) {
   // The shell waits on a background sleep; both are in the group.
-  auto p = Subprocess::Spawn(
-      {.argv = {"/bin/sh", "-c", "sleep 1000 & echo started; wait"},
-       .env = {"PATH=/bin:/usr/bin"}});
+  auto p = Subprocess::Spawn({.argv = {"/bin/sh", "-c", "sleep 1000 & echo started; wait"},
+                              .env = {"PATH=/bin:/usr/bin"}});
   ASSERT_TRUE(p.ok()) << p.status();
   char c;
   pollfd pfd{.fd = (*p)->stdout_pipe().get(), .events = POLLIN, .revents = 0};
@@ -93,8 +87,7 @@ TEST(SubprocessTest, SignalGroupReachesGrandchildren) {
 TEST(SubprocessTest, MissingProgramIsASpawnError) {
   auto p = Subprocess::Spawn({.argv = {"/nonexistent/kolo-no-such-program"}});
   ASSERT_FALSE(p.ok());
-  EXPECT_THAT(std::string(p.status().message()),
-              HasSubstr("/nonexistent/kolo-no-such-program"));
+  EXPECT_THAT(std::string(p.status().message()), HasSubstr("/nonexistent/kolo-no-such-program"));
 }
 
 TEST(SubprocessTest, DestructorKillsAndReapsARunningChild) {

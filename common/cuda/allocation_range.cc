@@ -1,8 +1,8 @@
 #include "common/cuda/allocation_range.h"
 
 #include <cuda.h>
-#include <cuda_runtime_api.h>
 #include <cudaTypedefs.h>
+#include <cuda_runtime_api.h>
 
 #include "absl/strings/str_cat.h"
 #include "common/cuda/cuda_status.h"
@@ -28,9 +28,9 @@ const Lookup& GetAddressRangeEntryPoint() {
                                                            cudaEnableDefault, &found),
                           "looking up cuMemGetAddressRange");
     if (l.status.ok() && (found != cudaDriverEntryPointSuccess || fn == nullptr)) {
-      l.status = absl::UnavailableError(absl::StrCat(
-          "the CUDA driver has no cuMemGetAddressRange (query result ", static_cast<int>(found),
-          ")"));
+      l.status = absl::UnavailableError(
+          absl::StrCat("the CUDA driver has no cuMemGetAddressRange (query result ",
+                       static_cast<int>(found), ")"));
     }
     if (l.status.ok()) l.fn = reinterpret_cast<PFN_cuMemGetAddressRange_v3020>(fn);
     return l;
@@ -48,7 +48,8 @@ absl::StatusOr<AllocationRange> FindAllocation(const void* device_ptr) {
   const CUresult r = lookup.fn(&base, &size, reinterpret_cast<CUdeviceptr>(device_ptr));
   if (r != CUDA_SUCCESS) {
     return CudaDriverStatus(static_cast<int>(r),
-                            absl::StrCat("cuMemGetAddressRange(0x", absl::Hex(reinterpret_cast<uintptr_t>(device_ptr)), ")"));
+                            absl::StrCat("cuMemGetAddressRange(0x",
+                                         absl::Hex(reinterpret_cast<uintptr_t>(device_ptr)), ")"));
   }
   return AllocationRange{static_cast<uint64_t>(base), static_cast<uint64_t>(size)};
 }

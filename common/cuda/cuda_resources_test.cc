@@ -36,15 +36,14 @@ TEST_F(CudaResourcesTest, StreamEventAndBufferRoundTrip) {
   auto buf = DeviceBuffer::Allocate(1 << 20);
   ASSERT_TRUE(buf.ok()) << buf.status();
   std::vector<uint8_t> host(1 << 20, 7), back(1 << 20, 0);
-  ASSERT_EQ(cudaMemcpyAsync(buf->data(), host.data(), host.size(), cudaMemcpyHostToDevice,
-                            stream->get()),
-            cudaSuccess);
+  ASSERT_EQ(
+      cudaMemcpyAsync(buf->data(), host.data(), host.size(), cudaMemcpyHostToDevice, stream->get()),
+      cudaSuccess);
   ASSERT_TRUE(event->Record(stream->get()).ok());
   ASSERT_EQ(cudaEventSynchronize(event->get()), cudaSuccess);
   auto done = event->IsComplete();
   ASSERT_TRUE(done.ok() && *done);
-  ASSERT_EQ(cudaMemcpy(back.data(), buf->data(), back.size(), cudaMemcpyDeviceToHost),
-            cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(back.data(), buf->data(), back.size(), cudaMemcpyDeviceToHost), cudaSuccess);
   EXPECT_EQ(back, host);
 
   // Growing keeps the object valid; moving transfers ownership.

@@ -73,8 +73,8 @@ absl::Status CudaStatus(cudaError_t code, absl::string_view what) {
   const char* name = cudaGetErrorName(code);
   const char* text = cudaGetErrorString(code);
   std::string message =
-      absl::StrCat(what, ": ", name != nullptr ? name : "cudaError", " (",
-                   static_cast<int>(code), "): ", text != nullptr ? text : "unknown");
+      absl::StrCat(what, ": ", name != nullptr ? name : "cudaError", " (", static_cast<int>(code),
+                   "): ", text != nullptr ? text : "unknown");
   if (IsStickyCudaError(code)) {
     absl::StrAppend(&message, " [sticky: the CUDA context of kolod is unusable]");
   }
@@ -85,8 +85,8 @@ absl::Status CudaDriverStatus(int curesult, absl::string_view what) {
   if (curesult == 0) return absl::OkStatus();
   const auto as_runtime = static_cast<cudaError_t>(curesult);
   return absl::Status(CudaErrorToStatusCode(as_runtime),
-                      absl::StrCat(what, ": CUresult ", curesult, " (as a runtime error: ",
-                                   cudaGetErrorName(as_runtime), ")"));
+                      absl::StrCat(what, ": CUresult ", curesult,
+                                   " (as a runtime error: ", cudaGetErrorName(as_runtime), ")"));
 }
 
 absl::Status CudaLaunchStatus(int code, absl::string_view what) {

@@ -39,10 +39,10 @@ bool IsStickyCudaError(cudaError_t code);
 }  // namespace kolo::cuda
 
 // Returns from the enclosing function if a CUDA call fails.
-#define KOLO_RETURN_IF_CUDA_ERROR(call, what)                                      \
-  do {                                                                             \
-    const cudaError_t kolo_cuda_code_ = (call);                                    \
-    if (kolo_cuda_code_ != cudaSuccess) {                                          \
-      return ::kolo::cuda::CudaStatus(kolo_cuda_code_, (what));            \
-    }                                                                              \
+#define KOLO_RETURN_IF_CUDA_ERROR(call, what)                   \
+  do {                                                          \
+    const cudaError_t kolo_cuda_code_ = (call);                 \
+    if (kolo_cuda_code_ != cudaSuccess) {                       \
+      return ::kolo::cuda::CudaStatus(kolo_cuda_code_, (what)); \
+    }                                                           \
   } while (0)

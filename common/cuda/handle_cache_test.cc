@@ -17,7 +17,8 @@ struct Counters {
 class FakeMapping {
  public:
   FakeMapping(Counters* c, uint8_t tag) : counters_(c), tag_(tag) { ++c->opened; }
-  FakeMapping(FakeMapping&& o) noexcept : counters_(std::exchange(o.counters_, nullptr)), tag_(o.tag_) {}
+  FakeMapping(FakeMapping&& o) noexcept
+      : counters_(std::exchange(o.counters_, nullptr)), tag_(o.tag_) {}
   FakeMapping(const FakeMapping&) = delete;
   ~FakeMapping() {
     if (counters_ != nullptr) ++counters_->closed;

@@ -58,9 +58,8 @@ absl::StatusOr<uint8_t*> IpcMemoryMapping::Resolve(uint64_t offset, uint64_t byt
   }
   uint8_t* p = base_ + offset;
   if (alignment > 1 && reinterpret_cast<uintptr_t>(p) % alignment != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("device tensor at offset ", offset,
-                                                   " is not aligned to its element size ",
-                                                   alignment));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "device tensor at offset ", offset, " is not aligned to its element size ", alignment));
   }
   return p;
 }

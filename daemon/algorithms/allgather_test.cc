@@ -37,8 +37,7 @@ TEST(RingAllgatherVTest, EveryNodeGetsEveryBlock) {
     }
     const absl::Time deadline = absl::Now() + absl::Seconds(60);
     std::vector<absl::Status> results = RunOnNodes(n, [&](int i) {
-      return RingAllgatherV(fabric.endpoint(i), bufs[i].data(), offsets, sizes, kTagBase,
-                            deadline);
+      return RingAllgatherV(fabric.endpoint(i), bufs[i].data(), offsets, sizes, kTagBase, deadline);
     });
     for (int i = 0; i < n; ++i) {
       ASSERT_TRUE(results[i].ok()) << "node " << i << ": " << results[i];
@@ -51,10 +50,10 @@ TEST(RingAllgatherVTest, EveryNodeGetsEveryBlock) {
 TEST(RingAllgatherVTest, RejectsWrongBlockCounts) {
   InProcessFabric fabric(2);
   char b = 0;
-  EXPECT_EQ(RingAllgatherV(fabric.endpoint(0), &b, {0}, {1}, kTagBase,
-                           absl::Now() + absl::Seconds(1))
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      RingAllgatherV(fabric.endpoint(0), &b, {0}, {1}, kTagBase, absl::Now() + absl::Seconds(1))
+          .code(),
+      absl::StatusCode::kInvalidArgument);
 }
 
 TEST(RingAllgatherVTest, AbortFailsEveryNode) {
@@ -68,8 +67,7 @@ TEST(RingAllgatherVTest, AbortFailsEveryNode) {
   // Node 2 never takes part; the others wait on it.
   std::thread runner([&] {
     results = RunOnNodes(kNodes - 1, [&](int i) {
-      return RingAllgatherV(fabric.endpoint(i), bufs[i].data(), offsets, sizes, kTagBase,
-                            deadline);
+      return RingAllgatherV(fabric.endpoint(i), bufs[i].data(), offsets, sizes, kTagBase, deadline);
     });
   });
   const int waiting[] = {0, 1};

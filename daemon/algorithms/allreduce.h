@@ -39,9 +39,8 @@ inline constexpr size_t kRecursiveDoublingMaxBytes = size_t{64} << 10;
 // `chunk_bytes` with a few chunks in flight per link; scratch memory is
 // a few chunks. Each segment is reduced along the ring once and the result
 // is copied to the others.
-absl::Status RingAllreduce(Transport& transport, void* buffer, size_t count,
-                           DType dtype, ReduceOp op, uint64_t tag_base,
-                           absl::Time deadline,
+absl::Status RingAllreduce(Transport& transport, void* buffer, size_t count, DType dtype,
+                           ReduceOp op, uint64_t tag_base, absl::Time deadline,
                            size_t chunk_bytes = kDefaultChunkBytes);
 
 // Recursive doubling: log2(n) exchanges of the whole buffer (chunk by chunk).
@@ -49,16 +48,15 @@ absl::Status RingAllreduce(Transport& transport, void* buffer, size_t count,
 // 2*(n - p) nodes (p the largest power of two below n) pair up first: the
 // even one of each pair hands its data to the odd one, sits out the
 // exchanges, and receives the result at the end.
-absl::Status RecursiveDoublingAllreduce(
-    Transport& transport, void* buffer, size_t count, DType dtype, ReduceOp op,
-    uint64_t tag_base, absl::Time deadline,
-    size_t chunk_bytes = kDefaultChunkBytes);
+absl::Status RecursiveDoublingAllreduce(Transport& transport, void* buffer, size_t count,
+                                        DType dtype, ReduceOp op, uint64_t tag_base,
+                                        absl::Time deadline,
+                                        size_t chunk_bytes = kDefaultChunkBytes);
 
 // The allreduce the daemon calls: recursive doubling up to
 // kRecursiveDoublingMaxBytes, the ring above.
-absl::Status Allreduce(Transport& transport, void* buffer, size_t count,
-                       DType dtype, ReduceOp op, uint64_t tag_base,
-                       absl::Time deadline,
+absl::Status Allreduce(Transport& transport, void* buffer, size_t count, DType dtype, ReduceOp op,
+                       uint64_t tag_base, absl::Time deadline,
                        size_t chunk_bytes = kDefaultChunkBytes);
 
 }  // namespace kolo::daemon

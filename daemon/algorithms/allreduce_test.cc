@@ -15,27 +15,21 @@ namespace kolo::daemon {
 namespace {
 
 constexpr uint64_t kTagBase = uint64_t{7} << 24;
-constexpr DType kDTypes[] = {DType::kUint8,   DType::kInt8,    DType::kInt32,
-                             DType::kInt64,   DType::kFloat16, DType::kBFloat16,
-                             DType::kFloat32, DType::kFloat64};
-constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax,
-                             ReduceOp::kProduct};
+constexpr DType kDTypes[] = {DType::kUint8,   DType::kInt8,     DType::kInt32,   DType::kInt64,
+                             DType::kFloat16, DType::kBFloat16, DType::kFloat32, DType::kFloat64};
+constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct};
 
 enum class Algo { kRing, kDoubling, kAuto };
 
-absl::Status RunAlgo(Algo algo, Transport& t, void* buf, size_t count,
-                     DType dtype, ReduceOp op, absl::Time deadline,
-                     size_t chunk_bytes) {
+absl::Status RunAlgo(Algo algo, Transport& t, void* buf, size_t count, DType dtype, ReduceOp op,
+                     absl::Time deadline, size_t chunk_bytes) {
   switch (algo) {
     case Algo::kRing:
-      return RingAllreduce(t, buf, count, dtype, op, kTagBase, deadline,
-                           chunk_bytes);
+      return RingAllreduce(t, buf, count, dtype, op, kTagBase, deadline, chunk_bytes);
     case Algo::kDoubling:
-      return RecursiveDoublingAllreduce(t, buf, count, dtype, op, kTagBase,
-                                        deadline, chunk_bytes);
+      return RecursiveDoublingAllreduce(t, buf, count, dtype, op, kTagBase, deadline, chunk_bytes);
     case Algo::kAuto:
-      return Allreduce(t, buf, count, dtype, op, kTagBase, deadline,
-                       chunk_bytes);
+      return Allreduce(t, buf, count, dtype, op, kTagBase, deadline, chunk_bytes);
   }
   return absl::InternalError("unknown algorithm");
 }
@@ -47,8 +41,7 @@ struct Param {
 
 std::string ParamName(const testing::TestParamInfo<Param>& info) {
   static constexpr const char* kNames[] = {"Ring", "Doubling", "Auto"};
-  return absl::StrFormat("%s%d", kNames[static_cast<int>(info.param.algo)],
-                         info.param.nodes);
+  return absl::StrFormat("%s%d", kNames[static_cast<int>(info.param.algo)], info.param.nodes);
 }
 
 class AllreduceTest : public testing::TestWithParam<Param> {};
@@ -62,21 +55,18 @@ TEST_P(AllreduceTest, EveryDTypeAndOpMatchesSerialReference) {
   for (DType dtype : kDTypes) {
     for (ReduceOp op : kOps) {
       for (size_t count : counts) {
-        SCOPED_TRACE(absl::StrFormat("%s %s count %d", DTypeName(dtype),
-                                     ReduceOpName(op), count));
+        SCOPED_TRACE(absl::StrFormat("%s %s count %d", DTypeName(dtype), ReduceOpName(op), count));
         // Small chunks make small counts exercise the pipeline too.
         const size_t chunk = count > 10000 ? (size_t{64} << 10) : 40;
         InProcessFabric fabric(n);
         std::vector<std::vector<std::byte>> bufs;
-        for (int i = 0; i < n; ++i)
-          bufs.push_back(TestData(dtype, op, i, count));
+        for (int i = 0; i < n; ++i) bufs.push_back(TestData(dtype, op, i, count));
         const absl::Time deadline = absl::Now() + absl::Seconds(60);
         std::vector<absl::Status> results = RunOnNodes(n, [&](int i) {
-          return RunAlgo(algo, fabric.endpoint(i), bufs[i].data(), count, dtype,
-                         op, deadline, chunk);
+          return RunAlgo(algo, fabric.endpoint(i), bufs[i].data(), count, dtype, op, deadline,
+                         chunk);
         });
-        const std::vector<std::byte> want =
-            SerialReference(dtype, op, n, count);
+        const std::vector<std::byte> want = SerialReference(dtype, op, n, count);
         ASSERT_EQ(want.size(), count * DTypeSize(dtype));
         for (int i = 0; i < n; ++i) {
           ASSERT_TRUE(results[i].ok()) << "node " << i << ": " << results[i];
@@ -88,34 +78,33 @@ TEST_P(AllreduceTest, EveryDTypeAndOpMatchesSerialReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Nodes, AllreduceTest,
-    testing::Values(Param{1, Algo::kRing}, Param{2, Algo::kRing},
-                    Param{3, Algo::kRing}, Param{4, Algo::kRing},
-                    Param{5, Algo::kRing}, Param{1, Algo::kDoubling},
-                    Param{2, Algo::kDoubling}, Param{3, Algo::kDoubling},
-                    Param{4, Algo::kDoubling}, Param{5, Algo::kDoubling},
-                    Param{3, Algo::kAuto}, Param{5, Algo::kAuto}),
-    ParamName);
+INSTANTIATE_TEST_SUITE_P(Nodes, AllreduceTest,
+                         testing::Values(Param{1, Algo::kRing}, Param{2, Algo::kRing},
+                                         Param{3, Algo::kRing}, Param{4, Algo::kRing},
+                                         Param{5, Algo::kRing}, Param{1, Algo::kDoubling},
+                                         Param{2, Algo::kDoubling}, Param{3, Algo::kDoubling},
+                                         Param{4, Algo::kDoubling}, Param{5, Algo::kDoubling},
+                                         Param{3, Algo::kAuto}, Param{5, Algo::kAuto}),
+                         ParamName);
 
 TEST(AllreduceArgsTest, RejectsAverageBadTagBaseAndNullBuffer) {
   InProcessFabric fabric(1);
   float x = 1;
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  EXPECT_EQ(Allreduce(fabric.endpoint(0), &x, 1, DType::kFloat32,
-                      ReduceOp::kAverage, kTagBase, deadline)
+  EXPECT_EQ(
+      Allreduce(fabric.endpoint(0), &x, 1, DType::kFloat32, ReduceOp::kAverage, kTagBase, deadline)
+          .code(),
+      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      Allreduce(fabric.endpoint(0), &x, 1, DType::kFloat32, ReduceOp::kSum, kTagBase | 1, deadline)
+          .code(),
+      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(RingAllreduce(fabric.endpoint(0), nullptr, 4, DType::kFloat32, ReduceOp::kSum, kTagBase,
+                          deadline)
                 .code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(Allreduce(fabric.endpoint(0), &x, 1, DType::kFloat32,
-                      ReduceOp::kSum, kTagBase | 1, deadline)
-                .code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(RingAllreduce(fabric.endpoint(0), nullptr, 4, DType::kFloat32,
-                          ReduceOp::kSum, kTagBase, deadline)
-                .code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(Allreduce(fabric.endpoint(0), &x, 1, static_cast<DType>(99),
-                      ReduceOp::kSum, kTagBase, deadline)
+  EXPECT_EQ(Allreduce(fabric.endpoint(0), &x, 1, static_cast<DType>(99), ReduceOp::kSum, kTagBase,
+                      deadline)
                 .code(),
             absl::StatusCode::kInvalidArgument);
 }
@@ -137,8 +126,8 @@ TEST(AllreduceFaultTest, AbortMidCollectiveFailsEveryNodePromptly) {
     std::vector<absl::Status> results;
     std::thread runner([&] {
       results = RunOnNodes(kNodes - 1, [&](int i) {
-        return RunAlgo(algo, fabric.endpoint(i), bufs[i].data(), count,
-                       DType::kFloat32, ReduceOp::kSum, deadline, 4096);
+        return RunAlgo(algo, fabric.endpoint(i), bufs[i].data(), count, DType::kFloat32,
+                       ReduceOp::kSum, deadline, 4096);
       });
     });
     const int participants[] = {0, 1, 2, 3};
@@ -167,8 +156,8 @@ TEST(AllreduceFaultTest, MissingNodeHitsDeadline) {
   }
   const absl::Time deadline = absl::Now() + absl::Milliseconds(300);
   std::vector<absl::Status> results = RunOnNodes(kNodes - 1, [&](int i) {
-    return Allreduce(fabric.endpoint(i), bufs[i].data(), count, DType::kFloat32,
-                     ReduceOp::kSum, kTagBase, deadline);
+    return Allreduce(fabric.endpoint(i), bufs[i].data(), count, DType::kFloat32, ReduceOp::kSum,
+                     kTagBase, deadline);
   });
   for (const absl::Status& s : results) {
     EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;

@@ -61,10 +61,10 @@ TEST(PairwiseAlltoallTest, RejectsWrongBufferCounts) {
   InProcessFabric fabric(2);
   std::vector<absl::Span<const uint8_t>> send(1);
   std::vector<absl::Span<uint8_t>> recv(2);
-  EXPECT_EQ(PairwiseAlltoall(fabric.endpoint(0), send, recv, kTagBase,
-                             absl::Now() + absl::Seconds(1))
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      PairwiseAlltoall(fabric.endpoint(0), send, recv, kTagBase, absl::Now() + absl::Seconds(1))
+          .code(),
+      absl::StatusCode::kInvalidArgument);
 }
 
 TEST(PairwiseAlltoallTest, AbortFailsTheExchangeAndLeavesNothingBehind) {

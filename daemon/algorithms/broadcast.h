@@ -22,9 +22,8 @@
 
 namespace kolo::daemon {
 
-absl::Status TreeBroadcast(Transport& transport, void* buffer, size_t bytes,
-                           int root_node, uint64_t tag_base,
-                           absl::Time deadline,
+absl::Status TreeBroadcast(Transport& transport, void* buffer, size_t bytes, int root_node,
+                           uint64_t tag_base, absl::Time deadline,
                            size_t chunk_bytes = kDefaultChunkBytes);
 
 }  // namespace kolo::daemon

@@ -6,20 +6,17 @@
 
 namespace kolo::daemon {
 
-absl::Status CheckCollectiveArgs(const Transport& transport, const char* what,
-                                 const void* buffer, size_t bytes,
-                                 uint64_t tag_base, size_t chunk_bytes) {
+absl::Status CheckCollectiveArgs(const Transport& transport, const char* what, const void* buffer,
+                                 size_t bytes, uint64_t tag_base, size_t chunk_bytes) {
   if ((tag_base & kCollectiveTagMask) != 0 || tag_base >= kTransportTagLimit) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s on node %d: tag base %#x must have its low %d bits zero and be "
-        "below 2^%d",
-        what, transport.node(), tag_base, kCollectiveTagBits,
-        kTransportTagBits));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s on node %d: tag base %#x must have its low %d bits zero and be "
+                        "below 2^%d",
+                        what, transport.node(), tag_base, kCollectiveTagBits, kTransportTagBits));
   }
   if (bytes > 0 && buffer == nullptr) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("%s on node %d: null buffer for %d bytes", what,
-                        transport.node(), bytes));
+        absl::StrFormat("%s on node %d: null buffer for %d bytes", what, transport.node(), bytes));
   }
   if (chunk_bytes == 0) {
     return absl::InvalidArgumentError(
@@ -28,18 +25,17 @@ absl::Status CheckCollectiveArgs(const Transport& transport, const char* what,
   return absl::OkStatus();
 }
 
-absl::Status CheckReduction(const Transport& transport, const char* what,
-                            DType dtype, ReduceOp op) {
+absl::Status CheckReduction(const Transport& transport, const char* what, DType dtype,
+                            ReduceOp op) {
   if (DTypeSize(dtype) == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s on node %d: invalid dtype %d", what,
-                        transport.node(), static_cast<uint32_t>(dtype)));
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s on node %d: invalid dtype %d", what, transport.node(), static_cast<uint32_t>(dtype)));
   }
   if (op != ReduceOp::kSum && op != ReduceOp::kMin && op != ReduceOp::kMax &&
       op != ReduceOp::kProduct) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s on node %d: op %s is not one of sum, min, max, product", what,
-        transport.node(), ReduceOpName(op)));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s on node %d: op %s is not one of sum, min, max, product", what,
+                        transport.node(), ReduceOpName(op)));
   }
   return absl::OkStatus();
 }
@@ -50,26 +46,21 @@ PendingTransfers::~PendingTransfers() {
   transport_.Wait(outstanding_, absl::InfinitePast()).IgnoreError();
 }
 
-absl::StatusOr<Transport::Ticket> PendingTransfers::Send(int peer, uint64_t tag,
-                                                         const void* data,
+absl::StatusOr<Transport::Ticket> PendingTransfers::Send(int peer, uint64_t tag, const void* data,
                                                          size_t bytes) {
-  absl::StatusOr<Transport::Ticket> t =
-      transport_.PostSend(peer, tag, data, bytes);
+  absl::StatusOr<Transport::Ticket> t = transport_.PostSend(peer, tag, data, bytes);
   if (t.ok()) outstanding_.push_back(*t);
   return t;
 }
 
-absl::StatusOr<Transport::Ticket> PendingTransfers::Recv(int peer, uint64_t tag,
-                                                         void* data,
+absl::StatusOr<Transport::Ticket> PendingTransfers::Recv(int peer, uint64_t tag, void* data,
                                                          size_t bytes) {
-  absl::StatusOr<Transport::Ticket> t =
-      transport_.PostRecv(peer, tag, data, bytes);
+  absl::StatusOr<Transport::Ticket> t = transport_.PostRecv(peer, tag, data, bytes);
   if (t.ok()) outstanding_.push_back(*t);
   return t;
 }
 
-absl::Status PendingTransfers::Wait(
-    absl::Span<const Transport::Ticket> tickets) {
+absl::Status PendingTransfers::Wait(absl::Span<const Transport::Ticket> tickets) {
   absl::Status s = transport_.Wait(tickets, deadline_);
   Forget(tickets);  // retired either way
   return s;

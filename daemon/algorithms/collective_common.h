@@ -31,8 +31,7 @@ namespace kolo::daemon {
 // at most a few messages in flight per link, so two transfers in flight
 // never share a (peer, tag).
 inline constexpr int kCollectiveTagBits = 24;
-inline constexpr uint64_t kCollectiveTagMask =
-    (uint64_t{1} << kCollectiveTagBits) - 1;
+inline constexpr uint64_t kCollectiveTagMask = (uint64_t{1} << kCollectiveTagBits) - 1;
 inline constexpr int kMessageIndexBits = 20;
 
 enum class CollectivePhase : uint64_t {
@@ -46,22 +45,19 @@ enum class CollectivePhase : uint64_t {
   kAlltoall = 7,
 };
 
-inline uint64_t MessageTag(uint64_t tag_base, CollectivePhase phase,
-                           uint64_t index) {
+inline uint64_t MessageTag(uint64_t tag_base, CollectivePhase phase, uint64_t index) {
   return tag_base | (static_cast<uint64_t>(phase) << kMessageIndexBits) |
          (index & ((uint64_t{1} << kMessageIndexBits) - 1));
 }
 
 // Checks what every collective needs: a valid tag base, a non-null buffer
 // when there are bytes to move. `what` names the collective in errors.
-absl::Status CheckCollectiveArgs(const Transport& transport, const char* what,
-                                 const void* buffer, size_t bytes,
-                                 uint64_t tag_base, size_t chunk_bytes);
+absl::Status CheckCollectiveArgs(const Transport& transport, const char* what, const void* buffer,
+                                 size_t bytes, uint64_t tag_base, size_t chunk_bytes);
 
 // Checks an allreduce's dtype and op (kAverage is the caller's business: it
 // reduces with kSum and scales).
-absl::Status CheckReduction(const Transport& transport, const char* what,
-                            DType dtype, ReduceOp op);
+absl::Status CheckReduction(const Transport& transport, const char* what, DType dtype, ReduceOp op);
 
 // The transfers an algorithm has posted and not yet waited on. On
 // destruction, whatever is still outstanding is cancelled and retired (a Wait
@@ -76,10 +72,8 @@ class PendingTransfers {
   PendingTransfers& operator=(const PendingTransfers&) = delete;
   ~PendingTransfers();
 
-  absl::StatusOr<Transport::Ticket> Send(int peer, uint64_t tag,
-                                         const void* data, size_t bytes);
-  absl::StatusOr<Transport::Ticket> Recv(int peer, uint64_t tag, void* data,
-                                         size_t bytes);
+  absl::StatusOr<Transport::Ticket> Send(int peer, uint64_t tag, const void* data, size_t bytes);
+  absl::StatusOr<Transport::Ticket> Recv(int peer, uint64_t tag, void* data, size_t bytes);
   // Waits for `tickets` (all posted through this object) until the deadline.
   absl::Status Wait(absl::Span<const Transport::Ticket> tickets);
 

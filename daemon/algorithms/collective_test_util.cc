@@ -17,8 +17,7 @@ void Put(std::byte* out, size_t i, T v) {
 
 }  // namespace
 
-std::vector<std::byte> TestData(DType dtype, ReduceOp op, int node,
-                                size_t count) {
+std::vector<std::byte> TestData(DType dtype, ReduceOp op, int node, size_t count) {
   std::vector<std::byte> out(count * DTypeSize(dtype));
   for (size_t k = 0; k < count; ++k) {
     int v;
@@ -67,8 +66,7 @@ std::vector<std::byte> TestData(DType dtype, ReduceOp op, int node,
   return out;
 }
 
-std::vector<std::byte> SerialReference(DType dtype, ReduceOp op, int nodes,
-                                       size_t count) {
+std::vector<std::byte> SerialReference(DType dtype, ReduceOp op, int nodes, size_t count) {
   std::vector<std::vector<std::byte>> inputs;
   std::vector<const void*> srcs;
   for (int i = 0; i < nodes; ++i) {
@@ -83,8 +81,7 @@ std::vector<std::byte> SerialReference(DType dtype, ReduceOp op, int nodes,
   return out;
 }
 
-std::vector<absl::Status> RunOnNodes(
-    int nodes, const std::function<absl::Status(int)>& fn) {
+std::vector<absl::Status> RunOnNodes(int nodes, const std::function<absl::Status(int)>& fn) {
   std::vector<absl::Status> results(nodes);
   std::vector<std::thread> threads;
   for (int i = 0; i < nodes; ++i) {

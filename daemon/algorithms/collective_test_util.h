@@ -17,15 +17,12 @@ namespace kolo::daemon {
 // `count` elements of `dtype` for `node`: small integers (nonzero for
 // kProduct), so sums, products, minima and maxima over up to 8 nodes are
 // exact in every dtype, in any order.
-std::vector<std::byte> TestData(DType dtype, ReduceOp op, int node,
-                                size_t count);
+std::vector<std::byte> TestData(DType dtype, ReduceOp op, int node, size_t count);
 
 // The reduction of TestData over nodes 0 .. nodes-1, computed serially.
-std::vector<std::byte> SerialReference(DType dtype, ReduceOp op, int nodes,
-                                       size_t count);
+std::vector<std::byte> SerialReference(DType dtype, ReduceOp op, int nodes, size_t count);
 
 // Runs fn(0) .. fn(nodes-1) on one thread each; returns their results.
-std::vector<absl::Status> RunOnNodes(
-    int nodes, const std::function<absl::Status(int)>& fn);
+std::vector<absl::Status> RunOnNodes(int nodes, const std::function<absl::Status(int)>& fn);
 
 }  // namespace kolo::daemon

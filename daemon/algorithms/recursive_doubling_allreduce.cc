@@ -35,15 +35,14 @@ int RealNode(int v, int extra) { return v < extra ? 2 * v + 1 : v + extra; }
 
 }  // namespace
 
-absl::Status RecursiveDoublingAllreduce(Transport& transport, void* buffer,
-                                        size_t count, DType dtype, ReduceOp op,
-                                        uint64_t tag_base, absl::Time deadline,
-                                        size_t chunk_bytes) {
+absl::Status RecursiveDoublingAllreduce(Transport& transport, void* buffer, size_t count,
+                                        DType dtype, ReduceOp op, uint64_t tag_base,
+                                        absl::Time deadline, size_t chunk_bytes) {
   const char* kWhat = "recursive-doubling allreduce";
   KOLO_RETURN_IF_ERROR(CheckReduction(transport, kWhat, dtype, op));
   const size_t esize = DTypeSize(dtype);
-  KOLO_RETURN_IF_ERROR(CheckCollectiveArgs(
-      transport, kWhat, buffer, count * esize, tag_base, chunk_bytes));
+  KOLO_RETURN_IF_ERROR(
+      CheckCollectiveArgs(transport, kWhat, buffer, count * esize, tag_base, chunk_bytes));
   const int n = transport.nodes();
   const int r = transport.node();
   if (n == 1 || count == 0) return absl::OkStatus();
@@ -61,13 +60,12 @@ absl::Status RecursiveDoublingAllreduce(Transport& transport, void* buffer,
 
   // Receives `bytes` from `peer` into scratch while sending `mine` to it (or
   // only one of the two), then waits for both.
-  auto exchange = [&](int peer, uint64_t tag, std::byte* mine, size_t bytes,
-                      bool send, bool recv) -> absl::Status {
+  auto exchange = [&](int peer, uint64_t tag, std::byte* mine, size_t bytes, bool send,
+                      bool recv) -> absl::Status {
     Transport::Ticket tickets[2];
     size_t k = 0;
     if (recv) {
-      KOLO_ASSIGN_OR_RETURN(tickets[k++],
-                            pending.Recv(peer, tag, scratch.get(), bytes));
+      KOLO_ASSIGN_OR_RETURN(tickets[k++], pending.Recv(peer, tag, scratch.get(), bytes));
     }
     if (send) {
       KOLO_ASSIGN_OR_RETURN(tickets[k++], pending.Send(peer, tag, mine, bytes));
@@ -90,8 +88,7 @@ absl::Status RecursiveDoublingAllreduce(Transport& transport, void* buffer,
     std::byte* mine = base + c * chunk_elems * esize;
 
     if (r < 2 * extra) {
-      const uint64_t tag =
-          MessageTag(tag_base, CollectivePhase::kDoublingFoldIn, c);
+      const uint64_t tag = MessageTag(tag_base, CollectivePhase::kDoublingFoldIn, c);
       if (folded_away) {
         KOLO_RETURN_IF_ERROR(exchange(r + 1, tag, mine, bytes, true, false));
       } else {
@@ -103,15 +100,14 @@ absl::Status RecursiveDoublingAllreduce(Transport& transport, void* buffer,
       uint64_t step = 0;
       for (int mask = 1; mask < p; mask <<= 1, ++step) {
         const int peer = RealNode(v ^ mask, extra);
-        const uint64_t tag = MessageTag(
-            tag_base, CollectivePhase::kDoublingExchange, c * kMaxSteps + step);
+        const uint64_t tag =
+            MessageTag(tag_base, CollectivePhase::kDoublingExchange, c * kMaxSteps + step);
         KOLO_RETURN_IF_ERROR(exchange(peer, tag, mine, bytes, true, true));
         KOLO_RETURN_IF_ERROR(reduce_with(peer, mine, elems));
       }
     }
     if (r < 2 * extra) {
-      const uint64_t tag =
-          MessageTag(tag_base, CollectivePhase::kDoublingFoldOut, c);
+      const uint64_t tag = MessageTag(tag_base, CollectivePhase::kDoublingFoldOut, c);
       if (folded_away) {
         // Straight into the buffer: no reduction on the way out.
         Transport::Ticket t;

@@ -15,9 +15,9 @@ absl::Status RingAllgatherV(Transport& transport, void* buffer,
   const char* kWhat = "ring allgather";
   const int n = transport.nodes();
   if (static_cast<int>(offsets.size()) != n || static_cast<int>(sizes.size()) != n) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s on node %d: %d offsets and %d sizes for %d nodes", kWhat, transport.node(),
-        offsets.size(), sizes.size(), n));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s on node %d: %d offsets and %d sizes for %d nodes", kWhat,
+                        transport.node(), offsets.size(), sizes.size(), n));
   }
   uint64_t total = 0;
   for (int i = 0; i < n; ++i) total += sizes[i];
@@ -33,12 +33,10 @@ absl::Status RingAllgatherV(Transport& transport, void* buffer,
     const int send_block = (me - s + n) % n;
     const int recv_block = (me - s - 1 + 2 * n) % n;
     const uint64_t tag = MessageTag(tag_base, CollectivePhase::kRingAllgatherV, s);
-    KOLO_ASSIGN_OR_RETURN(
-        Transport::Ticket recv,
-        pending.Recv(prev, tag, base + offsets[recv_block], sizes[recv_block]));
-    KOLO_ASSIGN_OR_RETURN(
-        Transport::Ticket send,
-        pending.Send(next, tag, base + offsets[send_block], sizes[send_block]));
+    KOLO_ASSIGN_OR_RETURN(Transport::Ticket recv,
+                          pending.Recv(prev, tag, base + offsets[recv_block], sizes[recv_block]));
+    KOLO_ASSIGN_OR_RETURN(Transport::Ticket send,
+                          pending.Send(next, tag, base + offsets[send_block], sizes[send_block]));
     // The block received now is the one sent in the next step.
     KOLO_RETURN_IF_ERROR(pending.Wait({recv, send}));
   }

@@ -43,8 +43,8 @@ struct RingStep {
 
 class Ring {
  public:
-  Ring(Transport& transport, DType dtype, ReduceOp op, uint64_t tag_base,
-       size_t chunk_elems, std::byte* scratch, PendingTransfers& pending)
+  Ring(Transport& transport, DType dtype, ReduceOp op, uint64_t tag_base, size_t chunk_elems,
+       std::byte* scratch, PendingTransfers& pending)
       : right_((transport.node() + 1) % transport.nodes()),
         left_((transport.node() + transport.nodes() - 1) % transport.nodes()),
         dtype_(dtype),
@@ -63,26 +63,21 @@ class Ring {
     // Each pass completes at least one chunk, so this ends after at most
     // send_chunks + recv_chunks passes.
     while (done_send < send_chunks || done_recv < recv_chunks) {
-      for (; next_recv < recv_chunks && next_recv - done_recv < kWindow;
-           ++next_recv) {
+      for (; next_recv < recv_chunks && next_recv - done_recv < kWindow; ++next_recv) {
         const size_t elems = ChunkSize(step.recv_count, next_recv);
-        std::byte* into = step.reduce
-                              ? Slot(next_recv)
-                              : step.recv + next_recv * chunk_elems_ * esize_;
-        KOLO_ASSIGN_OR_RETURN(
-            Transport::Ticket t,
-            pending_.Recv(left_, MessageTag(tag_base_, step.phase, recv_seq_++),
-                          into, elems * esize_));
+        std::byte* into =
+            step.reduce ? Slot(next_recv) : step.recv + next_recv * chunk_elems_ * esize_;
+        KOLO_ASSIGN_OR_RETURN(Transport::Ticket t,
+                              pending_.Recv(left_, MessageTag(tag_base_, step.phase, recv_seq_++),
+                                            into, elems * esize_));
         recvs.push_back(t);
       }
-      for (; next_send < send_chunks && next_send - done_send < kWindow;
-           ++next_send) {
+      for (; next_send < send_chunks && next_send - done_send < kWindow; ++next_send) {
         const size_t elems = ChunkSize(step.send_count, next_send);
         KOLO_ASSIGN_OR_RETURN(
             Transport::Ticket t,
-            pending_.Send(
-                right_, MessageTag(tag_base_, step.phase, send_seq_++),
-                step.send + next_send * chunk_elems_ * esize_, elems * esize_));
+            pending_.Send(right_, MessageTag(tag_base_, step.phase, send_seq_++),
+                          step.send + next_send * chunk_elems_ * esize_, elems * esize_));
         sends.push_back(t);
       }
       Transport::Ticket batch[2];
@@ -98,8 +93,8 @@ class Ring {
           std::byte* dst = step.recv + done_recv * chunk_elems_ * esize_;
           const void* srcs[2] = {Slot(done_recv), dst};
           void* dsts[1] = {dst};
-          KOLO_RETURN_IF_ERROR(kernels::Reduce(
-              dtype_, op_, srcs, dsts, ChunkSize(step.recv_count, done_recv)));
+          KOLO_RETURN_IF_ERROR(
+              kernels::Reduce(dtype_, op_, srcs, dsts, ChunkSize(step.recv_count, done_recv)));
         }
         ++done_recv;
       }
@@ -112,9 +107,7 @@ class Ring {
   }
 
  private:
-  size_t Chunks(size_t count) const {
-    return (count + chunk_elems_ - 1) / chunk_elems_;
-  }
+  size_t Chunks(size_t count) const { return (count + chunk_elems_ - 1) / chunk_elems_; }
   size_t ChunkSize(size_t count, size_t chunk) const {
     return std::min(chunk_elems_, count - chunk * chunk_elems_);
   }
@@ -135,47 +128,43 @@ class Ring {
 
 }  // namespace
 
-absl::Status RingAllreduce(Transport& transport, void* buffer, size_t count,
-                           DType dtype, ReduceOp op, uint64_t tag_base,
-                           absl::Time deadline, size_t chunk_bytes) {
+absl::Status RingAllreduce(Transport& transport, void* buffer, size_t count, DType dtype,
+                           ReduceOp op, uint64_t tag_base, absl::Time deadline,
+                           size_t chunk_bytes) {
   KOLO_RETURN_IF_ERROR(CheckReduction(transport, "ring allreduce", dtype, op));
   const size_t esize = DTypeSize(dtype);
-  KOLO_RETURN_IF_ERROR(CheckCollectiveArgs(transport, "ring allreduce", buffer,
-                                           count * esize, tag_base,
-                                           chunk_bytes));
+  KOLO_RETURN_IF_ERROR(CheckCollectiveArgs(transport, "ring allreduce", buffer, count * esize,
+                                           tag_base, chunk_bytes));
   const size_t n = transport.nodes();
   const size_t r = transport.node();
   if (n == 1 || count == 0) return absl::OkStatus();
 
   // Scratch for kWindow chunks, no larger than the largest segment needs.
-  const size_t chunk_elems = std::min(ChunkElements(chunk_bytes, esize),
-                                      SplitEvenly(count, n, 0).size);
+  const size_t chunk_elems =
+      std::min(ChunkElements(chunk_bytes, esize), SplitEvenly(count, n, 0).size);
   auto scratch = std::make_unique<std::byte[]>(kWindow * chunk_elems * esize);
   PendingTransfers pending(transport, deadline);  // after `scratch`
-  Ring ring(transport, dtype, op, tag_base, chunk_elems, scratch.get(),
-            pending);
+  Ring ring(transport, dtype, op, tag_base, chunk_elems, scratch.get(), pending);
   auto* base = static_cast<std::byte*>(buffer);
   auto seg = [&](size_t i) { return SplitEvenly(count, n, i % n); };
 
   for (size_t s = 0; s + 1 < n; ++s) {
     const Segment out = seg(r + n - s), in = seg(r + 2 * n - s - 1);
-    KOLO_RETURN_IF_ERROR(
-        ring.Run(RingStep{.phase = CollectivePhase::kRingReduceScatter,
-                          .send = base + out.begin * esize,
-                          .send_count = out.size,
-                          .recv = base + in.begin * esize,
-                          .recv_count = in.size,
-                          .reduce = true}));
+    KOLO_RETURN_IF_ERROR(ring.Run(RingStep{.phase = CollectivePhase::kRingReduceScatter,
+                                           .send = base + out.begin * esize,
+                                           .send_count = out.size,
+                                           .recv = base + in.begin * esize,
+                                           .recv_count = in.size,
+                                           .reduce = true}));
   }
   for (size_t s = 0; s + 1 < n; ++s) {
     const Segment out = seg(r + 1 + n - s), in = seg(r + n - s);
-    KOLO_RETURN_IF_ERROR(
-        ring.Run(RingStep{.phase = CollectivePhase::kRingAllgather,
-                          .send = base + out.begin * esize,
-                          .send_count = out.size,
-                          .recv = base + in.begin * esize,
-                          .recv_count = in.size,
-                          .reduce = false}));
+    KOLO_RETURN_IF_ERROR(ring.Run(RingStep{.phase = CollectivePhase::kRingAllgather,
+                                           .send = base + out.begin * esize,
+                                           .send_count = out.size,
+                                           .recv = base + in.begin * esize,
+                                           .recv_count = in.size,
+                                           .reduce = false}));
   }
   return absl::OkStatus();
 }

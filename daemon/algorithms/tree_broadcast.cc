@@ -27,17 +27,15 @@ constexpr size_t kWindow = 3;
 
 }  // namespace
 
-absl::Status TreeBroadcast(Transport& transport, void* buffer, size_t bytes,
-                           int root_node, uint64_t tag_base,
-                           absl::Time deadline, size_t chunk_bytes) {
+absl::Status TreeBroadcast(Transport& transport, void* buffer, size_t bytes, int root_node,
+                           uint64_t tag_base, absl::Time deadline, size_t chunk_bytes) {
   const char* kWhat = "tree broadcast";
-  KOLO_RETURN_IF_ERROR(CheckCollectiveArgs(transport, kWhat, buffer, bytes,
-                                           tag_base, chunk_bytes));
+  KOLO_RETURN_IF_ERROR(CheckCollectiveArgs(transport, kWhat, buffer, bytes, tag_base, chunk_bytes));
   const int n = transport.nodes();
   if (root_node < 0 || root_node >= n) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("%s on node %d: root node %d out of range (%d nodes)",
-                        kWhat, transport.node(), root_node, n));
+        absl::StrFormat("%s on node %d: root node %d out of range (%d nodes)", kWhat,
+                        transport.node(), root_node, n));
   }
   if (n == 1 || bytes == 0) return absl::OkStatus();
 
@@ -54,9 +52,7 @@ absl::Status TreeBroadcast(Transport& transport, void* buffer, size_t bytes,
 
   auto* base = static_cast<std::byte*>(buffer);
   const size_t chunks = (bytes + chunk_bytes - 1) / chunk_bytes;
-  auto chunk_size = [&](size_t c) {
-    return std::min(chunk_bytes, bytes - c * chunk_bytes);
-  };
+  auto chunk_size = [&](size_t c) { return std::min(chunk_bytes, bytes - c * chunk_bytes); };
   PendingTransfers pending(transport, deadline);
   std::deque<Transport::Ticket> recvs;
   std::deque<std::vector<Transport::Ticket>> sends;  // per chunk
@@ -66,11 +62,8 @@ absl::Status TreeBroadcast(Transport& transport, void* buffer, size_t bytes,
       for (; next_recv < chunks && next_recv < c + kWindow; ++next_recv) {
         KOLO_ASSIGN_OR_RETURN(
             Transport::Ticket t,
-            pending.Recv(parent,
-                         MessageTag(tag_base, CollectivePhase::kTreeBroadcast,
-                                    next_recv),
-                         base + next_recv * chunk_bytes,
-                         chunk_size(next_recv)));
+            pending.Recv(parent, MessageTag(tag_base, CollectivePhase::kTreeBroadcast, next_recv),
+                         base + next_recv * chunk_bytes, chunk_size(next_recv)));
         recvs.push_back(t);
       }
       const Transport::Ticket t = recvs.front();
@@ -86,8 +79,7 @@ absl::Status TreeBroadcast(Transport& transport, void* buffer, size_t bytes,
     for (int child : children) {
       KOLO_ASSIGN_OR_RETURN(
           Transport::Ticket t,
-          pending.Send(child,
-                       MessageTag(tag_base, CollectivePhase::kTreeBroadcast, c),
+          pending.Send(child, MessageTag(tag_base, CollectivePhase::kTreeBroadcast, c),
                        base + c * chunk_bytes, chunk_size(c)));
       chunk_sends.push_back(t);
     }

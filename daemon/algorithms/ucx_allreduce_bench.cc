@@ -22,8 +22,7 @@ namespace {
 int RunBench(int n) {
   absl::StatusOr<UcxLoopbackCluster> cluster = UcxLoopbackCluster::Create(n);
   if (!cluster.ok()) {
-    std::fprintf(stderr, "cluster of %d: %s\n", n,
-                 cluster.status().ToString().c_str());
+    std::fprintf(stderr, "cluster of %d: %s\n", n, cluster.status().ToString().c_str());
     return 1;
   }
   uint64_t tag = 1;
@@ -39,9 +38,8 @@ int RunBench(int n) {
       std::vector<absl::Status> results(n);
       for (int i = 0; i < n; ++i) {
         threads.emplace_back([&, i] {
-          results[i] = RingAllreduce(cluster->node(i), bufs[i].data(), count,
-                                     DType::kFloat32, ReduceOp::kSum, tag << 24,
-                                     start + absl::Seconds(120));
+          results[i] = RingAllreduce(cluster->node(i), bufs[i].data(), count, DType::kFloat32,
+                                     ReduceOp::kSum, tag << 24, start + absl::Seconds(120));
         });
       }
       for (auto& t : threads) t.join();
@@ -52,15 +50,13 @@ int RunBench(int n) {
           return 1;
         }
       }
-      if (it >= 0)
-        seconds.push_back(absl::ToDoubleSeconds(absl::Now() - start));
+      if (it >= 0) seconds.push_back(absl::ToDoubleSeconds(absl::Now() - start));
     }
     std::sort(seconds.begin(), seconds.end());
     const double t = seconds[seconds.size() / 2];
     const double algbw = bytes / t / 1e9;
     const double busbw = algbw * 2.0 * (n - 1) / n;
-    std::printf("%6d %10zu %12.1f %10.3f %10.3f\n", n, bytes, t * 1e6, algbw,
-                busbw);
+    std::printf("%6d %10zu %12.1f %10.3f %10.3f\n", n, bytes, t * 1e6, algbw, busbw);
   }
   return 0;
 }
@@ -72,8 +68,7 @@ int main(int argc, char** argv) {
   std::vector<int> node_counts;
   for (int i = 1; i < argc; ++i) node_counts.push_back(std::atoi(argv[i]));
   if (node_counts.empty()) node_counts = {2, 3};
-  std::printf("%6s %10s %12s %10s %10s\n", "nodes", "bytes", "time_us",
-              "algbw_GB/s", "busbw_GB/s");
+  std::printf("%6s %10s %12s %10s %10s\n", "nodes", "bytes", "time_us", "algbw_GB/s", "busbw_GB/s");
   for (int n : node_counts) {
     if (n < 2 || kolo::daemon::RunBench(n) != 0) return 1;
   }

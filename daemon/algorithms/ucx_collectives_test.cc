@@ -22,17 +22,16 @@ UcxLoopbackCluster MakeCluster(int n) {
   return std::move(*c);
 }
 
-void CheckAllreduce(UcxLoopbackCluster& c, DType dtype, ReduceOp op,
-                    size_t count, uint64_t tag_base) {
-  SCOPED_TRACE(absl::StrFormat("%d nodes, %s %s, %d elements", c.nodes(),
-                               DTypeName(dtype), ReduceOpName(op), count));
+void CheckAllreduce(UcxLoopbackCluster& c, DType dtype, ReduceOp op, size_t count,
+                    uint64_t tag_base) {
+  SCOPED_TRACE(absl::StrFormat("%d nodes, %s %s, %d elements", c.nodes(), DTypeName(dtype),
+                               ReduceOpName(op), count));
   const int n = c.nodes();
   std::vector<std::vector<std::byte>> bufs;
   for (int i = 0; i < n; ++i) bufs.push_back(TestData(dtype, op, i, count));
   const absl::Time deadline = absl::Now() + absl::Seconds(120);
   std::vector<absl::Status> results = RunOnNodes(n, [&](int i) {
-    return Allreduce(c.node(i), bufs[i].data(), count, dtype, op, tag_base,
-                     deadline);
+    return Allreduce(c.node(i), bufs[i].data(), count, dtype, op, tag_base, deadline);
   });
   const std::vector<std::byte> want = SerialReference(dtype, op, n, count);
   for (int i = 0; i < n; ++i) {
@@ -46,11 +45,9 @@ class UcxCollectivesTest : public testing::TestWithParam<int> {};
 TEST_P(UcxCollectivesTest, AllreduceMatchesSerialReference) {
   UcxLoopbackCluster c = MakeCluster(GetParam());
   uint64_t tag = 1;
-  for (DType dtype :
-       {DType::kUint8, DType::kInt8, DType::kInt32, DType::kInt64,
-        DType::kFloat16, DType::kBFloat16, DType::kFloat32, DType::kFloat64}) {
-    for (ReduceOp op :
-         {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
+  for (DType dtype : {DType::kUint8, DType::kInt8, DType::kInt32, DType::kInt64, DType::kFloat16,
+                      DType::kBFloat16, DType::kFloat32, DType::kFloat64}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
       for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{100003}}) {
         CheckAllreduce(c, dtype, op, count, (tag++) << 24);
       }
@@ -58,8 +55,7 @@ TEST_P(UcxCollectivesTest, AllreduceMatchesSerialReference) {
   }
   // Large float32 sums through the ring: 4, 16 and 64 MiB per node.
   for (size_t mib : {4, 16, 64}) {
-    CheckAllreduce(c, DType::kFloat32, ReduceOp::kSum, mib << 18,
-                   (tag++) << 24);
+    CheckAllreduce(c, DType::kFloat32, ReduceOp::kSum, mib << 18, (tag++) << 24);
   }
 }
 
@@ -67,8 +63,7 @@ TEST_P(UcxCollectivesTest, BroadcastFromEveryRoot) {
   UcxLoopbackCluster c = MakeCluster(GetParam());
   const int n = c.nodes();
   uint64_t tag = 1;
-  for (size_t bytes :
-       {size_t{0}, size_t{5}, (size_t{1} << 20) + 3, size_t{64} << 20}) {
+  for (size_t bytes : {size_t{0}, size_t{5}, (size_t{1} << 20) + 3, size_t{64} << 20}) {
     for (int root = 0; root < n; ++root) {
       SCOPED_TRACE(absl::StrFormat("root %d, %d bytes", root, bytes));
       std::vector<std::vector<std::byte>> bufs;
@@ -81,8 +76,7 @@ TEST_P(UcxCollectivesTest, BroadcastFromEveryRoot) {
       const std::vector<std::byte> want = bufs[root];
       const absl::Time deadline = absl::Now() + absl::Seconds(120);
       std::vector<absl::Status> results = RunOnNodes(n, [&](int i) {
-        return TreeBroadcast(c.node(i), bufs[i].data(), bytes, root,
-                             (tag) << 24, deadline);
+        return TreeBroadcast(c.node(i), bufs[i].data(), bytes, root, (tag) << 24, deadline);
       });
       ++tag;
       for (int i = 0; i < n; ++i) {
@@ -101,18 +95,15 @@ class SendCounter final : public Transport {
   SendCounter(Transport& inner, int sends) : inner_(inner), left_(sends) {}
   int node() const override { return inner_.node(); }
   int nodes() const override { return inner_.nodes(); }
-  absl::StatusOr<Ticket> PostSend(int peer, uint64_t tag, const void* data,
-                                  size_t bytes) override {
+  absl::StatusOr<Ticket> PostSend(int peer, uint64_t tag, const void* data, size_t bytes) override {
     auto t = inner_.PostSend(peer, tag, data, bytes);
     if (--left_ == 0) reached_.Notify();
     return t;
   }
-  absl::StatusOr<Ticket> PostRecv(int peer, uint64_t tag, void* data,
-                                  size_t bytes) override {
+  absl::StatusOr<Ticket> PostRecv(int peer, uint64_t tag, void* data, size_t bytes) override {
     return inner_.PostRecv(peer, tag, data, bytes);
   }
-  absl::Status Wait(absl::Span<const Ticket> tickets,
-                    absl::Time deadline) override {
+  absl::Status Wait(absl::Span<const Ticket> tickets, absl::Time deadline) override {
     return inner_.Wait(tickets, deadline);
   }
   void Abort(const absl::Status& why) override { inner_.Abort(why); }
@@ -141,8 +132,8 @@ TEST(UcxCollectivesFaultTest, PeerDestroyedMidTransferFailsTheOthers) {
   for (int i = 0; i < 3; ++i) {
     threads.emplace_back([&, i] {
       Transport& t = i == 2 ? static_cast<Transport&>(doomed) : c.node(i);
-      results[i] = Allreduce(t, bufs[i].data(), kCount, DType::kFloat32,
-                             ReduceOp::kSum, uint64_t{1} << 24, deadline);
+      results[i] = Allreduce(t, bufs[i].data(), kCount, DType::kFloat32, ReduceOp::kSum,
+                             uint64_t{1} << 24, deadline);
     });
   }
   ASSERT_TRUE(doomed.reached().WaitForNotificationWithDeadline(deadline));

@@ -22,14 +22,14 @@
 namespace kolo::daemon {
 
 class DeviceBackend : public Backend {
-public:
+ public:
   // The session teardown hook: drops the session's cached IPC mappings and
   // events (those held by a running collective close when it finishes).
-  virtual void ReleaseSession(const std::string &session_id) = 0;
+  virtual void ReleaseSession(const std::string& session_id) = 0;
   // The job ended: aborts its communicators at once, so that a collective
   // waiting on a peer that will never come fails now (every later Execute
   // fails). Called from any thread, also while Execute runs.
-  virtual void Abort(const absl::Status &why) = 0;
+  virtual void Abort(const absl::Status& why) = 0;
 };
 
 struct DeviceBackendOptions {
@@ -44,7 +44,7 @@ struct DeviceBackendOptions {
 };
 
 class DeviceBackendFactory {
-public:
+ public:
   virtual ~DeviceBackendFactory() = default;
   // A fresh communicator id (an ncclUniqueId's bytes), made once per job by
   // the daemon that plans the job's communicator: the job itself on one
@@ -55,8 +55,8 @@ public:
   // multi-node job does so at the same planned response, so their NCCL
   // initialisations meet). Its error fails that response (and, remembered
   // by the job, every later device response).
-  virtual absl::StatusOr<std::unique_ptr<DeviceBackend>>
-  Create(const DeviceBackendOptions &options) = 0;
+  virtual absl::StatusOr<std::unique_ptr<DeviceBackend>> Create(
+      const DeviceBackendOptions& options) = 0;
 };
 
 // The factory of a kolod built without CUDA: NewCommId and Create are
@@ -65,7 +65,7 @@ std::unique_ptr<DeviceBackendFactory> MakeNoDeviceBackendFactory();
 
 // Limits the device backends a factory makes work within.
 struct DeviceBackendLimits {
-  absl::Duration init_timeout = absl::Seconds(120);  // joining the communicator
+  absl::Duration init_timeout = absl::Seconds(120);        // joining the communicator
   absl::Duration collective_timeout = absl::Seconds(300);  // one collective
 };
 
@@ -73,4 +73,4 @@ struct DeviceBackendLimits {
 // in //daemon:device_backend_factory).
 std::unique_ptr<DeviceBackendFactory> MakeDeviceBackendFactory(DeviceBackendLimits limits);
 
-} // namespace kolo::daemon
+}  // namespace kolo::daemon

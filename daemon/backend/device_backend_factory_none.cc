@@ -3,9 +3,8 @@
 
 namespace kolo::daemon {
 
-std::unique_ptr<DeviceBackendFactory>
-MakeDeviceBackendFactory(DeviceBackendLimits /*limits*/) {
+std::unique_ptr<DeviceBackendFactory> MakeDeviceBackendFactory(DeviceBackendLimits /*limits*/) {
   return MakeNoDeviceBackendFactory();
 }
 
-} // namespace kolo::daemon
+}  // namespace kolo::daemon

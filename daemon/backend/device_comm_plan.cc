@@ -25,9 +25,9 @@ absl::StatusOr<DeviceCommPlan> MakeDeviceCommPlan(int job_size,
             absl::StrCat("node ", n, " places rank ", rank, ", outside [0, ", job_size, ")"));
       }
       if (device < 0 || device >= kMaxDeviceOrdinalInPlan) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "node ", n, " places rank ", rank, " on CUDA device ", device, ", outside [0, ",
-            kMaxDeviceOrdinalInPlan, ")"));
+        return absl::InvalidArgumentError(absl::StrCat("node ", n, " places rank ", rank,
+                                                       " on CUDA device ", device, ", outside [0, ",
+                                                       kMaxDeviceOrdinalInPlan, ")"));
       }
       if (plan.device[rank] != -1) {
         return absl::InvalidArgumentError(
@@ -53,9 +53,9 @@ absl::StatusOr<DeviceCommPlan> MakeDeviceCommPlan(int job_size,
 absl::Status ValidateDeviceCommPlan(const DeviceCommPlan& plan, int job_size) {
   if (static_cast<int>(plan.nccl_rank.size()) != job_size ||
       static_cast<int>(plan.device.size()) != job_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "device communicator plan covers ", plan.nccl_rank.size(), " / ", plan.device.size(),
-        " ranks; the job has ", job_size));
+    return absl::InvalidArgumentError(absl::StrCat("device communicator plan covers ",
+                                                   plan.nccl_rank.size(), " / ", plan.device.size(),
+                                                   " ranks; the job has ", job_size));
   }
   if (plan.nranks < 1 || plan.nranks > kMaxNcclRanks) {
     return absl::InvalidArgumentError(
@@ -76,9 +76,9 @@ absl::Status ValidateDeviceCommPlan(const DeviceCommPlan& plan, int job_size) {
                                                      " is out of range"));
     }
     if (device_of[n] != -1 && device_of[n] != d) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "device communicator plan: NCCL rank ", n, " is on CUDA devices ", device_of[n],
-          " and ", d));
+      return absl::InvalidArgumentError(absl::StrCat("device communicator plan: NCCL rank ", n,
+                                                     " is on CUDA devices ", device_of[n], " and ",
+                                                     d));
     }
     device_of[n] = d;
   }
@@ -107,9 +107,8 @@ absl::StatusOr<std::vector<DeviceLane>> LocalLanes(const DeviceCommPlan& plan,
   for (auto& [n, lane] : by_nccl_rank) {
     auto [it, inserted] = nccl_rank_of_device.emplace(lane.device, n);
     if (!inserted) {
-      return absl::InvalidArgumentError(absl::StrCat("CUDA device ", lane.device,
-                                                     " of this node holds NCCL ranks ",
-                                                     it->second, " and ", n));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "CUDA device ", lane.device, " of this node holds NCCL ranks ", it->second, " and ", n));
     }
     std::sort(lane.ranks.begin(), lane.ranks.end());
     lanes.push_back(std::move(lane));

@@ -52,8 +52,7 @@ TEST(DeviceCommPlanTest, RefusesBadPlacements) {
               HasSubstr("CUDA device -1"));
   EXPECT_THAT(MakeDeviceCommPlan(2, {{{0, 0}}, {{0, 1}}}, "").status().message(),
               HasSubstr("rank 0 is placed twice"));
-  EXPECT_THAT(MakeDeviceCommPlan(2, {{}, {}}, "").status().message(),
-              HasSubstr("no rank"));
+  EXPECT_THAT(MakeDeviceCommPlan(2, {{}, {}}, "").status().message(), HasSubstr("no rank"));
 }
 
 TEST(DeviceCommPlanTest, ValidatesReceivedPlans) {

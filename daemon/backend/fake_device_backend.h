@@ -46,15 +46,14 @@ inline Request FakeRequest(uint64_t request_id, int rank, const std::string& nam
 
 // Records what ran on it and which sessions were released.
 class FakeDeviceBackend : public DeviceBackend {
-public:
+ public:
   absl::string_view name() const override { return "fake-device"; }
-  absl::Status Execute(Response &response, const StepContext &/*step*/) override {
+  absl::Status Execute(Response& response, const StepContext& /*step*/) override {
     absl::MutexLock l(&mu_);
-    for (const FusedMember &m : response.members)
-      executed_.push_back(m.set.name);
+    for (const FusedMember& m : response.members) executed_.push_back(m.set.name);
     return absl::OkStatus();
   }
-  void Abort(const absl::Status &why) override {
+  void Abort(const absl::Status& why) override {
     absl::MutexLock l(&mu_);
     aborted_ = why;
   }
@@ -62,7 +61,7 @@ public:
     absl::MutexLock l(&mu_);
     return aborted_;
   }
-  void ReleaseSession(const std::string &session_id) override {
+  void ReleaseSession(const std::string& session_id) override {
     absl::MutexLock l(&mu_);
     released_.push_back(session_id);
   }
@@ -75,7 +74,7 @@ public:
     return released_;
   }
 
-private:
+ private:
   mutable absl::Mutex mu_;
   std::vector<std::string> executed_ ABSL_GUARDED_BY(mu_);
   absl::Status aborted_ ABSL_GUARDED_BY(mu_);
@@ -85,18 +84,17 @@ private:
 // Hands out one FakeDeviceBackend (which the test keeps a pointer to), or
 // fails with `error`.
 class FakeDeviceBackendFactory : public DeviceBackendFactory {
-public:
+ public:
   absl::StatusOr<std::string> NewCommId() override {
     absl::MutexLock l(&mu_);
     return "unique-id-" + std::to_string(++ids_);
   }
-  absl::StatusOr<std::unique_ptr<DeviceBackend>>
-  Create(const DeviceBackendOptions &options) override {
+  absl::StatusOr<std::unique_ptr<DeviceBackend>> Create(
+      const DeviceBackendOptions& options) override {
     absl::MutexLock l(&mu_);
     ++created_;
     last_options_ = options;
-    if (!error_.ok())
-      return error_;
+    if (!error_.ok()) return error_;
     auto backend = std::make_unique<FakeDeviceBackend>();
     made_ = backend.get();
     return backend;
@@ -106,11 +104,10 @@ public:
   int ids_ = 0;
   int created_ = 0;
   DeviceBackendOptions last_options_;
-  FakeDeviceBackend *made_ = nullptr;
+  FakeDeviceBackend* made_ = nullptr;
 
-private:
+ private:
   absl::Mutex mu_;
 };
-
 
 }  // namespace kolo::daemon

@@ -14,18 +14,18 @@ absl::Status NoCuda() {
 }
 
 class NoDeviceBackendFactory : public DeviceBackendFactory {
-public:
+ public:
   absl::StatusOr<std::string> NewCommId() override { return NoCuda(); }
-  absl::StatusOr<std::unique_ptr<DeviceBackend>>
-  Create(const DeviceBackendOptions & /*options*/) override {
+  absl::StatusOr<std::unique_ptr<DeviceBackend>> Create(
+      const DeviceBackendOptions& /*options*/) override {
     return NoCuda();
   }
 };
 
-} // namespace
+}  // namespace
 
 std::unique_ptr<DeviceBackendFactory> MakeNoDeviceBackendFactory() {
   return std::make_unique<NoDeviceBackendFactory>();
 }
 
-} // namespace kolo::daemon
+}  // namespace kolo::daemon

@@ -81,10 +81,9 @@ void Executor::RunCollective(PlannedStep& step) {
     // The job's communicator is unusable (or was never made here) and the
     // other daemons would wait in NCCL for this one until their deadline:
     // end the job on every node now.
-    state_->Abort(absl::Status(status.code(),
-                               absl::StrCat("job ", options_.job_id,
-                                            ": device collective failed on node ",
-                                            options_.node_name, ": ", status.message())));
+    state_->Abort(absl::Status(
+        status.code(), absl::StrCat("job ", options_.job_id, ": device collective failed on node ",
+                                    options_.node_name, ": ", status.message())));
   }
 }
 
@@ -103,8 +102,8 @@ absl::StatusOr<Backend*> Executor::DeviceBackendFor(const PlannedStep& step) {
         "job ", options_.job_id, ": a device response came before the job's NCCL communicator"));
     return device_error_;
   }
-  auto made = options_.device_backends->Create(DeviceBackendOptions{
-      options_.job_id, *step.device_comm, step.local_ranks, &device_cancel_});
+  auto made = options_.device_backends->Create(
+      DeviceBackendOptions{options_.job_id, *step.device_comm, step.local_ranks, &device_cancel_});
   if (!made.ok()) {
     spdlog::warn("job {}: no device backend: {}", options_.job_id, made.status().ToString());
     device_error_ = made.status();

@@ -23,9 +23,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/backend/device_backend.h"
-#include "daemon/status/metrics.h"
 #include "daemon/exec/session_results.h"
 #include "daemon/negotiation/negotiator.h"
+#include "daemon/status/metrics.h"
 #include "daemon/status/timeline.h"
 
 namespace kolo::daemon {
@@ -43,8 +43,8 @@ class JobState {
   // Ends the job (every pending and future collective fails with `why`).
   virtual void Abort(const absl::Status& why) = 0;
   // A response started on `backend` (stall reports name it while it runs).
-  virtual void Executing(const std::string& name, CollectiveKind kind,
-                         const std::string& backend, absl::Time since) = 0;
+  virtual void Executing(const std::string& name, CollectiveKind kind, const std::string& backend,
+                         absl::Time since) = 0;
   // A response ran (or failed) from `start` to `end`: counters, flight
   // recorder. Its requests are completed already.
   virtual void Executed(const std::vector<const ReadySet*>& sets, const absl::Status& status,
@@ -55,7 +55,7 @@ class JobState {
 
 struct ExecutorOptions {
   std::string job_id;
-  std::string node_name;  // for messages
+  std::string node_name;         // for messages
   Metrics* metrics = nullptr;    // may be null
   Timeline* timeline = nullptr;  // may be null
   // Makes the job's device backend; null: device tensors fail with

@@ -5,19 +5,16 @@
 
 namespace kolo::daemon {
 
-absl::StatusOr<uint8_t*> SessionResults::Allocate(FusedMember& m, uint64_t bytes,
-                                                  int64_t value) {
+absl::StatusOr<uint8_t*> SessionResults::Allocate(FusedMember& m, uint64_t bytes, int64_t value) {
   const size_t i = m.results.size();
   if (i >= m.set.requests.size()) {
-    return absl::InternalError(
-        absl::StrCat("\"", m.set.name, "\": more results than requests"));
+    return absl::InternalError(absl::StrCat("\"", m.set.name, "\": more results than requests"));
   }
   const Request& r = m.set.requests[i];
   absl::StatusOr<uint64_t> offset = r.session->AllocateResult(bytes);
   if (!offset.ok()) {
-    return absl::ResourceExhaustedError(absl::StrCat(CollectiveKindName(r.kind), " \"",
-                                                     m.set.name, "\": ",
-                                                     offset.status().message()));
+    return absl::ResourceExhaustedError(absl::StrCat(CollectiveKindName(r.kind), " \"", m.set.name,
+                                                     "\": ", offset.status().message()));
   }
   uint8_t* data = r.session->arena_base() + *offset;
   m.results.push_back(ResultPlacement{*offset, bytes, value, data});

@@ -18,8 +18,8 @@ namespace kolo::daemon {
 namespace {
 
 std::unique_ptr<Negotiator> MakeNegotiator(const std::string& id, const std::string& token,
-                                           int size, Backend* backend,
-                                           uint64_t fusion_threshold, const JobLayout& layout,
+                                           int size, Backend* backend, uint64_t fusion_threshold,
+                                           const JobLayout& layout,
                                            DeviceBackendFactory* device_backends,
                                            StepRunner* runner) {
   if (SpansNodes(size, layout)) {
@@ -66,8 +66,8 @@ Job::Job(std::string id, std::string token, int size, Backend* backend,
       layout_(std::move(layout)),
       spans_nodes_(SpansNodes(size_, layout_)),
       local_size_(layout_.local_size > 0 ? layout_.local_size : size_),
-      executor_(ExecutorOptions{id_, layout_.env.node_name, observers.metrics,
-                                observers.timeline, device_backends},
+      executor_(ExecutorOptions{id_, layout_.env.node_name, observers.metrics, observers.timeline,
+                                device_backends},
                 this),
       negotiator_(MakeNegotiator(id_, token_, size_, backend, fusion_threshold_bytes, layout_,
                                  device_backends, &executor_)),
@@ -251,22 +251,25 @@ absl::Status Job::AdmitLocked(const Request& r) const {
 
   if (r.device.has_value() && r.process_set != 0) {
     // The job has one NCCL communicator, over every rank's GPU.
-    return absl::UnimplementedError(absl::StrCat(
-        kind, " \"", r.name, "\": device tensors run on the whole job so far, not on process "
-        "set ", r.process_set, " (copy the tensor to host memory for a process set)"));
+    return absl::UnimplementedError(
+        absl::StrCat(kind, " \"", r.name,
+                     "\": device tensors run on the whole job so far, not on process "
+                     "set ",
+                     r.process_set, " (copy the tensor to host memory for a process set)"));
   }
   if (r.kind == CollectiveKind::kJoin && sets_.size() > 1 &&
       !negotiator_->joins_with_process_sets()) {
-    return absl::UnimplementedError(absl::StrCat(
-        kind, ": job ", id_, " spans nodes, where join is not available while process sets "
-        "exist (remove them first)"));
+    return absl::UnimplementedError(
+        absl::StrCat(kind, ": job ", id_,
+                     " spans nodes, where join is not available while process sets "
+                     "exist (remove them first)"));
   }
   if ((r.kind == CollectiveKind::kJoin || r.kind == CollectiveKind::kAddProcessSet ||
        r.kind == CollectiveKind::kRemoveProcessSet) &&
       r.process_set != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        kind, " \"", r.name, "\": involves every rank of the job, not process set ",
-        r.process_set));
+    return absl::InvalidArgumentError(
+        absl::StrCat(kind, " \"", r.name, "\": involves every rank of the job, not process set ",
+                     r.process_set));
   }
   auto set = sets_.find(r.process_set);
   if (set == sets_.end()) {
@@ -275,14 +278,14 @@ absl::Status Job::AdmitLocked(const Request& r) const {
                                                       ", which does not exist"));
   }
   if (!std::binary_search(set->second.begin(), set->second.end(), r.rank)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        kind, " \"", r.name, "\": rank ", r.rank, " is not in process set ", r.process_set,
-        " (ranks ", FormatRankRanges(set->second), ")"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(kind, " \"", r.name, "\": rank ", r.rank, " is not in process set ",
+                     r.process_set, " (ranks ", FormatRankRanges(set->second), ")"));
   }
   if (joined_[r.rank]) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        kind, " \"", r.name, "\": rank ", r.rank,
-        " has joined and submits nothing until every rank has joined"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(kind, " \"", r.name, "\": rank ", r.rank,
+                     " has joined and submits nothing until every rank has joined"));
   }
   return absl::OkStatus();
 }
@@ -319,9 +322,9 @@ absl::Status Job::CheckAlltoallSplits(const ReadySet& set, int64_t n) const {
     const int64_t rows = r.shape[0];
     if (r.aux.empty()) {
       if (rows % n != 0) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "alltoall \"", set.name, "\": rank ", r.rank, "'s first dimension ", rows,
-            " does not divide evenly among ", n, " ranks; pass splits"));
+        return absl::FailedPreconditionError(
+            absl::StrCat("alltoall \"", set.name, "\": rank ", r.rank, "'s first dimension ", rows,
+                         " does not divide evenly among ", n, " ranks; pass splits"));
       }
       continue;
     }
@@ -359,18 +362,18 @@ absl::Status Job::CheckSetChangeLocked(const ReadySet& set) const {
     if (ranks.empty()) return absl::FailedPreconditionError("add_process_set: no ranks given");
     for (size_t i = 0; i < ranks.size(); ++i) {
       if (ranks[i] < 0 || ranks[i] >= size_ || (i > 0 && ranks[i] <= ranks[i - 1])) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "add_process_set: ranks must be distinct, ascending and in [0, ", size_, "); got ",
-            ranks[i], " at position ", i));
+        return absl::FailedPreconditionError(
+            absl::StrCat("add_process_set: ranks must be distinct, ascending and in [0, ", size_,
+                         "); got ", ranks[i], " at position ", i));
       }
     }
     return absl::OkStatus();
   }
   if (first.aux.size() != 1 || first.aux[0] <= 0 ||
       !sets_.contains(static_cast<int>(first.aux[0]))) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("remove_process_set: no process set ", first.aux.empty() ? -1 : first.aux[0],
-                     " to remove"));
+    return absl::FailedPreconditionError(absl::StrCat("remove_process_set: no process set ",
+                                                      first.aux.empty() ? -1 : first.aux[0],
+                                                      " to remove"));
   }
   return absl::OkStatus();
 }
@@ -390,9 +393,9 @@ absl::Status Job::CheckRunnableLocked(const ReadySet& set) const {
     for (int r : members) {
       if (joined_[r]) joined.push_back(r);
     }
-    return absl::FailedPreconditionError(absl::StrCat(
-        kind, " \"", set.name, "\": cannot run while ranks ", FormatRankRanges(joined),
-        " have joined (only allreduce, broadcast and barrier can)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(kind, " \"", set.name, "\": cannot run while ranks ", FormatRankRanges(joined),
+                     " have joined (only allreduce, broadcast and barrier can)"));
   }
   switch (first.kind) {
     case CollectiveKind::kBroadcast:
@@ -495,9 +498,9 @@ void Job::Submit(Request request) {
       // Once every local rank submitted a name it leaves the table; a rank
       // submitting it again before it was planned is a duplicate in flight.
       if (InFlightLocked(request)) {
-        refused = absl::AlreadyExistsError(absl::StrCat(
-            CollectiveKindName(request.kind), " \"", request.name, "\": rank ", request.rank,
-            " submitted this name again while it is still in flight"));
+        refused = absl::AlreadyExistsError(
+            absl::StrCat(CollectiveKindName(request.kind), " \"", request.name, "\": rank ",
+                         request.rank, " submitted this name again while it is still in flight"));
       } else {
         auto added = table_.Add(request, RequiredLocked(request.process_set));
         if (!added.ok()) {
@@ -556,8 +559,8 @@ void Job::Refused(const ReadySet& set, const absl::Status& why) {
   recorder_.Error(why.ToString());
   const Request& r = set.requests.front();
   recorder_.Record(CollectiveRecord{0, r.kind, set.name, r.dtype, r.op, r.bytes, true,
-                                    std::string(why.message()), set.first_submitted,
-                                    set.ready_at, absl::ZeroDuration(), 0});
+                                    std::string(why.message()), set.first_submitted, set.ready_at,
+                                    absl::ZeroDuration(), 0});
 }
 
 std::vector<StallView> Job::Stalls(absl::Time now, absl::Duration warning) const {
@@ -574,17 +577,15 @@ std::vector<StallView> Job::Stalls(absl::Time now, absl::Duration warning) const
     s.since = since;
     return s;
   };
-  for (PendingView& p : table_.Pending([this](int ps) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-         return ExpectedLocked(ps);
-       })) {
+  for (PendingView& p : table_.Pending(
+           [this](int ps) ABSL_NO_THREAD_SAFETY_ANALYSIS { return ExpectedLocked(ps); })) {
     std::optional<StallView> found = stall(p.name, p.kind, p.first_submitted);
     if (!found) continue;
     StallView& s = *found;
     const absl::Duration waiting = s.waiting;
-    s.message = absl::StrFormat(
-        "%s \"%s\" waiting %d s for ranks %s (submitted: %s)",
-        CollectiveKindName(p.kind), p.name, absl::ToInt64Seconds(waiting),
-        FormatRankRanges(p.missing), FormatRankRanges(p.submitted));
+    s.message = absl::StrFormat("%s \"%s\" waiting %d s for ranks %s (submitted: %s)",
+                                CollectiveKindName(p.kind), p.name, absl::ToInt64Seconds(waiting),
+                                FormatRankRanges(p.missing), FormatRankRanges(p.submitted));
     s.submitted = std::move(p.submitted);
     s.missing = std::move(p.missing);
     out.push_back(std::move(s));
@@ -610,8 +611,7 @@ std::vector<StallView> Job::Stalls(absl::Time now, absl::Duration warning) const
       out.push_back(std::move(s));
     }
   }
-  if (executing_since_ != absl::InfiniteFuture() &&
-      now - executing_since_ >= warning) {
+  if (executing_since_ != absl::InfiniteFuture() && now - executing_since_ >= warning) {
     StallView s;
     s.name = executing_name_;
     s.kind = executing_kind_;
@@ -621,8 +621,7 @@ std::vector<StallView> Job::Stalls(absl::Time now, absl::Duration warning) const
     for (int r = 0; r < size_; ++r) s.submitted.push_back(r);
     s.message = absl::StrFormat(
         "%s \"%s\" executing for %d s (every rank submitted; stuck in the %s backend)",
-        CollectiveKindName(s.kind), s.name, absl::ToInt64Seconds(s.waiting),
-        executing_backend_);
+        CollectiveKindName(s.kind), s.name, absl::ToInt64Seconds(s.waiting), executing_backend_);
     out.push_back(std::move(s));
   }
   return out;
@@ -636,9 +635,8 @@ JobSnapshot Job::Snapshot(bool with_history) const {
   s.aborted = !abort_status_.ok();
   s.error = std::string(abort_status_.message());
   s.ranks = ranks_;
-  s.pending = table_.Pending([this](int ps) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return ExpectedLocked(ps);
-  });
+  s.pending =
+      table_.Pending([this](int ps) ABSL_NO_THREAD_SAFETY_ANALYSIS { return ExpectedLocked(ps); });
   s.responses = responses_;
   s.fused_tensors = fused_tensors_;
   s.bytes_reduced = bytes_reduced_;

@@ -25,10 +25,10 @@
 #include "daemon/backend/backend.h"
 #include "daemon/backend/device_backend.h"
 #include "daemon/exec/executor.h"
+#include "daemon/job/request_table.h"
+#include "daemon/negotiation/negotiator.h"
 #include "daemon/status/flight_recorder.h"
 #include "daemon/status/metrics.h"
-#include "daemon/negotiation/negotiator.h"
-#include "daemon/job/request_table.h"
 #include "daemon/status/timeline.h"
 #include "daemon/transport/transport.h"
 
@@ -117,8 +117,8 @@ class Job final : public JobState, public RequestSink {
   // executor makes from `device_backends` when the job's first one runs;
   // without a factory they fail with UNIMPLEMENTED.
   Job(std::string id, std::string token, int size, Backend* backend,
-      uint64_t fusion_threshold_bytes, JobObservers observers = {},
-      JobLayout layout = {}, DeviceBackendFactory* device_backends = nullptr);
+      uint64_t fusion_threshold_bytes, JobObservers observers = {}, JobLayout layout = {},
+      DeviceBackendFactory* device_backends = nullptr);
   ~Job() override;
 
   bool spans_nodes() const { return spans_nodes_; }

@@ -28,25 +28,23 @@ using ::testing::IsEmpty;
 constexpr uint64_t kFusionThreshold = 64 << 20;
 
 class JobDeviceBackendTest : public ::testing::Test {
-protected:
-  void MakeJob(int size, DeviceBackendFactory *factory, JobLayout layout = {}) {
+ protected:
+  void MakeJob(int size, DeviceBackendFactory* factory, JobLayout layout = {}) {
     for (int r = 0; r < size; ++r) {
       auto s = LoopbackSession::Create("job-gpu", r);
       ASSERT_TRUE(s.ok()) << s.status();
       sessions_.push_back(std::move(*s));
     }
-    job_ = std::make_unique<Job>("job-gpu", "token", size, &host_,
-                                 kFusionThreshold, JobObservers{}, layout,
-                                 factory);
+    job_ = std::make_unique<Job>("job-gpu", "token", size, &host_, kFusionThreshold, JobObservers{},
+                                 layout, factory);
     const int local = layout.local_size > 0 ? layout.local_size : size;
     for (int r = 0; r < local; ++r) {
-      ASSERT_TRUE(
-          job_->AttachRank(r, "session-" + std::to_string(r), 100 + r).ok());
+      ASSERT_TRUE(job_->AttachRank(r, "session-" + std::to_string(r), 100 + r).ok());
     }
     job_->MaybeStart();
   }
 
-  Request MakeRequest(int rank, const std::string &name, int device) {
+  Request MakeRequest(int rank, const std::string& name, int device) {
     return FakeRequest(next_request_id_++, rank, name, device, sessions_[rank]->session());
   }
 
@@ -56,25 +54,20 @@ protected:
 
   FakeBackend host_;
   std::vector<std::unique_ptr<LoopbackSession>> sessions_;
-  std::unique_ptr<Job> job_; // declared last: destroyed before the rest
+  std::unique_ptr<Job> job_;  // declared last: destroyed before the rest
   uint64_t next_request_id_ = 1;
 };
 
-TEST_F(JobDeviceBackendTest,
-       DeviceResponsesGoToTheDeviceBackendHostOnesToTheHost) {
+TEST_F(JobDeviceBackendTest, DeviceResponsesGoToTheDeviceBackendHostOnesToTheHost) {
   FakeDeviceBackendFactory factory;
   MakeJob(2, &factory);
-  for (int r = 0; r < 2; ++r)
-    job_->Submit(MakeRequest(r, "host/a", -1));
-  for (int r = 0; r < 2; ++r)
-    job_->Submit(MakeRequest(r, "gpu/a", 0));
-  for (int r = 0; r < 2; ++r)
-    job_->Submit(MakeRequest(r, "gpu/b", 0));
-  for (int r = 0; r < 2; ++r)
-    job_->Submit(MakeRequest(r, "host/b", -1));
+  for (int r = 0; r < 2; ++r) job_->Submit(MakeRequest(r, "host/a", -1));
+  for (int r = 0; r < 2; ++r) job_->Submit(MakeRequest(r, "gpu/a", 0));
+  for (int r = 0; r < 2; ++r) job_->Submit(MakeRequest(r, "gpu/b", 0));
+  for (int r = 0; r < 2; ++r) job_->Submit(MakeRequest(r, "host/b", -1));
 
   ASSERT_NE(factory.made_, nullptr);
-  EXPECT_EQ(factory.created_, 1); // made once, on the first device response
+  EXPECT_EQ(factory.created_, 1);  // made once, on the first device response
   EXPECT_EQ(factory.last_options_.job_id, "job-gpu");
   // Both ranks on GPU 0: one NCCL rank, driven by this daemon.
   EXPECT_EQ(factory.last_options_.comm.unique_id, "unique-id-1");
@@ -83,16 +76,14 @@ TEST_F(JobDeviceBackendTest,
   EXPECT_THAT(factory.last_options_.local_ranks, ElementsAre(0, 1));
   EXPECT_THAT(factory.made_->executed(), ElementsAre("gpu/a", "gpu/b"));
   std::vector<std::string> host_ran;
-  for (const auto &names : host_.executed()) {
-    for (const std::string &n : names)
-      host_ran.push_back(n);
+  for (const auto& names : host_.executed()) {
+    for (const std::string& n : names) host_ran.push_back(n);
   }
   EXPECT_THAT(host_ran, ElementsAre("host/a", "host/b"));
   for (int r = 0; r < 2; ++r) {
     std::vector<ReceivedCompletion> got = Completions(r);
     ASSERT_EQ(got.size(), 4u);
-    for (const ReceivedCompletion &c : got)
-      EXPECT_EQ(c.code, absl::StatusCode::kOk) << c.message;
+    for (const ReceivedCompletion& c : got) EXPECT_EQ(c.code, absl::StatusCode::kOk) << c.message;
   }
 }
 
@@ -105,32 +96,29 @@ TEST_F(JobDeviceBackendTest, MixedDeviceAndHostIsAMismatchNamingRanks) {
     std::vector<ReceivedCompletion> got = Completions(r);
     ASSERT_EQ(got.size(), 1u);
     EXPECT_EQ(got[0].code, absl::StatusCode::kFailedPrecondition);
-    EXPECT_EQ(got[0].message, "allreduce \"grad/mixed\": rank 1 sent a tensor "
-                              "in host memory, rank 0 sent a "
-                              "tensor on CUDA device 0");
+    EXPECT_EQ(got[0].message,
+              "allreduce \"grad/mixed\": rank 1 sent a tensor "
+              "in host memory, rank 0 sent a "
+              "tensor on CUDA device 0");
   }
   EXPECT_EQ(factory.created_, 0);
   EXPECT_THAT(host_.executed(), IsEmpty());
 }
 
-TEST_F(JobDeviceBackendTest,
-       WithoutCudaDeviceRequestsFailClearlyAndHostOnesRun) {
+TEST_F(JobDeviceBackendTest, WithoutCudaDeviceRequestsFailClearlyAndHostOnesRun) {
   std::unique_ptr<DeviceBackendFactory> none = MakeNoDeviceBackendFactory();
   MakeJob(2, none.get());
   for (int round = 0; round < 2; ++round) {
-    for (int r = 0; r < 2; ++r)
-      job_->Submit(MakeRequest(r, "gpu/a", 0));
+    for (int r = 0; r < 2; ++r) job_->Submit(MakeRequest(r, "gpu/a", 0));
     for (int r = 0; r < 2; ++r) {
       std::vector<ReceivedCompletion> got = Completions(r);
       ASSERT_EQ(got.size(), 1u);
       EXPECT_EQ(got[0].code, absl::StatusCode::kUnimplemented);
-      EXPECT_TRUE(absl::StrContains(got[0].message,
-                                    "this kolod was built without CUDA"))
+      EXPECT_TRUE(absl::StrContains(got[0].message, "this kolod was built without CUDA"))
           << got[0].message;
     }
   }
-  for (int r = 0; r < 2; ++r)
-    job_->Submit(MakeRequest(r, "host/a", -1));
+  for (int r = 0; r < 2; ++r) job_->Submit(MakeRequest(r, "host/a", -1));
   for (int r = 0; r < 2; ++r) {
     std::vector<ReceivedCompletion> got = Completions(r);
     ASSERT_EQ(got.size(), 1u);
@@ -139,17 +127,15 @@ TEST_F(JobDeviceBackendTest,
   EXPECT_FALSE(job_->Snapshot().aborted);
 }
 
-TEST_F(JobDeviceBackendTest,
-       AFailedDeviceBackendIsMadeOnceAndItsErrorRepeated) {
+TEST_F(JobDeviceBackendTest, AFailedDeviceBackendIsMadeOnceAndItsErrorRepeated) {
   FakeDeviceBackendFactory factory;
-  factory.error_ =
-      absl::FailedPreconditionError("CUDA device 0 does not exist: 0 visible");
+  factory.error_ = absl::FailedPreconditionError("CUDA device 0 does not exist: 0 visible");
   MakeJob(1, &factory);
   job_->Submit(MakeRequest(0, "gpu/a", 0));
   job_->Submit(MakeRequest(0, "gpu/b", 0));
   std::vector<ReceivedCompletion> got = Completions(0);
   ASSERT_EQ(got.size(), 2u);
-  for (const ReceivedCompletion &c : got) {
+  for (const ReceivedCompletion& c : got) {
     EXPECT_EQ(c.code, absl::StatusCode::kFailedPrecondition);
     EXPECT_EQ(c.message, "CUDA device 0 does not exist: 0 visible");
   }
@@ -167,8 +153,7 @@ TEST_F(JobDeviceBackendTest, NoFactoryMeansUnimplemented) {
 TEST_F(JobDeviceBackendTest, LeavingRankReleasesItsSessionMappings) {
   FakeDeviceBackendFactory factory;
   MakeJob(2, &factory);
-  for (int r = 0; r < 2; ++r)
-    job_->Submit(MakeRequest(r, "gpu/a", 0));
+  for (int r = 0; r < 2; ++r) job_->Submit(MakeRequest(r, "gpu/a", 0));
   ASSERT_NE(factory.made_, nullptr);
   job_->RankLeft(1, /*clean=*/true, absl::OkStatus());
   EXPECT_THAT(factory.made_->released(), ElementsAre("session-1"));
@@ -178,8 +163,7 @@ TEST_F(JobDeviceBackendTest, RanksOnSeveralGpusGetOneNcclRankPerGpu) {
   FakeDeviceBackendFactory factory;
   MakeJob(4, &factory);
   const int gpu_of_rank[] = {1, 0, 1, 0};
-  for (int r = 0; r < 4; ++r)
-    job_->Submit(MakeRequest(r, "gpu/a", gpu_of_rank[r]));
+  for (int r = 0; r < 4; ++r) job_->Submit(MakeRequest(r, "gpu/a", gpu_of_rank[r]));
   ASSERT_NE(factory.made_, nullptr);
   EXPECT_EQ(factory.last_options_.comm.nranks, 2);
   EXPECT_THAT(factory.last_options_.comm.nccl_rank, ElementsAre(1, 0, 1, 0));
@@ -207,8 +191,7 @@ TEST_F(JobDeviceBackendTest, DeviceTensorsOfAProcessSetAreRefused) {
 TEST_F(JobDeviceBackendTest, AbortingTheJobAbortsTheDeviceBackend) {
   FakeDeviceBackendFactory factory;
   MakeJob(2, &factory);
-  for (int r = 0; r < 2; ++r)
-    job_->Submit(MakeRequest(r, "gpu/a", 0));
+  for (int r = 0; r < 2; ++r) job_->Submit(MakeRequest(r, "gpu/a", 0));
   ASSERT_NE(factory.made_, nullptr);
   ASSERT_NE(factory.last_options_.cancel, nullptr);
   EXPECT_FALSE(factory.last_options_.cancel->load());
@@ -218,5 +201,5 @@ TEST_F(JobDeviceBackendTest, AbortingTheJobAbortsTheDeviceBackend) {
   EXPECT_TRUE(factory.last_options_.cancel->load());
 }
 
-} // namespace
-} // namespace kolo::daemon
+}  // namespace
+}  // namespace kolo::daemon

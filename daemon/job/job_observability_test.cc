@@ -39,8 +39,7 @@ class JobObservabilityTest : public ::testing::Test {
     observers.timeline = &timeline_;
     observers.flight_records = 16;
     observers.flight_errors = 4;
-    job_ = std::make_unique<Job>("job-1", "token", size, &backend_,
-                                 kFusionThreshold, observers);
+    job_ = std::make_unique<Job>("job-1", "token", size, &backend_, kFusionThreshold, observers);
     for (int r = 0; r < size; ++r) {
       ASSERT_TRUE(job_->AttachRank(r, "s", 100 + r).ok());
     }
@@ -81,11 +80,9 @@ class JobObservabilityTest : public ::testing::Test {
 // blocked; releases the backend and joins on every exit path.
 class BlockedExecutor {
  public:
-  BlockedExecutor(FakeBackend* backend, Job* job, Request last)
-      : backend_(backend) {
+  BlockedExecutor(FakeBackend* backend, Job* job, Request last) : backend_(backend) {
     backend_->BlockNextExecution();
-    thread_ = std::thread(
-        [job, r = std::move(last)]() mutable { job->Submit(std::move(r)); });
+    thread_ = std::thread([job, r = std::move(last)]() mutable { job->Submit(std::move(r)); });
   }
   ~BlockedExecutor() { Finish(); }
   void Finish() {
@@ -164,8 +161,7 @@ TEST_F(JobObservabilityTest, ExecutionStuckInTheBackendIsReportedAsExecuting) {
   EXPECT_GE(s.waiting, absl::Seconds(61));
   EXPECT_TRUE(absl::StrContains(s.message, "executing")) << s.message;
   EXPECT_TRUE(absl::StrContains(s.message, "fake backend")) << s.message;
-  EXPECT_TRUE(absl::StartsWith(s.message, "allreduce \"grad/w1\" executing for 61 s"))
-      << s.message;
+  EXPECT_TRUE(absl::StartsWith(s.message, "allreduce \"grad/w1\" executing for 61 s")) << s.message;
   // The same stall is identified by the same `since` at every look.
   EXPECT_EQ(job_->Stalls(entered + absl::Seconds(120), kWarning)[0].since, s.since);
 
@@ -212,8 +208,7 @@ TEST_F(JobObservabilityTest, MismatchIsRecordedAsAFailedRecordAndAnError) {
   EXPECT_TRUE(snap.recent[0].failed);
   EXPECT_TRUE(absl::StrContains(snap.recent[0].error, "dtype")) << snap.recent[0].error;
   ASSERT_EQ(snap.errors.size(), 1u);
-  EXPECT_TRUE(absl::StartsWith(snap.errors[0], "FAILED_PRECONDITION"))
-      << snap.errors[0];
+  EXPECT_TRUE(absl::StartsWith(snap.errors[0], "FAILED_PRECONDITION")) << snap.errors[0];
   EXPECT_TRUE(absl::StrContains(snap.errors[0], "grad/w1")) << snap.errors[0];
   for (int r = 0; r < 2; ++r) {
     auto done = Completions(r);
@@ -282,16 +277,15 @@ TEST_F(JobObservabilityTest, MetricsCountTensorsAndFusedResponses) {
   EXPECT_THAT(backend_.executed()[1], ElementsAre("b", "c"));
 
   const std::string text = metrics_.Render();
-  EXPECT_TRUE(absl::StrContains(
-      text, "\nkolo_collectives_total{op=\"allreduce\",dtype=\"float32\"} 3\n"))
+  EXPECT_TRUE(
+      absl::StrContains(text, "\nkolo_collectives_total{op=\"allreduce\",dtype=\"float32\"} 3\n"))
       << text;
-  EXPECT_TRUE(absl::StrContains(text, "\nkolo_responses_total{op=\"allreduce\"} 2\n"))
+  EXPECT_TRUE(absl::StrContains(text, "\nkolo_responses_total{op=\"allreduce\"} 2\n")) << text;
+  EXPECT_TRUE(
+      absl::StrContains(text, "\nkolo_bytes_total{op=\"allreduce\",dtype=\"float32\"} 48\n"))
       << text;
-  EXPECT_TRUE(absl::StrContains(
-      text, "\nkolo_bytes_total{op=\"allreduce\",dtype=\"float32\"} 48\n"))
-      << text;
-  EXPECT_TRUE(absl::StrContains(
-      text, "\nkolo_collective_latency_seconds_count{op=\"allreduce\"} 3\n"))
+  EXPECT_TRUE(
+      absl::StrContains(text, "\nkolo_collective_latency_seconds_count{op=\"allreduce\"} 3\n"))
       << text;
   EXPECT_TRUE(absl::StrContains(text, "\nkolo_errors_total{op=\"allreduce\"} 0\n"));
 

@@ -4,55 +4,48 @@
 #include "common/secret_compare.h"
 
 namespace kolo::daemon {
-namespace {
+namespace {}  // namespace
 
-
-}  // namespace
-
-absl::StatusOr<std::shared_ptr<Job>> JobRegistry::Join(
-    const JoinRequest& request) {
+absl::StatusOr<std::shared_ptr<Job>> JobRegistry::Join(const JoinRequest& request) {
   std::shared_ptr<Job> job;
   {
     absl::MutexLock l(&mu_);
     auto it = jobs_.find(request.job_id);
     if (it == jobs_.end()) {
       if (draining_) {
-        return absl::UnavailableError(absl::StrCat(
-            "kolod is draining: it starts no new job (job ", request.job_id,
-            ")"));
+        return absl::UnavailableError(
+            absl::StrCat("kolod is draining: it starts no new job (job ", request.job_id, ")"));
       }
       JobLayout layout;
       layout.local_size = request.local_size;
       layout.coordinator = request.coordinator;
       layout.env = multi_node_;
-      job = std::make_shared<Job>(request.job_id, request.job_token,
-                                  request.size, backend_, fusion_threshold_,
-                                  observers_, std::move(layout), device_backends_);
+      job =
+          std::make_shared<Job>(request.job_id, request.job_token, request.size, backend_,
+                                fusion_threshold_, observers_, std::move(layout), device_backends_);
       jobs_[request.job_id] = job;
     } else {
       job = it->second;
       if (!SecretsEqual(job->token(), request.job_token)) {
-        return absl::PermissionDeniedError(absl::StrCat(
-            "job ", request.job_id, ": wrong job token for rank ",
-            request.rank));
+        return absl::PermissionDeniedError(
+            absl::StrCat("job ", request.job_id, ": wrong job token for rank ", request.rank));
       }
       JobLayout asked;
       asked.local_size = request.local_size;
       asked.coordinator = request.coordinator;
       if (job->spans_nodes() != SpansNodes(request.size, asked)) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "job ", request.job_id, ": rank ", request.rank,
-            " disagrees with the job's other local ranks on whether it spans nodes"));
+        return absl::FailedPreconditionError(
+            absl::StrCat("job ", request.job_id, ": rank ", request.rank,
+                         " disagrees with the job's other local ranks on whether it spans nodes"));
       }
       if (job->size() != request.size) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "job ", request.job_id, " has size ", job->size(), ", rank ",
-            request.rank, " says ", request.size));
+        return absl::FailedPreconditionError(absl::StrCat("job ", request.job_id, " has size ",
+                                                          job->size(), ", rank ", request.rank,
+                                                          " says ", request.size));
       }
     }
     // Under mu_ so that a rank cannot join a job that is being dropped.
-    absl::Status attached =
-        job->AttachRank(request.rank, request.session_id, request.pid);
+    absl::Status attached = job->AttachRank(request.rank, request.session_id, request.pid);
     if (!attached.ok()) {
       if (it == jobs_.end()) jobs_.erase(request.job_id);
       return attached;

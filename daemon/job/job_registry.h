@@ -25,17 +25,16 @@ struct JoinRequest {
   int size = 0;
   std::string session_id;
   int64_t pid = 0;
-  int local_size = 0;        // 0: every rank is local
-  std::string coordinator;   // multi-node: the coordinator's peer address
+  int local_size = 0;       // 0: every rank is local
+  std::string coordinator;  // multi-node: the coordinator's peer address
 };
 
 class JobRegistry {
  public:
   // `backend`, `device_backends` (may be null: device requests then fail)
   // and the observers must outlive the registry.
-  JobRegistry(Backend* backend, uint64_t fusion_threshold_bytes,
-              JobObservers observers = {}, MultiNodeEnv multi_node = {},
-              DeviceBackendFactory* device_backends = nullptr)
+  JobRegistry(Backend* backend, uint64_t fusion_threshold_bytes, JobObservers observers = {},
+              MultiNodeEnv multi_node = {}, DeviceBackendFactory* device_backends = nullptr)
       : backend_(backend),
         device_backends_(device_backends),
         fusion_threshold_(fusion_threshold_bytes),
@@ -46,8 +45,7 @@ class JobRegistry {
   // match the job's, and the rank must be free.
   absl::StatusOr<std::shared_ptr<Job>> Join(const JoinRequest& request);
   // The rank's session ended; the job is dropped when its last rank leaves.
-  void Leave(const std::shared_ptr<Job>& job, int rank, bool clean,
-             const absl::Status& why);
+  void Leave(const std::shared_ptr<Job>& job, int rank, bool clean, const absl::Status& why);
 
   std::vector<JobSnapshot> Snapshot() const;
   std::shared_ptr<Job> Find(const std::string& job_id) const;
@@ -67,8 +65,7 @@ class JobRegistry {
   const MultiNodeEnv multi_node_;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<std::string, std::shared_ptr<Job>> jobs_
-      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::shared_ptr<Job>> jobs_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace kolo::daemon

@@ -22,8 +22,8 @@
 #include "daemon/backend/fake_backend.h"
 #include "daemon/backend/fake_device_backend.h"
 #include "daemon/job/job.h"
-#include "daemon/session/loopback_session.h"
 #include "daemon/negotiation/peer_service.h"
+#include "daemon/session/loopback_session.h"
 #include "daemon/transport/in_process_transport.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -47,8 +47,8 @@ class MultiNodeJobTest : public ::testing::Test {
     if (coordinator_ids != nullptr) {
       options.new_device_comm_id = [coordinator_ids] { return coordinator_ids->NewCommId(); };
     }
-    registry_ = std::make_unique<CoordinatorRegistry>(options, absl::Milliseconds(200),
-                                                      absl::Seconds(10));
+    registry_ =
+        std::make_unique<CoordinatorRegistry>(options, absl::Milliseconds(200), absl::Seconds(10));
     service_ = std::make_unique<PeerService>(registry_.get());
     grpc::ServerBuilder builder;
     int port = 0;

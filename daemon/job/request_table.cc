@@ -30,8 +30,7 @@ bool RequestTable::Complete(const Entry& e, const std::vector<int>& required) {
   return true;
 }
 
-ReadySet RequestTable::Take(absl::flat_hash_map<Key, Entry>::iterator it,
-                            absl::Time now) {
+ReadySet RequestTable::Take(absl::flat_hash_map<Key, Entry>::iterator it, absl::Time now) {
   Entry& e = it->second;
   ReadySet ready;
   ready.process_set = it->first.first;
@@ -53,10 +52,9 @@ absl::StatusOr<std::optional<ReadySet>> RequestTable::Add(Request& request) {
   return Add(request, all);
 }
 
-absl::StatusOr<std::optional<ReadySet>> RequestTable::Add(
-    Request& request, const std::vector<int>& required) {
-  auto [it, inserted] =
-      entries_.try_emplace(Key(request.process_set, request.name));
+absl::StatusOr<std::optional<ReadySet>> RequestTable::Add(Request& request,
+                                                          const std::vector<int>& required) {
+  auto [it, inserted] = entries_.try_emplace(Key(request.process_set, request.name));
   Entry& e = it->second;
   if (inserted) {
     e.by_rank.resize(size_);
@@ -64,10 +62,9 @@ absl::StatusOr<std::optional<ReadySet>> RequestTable::Add(
   }
   std::optional<Request>& slot = e.by_rank[request.rank];
   if (slot.has_value()) {
-    return absl::AlreadyExistsError(absl::StrCat(
-        CollectiveKindName(request.kind), " \"", request.name,
-        "\": rank ", request.rank,
-        " submitted this name again while it is still in flight"));
+    return absl::AlreadyExistsError(
+        absl::StrCat(CollectiveKindName(request.kind), " \"", request.name, "\": rank ",
+                     request.rank, " submitted this name again while it is still in flight"));
   }
   absl::Time at = request.submitted_at;
   slot = std::move(request);

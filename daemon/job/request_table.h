@@ -44,8 +44,7 @@ class RequestTable {
   // ranks) has now submitted, nullopt while some are missing, or
   // ALREADY_EXISTS for a duplicate in-flight name on one rank (then
   // `request` is left untouched).
-  absl::StatusOr<std::optional<ReadySet>> Add(Request& request,
-                                              const std::vector<int>& required);
+  absl::StatusOr<std::optional<ReadySet>> Add(Request& request, const std::vector<int>& required);
   // The same with every rank of the job required.
   absl::StatusOr<std::optional<ReadySet>> Add(Request& request);
 

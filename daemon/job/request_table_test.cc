@@ -43,8 +43,7 @@ ReadySet AddAll(RequestTable& table, std::vector<Request> requests) {
 }
 
 TEST(RequestTableTest, ReadyOnlyWhenEveryRankSubmittedInAnyOrder) {
-  const std::vector<std::vector<int>> orders = {
-      {0, 1, 2}, {2, 1, 0}, {1, 2, 0}, {2, 0, 1}};
+  const std::vector<std::vector<int>> orders = {{0, 1, 2}, {2, 1, 0}, {1, 2, 0}, {2, 0, 1}};
   for (const auto& order : orders) {
     RequestTable table(3);
     std::vector<Request> requests;
@@ -96,8 +95,7 @@ TEST(RequestTableTest, DuplicateInFlightNameIsRefusedAndOriginalStands) {
   absl::StatusOr<std::optional<ReadySet>> dup = table.Add(again);
   ASSERT_FALSE(dup.ok());
   EXPECT_EQ(dup.status().code(), absl::StatusCode::kAlreadyExists);
-  EXPECT_NE(std::string(dup.status().message()).find("\"grad/w1\": rank 1"),
-            std::string::npos)
+  EXPECT_NE(std::string(dup.status().message()).find("\"grad/w1\": rank 1"), std::string::npos)
       << dup.status();
   // The refused request is left untouched for the caller to fail.
   EXPECT_EQ(again.name, "grad/w1");
@@ -162,8 +160,7 @@ TEST(RequestTableTest, OpMismatchNamesBothOps) {
   Request r0 = MakeRequest("grad/w1", 0);
   Request r1 = MakeRequest("grad/w1", 1);
   r1.op = ReduceOp::kMax;
-  ExpectMismatch(AgreementOf(r0, r1),
-                 "allreduce \"grad/w1\": rank 1 sent op max, rank 0 sent sum");
+  ExpectMismatch(AgreementOf(r0, r1), "allreduce \"grad/w1\": rank 1 sent op max, rank 0 sent sum");
 }
 
 TEST(RequestTableTest, PrescaleMismatchNamesBothFactors) {
@@ -225,8 +222,7 @@ TEST(RequestTableTest, MismatchOnAHigherRankNamesThatRank) {
   for (int rank : {3, 0, 2, 1}) requests.push_back(MakeRequest("g", rank));
   requests[2].shape = {8};  // rank 2
   ReadySet ready = AddAll(table, std::move(requests));
-  ExpectMismatch(ready.agreement,
-                 "allreduce \"g\": rank 2 sent shape [8], rank 0 sent [4,4]");
+  ExpectMismatch(ready.agreement, "allreduce \"g\": rank 2 sent shape [8], rank 0 sent [4,4]");
   // A mismatched set is still handed out whole, to fail every rank.
   EXPECT_EQ(ready.requests.size(), 4u);
 }
@@ -266,13 +262,11 @@ TEST(RequestTableTest, PendingIsEmptyForAFreshTable) {
 
 TEST(RequestTableTest, TakeAllReturnsEveryPendingRequestAndEmptiesTable) {
   RequestTable table(3);
-  std::vector<Request> in = {MakeRequest("a", 0), MakeRequest("a", 2),
-                             MakeRequest("b", 1), MakeRequest("c", 0),
-                             MakeRequest("c", 1)};
+  std::vector<Request> in = {MakeRequest("a", 0), MakeRequest("a", 2), MakeRequest("b", 1),
+                             MakeRequest("c", 0), MakeRequest("c", 1)};
   for (Request& r : in) ASSERT_TRUE(table.Add(r).ok());
   // Two ranks of "d" then the third: ready, so not pending any more.
-  std::vector<Request> d = {MakeRequest("d", 0), MakeRequest("d", 1),
-                            MakeRequest("d", 2)};
+  std::vector<Request> d = {MakeRequest("d", 0), MakeRequest("d", 1), MakeRequest("d", 2)};
   AddAll(table, std::move(d));
 
   std::vector<Request> taken = table.TakeAll();
@@ -289,8 +283,7 @@ TEST(RequestTableTest, TakeAllReturnsEveryPendingRequestAndEmptiesTable) {
 TEST(RequestTableTest, NameCanBeReusedAfterItBecameReady) {
   RequestTable table(2);
   for (int round = 0; round < 3; ++round) {
-    std::vector<Request> requests = {MakeRequest("grad/w1", 1),
-                                     MakeRequest("grad/w1", 0)};
+    std::vector<Request> requests = {MakeRequest("grad/w1", 1), MakeRequest("grad/w1", 0)};
     requests[0].request_id = 10 * round + 1;
     requests[1].request_id = 10 * round;
     ReadySet ready = AddAll(table, std::move(requests));
@@ -313,8 +306,7 @@ TEST(RequestTableTest, NameCanBeReusedAfterTakeAll) {
 }
 
 TEST(CheckAgreementTest, IdenticalRequestsAgree) {
-  std::vector<Request> requests = {MakeRequest("g", 0), MakeRequest("g", 1),
-                                   MakeRequest("g", 2)};
+  std::vector<Request> requests = {MakeRequest("g", 0), MakeRequest("g", 1), MakeRequest("g", 2)};
   EXPECT_TRUE(CheckAgreement(requests).ok());
 }
 

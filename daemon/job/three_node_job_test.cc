@@ -16,8 +16,8 @@
 #include "absl/time/clock.h"
 #include "daemon/backend/fake_backend.h"
 #include "daemon/job/job.h"
-#include "daemon/session/loopback_session.h"
 #include "daemon/negotiation/peer_service.h"
+#include "daemon/session/loopback_session.h"
 #include "daemon/transport/in_process_transport.h"
 #include "gtest/gtest.h"
 
@@ -38,8 +38,8 @@ struct Tensor {
 class ThreeNodeJobTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    registry_ = std::make_unique<CoordinatorRegistry>(CoordinatorOptions{},
-                                                      absl::Milliseconds(200), absl::Seconds(10));
+    registry_ = std::make_unique<CoordinatorRegistry>(CoordinatorOptions{}, absl::Milliseconds(200),
+                                                      absl::Seconds(10));
     service_ = std::make_unique<PeerService>(registry_.get());
     grpc::ServerBuilder builder;
     int port = 0;
@@ -159,8 +159,8 @@ TEST_F(ThreeNodeJobTest, AllreduceOfFusedTensorsSumsAndAveragesOverEveryRank) {
   }
   for (int r = 0; r < kSize; ++r) {
     for (int i = 0; i < 2; ++i) {
-      Request q = MakeRequest(r, absl::StrCat("grad/", i), CollectiveKind::kAllreduce,
-                              {sizes[i]}, t[i][r].input.data(), t[i][r].output.data());
+      Request q = MakeRequest(r, absl::StrCat("grad/", i), CollectiveKind::kAllreduce, {sizes[i]},
+                              t[i][r].input.data(), t[i][r].output.data());
       q.op = i == 0 ? ReduceOp::kSum : ReduceOp::kAverage;
       job(r).Submit(std::move(q));
     }
@@ -208,8 +208,8 @@ TEST_F(ThreeNodeJobTest, AllgatherOfUnevenRowsIncludingAnEmptyRank) {
     for (int row = 0; row < r; ++row) t[r].input.insert(t[r].input.end(), 3, float(10 * r + row));
   }
   for (int r = 0; r < kSize; ++r) {
-    job(r).Submit(MakeRequest(r, "ids", CollectiveKind::kAllgather, {r, 3}, t[r].input.data(),
-                              nullptr));
+    job(r).Submit(
+        MakeRequest(r, "ids", CollectiveKind::kAllgather, {r, 3}, t[r].input.data(), nullptr));
   }
   std::vector<float> want;
   for (int r = 0; r < kSize; ++r) want.insert(want.end(), t[r].input.begin(), t[r].input.end());

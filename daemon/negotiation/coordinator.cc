@@ -29,10 +29,7 @@ bool IsJoin(const kolo::v1::TensorMeta& m) {
 
 Coordinator::Coordinator(std::string job_id, std::string token, int size,
                          CoordinatorOptions options)
-    : job_id_(std::move(job_id)),
-      token_(std::move(token)),
-      size_(size),
-      options_(options) {
+    : job_id_(std::move(job_id)), token_(std::move(token)), size_(size), options_(options) {
   rank_owner_.assign(size, -1);
 }
 
@@ -63,17 +60,15 @@ absl::StatusOr<int> Coordinator::AddMember(const kolo::v1::Hello& hello,
     return absl::AbortedError(absl::StrCat("job ", job_id_, " was aborted"));
   }
   if (!SecretsEqual(hello.job_token(), token_)) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "job ", job_id_, ": node ", hello.node(), " presented a wrong job token"));
+    return absl::PermissionDeniedError(
+        absl::StrCat("job ", job_id_, ": node ", hello.node(), " presented a wrong job token"));
   }
   if (hello.size() != size_) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "job ", job_id_, " has size ", size_, ", node ", hello.node(), " says ",
-        hello.size()));
+        "job ", job_id_, " has size ", size_, ", node ", hello.node(), " says ", hello.size()));
   }
   if (welcomed_) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("job ", job_id_, " already has all its nodes"));
+    return absl::AlreadyExistsError(absl::StrCat("job ", job_id_, " already has all its nodes"));
   }
   std::vector<int> ranks(hello.ranks().begin(), hello.ranks().end());
   std::sort(ranks.begin(), ranks.end());
@@ -82,9 +77,9 @@ absl::StatusOr<int> Coordinator::AddMember(const kolo::v1::Hello& hello,
   }
   for (int r : ranks) {
     if (r < 0 || r >= size_ || rank_owner_[r] != -1) {
-      return absl::AlreadyExistsError(absl::StrCat(
-          "job ", job_id_, ": node ", hello.node(), " claims rank ", r,
-          ", which is out of range or hosted elsewhere"));
+      return absl::AlreadyExistsError(absl::StrCat("job ", job_id_, ": node ", hello.node(),
+                                                   " claims rank ", r,
+                                                   ", which is out of range or hosted elsewhere"));
     }
   }
   const int member_id = next_member_++;
@@ -175,13 +170,15 @@ absl::Status Coordinator::JoinedErrorLocked(const Pending& p,
   }
   if (kind == CollectiveKind::kAllgather || kind == CollectiveKind::kReducescatter ||
       kind == CollectiveKind::kAlltoall) {
-    return refuse("cannot run while ranks have joined (only allreduce, broadcast and barrier "
-                  "can)");
+    return refuse(
+        "cannot run while ranks have joined (only allreduce, broadcast and barrier "
+        "can)");
   }
   if (joined_nodes.empty()) return absl::OkStatus();
   if (m.process_set() != 0) {
-    return refuse("a process set's collectives cannot run while every rank of one of its nodes "
-                  "has joined");
+    return refuse(
+        "a process set's collectives cannot run while every rank of one of its nodes "
+        "has joined");
   }
   if (m.device()) return refuse("device tensors cannot run while every rank of a node has joined");
   if (kind == CollectiveKind::kBroadcast) {
@@ -240,11 +237,11 @@ void Coordinator::AddReadyLocked(int node, const kolo::v1::TensorMeta& meta) {
   }
   if (meta.process_set() != 0 && !IsSetChange(meta) && !sets_.contains(meta.process_set())) {
     // Removed (or never made): nobody else will report it.
-    ready_.push_back(ReadyName{meta,
-                               absl::FailedPreconditionError(absl::StrCat(
-                                   "process set ", meta.process_set(),
-                                   " does not exist (it was removed)")),
-                               {}});
+    ready_.push_back(
+        ReadyName{meta,
+                  absl::FailedPreconditionError(absl::StrCat("process set ", meta.process_set(),
+                                                             " does not exist (it was removed)")),
+                  {}});
     return;
   }
   auto [it, inserted] = pending_.try_emplace(PeerKey(meta.process_set(), meta.name()));
@@ -331,10 +328,9 @@ void Coordinator::MaybeCompleteLocked(const std::string& key) {
         if (!p.reported[n]) continue;
         const std::vector<int> ranks = node_ranks(n);
         if (p.splits[n].size() != ranks.size() * k) {
-          p.error = absl::FailedPreconditionError(
-              absl::StrCat("alltoall \"", meta.name(), "\": ", DescribeNode(n), " sent ",
-                           p.splits[n].size(), " splits for ", ranks.size(),
-                           " ranks of a set of ", k));
+          p.error = absl::FailedPreconditionError(absl::StrCat(
+              "alltoall \"", meta.name(), "\": ", DescribeNode(n), " sent ", p.splits[n].size(),
+              " splits for ", ranks.size(), " ranks of a set of ", k));
           break;
         }
         for (size_t i = 0; i < ranks.size(); ++i) {
@@ -523,9 +519,11 @@ void Coordinator::AttachDeviceCommLocked(
         *response->mutable_device_comm() = *std::move(comm);
         continue;
       }
-      device_comm_error_ = absl::Status(
-          comm.status().code(), absl::StrCat("job ", job_id_, ": no NCCL communicator for device "
-                                             "tensors: ", comm.status().message()));
+      device_comm_error_ =
+          absl::Status(comm.status().code(), absl::StrCat("job ", job_id_,
+                                                          ": no NCCL communicator for device "
+                                                          "tensors: ",
+                                                          comm.status().message()));
     }
     if (!device_comm_error_.ok()) {
       response->set_error_code(static_cast<int>(device_comm_error_.code()));
@@ -549,8 +547,8 @@ absl::StatusOr<int> Coordinator::ChangeSetLocked(const kolo::v1::TensorMeta& met
   if (meta.kind() == static_cast<uint32_t>(CollectiveKind::kRemoveProcessSet)) {
     const int64_t id = meta.aux_size() == 1 ? meta.aux(0) : 0;
     if (id <= 0 || sets_.erase(static_cast<int>(id)) == 0) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "remove_process_set \"", meta.name(), "\": process set ", id, " does not exist"));
+      return absl::FailedPreconditionError(absl::StrCat("remove_process_set \"", meta.name(),
+                                                        "\": process set ", id, " does not exist"));
     }
     // Its names still waiting fail on every node that has them.
     for (auto it = pending_.begin(); it != pending_.end();) {
@@ -568,8 +566,8 @@ absl::StatusOr<int> Coordinator::ChangeSetLocked(const kolo::v1::TensorMeta& met
   std::vector<int> ranks;
   for (int64_t r : meta.aux()) {
     if (r < 0 || r >= size_) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "add_process_set \"", meta.name(), "\": rank ", r, " is not in the job"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("add_process_set \"", meta.name(), "\": rank ", r, " is not in the job"));
     }
     ranks.push_back(static_cast<int>(r));
   }
@@ -640,8 +638,8 @@ void Coordinator::MemberLost(int member, const std::string& why) {
   auto it = members_.find(member);
   if (it == members_.end()) return;
   it->second.connected = false;
-  std::string who = absl::StrCat("ranks ", FormatRankRanges(it->second.ranks), " (node ",
-                                 it->second.node, ")");
+  std::string who =
+      absl::StrCat("ranks ", FormatRankRanges(it->second.ranks), " (node ", it->second.node, ")");
   AbortLocked(absl::StrCat("job ", job_id_, ": ", who, " left the job: ", why), &out);
   Deliver(l, &out);
 }
@@ -665,9 +663,8 @@ bool Coordinator::Tick(absl::Time now, absl::Duration timeout) {
   for (const auto& [id, m] : members_) {
     if (aborted_) break;
     if (m.connected && now - m.last_heard > timeout) {
-      AbortLocked(absl::StrCat("job ", job_id_, ": ranks ", FormatRankRanges(m.ranks),
-                               " (node ", m.node, ") sent nothing for ",
-                               absl::ToInt64Seconds(timeout),
+      AbortLocked(absl::StrCat("job ", job_id_, ": ranks ", FormatRankRanges(m.ranks), " (node ",
+                               m.node, ") sent nothing for ", absl::ToInt64Seconds(timeout),
                                " s: its daemon is stopped, hung or cut off"),
                   &out);
     }

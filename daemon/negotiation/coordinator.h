@@ -26,8 +26,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/plan/tensor_desc.h"
 #include "proto/kolo/v1/peer.pb.h"
@@ -57,16 +57,14 @@ struct CoordinatorOptions {
 
 class Coordinator {
  public:
-  Coordinator(std::string job_id, std::string token, int size,
-              CoordinatorOptions options);
+  Coordinator(std::string job_id, std::string token, int size, CoordinatorOptions options);
 
   const std::string& job_id() const { return job_id_; }
 
   // A member said Hello. Returns its member id (stable for its lifetime) or
   // the reason it is refused (wrong token or size, ranks taken). Once the
   // members cover every rank, each gets its Welcome.
-  absl::StatusOr<int> AddMember(const kolo::v1::Hello& hello,
-                                std::shared_ptr<MemberSink> sink);
+  absl::StatusOr<int> AddMember(const kolo::v1::Hello& hello, std::shared_ptr<MemberSink> sink);
   void OnReady(int member, const kolo::v1::Ready& ready);
   // A member's stream ended or fell silent: the job is aborted everywhere.
   void MemberLost(int member, const std::string& why);
@@ -102,7 +100,7 @@ class Coordinator {
     absl::Status error;
     std::vector<std::vector<int64_t>> rows;    // allgather: by node index
     std::vector<std::vector<int64_t>> splits;  // alltoall: by node index
-    int joined = 0;  // ranks that had joined on the nodes that reported
+    int joined = 0;                            // ranks that had joined on the nodes that reported
   };
   struct ReadyName {
     kolo::v1::TensorMeta meta;
@@ -118,8 +116,7 @@ class Coordinator {
   // fully joined reported it.
   void MaybeCompleteLocked(const std::string& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Nodes of `process_set` all of whose ranks have joined.
-  std::vector<int> JoinedNodesOfSetLocked(int process_set) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<int> JoinedNodesOfSetLocked(int process_set) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // OK if `p` can run with joined ranks, else why not.
   absl::Status JoinedErrorLocked(const Pending& p, const std::vector<int>& joined_nodes) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -166,10 +163,8 @@ class Coordinator {
   absl::StatusOr<int> ChangeSetLocked(const kolo::v1::TensorMeta& meta, kolo::v1::Plan* plan)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The job's device communicator, from every node's DeviceLayout.
-  absl::StatusOr<kolo::v1::DeviceComm> MakeDeviceCommLocked()
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void AbortLocked(const std::string& reason, Outbox* out)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<kolo::v1::DeviceComm> MakeDeviceCommLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AbortLocked(const std::string& reason, Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string DescribeNode(int node_index) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Releases `state` and sends `out`, in the order the state changed.
   void Deliver(absl::ReleasableMutexLock& state, Outbox* out) ABSL_UNLOCK_FUNCTION(mu_);
@@ -184,7 +179,7 @@ class Coordinator {
   uint64_t plans_ ABSL_GUARDED_BY(mu_) = 0;  // sent so far; numbers the next
   std::map<int, Member> members_ ABSL_GUARDED_BY(mu_);
   int next_member_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<int> rank_owner_ ABSL_GUARDED_BY(mu_);  // member id per rank
+  std::vector<int> rank_owner_ ABSL_GUARDED_BY(mu_);    // member id per rank
   std::vector<int> node_members_ ABSL_GUARDED_BY(mu_);  // member id by node index
   bool welcomed_ ABSL_GUARDED_BY(mu_) = false;
   bool aborted_ ABSL_GUARDED_BY(mu_) = false;

@@ -37,7 +37,7 @@ kolo::v1::Hello Hello(const std::string& node, std::vector<int> ranks,
 kolo::v1::TensorMeta Meta(const std::string& name, std::vector<int64_t> shape = {4}) {
   kolo::v1::TensorMeta m;
   m.set_name(name);
-  m.set_kind(1);  // allreduce
+  m.set_kind(1);   // allreduce
   m.set_dtype(6);  // float32
   for (int64_t d : shape) m.add_shape(d);
   m.set_prescale(1);

@@ -143,10 +143,9 @@ void LocalNegotiator::PlanDeviceComm(PlannedStep& step) {
       id.ok() ? MakeDeviceCommPlan(options_.size, {placed}, *std::move(id))
               : absl::StatusOr<DeviceCommPlan>(id.status());
   if (!comm.ok()) {
-    device_comm_error_ = absl::Status(comm.status().code(),
-                                      absl::StrCat("job ", options_.job_id,
-                                                   ": no NCCL communicator: ",
-                                                   comm.status().message()));
+    device_comm_error_ = absl::Status(
+        comm.status().code(),
+        absl::StrCat("job ", options_.job_id, ": no NCCL communicator: ", comm.status().message()));
     step.error = device_comm_error_;
     return;
   }

@@ -137,8 +137,8 @@ absl::StatusOr<std::unique_ptr<PeerChannel>> ConnectPeer(const std::string& addr
   auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
   if (!channel->WaitForConnected(std::chrono::system_clock::now() +
                                  absl::ToChronoNanoseconds(timeout))) {
-    return absl::UnavailableError(absl::StrCat(
-        "no kolod answering on the coordinator's peer address ", address));
+    return absl::UnavailableError(
+        absl::StrCat("no kolod answering on the coordinator's peer address ", address));
   }
   return std::unique_ptr<PeerChannel>(new GrpcPeerChannel(std::move(channel)));
 }
@@ -151,12 +151,14 @@ MemberLink::MemberLink(std::unique_ptr<PeerChannel> channel, MemberLinkOptions o
                        LinkListener* listener)
     : channel_(std::move(channel)), options_(std::move(options)), listener_(listener) {}
 
-absl::StatusOr<std::unique_ptr<MemberLink>> MemberLink::Start(
-    std::unique_ptr<PeerChannel> channel, MemberLinkOptions options, LinkListener* listener) {
+absl::StatusOr<std::unique_ptr<MemberLink>> MemberLink::Start(std::unique_ptr<PeerChannel> channel,
+                                                              MemberLinkOptions options,
+                                                              LinkListener* listener) {
   kolo::v1::MemberMessage hello;
   *hello.mutable_hello() = options.hello;
   if (absl::Status s = channel->Send(hello); !s.ok()) return s;
-  std::unique_ptr<MemberLink> link(new MemberLink(std::move(channel), std::move(options), listener));
+  std::unique_ptr<MemberLink> link(
+      new MemberLink(std::move(channel), std::move(options), listener));
   {
     absl::MutexLock l(&link->mu_);
     link->last_heard_ = absl::Now();
@@ -192,8 +194,7 @@ void MemberLink::ReportReady(const kolo::v1::TensorMeta& meta,
   }
   const std::string key = PeerKey(meta.process_set(), meta.name());
   auto it = cache_.find(key);
-  if (it != cache_.end() &&
-      it->second.second.SerializeAsString() == meta.SerializeAsString()) {
+  if (it != cache_.end() && it->second.second.SerializeAsString() == meta.SerializeAsString()) {
     uint32_t id = it->second.first;
     std::string* bits = ready_.mutable_cached_bits();
     if (bits->size() <= id / 8) bits->resize(id / 8 + 1, '\0');
@@ -252,10 +253,10 @@ void MemberLink::WriteLoop() {
       (void)channel_->Send(m);
     }
     if (silent) {
-      listener_->OnLinkAbort(absl::StrCat(
-          "lost the coordinator ", options_.coordinator_name, ": it sent nothing for ",
-          absl::ToInt64Seconds(options_.peer_timeout),
-          " s (its daemon is stopped, hung or cut off)"));
+      listener_->OnLinkAbort(absl::StrCat("lost the coordinator ", options_.coordinator_name,
+                                          ": it sent nothing for ",
+                                          absl::ToInt64Seconds(options_.peer_timeout),
+                                          " s (its daemon is stopped, hung or cut off)"));
     }
   }
 }
@@ -279,10 +280,9 @@ void MemberLink::ReadLoop() {
           absl::MutexLock l(&mu_);
           if (ended_) break;
           if (msg.plan().sequence() != plans_) {
-            link_error = absl::StrCat(
-                "plan ", msg.plan().sequence(), " from the coordinator ",
-                options_.coordinator_name, " arrived where plan ", plans_,
-                " was due; the nodes' orders would diverge");
+            link_error = absl::StrCat("plan ", msg.plan().sequence(), " from the coordinator ",
+                                      options_.coordinator_name, " arrived where plan ", plans_,
+                                      " was due; the nodes' orders would diverge");
             ended_ = true;
           }
           ++plans_;
@@ -315,8 +315,8 @@ void MemberLink::ReadLoop() {
             e.metas.assign(r.metas().begin(), r.metas().end());
             e.splits.assign(r.splits().begin(), r.splits().end());
             if (r.error_code() != 0) {
-              e.error = absl::Status(static_cast<absl::StatusCode>(r.error_code()),
-                                     r.error_message());
+              e.error =
+                  absl::Status(static_cast<absl::StatusCode>(r.error_code()), r.error_message());
             } else if (r.has_device_comm()) {
               const kolo::v1::DeviceComm& c = r.device_comm();
               DeviceCommPlan comm;
@@ -328,8 +328,7 @@ void MemberLink::ReadLoop() {
                   !v.ok() && link_error.empty()) {
                 // The other daemons would wait in NCCL for this one: end the job.
                 link_error = absl::StrCat("the coordinator ", options_.coordinator_name,
-                                            " sent an unusable device communicator: ",
-                                            v.message());
+                                          " sent an unusable device communicator: ", v.message());
                 ended_ = true;
               }
               e.device_comm = std::move(comm);

@@ -92,9 +92,9 @@ class MemberLink {
  public:
   // Sends Hello on `channel` and starts the link's threads. `listener` must
   // outlive the link.
-  static absl::StatusOr<std::unique_ptr<MemberLink>> Start(
-      std::unique_ptr<PeerChannel> channel, MemberLinkOptions options,
-      LinkListener* listener);
+  static absl::StatusOr<std::unique_ptr<MemberLink>> Start(std::unique_ptr<PeerChannel> channel,
+                                                           MemberLinkOptions options,
+                                                           LinkListener* listener);
   ~MemberLink();
 
   // Reports a locally ready tensor. For a device tensor, `devices` is where

@@ -26,8 +26,8 @@
 #include "absl/time/time.h"
 #include "daemon/backend/backend.h"
 #include "daemon/backend/device_comm_plan.h"
-#include "daemon/plan/fusion_planner.h"
 #include "daemon/job/request.h"
+#include "daemon/plan/fusion_planner.h"
 
 namespace kolo::daemon {
 

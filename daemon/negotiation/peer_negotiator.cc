@@ -58,9 +58,10 @@ absl::Status PeerNegotiator::Start(std::vector<int> local_ranks) {
   }
   const bool local_coordinator = !local_ranks_.empty() && local_ranks_.front() == 0;
   if (local_coordinator && options_.coordinators == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "job ", options_.job_id, ": this node hosts rank 0 of a multi-node job but has no peer "
-        "address (start kolod with --peer_address)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", options_.job_id,
+                     ": this node hosts rank 0 of a multi-node job but has no peer "
+                     "address (start kolod with --peer_address)"));
   }
   absl::StatusOr<std::unique_ptr<JobTransport>> transport = options_.transports->Create();
   if (!transport.ok()) return transport.status();
@@ -184,8 +185,8 @@ void PeerNegotiator::OnWelcome(const kolo::v1::Welcome& welcome) {
     }
   }
   if (absl::Status s = transport_->Connect(addresses, welcome.node_index()); !s.ok()) {
-    OnLinkAbort(absl::StrCat("node ", options_.node_name, " could not reach the others: ",
-                             s.message()));
+    OnLinkAbort(
+        absl::StrCat("node ", options_.node_name, " could not reach the others: ", s.message()));
     return;
   }
   absl::MutexLock l(&mu_);
@@ -328,9 +329,9 @@ bool PeerNegotiator::HostsSetOf(const PlannedEntry& entry,
 void PeerNegotiator::RunJoined(const PlannedEntry& entry, uint64_t sequence,
                                std::shared_ptr<const std::vector<int>> set_ranks) {
   if (entry.metas.empty()) {
-    runner_->AbortJob(absl::InternalError(absl::StrCat("job ", options_.job_id, " on node ",
-                                                       options_.node_name,
-                                                       ": a planned response without metadata")));
+    runner_->AbortJob(
+        absl::InternalError(absl::StrCat("job ", options_.job_id, " on node ", options_.node_name,
+                                         ": a planned response without metadata")));
     return;
   }
   PlannedStep step = JoinedStep(entry);
@@ -401,9 +402,9 @@ void PeerNegotiator::RunCollective(PlannedEntry entry, std::vector<ReadySet> set
     for (Response& r : fused) {
       runner_->Fail(SetsOf(r), absl::InternalError("a planned response that does not fuse"));
     }
-    runner_->AbortJob(absl::InternalError(
-        absl::StrCat("job ", options_.job_id, " on node ", options_.node_name,
-                     ": the coordinator fused tensors this node cannot fuse")));
+    runner_->AbortJob(
+        absl::InternalError(absl::StrCat("job ", options_.job_id, " on node ", options_.node_name,
+                                         ": the coordinator fused tensors this node cannot fuse")));
     return;
   }
   PlannedStep step;

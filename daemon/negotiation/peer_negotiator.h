@@ -96,8 +96,8 @@ class PeerNegotiator final : public Negotiator, public LinkListener {
   // entry.error into INTERNAL); `aborted` is why the job ended, if it did.
   std::vector<ReadySet> TakeParked(PlannedEntry& entry, absl::Status* aborted);
   // Completes `sets` if the response cannot run here; returns whether it did.
-  bool Settled(const PlannedEntry& entry, const absl::Status& aborted,
-               std::vector<ReadySet>& sets, uint64_t sequence);
+  bool Settled(const PlannedEntry& entry, const absl::Status& aborted, std::vector<ReadySet>& sets,
+               uint64_t sequence);
   void RunCollective(PlannedEntry entry, std::vector<ReadySet> sets, uint64_t sequence,
                      std::shared_ptr<const std::vector<int>> set_ranks);
   // The step of a response whose ranks here all joined (no tensors here).

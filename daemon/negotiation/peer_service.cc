@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/grpc_status.h"
 #include "absl/time/clock.h"
+#include "common/grpc_status.h"
 #include "spdlog/spdlog.h"
 
 namespace kolo::daemon {
@@ -55,8 +55,7 @@ CoordinatorRegistry::~CoordinatorRegistry() {
 }
 
 std::shared_ptr<Coordinator> CoordinatorRegistry::GetOrCreate(const std::string& job_id,
-                                                              const std::string& token,
-                                                              int size) {
+                                                              const std::string& token, int size) {
   absl::MutexLock l(&mu_);
   auto it = coordinators_.find(job_id);
   if (it != coordinators_.end() && !it->second->aborted()) return it->second;
@@ -81,7 +80,8 @@ absl::StatusOr<std::shared_ptr<Coordinator>> CoordinatorRegistry::WaitFor(
   while (!live()) {
     const absl::Time now = absl::Now();
     if (now >= deadline) {
-      return absl::UnavailableError(absl::StrCat("job ", job_id, " did not start on the daemon "
+      return absl::UnavailableError(absl::StrCat("job ", job_id,
+                                                 " did not start on the daemon "
                                                  "of its rank 0 within ",
                                                  absl::ToInt64Seconds(timeout), " s"));
     }
@@ -148,8 +148,8 @@ grpc::Status PeerService::Negotiate(
   // The job's coordinator is made by this daemon's own part of the job (it
   // hosts rank 0), with the token its ranks attached with; a node that comes
   // first waits for it, kept alive by heartbeats.
-  absl::StatusOr<std::shared_ptr<Coordinator>> found = registry_->WaitFor(
-      hello.job_id(), kJobStartWait, [context, stream] {
+  absl::StatusOr<std::shared_ptr<Coordinator>> found =
+      registry_->WaitFor(hello.job_id(), kJobStartWait, [context, stream] {
         if (context->IsCancelled()) return false;
         kolo::v1::CoordinatorMessage beat;
         beat.mutable_heartbeat();

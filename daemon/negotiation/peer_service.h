@@ -31,8 +31,8 @@ class CoordinatorRegistry {
   // `size` (a later wrong token is refused by Coordinator::AddMember). Only
   // this daemon's own job (the one hosting rank 0) creates it, so the token
   // is the one its ranks attached with, never one a remote node chose.
-  std::shared_ptr<Coordinator> GetOrCreate(const std::string& job_id,
-                                           const std::string& token, int size);
+  std::shared_ptr<Coordinator> GetOrCreate(const std::string& job_id, const std::string& token,
+                                           int size);
   // The live coordinator of `job_id` once this daemon's job has made it,
   // waiting up to `timeout` (other nodes may start before rank 0's). While
   // waiting, `keepalive` runs every heartbeat; its false ends the wait
@@ -53,8 +53,7 @@ class CoordinatorRegistry {
   const absl::Duration heartbeat_;
   const absl::Duration peer_timeout_;
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<std::string, std::shared_ptr<Coordinator>> coordinators_
-      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::shared_ptr<Coordinator>> coordinators_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   int waiters_ ABSL_GUARDED_BY(mu_) = 0;  // WaitFor calls waiting
   std::thread thread_;
@@ -65,10 +64,9 @@ class PeerService final : public kolo::v1::Peer::Service {
   // `registry` must outlive the service.
   explicit PeerService(CoordinatorRegistry* registry) : registry_(registry) {}
 
-  grpc::Status Negotiate(
-      grpc::ServerContext* context,
-      grpc::ServerReaderWriter<kolo::v1::CoordinatorMessage, kolo::v1::MemberMessage>* stream)
-      override;
+  grpc::Status Negotiate(grpc::ServerContext* context,
+                         grpc::ServerReaderWriter<kolo::v1::CoordinatorMessage,
+                                                  kolo::v1::MemberMessage>* stream) override;
 
  private:
   CoordinatorRegistry* const registry_;

@@ -81,10 +81,9 @@ std::optional<FieldDifference> Difference(const TensorDesc& a, const TensorDesc&
 
 absl::Status Disagreement(CollectiveKind kind, absl::string_view name, absl::string_view a_who,
                           absl::string_view b_who, const FieldDifference& d) {
-  return absl::FailedPreconditionError(absl::StrCat(CollectiveKindName(kind), " \"", name,
-                                                    "\": ", b_who, " sent ", d.field,
-                                                    d.field.empty() ? "" : " ", d.b, ", ", a_who,
-                                                    " sent ", d.a));
+  return absl::FailedPreconditionError(
+      absl::StrCat(CollectiveKindName(kind), " \"", name, "\": ", b_who, " sent ", d.field,
+                   d.field.empty() ? "" : " ", d.b, ", ", a_who, " sent ", d.a));
 }
 
 }  // namespace kolo::daemon::plan

@@ -23,9 +23,7 @@ std::string Diff(const TensorDesc& a, const TensorDesc& b) {
   return d->field + ": " + d->a + " / " + d->b;
 }
 
-TEST(AgreementTest, IdenticalViewsAgree) {
-  EXPECT_EQ(Diff(Allreduce(), Allreduce()), "");
-}
+TEST(AgreementTest, IdenticalViewsAgree) { EXPECT_EQ(Diff(Allreduce(), Allreduce()), ""); }
 
 TEST(AgreementTest, EveryComparedFieldIsNamedWithBothValues) {
   TensorDesc a = Allreduce();
@@ -165,8 +163,8 @@ TEST(AgreementTest, MessageNamesNodes) {
   TensorDesc a = Allreduce();
   TensorDesc b = a;
   b.on_device = true;
-  absl::Status s = Disagreement(a.kind, "w", "ranks 0-1 (node A)", "ranks 2-3 (node B)",
-                                *Difference(a, b));
+  absl::Status s =
+      Disagreement(a.kind, "w", "ranks 0-1 (node A)", "ranks 2-3 (node B)", *Difference(a, b));
   EXPECT_EQ(s.message(),
             "allreduce \"w\": ranks 2-3 (node B) sent a tensor in device memory, ranks 0-1 "
             "(node A) sent a tensor in host memory");

@@ -7,8 +7,7 @@
 
 namespace kolo::daemon {
 
-std::vector<Response> PlanFusion(std::vector<ReadySet> ready,
-                                 uint64_t fusion_threshold_bytes) {
+std::vector<Response> PlanFusion(std::vector<ReadySet> ready, uint64_t fusion_threshold_bytes) {
   std::vector<plan::FusionCandidate> candidates;
   candidates.reserve(ready.size());
   for (const ReadySet& set : ready) {

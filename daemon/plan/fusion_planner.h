@@ -28,7 +28,7 @@ namespace kolo::daemon {
 struct ResultPlacement {
   uint64_t offset = 0;  // arena offset in the request's session
   uint64_t bytes = 0;
-  int64_t value = 0;    // rows of the first dimension
+  int64_t value = 0;        // rows of the first dimension
   uint8_t* data = nullptr;  // where kolod writes it (its mapping of the arena)
 };
 
@@ -55,7 +55,6 @@ struct Response {
   uint64_t total_bytes = 0;
 };
 
-std::vector<Response> PlanFusion(std::vector<ReadySet> ready,
-                                 uint64_t fusion_threshold_bytes);
+std::vector<Response> PlanFusion(std::vector<ReadySet> ready, uint64_t fusion_threshold_bytes);
 
 }  // namespace kolo::daemon

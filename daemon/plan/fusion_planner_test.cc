@@ -55,8 +55,7 @@ std::vector<ReadySet> MakeSets(const std::vector<Spec>& specs) {
 }
 
 // Member names of each response, in order.
-std::vector<std::vector<std::string>> Names(
-    const std::vector<Response>& responses) {
+std::vector<std::vector<std::string>> Names(const std::vector<Response>& responses) {
   std::vector<std::vector<std::string>> out;
   for (const Response& r : responses) {
     out.emplace_back();
@@ -72,12 +71,11 @@ TEST(FusionPlannerTest, EmptyInputGivesNoResponses) {
 }
 
 TEST(FusionPlannerTest, SameKeySmallTensorsFuseWithAlignedIncreasingOffsets) {
-  std::vector<Response> plan = PlanFusion(
-      MakeSets({{.name = "a", .bytes = 100},
-                {.name = "b", .bytes = 10},
-                {.name = "c", .bytes = 200},
-                {.name = "d", .bytes = 64}}),
-      kThreshold);
+  std::vector<Response> plan = PlanFusion(MakeSets({{.name = "a", .bytes = 100},
+                                                    {.name = "b", .bytes = 10},
+                                                    {.name = "c", .bytes = 200},
+                                                    {.name = "d", .bytes = 64}}),
+                                          kThreshold);
   ASSERT_EQ(plan.size(), 1u);
   const Response& r = plan[0];
   EXPECT_EQ(Names(plan), (Groups{{"a", "b", "c", "d"}}));
@@ -89,8 +87,7 @@ TEST(FusionPlannerTest, SameKeySmallTensorsFuseWithAlignedIncreasingOffsets) {
     EXPECT_EQ(r.members[i].offset % 64, 0u);
     if (i > 0) {
       const FusedMember& prev = r.members[i - 1];
-      EXPECT_GE(r.members[i].offset,
-                prev.offset + prev.set.requests.front().bytes)
+      EXPECT_GE(r.members[i].offset, prev.offset + prev.set.requests.front().bytes)
           << "member " << i << " overlaps the one before";
     }
   }
@@ -102,13 +99,12 @@ TEST(FusionPlannerTest, SameKeySmallTensorsFuseWithAlignedIncreasingOffsets) {
 }
 
 TEST(FusionPlannerTest, ResponseCarriesTheGroupKey) {
-  std::vector<Response> plan = PlanFusion(
-      MakeSets({{.name = "a",
-                 .dtype = DType::kBFloat16,
-                 .op = ReduceOp::kAverage,
-                 .prescale = 0.5,
-                 .postscale = 4}}),
-      kThreshold);
+  std::vector<Response> plan = PlanFusion(MakeSets({{.name = "a",
+                                                     .dtype = DType::kBFloat16,
+                                                     .op = ReduceOp::kAverage,
+                                                     .prescale = 0.5,
+                                                     .postscale = 4}}),
+                                          kThreshold);
   ASSERT_EQ(plan.size(), 1u);
   EXPECT_EQ(plan[0].dtype, DType::kBFloat16);
   EXPECT_EQ(plan[0].op, ReduceOp::kAverage);
@@ -118,38 +114,32 @@ TEST(FusionPlannerTest, ResponseCarriesTheGroupKey) {
 }
 
 TEST(FusionPlannerTest, DifferentDtypeDoesNotFuse) {
-  EXPECT_EQ(Names(PlanFusion(MakeSets({{.name = "a"},
-                                       {.name = "b", .dtype = DType::kFloat16}}),
+  EXPECT_EQ(Names(PlanFusion(MakeSets({{.name = "a"}, {.name = "b", .dtype = DType::kFloat16}}),
                              kThreshold)),
             (Groups{{"a"}, {"b"}}));
 }
 
 TEST(FusionPlannerTest, DifferentOpDoesNotFuse) {
-  EXPECT_EQ(Names(PlanFusion(MakeSets({{.name = "a"},
-                                       {.name = "b", .op = ReduceOp::kMax}}),
-                             kThreshold)),
-            (Groups{{"a"}, {"b"}}));
+  EXPECT_EQ(
+      Names(PlanFusion(MakeSets({{.name = "a"}, {.name = "b", .op = ReduceOp::kMax}}), kThreshold)),
+      (Groups{{"a"}, {"b"}}));
 }
 
 TEST(FusionPlannerTest, DifferentPrescaleDoesNotFuse) {
-  EXPECT_EQ(Names(PlanFusion(MakeSets({{.name = "a"},
-                                       {.name = "b", .prescale = 0.5}}),
-                             kThreshold)),
-            (Groups{{"a"}, {"b"}}));
+  EXPECT_EQ(
+      Names(PlanFusion(MakeSets({{.name = "a"}, {.name = "b", .prescale = 0.5}}), kThreshold)),
+      (Groups{{"a"}, {"b"}}));
 }
 
 TEST(FusionPlannerTest, DifferentPostscaleDoesNotFuse) {
-  EXPECT_EQ(Names(PlanFusion(MakeSets({{.name = "a"},
-                                       {.name = "b", .postscale = 0.5}}),
-                             kThreshold)),
-            (Groups{{"a"}, {"b"}}));
+  EXPECT_EQ(
+      Names(PlanFusion(MakeSets({{.name = "a"}, {.name = "b", .postscale = 0.5}}), kThreshold)),
+      (Groups{{"a"}, {"b"}}));
 }
 
 TEST(FusionPlannerTest, AllreduceAndBroadcastDoNotFuse) {
   std::vector<Response> plan = PlanFusion(
-      MakeSets({{.name = "a"},
-                {.name = "b", .kind = CollectiveKind::kBroadcast}}),
-      kThreshold);
+      MakeSets({{.name = "a"}, {.name = "b", .kind = CollectiveKind::kBroadcast}}), kThreshold);
   EXPECT_EQ(Names(plan), (Groups{{"a"}, {"b"}}));
   ASSERT_EQ(plan.size(), 2u);
   EXPECT_EQ(plan[1].kind, CollectiveKind::kBroadcast);
@@ -157,12 +147,11 @@ TEST(FusionPlannerTest, AllreduceAndBroadcastDoNotFuse) {
 
 TEST(FusionPlannerTest, BroadcastsFuseOnlyWithTheSameRoot) {
   constexpr auto kB = CollectiveKind::kBroadcast;
-  std::vector<Response> plan =
-      PlanFusion(MakeSets({{.name = "a", .kind = kB, .root = 0},
-                           {.name = "b", .kind = kB, .root = 1},
-                           {.name = "c", .kind = kB, .root = 0},
-                           {.name = "d", .kind = kB, .root = 1}}),
-                 kThreshold);
+  std::vector<Response> plan = PlanFusion(MakeSets({{.name = "a", .kind = kB, .root = 0},
+                                                    {.name = "b", .kind = kB, .root = 1},
+                                                    {.name = "c", .kind = kB, .root = 0},
+                                                    {.name = "d", .kind = kB, .root = 1}}),
+                                          kThreshold);
   EXPECT_EQ(Names(plan), (Groups{{"a", "c"}, {"b", "d"}}));
   ASSERT_EQ(plan.size(), 2u);
   EXPECT_EQ(plan[0].root_rank, 0);
@@ -170,17 +159,14 @@ TEST(FusionPlannerTest, BroadcastsFuseOnlyWithTheSameRoot) {
 }
 
 TEST(FusionPlannerTest, ResponsesOrderedByFirstMemberAndMembersKeepReadyOrder) {
-  std::vector<Response> plan = PlanFusion(
-      MakeSets({{.name = "f32-1"},
-                {.name = "f16-1", .dtype = DType::kFloat16},
-                {.name = "f32-2"},
-                {.name = "i32-1", .dtype = DType::kInt32},
-                {.name = "f16-2", .dtype = DType::kFloat16},
-                {.name = "f32-3"}}),
-      kThreshold);
-  EXPECT_EQ(Names(plan), (Groups{{"f32-1", "f32-2", "f32-3"},
-                                 {"f16-1", "f16-2"},
-                                 {"i32-1"}}));
+  std::vector<Response> plan = PlanFusion(MakeSets({{.name = "f32-1"},
+                                                    {.name = "f16-1", .dtype = DType::kFloat16},
+                                                    {.name = "f32-2"},
+                                                    {.name = "i32-1", .dtype = DType::kInt32},
+                                                    {.name = "f16-2", .dtype = DType::kFloat16},
+                                                    {.name = "f32-3"}}),
+                                          kThreshold);
+  EXPECT_EQ(Names(plan), (Groups{{"f32-1", "f32-2", "f32-3"}, {"f16-1", "f16-2"}, {"i32-1"}}));
 }
 
 TEST(FusionPlannerTest, ThresholdStartsANewGroup) {
@@ -197,34 +183,31 @@ TEST(FusionPlannerTest, ThresholdStartsANewGroup) {
 }
 
 TEST(FusionPlannerTest, TensorFillingTheThresholdExactlyStillFuses) {
-  std::vector<Response> plan = PlanFusion(
-      MakeSets({{.name = "a", .bytes = 512}, {.name = "b", .bytes = 512}}),
-      kThreshold);
+  std::vector<Response> plan =
+      PlanFusion(MakeSets({{.name = "a", .bytes = 512}, {.name = "b", .bytes = 512}}), kThreshold);
   EXPECT_EQ(Names(plan), (Groups{{"a", "b"}}));
   ASSERT_EQ(plan.size(), 1u);
   EXPECT_EQ(plan[0].total_bytes, kThreshold);
 }
 
 TEST(FusionPlannerTest, TensorLargerThanThresholdGoesAlone) {
-  std::vector<Response> plan =
-      PlanFusion(MakeSets({{.name = "small-1", .bytes = 100},
-                           {.name = "big", .bytes = kThreshold + 1},
-                           {.name = "small-2", .bytes = 100},
-                           {.name = "huge", .bytes = 10 * kThreshold},
-                           {.name = "small-3", .bytes = 100}}),
-                 kThreshold);
-  EXPECT_EQ(Names(plan),
-            (Groups{{"small-1", "small-2", "small-3"}, {"big"}, {"huge"}}));
+  std::vector<Response> plan = PlanFusion(MakeSets({{.name = "small-1", .bytes = 100},
+                                                    {.name = "big", .bytes = kThreshold + 1},
+                                                    {.name = "small-2", .bytes = 100},
+                                                    {.name = "huge", .bytes = 10 * kThreshold},
+                                                    {.name = "small-3", .bytes = 100}}),
+                                          kThreshold);
+  EXPECT_EQ(Names(plan), (Groups{{"small-1", "small-2", "small-3"}, {"big"}, {"huge"}}));
   ASSERT_EQ(plan.size(), 3u);
   EXPECT_EQ(plan[1].members[0].offset, 0u);
   EXPECT_EQ(plan[1].total_bytes, kThreshold + 1);
 }
 
 TEST(FusionPlannerTest, TensorLargerThanThresholdFirstStillGoesAlone) {
-  EXPECT_EQ(Names(PlanFusion(MakeSets({{.name = "big", .bytes = 5000},
-                                       {.name = "small", .bytes = 8}}),
-                             kThreshold)),
-            (Groups{{"big"}, {"small"}}));
+  EXPECT_EQ(
+      Names(PlanFusion(MakeSets({{.name = "big", .bytes = 5000}, {.name = "small", .bytes = 8}}),
+                       kThreshold)),
+      (Groups{{"big"}, {"small"}}));
 }
 
 TEST(FusionPlannerTest, NoFusedGroupExceedsTheThreshold) {
@@ -279,9 +262,8 @@ TEST(FusionPlannerTest, ZeroByteTensorsFuse) {
 }
 
 TEST(FusionPlannerTest, OnlyZeroByteTensorsMakeAnEmptyFusedBuffer) {
-  std::vector<Response> plan = PlanFusion(
-      MakeSets({{.name = "e1", .bytes = 0}, {.name = "e2", .bytes = 0}}),
-      kThreshold);
+  std::vector<Response> plan =
+      PlanFusion(MakeSets({{.name = "e1", .bytes = 0}, {.name = "e2", .bytes = 0}}), kThreshold);
   EXPECT_EQ(Names(plan), (Groups{{"e1", "e2"}}));
   ASSERT_EQ(plan.size(), 1u);
   EXPECT_EQ(plan[0].total_bytes, 0u);
@@ -293,8 +275,7 @@ TEST(FusionPlannerTest, DeviceAndHostTensorsDoNotFuse) {
   Spec gpu0b{.name = "gpu0b", .device = 0};
   Spec gpu1{.name = "gpu1", .device = 1};
   Spec host2{.name = "host2"};
-  std::vector<Response> out =
-      PlanFusion(MakeSets({host, gpu0, gpu1, gpu0b, host2}), kThreshold);
+  std::vector<Response> out = PlanFusion(MakeSets({host, gpu0, gpu1, gpu0b, host2}), kThreshold);
   // Tensors of one rank on different GPUs still fuse: the backend places
   // each request on its own GPU's lane.
   EXPECT_EQ(Names(out), (Groups{{"host", "host2"}, {"gpu0", "gpu1", "gpu0b"}}));

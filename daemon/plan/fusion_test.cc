@@ -103,9 +103,9 @@ TEST(FusionRuleTest, BarriersFuse) {
 }
 
 TEST(FusionRuleTest, PerRankRowsJoinsAndSetChangesNeverFuse) {
-  for (CollectiveKind kind : {CollectiveKind::kAllgather, CollectiveKind::kAlltoall,
-                              CollectiveKind::kJoin, CollectiveKind::kAddProcessSet,
-                              CollectiveKind::kRemoveProcessSet}) {
+  for (CollectiveKind kind :
+       {CollectiveKind::kAllgather, CollectiveKind::kAlltoall, CollectiveKind::kJoin,
+        CollectiveKind::kAddProcessSet, CollectiveKind::kRemoveProcessSet}) {
     EXPECT_FALSE(Fusable(Of(kind), Of(kind))) << CollectiveKindName(kind);
   }
 }

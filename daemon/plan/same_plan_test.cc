@@ -2,10 +2,10 @@
 // the same ready names, in the same order, into the same responses with
 // the same member offsets.
 #include <map>
-#include <ostream>
-#include <tuple>
 #include <memory>
+#include <ostream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "daemon/negotiation/coordinator.h"
@@ -90,8 +90,8 @@ std::vector<Planned> AcrossNodes(const std::vector<Spec>& specs) {
   auto a = std::make_shared<RecordingSink>();
   auto b = std::make_shared<RecordingSink>();
   std::vector<int> ids;
-  for (auto [node, ranks, sink] : {std::tuple{"A", std::vector<int>{0, 1}, a},
-                                   std::tuple{"B", std::vector<int>{2, 3}, b}}) {
+  for (auto [node, ranks, sink] :
+       {std::tuple{"A", std::vector<int>{0, 1}, a}, std::tuple{"B", std::vector<int>{2, 3}, b}}) {
     kolo::v1::Hello hello;
     hello.set_job_id("job");
     hello.set_job_token("tok");

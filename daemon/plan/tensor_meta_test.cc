@@ -60,8 +60,8 @@ TEST(TensorMetaTest, CarriesTheFirstRanksViewAndTheSetsCircumstances) {
 }
 
 TEST(TensorMetaTest, AllgatherCarriesEveryRanksRowsByRank) {
-  ReadySet set = SetOf({Rank(3, CollectiveKind::kAllgather, {5, 2}),
-                        Rank(1, CollectiveKind::kAllgather, {7, 2})});
+  ReadySet set = SetOf(
+      {Rank(3, CollectiveKind::kAllgather, {5, 2}), Rank(1, CollectiveKind::kAllgather, {7, 2})});
   const kolo::v1::TensorMeta m = MetaOf(set, 4);
   ASSERT_EQ(m.rows_size(), 2);
   EXPECT_EQ(m.rows(0), 7);  // rank 1
@@ -86,8 +86,7 @@ TEST(TensorMetaTest, SetChangesAndJoinsCarryTheirAux) {
   Request add = Rank(0, CollectiveKind::kAddProcessSet, {});
   add.aux = {0, 2, 3};
   kolo::v1::TensorMeta m = MetaOf(SetOf({add}), 4);
-  EXPECT_EQ(std::vector<int64_t>(m.aux().begin(), m.aux().end()),
-            (std::vector<int64_t>{0, 2, 3}));
+  EXPECT_EQ(std::vector<int64_t>(m.aux().begin(), m.aux().end()), (std::vector<int64_t>{0, 2, 3}));
   Request join = Rank(1, CollectiveKind::kJoin, {});
   join.aux = {1, 9};
   m = MetaOf(SetOf({join}), 4);

@@ -17,8 +17,9 @@ constexpr uint64_t kArenaBytes = 4096;
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<LoopbackSession>> LoopbackSession::Create(
-    const std::string& job_id, int rank, uint64_t result_bytes) {
+absl::StatusOr<std::unique_ptr<LoopbackSession>> LoopbackSession::Create(const std::string& job_id,
+                                                                         int rank,
+                                                                         uint64_t result_bytes) {
   const uint64_t results = abi::v1::AlignUp(result_bytes);
   const uint64_t arena = abi::v1::AlignUp(kArenaBytes) + results;
   abi::v1::Layout layout = abi::v1::ComputeLayout(kSubmitCapacity, kCompletionCapacity, arena);
@@ -38,8 +39,8 @@ absl::StatusOr<std::unique_ptr<LoopbackSession>> LoopbackSession::Create(
   identity.job_id = job_id;
   identity.rank = rank;
   identity.pid = getpid();
-  auto session = Session::Open(std::move(identity), s->segment_.fd(),
-                               layout.total_bytes, SessionLimits{});
+  auto session =
+      Session::Open(std::move(identity), s->segment_.fd(), layout.total_bytes, SessionLimits{});
   if (!session.ok()) return session.status();
   s->session_ = std::move(*session);
   return s;

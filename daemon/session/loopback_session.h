@@ -34,8 +34,9 @@ class LoopbackSession {
  public:
   // `result_bytes`: the size of the session's result area (where kolod puts
   // the new tensors of allgather, reducescatter and alltoall).
-  static absl::StatusOr<std::unique_ptr<LoopbackSession>> Create(
-      const std::string& job_id, int rank, uint64_t result_bytes = 0);
+  static absl::StatusOr<std::unique_ptr<LoopbackSession>> Create(const std::string& job_id,
+                                                                 int rank,
+                                                                 uint64_t result_bytes = 0);
 
   const std::shared_ptr<Session>& session() const { return session_; }
   // Every completion written since the last call, oldest first.

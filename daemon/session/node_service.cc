@@ -3,8 +3,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/random_id.h"
 #include "common/grpc_status.h"
+#include "common/random_id.h"
 #include "proto/kolo/abi/shm_abi_v1.h"
 #include "spdlog/spdlog.h"
 
@@ -16,9 +16,8 @@ constexpr int kMaxJobSize = 1 << 20;
 bool ValidJobId(const std::string& id) {
   if (id.empty() || id.size() > 128) return false;
   for (char c : id) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-              (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.' ||
-              c == ':';
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '-' || c == '_' || c == '.' || c == ':';
     if (!ok) return false;
   }
   return true;
@@ -28,8 +27,7 @@ bool ValidJobId(const std::string& id) {
 
 absl::Status ValidateAttachRequest(const kolo::v1::AttachRequest& r) {
   if (!ValidJobId(r.job_id())) {
-    return absl::InvalidArgumentError(
-        "job_id must be 1-128 characters of [A-Za-z0-9._:-]");
+    return absl::InvalidArgumentError("job_id must be 1-128 characters of [A-Za-z0-9._:-]");
   }
   if (r.job_token().size() > 256) {
     return absl::InvalidArgumentError("job_token is longer than 256 bytes");
@@ -44,22 +42,22 @@ absl::Status ValidateAttachRequest(const kolo::v1::AttachRequest& r) {
   }
   if (r.local_size() < 1 || r.local_size() > r.size() || r.local_rank() < 0 ||
       r.local_rank() >= r.local_size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "rank ", r.rank(), ": local rank ", r.local_rank(), " of local size ",
-        r.local_size(), " in a job of ", r.size()));
+    return absl::InvalidArgumentError(absl::StrCat("rank ", r.rank(), ": local rank ",
+                                                   r.local_rank(), " of local size ",
+                                                   r.local_size(), " in a job of ", r.size()));
   }
   if (r.local_size() < r.size() && r.coordinator().empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "rank ", r.rank(), ": a job spanning nodes (local size ", r.local_size(),
-        " of ", r.size(), ") needs the coordinator's peer address (KOLO_COORDINATOR)"));
+        "rank ", r.rank(), ": a job spanning nodes (local size ", r.local_size(), " of ", r.size(),
+        ") needs the coordinator's peer address (KOLO_COORDINATOR)"));
   }
   if (r.coordinator().size() > 256) {
     return absl::InvalidArgumentError("coordinator address longer than 256 bytes");
   }
   if (r.shm_abi_version() != abi::v1::kVersion) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("client speaks shared-memory ABI ", r.shm_abi_version(),
-                     ", kolod speaks ", abi::v1::kVersion));
+    return absl::FailedPreconditionError(absl::StrCat("client speaks shared-memory ABI ",
+                                                      r.shm_abi_version(), ", kolod speaks ",
+                                                      abi::v1::kVersion));
   }
   if (r.pid() <= 0 || r.pid() > (int64_t{1} << 31)) {
     return absl::InvalidArgumentError(absl::StrCat("invalid pid ", r.pid()));
@@ -69,8 +67,7 @@ absl::Status ValidateAttachRequest(const kolo::v1::AttachRequest& r) {
 
 grpc::Status NodeService::Attach(
     grpc::ServerContext* context,
-    grpc::ServerReaderWriter<kolo::v1::DaemonMessage, kolo::v1::ClientMessage>*
-        stream) {
+    grpc::ServerReaderWriter<kolo::v1::DaemonMessage, kolo::v1::ClientMessage>* stream) {
   kolo::v1::ClientMessage first;
   if (!stream->Read(&first) || !first.has_attach()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -80,19 +77,16 @@ grpc::Status NodeService::Attach(
   if (absl::Status s = ValidateAttachRequest(req); !s.ok()) {
     return ToGrpcStatus(s);
   }
-  SessionIdentity identity{RandomHex(16), req.job_id(), req.rank(),
-                           static_cast<pid_t>(req.pid())};
-  auto session =
-      Session::Open(identity, req.shm_fd(), req.shm_bytes(), options_.limits);
+  SessionIdentity identity{RandomHex(16), req.job_id(), req.rank(), static_cast<pid_t>(req.pid())};
+  auto session = Session::Open(identity, req.shm_fd(), req.shm_bytes(), options_.limits);
   if (!session.ok()) {
     spdlog::warn("job {} rank {}: attach refused: {}", req.job_id(), req.rank(),
                  session.status().ToString());
     return ToGrpcStatus(session.status());
   }
-  auto job = registry_->Join(JoinRequest{req.job_id(), req.job_token(),
-                                         req.rank(), req.size(),
-                                         identity.session_id, req.pid(),
-                                         req.local_size(), req.coordinator()});
+  auto job = registry_->Join(JoinRequest{req.job_id(), req.job_token(), req.rank(), req.size(),
+                                         identity.session_id, req.pid(), req.local_size(),
+                                         req.coordinator()});
   if (!job.ok()) {
     spdlog::warn("job {} rank {}: attach refused: {}", req.job_id(), req.rank(),
                  job.status().ToString());
@@ -116,8 +110,8 @@ grpc::Status NodeService::Attach(
       if (!failure.ok()) return;
       failure = status;
     }
-    spdlog::warn("job {} rank {}: session failed: {}", identity.job_id,
-                 identity.rank, status.ToString());
+    spdlog::warn("job {} rank {}: session failed: {}", identity.job_id, identity.rank,
+                 status.ToString());
     kolo::v1::DaemonMessage event;
     event.mutable_event()->set_job_id(identity.job_id);
     event.mutable_event()->set_code(static_cast<int>(status.code()));
@@ -140,8 +134,8 @@ grpc::Status NodeService::Attach(
     absl::MutexLock l(&write_mu);
     stream->Write(hello);
   }
-  spdlog::info("job {} rank {}/{}: attached (pid {}, session {})", req.job_id(),
-               req.rank(), req.size(), req.pid(), identity.session_id);
+  spdlog::info("job {} rank {}/{}: attached (pid {}, session {})", req.job_id(), req.rank(),
+               req.size(), req.pid(), identity.session_id);
   // Once every local rank attached, the job starts its negotiator (across
   // nodes: the last local rank connects this node to the job's coordinator).
   (*job)->MaybeStart();
@@ -159,8 +153,8 @@ grpc::Status NodeService::Attach(
   }
   bool clean = entry->clean.load() && why.ok();
   if (why.ok() && !clean) {
-    why = absl::UnavailableError(absl::StrCat(
-        "its session ended without detaching (pid ", req.pid(), ")"));
+    why = absl::UnavailableError(
+        absl::StrCat("its session ended without detaching (pid ", req.pid(), ")"));
   }
   registry_->Leave(*job, req.rank(), clean, why);
   {
@@ -170,20 +164,17 @@ grpc::Status NodeService::Attach(
   if (clean) {
     spdlog::info("job {} rank {}: detached", req.job_id(), req.rank());
   } else {
-    spdlog::warn("job {} rank {}: session lost: {}", req.job_id(), req.rank(),
-                 why.ToString());
+    spdlog::warn("job {} rank {}: session lost: {}", req.job_id(), req.rank(), why.ToString());
   }
   return grpc::Status::OK;
 }
 
-grpc::Status NodeService::Detach(grpc::ServerContext*,
-                                 const kolo::v1::DetachRequest* request,
+grpc::Status NodeService::Detach(grpc::ServerContext*, const kolo::v1::DetachRequest* request,
                                  kolo::v1::DetachResponse*) {
   absl::MutexLock l(&mu_);
   auto it = sessions_.find(request->session_id());
   if (it == sessions_.end()) {
-    return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                        "no such session " + request->session_id());
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, "no such session " + request->session_id());
   }
   it->second->clean.store(true);
   return grpc::Status::OK;

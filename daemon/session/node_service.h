@@ -34,10 +34,8 @@ class NodeService final : public kolo::v1::Node::Service {
 
   grpc::Status Attach(
       grpc::ServerContext* context,
-      grpc::ServerReaderWriter<kolo::v1::DaemonMessage, kolo::v1::ClientMessage>*
-          stream) override;
-  grpc::Status Detach(grpc::ServerContext* context,
-                      const kolo::v1::DetachRequest* request,
+      grpc::ServerReaderWriter<kolo::v1::DaemonMessage, kolo::v1::ClientMessage>* stream) override;
+  grpc::Status Detach(grpc::ServerContext* context, const kolo::v1::DetachRequest* request,
                       kolo::v1::DetachResponse* response) override;
 
   int sessions() const;
@@ -51,8 +49,7 @@ class NodeService final : public kolo::v1::Node::Service {
   JobRegistry* const registry_;
   const NodeServiceOptions options_;
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<std::string, std::shared_ptr<Entry>> sessions_
-      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::shared_ptr<Entry>> sessions_ ABSL_GUARDED_BY(mu_);
 };
 
 // Checks an AttachRequest's fields; the message names the bad field.

@@ -25,56 +25,50 @@ absl::Status CheckHeader(const SegmentHeader& h, uint64_t segment_bytes,
     return absl::InvalidArgumentError("segment has no Kolo header (bad magic)");
   }
   if (h.version != abi::v1::kVersion) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "segment ABI version ", h.version, ", this kolod speaks ",
-        abi::v1::kVersion));
+    return absl::FailedPreconditionError(
+        absl::StrCat("segment ABI version ", h.version, ", this kolod speaks ", abi::v1::kVersion));
   }
-  if (!IsPowerOfTwo(h.submit_capacity) ||
-      h.submit_capacity > limits.max_submit_capacity ||
+  if (!IsPowerOfTwo(h.submit_capacity) || h.submit_capacity > limits.max_submit_capacity ||
       !IsPowerOfTwo(h.completion_capacity) ||
       h.completion_capacity > limits.max_completion_capacity) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ring capacities ", h.submit_capacity, "/", h.completion_capacity,
-        " must be powers of two at most ", limits.max_submit_capacity, "/",
-        limits.max_completion_capacity));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ring capacities ", h.submit_capacity, "/", h.completion_capacity,
+                     " must be powers of two at most ", limits.max_submit_capacity, "/",
+                     limits.max_completion_capacity));
   }
-  abi::v1::Layout want = abi::v1::ComputeLayout(
-      h.submit_capacity, h.completion_capacity, h.arena_bytes);
-  if (h.submit_offset != want.submit_offset ||
-      h.completion_offset != want.completion_offset ||
+  abi::v1::Layout want =
+      abi::v1::ComputeLayout(h.submit_capacity, h.completion_capacity, h.arena_bytes);
+  if (h.submit_offset != want.submit_offset || h.completion_offset != want.completion_offset ||
       h.arena_offset != want.arena_offset || h.total_bytes != segment_bytes ||
       want.total_bytes != segment_bytes || h.arena_bytes > segment_bytes) {
-    return absl::InvalidArgumentError(
-        "segment layout does not match its header's sizes");
+    return absl::InvalidArgumentError("segment layout does not match its header's sizes");
   }
   if (h.result_bytes > h.arena_bytes || h.result_bytes % 64 != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "result area of ", h.result_bytes, " bytes does not fit the arena of ",
-        h.arena_bytes, " bytes in 64-byte units"));
+    return absl::InvalidArgumentError(absl::StrCat("result area of ", h.result_bytes,
+                                                   " bytes does not fit the arena of ",
+                                                   h.arena_bytes, " bytes in 64-byte units"));
   }
   return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<Session>> Session::Open(
-    SessionIdentity identity, int shm_fd, uint64_t shm_bytes,
-    const SessionLimits& limits) {
+absl::StatusOr<std::shared_ptr<Session>> Session::Open(SessionIdentity identity, int shm_fd,
+                                                       uint64_t shm_bytes,
+                                                       const SessionLimits& limits) {
   if (shm_bytes < sizeof(SegmentHeader) || shm_bytes > limits.max_segment_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "segment of ", shm_bytes, " bytes; allowed up to ",
-        limits.max_segment_bytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("segment of ", shm_bytes, " bytes; allowed up to ", limits.max_segment_bytes));
   }
   uid_t owner = 0;
-  auto segment =
-      SharedSegment::OpenFromProcess(identity.pid, shm_fd, shm_bytes, &owner);
+  auto segment = SharedSegment::OpenFromProcess(identity.pid, shm_fd, shm_bytes, &owner);
   if (!segment.ok()) return segment.status();
   // The segment must belong to the process that claims it.
   std::string proc = absl::StrCat("/proc/", identity.pid);
   struct stat st {};
   if (stat(proc.c_str(), &st) != 0 || st.st_uid != owner) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "segment owner uid ", owner, " is not the uid of pid ", identity.pid));
+    return absl::PermissionDeniedError(
+        absl::StrCat("segment owner uid ", owner, " is not the uid of pid ", identity.pid));
   }
   // Copy the header's sizes before checking so the client cannot change them
   // between the check and their use.
@@ -82,8 +76,8 @@ absl::StatusOr<std::shared_ptr<Session>> Session::Open(
   std::memcpy(static_cast<void*>(&copy), segment->data(), sizeof(copy));
   absl::Status ok = CheckHeader(copy, shm_bytes, limits);
   if (!ok.ok()) return ok;
-  auto session = std::shared_ptr<Session>(
-      new Session(std::move(identity), std::move(*segment), limits));
+  auto session =
+      std::shared_ptr<Session>(new Session(std::move(identity), std::move(*segment), limits));
   uint8_t* base = session->segment_.data();
   session->arena_base_ = base + copy.arena_offset;
   session->arena_bytes_ = copy.arena_bytes;
@@ -94,20 +88,17 @@ absl::StatusOr<std::shared_ptr<Session>> Session::Open(
   }
   session->submit_ring_ = SpscRing<SubmitSlot>(
       &session->header_->submit_tail, &session->header_->submit_head,
-      reinterpret_cast<SubmitSlot*>(base + copy.submit_offset),
-      copy.submit_capacity);
+      reinterpret_cast<SubmitSlot*>(base + copy.submit_offset), copy.submit_capacity);
   {
     absl::MutexLock l(&session->completion_mu_);
     session->completion_ring_ = SpscRing<CompletionSlot>(
         &session->header_->completion_tail, &session->header_->completion_head,
-        reinterpret_cast<CompletionSlot*>(base + copy.completion_offset),
-        copy.completion_capacity);
+        reinterpret_cast<CompletionSlot*>(base + copy.completion_offset), copy.completion_capacity);
   }
   return session;
 }
 
-Session::Session(SessionIdentity identity, SharedSegment segment,
-                 const SessionLimits& limits)
+Session::Session(SessionIdentity identity, SharedSegment segment, const SessionLimits& limits)
     : identity_(std::move(identity)),
       limits_(limits),
       segment_(std::move(segment)),
@@ -146,8 +137,7 @@ void Session::Close() {
   // alive too, or the job could end up destroyed on one of its own threads
   // (a multi-node job's executor) when the last of them is released.
   job_.reset();
-  header_->session_state.store(abi::v1::kSessionClosed,
-                               std::memory_order_release);
+  header_->session_state.store(abi::v1::kSessionClosed, std::memory_order_release);
   header_->completion_ready.seq.fetch_add(1, std::memory_order_release);
   FutexWakeAll(&header_->completion_ready.seq);
   header_->submit_space.seq.fetch_add(1, std::memory_order_release);
@@ -170,8 +160,8 @@ void Session::IngressLoop() {
       RingResult r = submit_ring_.TryPop(&slot);
       if (r == RingResult::kEmptyOrFull) break;
       if (r == RingResult::kCorrupt) {
-        Fail(absl::InvalidArgumentError(absl::StrCat(
-            "rank ", identity_.rank, " corrupted its submission ring indices")));
+        Fail(absl::InvalidArgumentError(
+            absl::StrCat("rank ", identity_.rank, " corrupted its submission ring indices")));
         return;
       }
       ++popped;
@@ -182,8 +172,7 @@ void Session::IngressLoop() {
       auto request = ValidateSlot(slot, arena, size);
       if (!request.ok()) {
         Fail(absl::InvalidArgumentError(absl::StrCat(
-            "rank ", identity_.rank, " sent a malformed request: ",
-            request.status().message())));
+            "rank ", identity_.rank, " sent a malformed request: ", request.status().message())));
         return;
       }
       request->rank = identity_.rank;
@@ -196,9 +185,7 @@ void Session::IngressLoop() {
     if (popped > 0) RingDoorbell(&header_->submit_space);
     SleepOnDoorbell(
         &header_->submit_ready,
-        [this] {
-          return submit_ring_.HasData() || stop_.load(std::memory_order_acquire);
-        },
+        [this] { return submit_ring_.HasData() || stop_.load(std::memory_order_acquire); },
         absl::Seconds(1), popped > 0 ? limits_.spin : absl::ZeroDuration());
   }
 }
@@ -217,8 +204,8 @@ void Session::Complete(absl::Span<const Completion> completions) {
       slot.result_bytes = c.result_bytes;
       slot.value = c.value;
       absl::string_view msg = c.status.message();
-      slot.message_length = static_cast<uint32_t>(
-          std::min<size_t>(msg.size(), abi::v1::kMaxMessageBytes));
+      slot.message_length =
+          static_cast<uint32_t>(std::min<size_t>(msg.size(), abi::v1::kMaxMessageBytes));
       std::memcpy(slot.message, msg.data(), slot.message_length);
       if (completion_ring_.TryPush(slot) != RingResult::kOk) {
         // The client keeps at most completion_capacity requests in flight,
@@ -233,8 +220,7 @@ void Session::Complete(absl::Span<const Completion> completions) {
   RingDoorbell(&header_->completion_ready);
   if (broken) {
     Fail(absl::InvalidArgumentError(absl::StrCat(
-        "rank ", identity_.rank,
-        " overflowed its completion ring (too many requests in flight)")));
+        "rank ", identity_.rank, " overflowed its completion ring (too many requests in flight)")));
   }
 }
 
@@ -246,10 +232,10 @@ absl::StatusOr<uint64_t> Session::AllocateResult(uint64_t bytes) {
   absl::MutexLock l(&result_mu_);
   auto offset = results_->Allocate(bytes);
   if (!offset.ok()) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "rank ", identity_.rank, ": result area full (", bytes,
-        " bytes wanted, ", results_->capacity() - results_->bytes_in_use(),
-        " of ", results_->capacity(), " free; raise KOLO_RESULT_BYTES or free results sooner)"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("rank ", identity_.rank, ": result area full (", bytes, " bytes wanted, ",
+                     results_->capacity() - results_->bytes_in_use(), " of ", results_->capacity(),
+                     " free; raise KOLO_RESULT_BYTES or free results sooner)"));
   }
   return result_begin_ + *offset;
 }

@@ -28,13 +28,12 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/arena_allocator.h"
-#include "daemon/job/request.h"
 #include "common/shared_segment.h"
 #include "common/spsc_ring.h"
+#include "daemon/job/request.h"
 #include "proto/kolo/abi/shm_abi_v1.h"
 
 namespace kolo::daemon {
-
 
 struct SessionLimits {
   uint32_t max_submit_capacity = 4096;
@@ -50,19 +49,17 @@ struct SessionIdentity {
   pid_t pid = 0;
 };
 
-
 class Session : public std::enable_shared_from_this<Session> {
  public:
   // Maps the client's segment and checks its header against `limits`.
-  static absl::StatusOr<std::shared_ptr<Session>> Open(
-      SessionIdentity identity, int shm_fd, uint64_t shm_bytes,
-      const SessionLimits& limits);
+  static absl::StatusOr<std::shared_ptr<Session>> Open(SessionIdentity identity, int shm_fd,
+                                                       uint64_t shm_bytes,
+                                                       const SessionLimits& limits);
   ~Session();
 
   // Starts ingress into `job`. `on_failure` is called once, from the ingress
   // thread, if the client breaks the protocol.
-  void Start(std::shared_ptr<RequestSink> job,
-             std::function<void(const absl::Status&)> on_failure);
+  void Start(std::shared_ptr<RequestSink> job, std::function<void(const absl::Status&)> on_failure);
   // Stops ingress and tells the client the session is over. Idempotent.
   void Close();
 
@@ -81,8 +78,7 @@ class Session : public std::enable_shared_from_this<Session> {
   uint64_t completed() const { return completed_.load(std::memory_order_relaxed); }
 
  private:
-  Session(SessionIdentity identity, SharedSegment segment,
-          const SessionLimits& limits);
+  Session(SessionIdentity identity, SharedSegment segment, const SessionLimits& limits);
   void IngressLoop();
   void Fail(const absl::Status& status);
 
@@ -94,22 +90,20 @@ class Session : public std::enable_shared_from_this<Session> {
   uint8_t* arena_base_ = nullptr;
   uint64_t arena_bytes_ = 0;
   SpscRing<abi::v1::SubmitSlot> submit_ring_;  // consumed by ingress only
-  uint64_t result_begin_ = 0;  // arena offset of the result area
+  uint64_t result_begin_ = 0;                  // arena offset of the result area
 
   absl::Mutex result_mu_;
   std::unique_ptr<ArenaAllocator> results_ ABSL_GUARDED_BY(result_mu_);
 
   absl::Mutex completion_mu_;
-  SpscRing<abi::v1::CompletionSlot> completion_ring_
-      ABSL_GUARDED_BY(completion_mu_);
+  SpscRing<abi::v1::CompletionSlot> completion_ring_ ABSL_GUARDED_BY(completion_mu_);
   bool completion_broken_ ABSL_GUARDED_BY(completion_mu_) = false;
 
   std::shared_ptr<RequestSink> job_;
   // Cleared by Close, so that completions arriving after the Attach handler
   // returned never call into it.
   absl::Mutex failure_mu_;
-  std::function<void(const absl::Status&)> on_failure_
-      ABSL_GUARDED_BY(failure_mu_);
+  std::function<void(const absl::Status&)> on_failure_ ABSL_GUARDED_BY(failure_mu_);
   std::atomic<bool> stop_{false};
   std::atomic<bool> closed_{false};
   std::thread ingress_;

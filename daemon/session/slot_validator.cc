@@ -56,15 +56,15 @@ absl::Status ValidateDevice(const abi::v1::SubmitSlot& slot, Request* r) {
   if ((slot.flags & abi::v1::kSlotFlagDevice) == 0) {
     if (!AllZero(&slot.device_input, sizeof(slot.device_input)) ||
         !AllZero(&slot.device_output, sizeof(slot.device_output))) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "\"", name, "\": device tensor fields set without the device flag"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"", name, "\": device tensor fields set without the device flag"));
     }
     return absl::OkStatus();
   }
   if (r->kind != CollectiveKind::kAllreduce && r->kind != CollectiveKind::kBroadcast) {
-    return absl::UnimplementedError(absl::StrCat(
-        CollectiveKindName(r->kind), " \"", name,
-        "\": device tensors are supported for allreduce and broadcast so far"));
+    return absl::UnimplementedError(
+        absl::StrCat(CollectiveKindName(r->kind), " \"", name,
+                     "\": device tensors are supported for allreduce and broadcast so far"));
   }
   if (slot.input_offset != 0 || slot.output_offset != 0 || slot.aux_count != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -77,14 +77,13 @@ absl::Status ValidateDevice(const abi::v1::SubmitSlot& slot, Request* r) {
   } sides[] = {{"input", slot.device_input}, {"output", slot.device_output}};
   for (const auto& [what, t] : sides) {
     if (t.bytes != r->bytes) {
-      return absl::InvalidArgumentError(absl::StrCat("\"", name, "\": device ", what, " of ",
-                                                     t.bytes, " bytes, the request has ",
-                                                     r->bytes));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "\"", name, "\": device ", what, " of ", t.bytes, " bytes, the request has ", r->bytes));
     }
     if (t.device < 0 || t.device >= kMaxDeviceOrdinal) {
       return absl::InvalidArgumentError(absl::StrCat("\"", name, "\": device ", what,
-                                                     " on CUDA device ", t.device,
-                                                     ", outside [0, ", kMaxDeviceOrdinal, ")"));
+                                                     " on CUDA device ", t.device, ", outside [0, ",
+                                                     kMaxDeviceOrdinal, ")"));
     }
     if (t.offset > std::numeric_limits<uint64_t>::max() - t.bytes) {
       return absl::InvalidArgumentError(
@@ -96,9 +95,9 @@ absl::Status ValidateDevice(const abi::v1::SubmitSlot& slot, Request* r) {
     }
   }
   if (slot.device_input.device != slot.device_output.device) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "\"", name, "\": input on CUDA device ", slot.device_input.device,
-        ", output on device ", slot.device_output.device));
+    return absl::InvalidArgumentError(absl::StrCat("\"", name, "\": input on CUDA device ",
+                                                   slot.device_input.device, ", output on device ",
+                                                   slot.device_output.device));
   }
   r->device = cuda::DeviceIo{ToRef(slot.device_input), ToRef(slot.device_output)};
   return absl::OkStatus();
@@ -153,9 +152,8 @@ absl::Status CheckCollective(const abi::v1::SubmitSlot& slot, int job_size, Requ
     }
   } else if (r->kind == CollectiveKind::kBroadcast) {
     if (slot.root_rank < 0 || slot.root_rank >= job_size) {
-      return absl::InvalidArgumentError(absl::StrCat("broadcast \"", name, "\": root rank ",
-                                                     slot.root_rank, " outside [0, ", job_size,
-                                                     ")"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "broadcast \"", name, "\": root rank ", slot.root_rank, " outside [0, ", job_size, ")"));
     }
     r->root_rank = slot.root_rank;
   }
@@ -189,9 +187,9 @@ absl::Status CheckShape(const abi::v1::SubmitSlot& slot, Request* r) {
   }
   uint64_t expected = elements * DTypeSize(r->dtype);
   if (slot.byte_length != expected) {
-    return absl::InvalidArgumentError(absl::StrCat("\"", name, "\": byte length ",
-                                                   slot.byte_length, " but shape and ",
-                                                   DTypeName(r->dtype), " need ", expected));
+    return absl::InvalidArgumentError(absl::StrCat("\"", name, "\": byte length ", slot.byte_length,
+                                                   " but shape and ", DTypeName(r->dtype), " need ",
+                                                   expected));
   }
   r->bytes = expected;
   if ((r->kind == CollectiveKind::kAllgather || r->kind == CollectiveKind::kReducescatter ||
@@ -227,8 +225,7 @@ absl::Status CheckHostTensors(const abi::v1::SubmitSlot& slot, const ArenaBounds
 
 // Compression, process set, group, and the auxiliary array (alltoall
 // splits, a process set's ranks).
-absl::Status CheckOptions(const abi::v1::SubmitSlot& slot, const ArenaBounds& arena,
-                          Request* r) {
+absl::Status CheckOptions(const abi::v1::SubmitSlot& slot, const ArenaBounds& arena, Request* r) {
   const std::string& name = r->name;
   const char* kind_name = CollectiveKindName(r->kind);
   if (slot.compression >= kNumCompressions) {
@@ -238,8 +235,8 @@ absl::Status CheckOptions(const abi::v1::SubmitSlot& slot, const ArenaBounds& ar
   r->compression = static_cast<Compression>(slot.compression);
   if (r->compression != Compression::kNone &&
       (r->kind != CollectiveKind::kAllreduce || r->dtype != DType::kFloat32)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        kind_name, " \"", name, "\": compression applies to float32 allreduce only"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(kind_name, " \"", name, "\": compression applies to float32 allreduce only"));
   }
   r->process_set = static_cast<int>(slot.process_set);
   if (slot.group_size > 1) {
@@ -258,12 +255,11 @@ absl::Status CheckOptions(const abi::v1::SubmitSlot& slot, const ArenaBounds& ar
   if (slot.aux_count == 0) return absl::OkStatus();
   if (r->kind != CollectiveKind::kAlltoall && r->kind != CollectiveKind::kAddProcessSet &&
       r->kind != CollectiveKind::kRemoveProcessSet) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        kind_name, " \"", name, "\": carries an auxiliary array it does not use"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(kind_name, " \"", name, "\": carries an auxiliary array it does not use"));
   }
   if (slot.aux_count > abi::v1::kMaxAuxEntries ||
-      !RangeInArena(slot.aux_offset, slot.aux_count * 8, arena.bytes) ||
-      slot.aux_offset % 8 != 0) {
+      !RangeInArena(slot.aux_offset, slot.aux_count * 8, arena.bytes) || slot.aux_offset % 8 != 0) {
     return absl::OutOfRangeError(absl::StrCat(kind_name, " \"", name, "\": auxiliary array [",
                                               slot.aux_offset, ", +", slot.aux_count,
                                               " entries) outside the arena or misaligned"));
@@ -275,8 +271,8 @@ absl::Status CheckOptions(const abi::v1::SubmitSlot& slot, const ArenaBounds& ar
 
 }  // namespace
 
-absl::StatusOr<Request> ValidateSlot(const abi::v1::SubmitSlot& slot,
-                                     const ArenaBounds& arena, int job_size) {
+absl::StatusOr<Request> ValidateSlot(const abi::v1::SubmitSlot& slot, const ArenaBounds& arena,
+                                     int job_size) {
   Request r;
   KOLO_RETURN_IF_ERROR(CheckName(slot, &r));
   KOLO_RETURN_IF_ERROR(CheckCollective(slot, job_size, &r));

@@ -24,7 +24,7 @@ inline constexpr int32_t kMaxDeviceOrdinal = 64;
 // returned Request has input/output resolved inside `arena` (or, with
 // kSlotFlagDevice, `device` set and input/output null); `rank` and
 // `session` are left for the caller to fill.
-absl::StatusOr<Request> ValidateSlot(const abi::v1::SubmitSlot& slot,
-                                     const ArenaBounds& arena, int job_size);
+absl::StatusOr<Request> ValidateSlot(const abi::v1::SubmitSlot& slot, const ArenaBounds& arena,
+                                     int job_size);
 
 }  // namespace kolo::daemon

@@ -52,14 +52,12 @@ class SlotValidatorTest : public ::testing::Test {
   }
 
   // Expects `slot` to be refused with `code` and a message containing `what`.
-  void ExpectRejected(const SubmitSlot& slot, absl::StatusCode code,
-                      const std::string& what) {
+  void ExpectRejected(const SubmitSlot& slot, absl::StatusCode code, const std::string& what) {
     absl::StatusOr<Request> r = ValidateSlot(slot, arena_, kJobSize);
     ASSERT_FALSE(r.ok()) << "accepted a slot that should fail with: " << what;
     EXPECT_EQ(r.status().code(), code) << r.status();
     EXPECT_NE(std::string(r.status().message()).find(what), std::string::npos)
-        << "message \"" << r.status().message() << "\" does not say \"" << what
-        << "\"";
+        << "message \"" << r.status().message() << "\" does not say \"" << what << "\"";
   }
 
   void ExpectRejected(const SubmitSlot& slot, const std::string& what) {
@@ -349,7 +347,7 @@ TEST_F(SlotValidatorTest, ZeroDimensionDoesNotHideALaterNegativeOne) {
 TEST_F(SlotValidatorTest, AcceptsScalarWithNoDimensions) {
   SubmitSlot s = AllreduceSlot();
   s.ndim = 0;
-  s.shape[0] = -7;  // beyond ndim: ignored
+  s.shape[0] = -7;    // beyond ndim: ignored
   s.byte_length = 4;  // one float32
   absl::StatusOr<Request> r = ValidateSlot(s, arena_, kJobSize);
   ASSERT_TRUE(r.ok()) << r.status();

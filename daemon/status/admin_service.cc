@@ -5,10 +5,7 @@
 #include "spdlog/spdlog.h"
 
 namespace kolo::daemon {
-namespace {
-
-
-}  // namespace
+namespace {}  // namespace
 
 grpc::Status AdminService::Authorize(grpc::ServerContext* context) const {
   const auto& md = context->client_metadata();
@@ -20,8 +17,7 @@ grpc::Status AdminService::Authorize(grpc::ServerContext* context) const {
   }
   std::string value(it->second.data(), it->second.size());
   constexpr char kPrefix[] = "Bearer ";
-  if (value.rfind(kPrefix, 0) != 0 ||
-      !SecretsEqual(value.substr(sizeof(kPrefix) - 1), token_)) {
+  if (value.rfind(kPrefix, 0) != 0 || !SecretsEqual(value.substr(sizeof(kPrefix) - 1), token_)) {
     spdlog::warn("admin call refused: wrong token from {}", context->peer());
     return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "wrong admin token");
   }
@@ -39,13 +35,12 @@ grpc::Status AdminService::AbortJob(grpc::ServerContext* context,
   }
   std::string reason = request->reason().empty() ? "no reason given" : request->reason();
   spdlog::warn("job {}: aborted by an operator: {}", job->id(), reason);
-  job->Abort(absl::AbortedError(
-      absl::StrCat("job ", job->id(), " aborted by an operator: ", reason)));
+  job->Abort(
+      absl::AbortedError(absl::StrCat("job ", job->id(), " aborted by an operator: ", reason)));
   return grpc::Status::OK;
 }
 
-grpc::Status AdminService::Drain(grpc::ServerContext* context,
-                                 const kolo::v1::DrainRequest*,
+grpc::Status AdminService::Drain(grpc::ServerContext* context, const kolo::v1::DrainRequest*,
                                  kolo::v1::DrainResponse* response) {
   if (grpc::Status s = Authorize(context); !s.ok()) return s;
   registry_->SetDraining(true);
@@ -64,8 +59,7 @@ grpc::Status AdminService::SetLogLevel(grpc::ServerContext* context,
                         "unknown log level \"" + request->level() +
                             "\" (trace, debug, info, warn, error, critical, off)");
   }
-  response->set_previous(
-      std::string(spdlog::level::to_string_view(spdlog::get_level()).data()));
+  response->set_previous(std::string(spdlog::level::to_string_view(spdlog::get_level()).data()));
   spdlog::set_level(level);
   spdlog::info("log level set to {}", request->level());
   return grpc::Status::OK;

@@ -18,8 +18,7 @@ class AdminService final : public kolo::v1::Admin::Service {
   AdminService(JobRegistry* registry, std::string admin_token)
       : registry_(registry), token_(std::move(admin_token)) {}
 
-  grpc::Status AbortJob(grpc::ServerContext* context,
-                        const kolo::v1::AbortJobRequest* request,
+  grpc::Status AbortJob(grpc::ServerContext* context, const kolo::v1::AbortJobRequest* request,
                         kolo::v1::AbortJobResponse*) override;
   grpc::Status Drain(grpc::ServerContext* context, const kolo::v1::DrainRequest*,
                      kolo::v1::DrainResponse* response) override;

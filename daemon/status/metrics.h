@@ -24,8 +24,7 @@ class Metrics {
       5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 1e-2, 0.1, 1, 10, 60};
 
   // One response of `tensors` tensors of `kind`/`dtype`, `bytes` in all.
-  void RecordResponse(CollectiveKind kind, DType dtype, int tensors,
-                      uint64_t bytes);
+  void RecordResponse(CollectiveKind kind, DType dtype, int tensors, uint64_t bytes);
   // One tensor's latency, from its first submission to its completion.
   void RecordLatency(CollectiveKind kind, absl::Duration latency);
   void RecordError(CollectiveKind kind);

@@ -33,21 +33,17 @@ void WriteAll(int fd, const std::string& data) {
   }
 }
 
-std::string HttpResponse(int code, const char* reason, const char* type,
-                         const std::string& body) {
+std::string HttpResponse(int code, const char* reason, const char* type, const std::string& body) {
   return absl::StrCat("HTTP/1.1 ", code, " ", reason, "\r\nContent-Type: ", type,
-                      "\r\nContent-Length: ", body.size(),
-                      "\r\nConnection: close\r\n\r\n", body);
+                      "\r\nContent-Length: ", body.size(), "\r\nConnection: close\r\n\r\n", body);
 }
 
 }  // namespace
 
-absl::Status SplitHostPort(const std::string& address, std::string* host,
-                           std::string* port) {
+absl::Status SplitHostPort(const std::string& address, std::string* host, std::string* port) {
   size_t colon = address.rfind(':');
   if (colon == std::string::npos || colon + 1 == address.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("address \"", address, "\" is not HOST:PORT"));
+    return absl::InvalidArgumentError(absl::StrCat("address \"", address, "\" is not HOST:PORT"));
   }
   *host = address.substr(0, colon);
   *port = address.substr(colon + 1);
@@ -56,13 +52,12 @@ absl::Status SplitHostPort(const std::string& address, std::string* host,
   }
   int p = 0;
   if (!absl::SimpleAtoi(*port, &p) || p < 0 || p > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("address \"", address, "\": bad port"));
+    return absl::InvalidArgumentError(absl::StrCat("address \"", address, "\": bad port"));
   }
   if (host->empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "address \"", address, "\": give a host (e.g. 127.0.0.1) so it is "
-        "never bound to every interface by accident"));
+    return absl::InvalidArgumentError(absl::StrCat("address \"", address,
+                                                   "\": give a host (e.g. 127.0.0.1) so it is "
+                                                   "never bound to every interface by accident"));
   }
   return absl::OkStatus();
 }
@@ -83,21 +78,20 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
   UniqueFd fd(socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
   int one = 1;
   if (fd.valid()) setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  bool bound = fd.valid() && bind(fd.get(), res->ai_addr, res->ai_addrlen) == 0 &&
-               listen(fd.get(), 16) == 0;
+  bool bound =
+      fd.valid() && bind(fd.get(), res->ai_addr, res->ai_addrlen) == 0 && listen(fd.get(), 16) == 0;
   int err = errno;
   freeaddrinfo(res);
   if (!bound) return ErrnoToStatus(err, absl::StrCat("listen on ", address));
   sockaddr_storage ss{};
   socklen_t len = sizeof(ss);
   getsockname(fd.get(), reinterpret_cast<sockaddr*>(&ss), &len);
-  int bound_port = ss.ss_family == AF_INET6
-                       ? ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)
-                       : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  int bound_port = ss.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)
+                                            : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
   UniqueFd wake(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!wake.valid()) return ErrnoToStatus(errno, "eventfd");
-  return std::unique_ptr<MetricsHttpServer>(new MetricsHttpServer(
-      std::move(fd), std::move(wake), bound_port, std::move(render)));
+  return std::unique_ptr<MetricsHttpServer>(
+      new MetricsHttpServer(std::move(fd), std::move(wake), bound_port, std::move(render)));
 }
 
 MetricsHttpServer::MetricsHttpServer(UniqueFd listener, UniqueFd wake, int port,
@@ -140,8 +134,7 @@ void MetricsHttpServer::Serve(int fd) {
   // only, so a client trickling a byte at a time would otherwise hold the
   // server for as long as it likes.
   const absl::Time deadline = absl::Now() + absl::Milliseconds(kIoTimeoutMs);
-  while (request.find("\r\n\r\n") == std::string::npos &&
-         request.size() < kMaxRequestBytes) {
+  while (request.find("\r\n\r\n") == std::string::npos && request.size() < kMaxRequestBytes) {
     const int64_t left_ms = absl::ToInt64Milliseconds(deadline - absl::Now());
     if (left_ms <= 0) break;
     pollfd pfd{fd, POLLIN, 0};
@@ -172,11 +165,9 @@ void MetricsHttpServer::Serve(int fd) {
   if (method != "GET") {
     WriteAll(fd, HttpResponse(405, "Method Not Allowed", "text/plain", "GET only\n"));
   } else if (path == "/metrics" || path.rfind("/metrics?", 0) == 0) {
-    WriteAll(fd, HttpResponse(200, "OK", "text/plain; version=0.0.4; charset=utf-8",
-                              render_()));
+    WriteAll(fd, HttpResponse(200, "OK", "text/plain; version=0.0.4; charset=utf-8", render_()));
   } else if (path == "/") {
-    WriteAll(fd, HttpResponse(200, "OK", "text/plain",
-                              "kolod: metrics are at /metrics\n"));
+    WriteAll(fd, HttpResponse(200, "OK", "text/plain", "kolod: metrics are at /metrics\n"));
   } else {
     WriteAll(fd, HttpResponse(404, "Not Found", "text/plain", "not found\n"));
   }

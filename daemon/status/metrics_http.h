@@ -38,7 +38,6 @@ class MetricsHttpServer {
 };
 
 // Splits "host:port" (or "[v6]:port"); INVALID_ARGUMENT names the problem.
-absl::Status SplitHostPort(const std::string& address, std::string* host,
-                           std::string* port);
+absl::Status SplitHostPort(const std::string& address, std::string* host, std::string* port);
 
 }  // namespace kolo::daemon

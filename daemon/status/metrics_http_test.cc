@@ -113,13 +113,12 @@ class MetricsHttpServerTest : public ::testing::Test {
 };
 
 TEST_F(MetricsHttpServerTest, GetMetricsReturnsTheRenderedBodyAsPrometheusText) {
-  auto raw = Exchange(server_->port(),
-                      "GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n");
+  auto raw = Exchange(server_->port(), "GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n");
   ASSERT_TRUE(raw.ok()) << raw.status();
   HttpResponse r = Parse(*raw);
   EXPECT_EQ(r.status_line, "HTTP/1.1 200 OK");
-  EXPECT_TRUE(absl::StrContains(
-      r.headers, "Content-Type: text/plain; version=0.0.4; charset=utf-8"))
+  EXPECT_TRUE(
+      absl::StrContains(r.headers, "Content-Type: text/plain; version=0.0.4; charset=utf-8"))
       << r.headers;
   EXPECT_TRUE(absl::StrContains(r.headers, absl::StrCat("Content-Length: ", r.body.size())))
       << r.headers;
@@ -141,8 +140,7 @@ TEST_F(MetricsHttpServerTest, OtherPathIsNotFound) {
 }
 
 TEST_F(MetricsHttpServerTest, PostIsMethodNotAllowed) {
-  auto raw = Exchange(server_->port(),
-                      "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
+  auto raw = Exchange(server_->port(), "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
   ASSERT_TRUE(raw.ok()) << raw.status();
   EXPECT_EQ(Parse(*raw).status_line, "HTTP/1.1 405 Method Not Allowed");
   EXPECT_EQ(renders_.load(), 0);
@@ -187,8 +185,7 @@ TEST_F(MetricsHttpServerTest, TricklingClientDoesNotHoldTheServerPastItsDeadline
   std::thread trickler([&] {
     const absl::Time give_up = absl::Now() + absl::Seconds(30);
     // Pacing, not synchronisation: the wait ends early once told to stop.
-    while (!stop.WaitForNotificationWithTimeout(absl::Milliseconds(300)) &&
-           absl::Now() < give_up) {
+    while (!stop.WaitForNotificationWithTimeout(absl::Milliseconds(300)) && absl::Now() < give_up) {
       if (send(slow->get(), "E", 1, MSG_NOSIGNAL) != 1) return;
     }
   });

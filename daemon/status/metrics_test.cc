@@ -28,8 +28,7 @@ std::map<std::string, std::string> Samples(const std::string& text) {
   return out;
 }
 
-double Value(const std::map<std::string, std::string>& samples,
-             const std::string& key) {
+double Value(const std::map<std::string, std::string>& samples, const std::string& key) {
   auto it = samples.find(key);
   if (it == samples.end()) {
     ADD_FAILURE() << "no sample " << key;
@@ -64,10 +63,9 @@ TEST(MetricsTest, RenderCountsTensorsBytesResponsesAndErrorsByOpAndDtype) {
 }
 
 TEST(MetricsTest, RenderCountsEveryCollectiveThatRunsOnABackend) {
-  const CollectiveKind kinds[] = {
-      CollectiveKind::kAllreduce, CollectiveKind::kBroadcast,
-      CollectiveKind::kAllgather, CollectiveKind::kReducescatter,
-      CollectiveKind::kAlltoall,  CollectiveKind::kBarrier};
+  const CollectiveKind kinds[] = {CollectiveKind::kAllreduce, CollectiveKind::kBroadcast,
+                                  CollectiveKind::kAllgather, CollectiveKind::kReducescatter,
+                                  CollectiveKind::kAlltoall,  CollectiveKind::kBarrier};
   Metrics metrics;
   uint64_t n = 1;
   for (CollectiveKind kind : kinds) {
@@ -79,11 +77,9 @@ TEST(MetricsTest, RenderCountsEveryCollectiveThatRunsOnABackend) {
   n = 1;
   for (CollectiveKind kind : kinds) {
     const std::string op = CollectiveKindName(kind);
-    EXPECT_EQ(s["kolo_collectives_total{op=\"" + op + "\",dtype=\"float32\"}"],
-              std::to_string(n))
+    EXPECT_EQ(s["kolo_collectives_total{op=\"" + op + "\",dtype=\"float32\"}"], std::to_string(n))
         << op;
-    EXPECT_EQ(s["kolo_bytes_total{op=\"" + op + "\",dtype=\"float32\"}"],
-              std::to_string(8 * n))
+    EXPECT_EQ(s["kolo_bytes_total{op=\"" + op + "\",dtype=\"float32\"}"], std::to_string(8 * n))
         << op;
     EXPECT_EQ(s["kolo_errors_total{op=\"" + op + "\"}"], "1") << op;
     ++n;
@@ -116,24 +112,21 @@ TEST(MetricsTest, LatencyHistogramIsCumulativeEndsWithInfEqualToCountAndSums) {
   EXPECT_EQ(s[prefix + "60\"}"], "3");
   EXPECT_EQ(s[prefix + "+Inf\"}"], "4");
   EXPECT_EQ(s["kolo_collective_latency_seconds_count{op=\"allreduce\"}"], "4");
-  EXPECT_NEAR(Value(s, "kolo_collective_latency_seconds_sum{op=\"allreduce\"}"),
-              105.003003, 1e-9);
+  EXPECT_NEAR(Value(s, "kolo_collective_latency_seconds_sum{op=\"allreduce\"}"), 105.003003, 1e-9);
   EXPECT_EQ(s["kolo_collective_latency_seconds_count{op=\"broadcast\"}"], "1");
-  EXPECT_NEAR(Value(s, "kolo_collective_latency_seconds_sum{op=\"broadcast\"}"),
-              0.02, 1e-9);
+  EXPECT_NEAR(Value(s, "kolo_collective_latency_seconds_sum{op=\"broadcast\"}"), 0.02, 1e-9);
 
   // Per op, buckets appear in order, never decrease, and the last is +Inf
   // with the same value as _count.
   for (const std::string& op : {std::string("allreduce"), std::string("broadcast")}) {
-    const std::string bucket =
-        "kolo_collective_latency_seconds_bucket{op=\"" + op + "\",le=\"";
+    const std::string bucket = "kolo_collective_latency_seconds_bucket{op=\"" + op + "\",le=\"";
     std::vector<std::pair<std::string, double>> buckets;
     for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
       if (!absl::StartsWith(line, bucket)) continue;
       size_t end = line.find('"', bucket.size());
-      buckets.push_back({std::string(line.substr(bucket.size(), end - bucket.size())),
-                         std::strtod(std::string(line.substr(line.rfind(' ') + 1)).c_str(),
-                                     nullptr)});
+      buckets.push_back(
+          {std::string(line.substr(bucket.size(), end - bucket.size())),
+           std::strtod(std::string(line.substr(line.rfind(' ') + 1)).c_str(), nullptr)});
     }
     ASSERT_EQ(buckets.size(), Metrics::kLatencyBuckets.size() + 1) << op;
     for (size_t i = 1; i < buckets.size(); ++i) {
@@ -171,10 +164,9 @@ TEST(MetricsTest, EveryLineIsValidExpositionAndEveryFamilyHasHelpAndType) {
   ASSERT_FALSE(text.empty());
   EXPECT_EQ(text.back(), '\n');
 
-  const std::regex sample(
-      R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[a-zA-Z_][a-zA-Z0-9_]*="[^"\\\n]*")"
-      R"((,[a-zA-Z_][a-zA-Z0-9_]*="[^"\\\n]*")*\})? )"
-      R"(([-+]?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?|[-+]Inf|NaN)$)");
+  const std::regex sample(R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[a-zA-Z_][a-zA-Z0-9_]*="[^"\\\n]*")"
+                          R"((,[a-zA-Z_][a-zA-Z0-9_]*="[^"\\\n]*")*\})? )"
+                          R"(([-+]?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?|[-+]Inf|NaN)$)");
   const std::regex help(R"(^# HELP ([a-zA-Z_:][a-zA-Z0-9_:]*) \S.*$)");
   const std::regex type(
       R"(^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge|histogram|summary|untyped)$)");

@@ -7,8 +7,7 @@
 
 namespace kolo::daemon {
 
-StallInspector::StallInspector(JobRegistry* registry, Metrics* metrics,
-                               StallPolicy policy)
+StallInspector::StallInspector(JobRegistry* registry, Metrics* metrics, StallPolicy policy)
     : registry_(registry), metrics_(metrics), policy_(policy) {
   thread_ = std::thread([this] { Loop(); });
 }
@@ -23,8 +22,8 @@ StallInspector::~StallInspector() {
 
 void StallInspector::Loop() {
   // Often enough that a report comes within a quarter of the warning.
-  const absl::Duration period = std::clamp(policy_.warning / 4,
-                                           absl::Milliseconds(50), absl::Seconds(1));
+  const absl::Duration period =
+      std::clamp(policy_.warning / 4, absl::Milliseconds(50), absl::Seconds(1));
   absl::MutexLock l(&mu_);
   while (!stop_) {
     mu_.AwaitWithTimeout(absl::Condition(&stop_), period);
@@ -39,8 +38,8 @@ void StallInspector::InspectOnce(absl::Time now) {
   absl::flat_hash_set<std::string> seen;
   for (const auto& job : registry_->Jobs()) {
     for (const StallView& stall : job->Stalls(now, policy_.warning)) {
-      std::string key = absl::StrCat(job->id(), "\n", stall.name, "\n",
-                                     absl::ToUnixNanos(stall.since));
+      std::string key =
+          absl::StrCat(job->id(), "\n", stall.name, "\n", absl::ToUnixNanos(stall.since));
       seen.insert(key);
       bool fresh;
       {
@@ -52,12 +51,11 @@ void StallInspector::InspectOnce(absl::Time now) {
         if (metrics_ != nullptr) metrics_->RecordStall();
       }
       if (policy_.timeout > absl::ZeroDuration() && stall.waiting >= policy_.timeout) {
-        spdlog::error("job {}: aborting after the stall timeout of {} s: {}",
-                      job->id(), absl::ToInt64Seconds(policy_.timeout),
-                      stall.message);
-        job->Abort(absl::DeadlineExceededError(absl::StrCat(
-            "job ", job->id(), " aborted by the stall timeout (",
-            absl::ToInt64Seconds(policy_.timeout), " s): ", stall.message)));
+        spdlog::error("job {}: aborting after the stall timeout of {} s: {}", job->id(),
+                      absl::ToInt64Seconds(policy_.timeout), stall.message);
+        job->Abort(absl::DeadlineExceededError(
+            absl::StrCat("job ", job->id(), " aborted by the stall timeout (",
+                         absl::ToInt64Seconds(policy_.timeout), " s): ", stall.message)));
       }
     }
   }

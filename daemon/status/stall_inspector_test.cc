@@ -127,10 +127,8 @@ TEST_F(StallInspectorTest, TimeoutAbortsTheJobWithDeadlineExceeded) {
   inspector.InspectOnce(absl::Now() + absl::Hours(1) + absl::Minutes(1));
   JobSnapshot snap = job_->Snapshot(/*with_history=*/true);
   ASSERT_TRUE(snap.aborted);
-  EXPECT_TRUE(absl::StrContains(snap.error, "aborted by the stall timeout (7200 s)"))
-      << snap.error;
-  EXPECT_TRUE(absl::StrContains(snap.error, "waiting"))
-      << "names the stall: " << snap.error;
+  EXPECT_TRUE(absl::StrContains(snap.error, "aborted by the stall timeout (7200 s)")) << snap.error;
+  EXPECT_TRUE(absl::StrContains(snap.error, "waiting")) << "names the stall: " << snap.error;
   ASSERT_FALSE(snap.errors.empty());
   EXPECT_TRUE(absl::StartsWith(snap.errors.back(), "DEADLINE_EXCEEDED: job job-1"))
       << snap.errors.back();

@@ -71,8 +71,7 @@ void StatusService::FillNode(kolo::v1::NodeInfo* node) const {
   node->set_fusion_threshold_bytes(facts_.fusion_threshold_bytes);
   node->set_worker_threads(facts_.worker_threads);
   node->set_draining(sources_.registry->draining());
-  node->set_log_level(
-      std::string(spdlog::level::to_string_view(spdlog::get_level()).data()));
+  node->set_log_level(std::string(spdlog::level::to_string_view(spdlog::get_level()).data()));
   {
     absl::MutexLock l(&mu_);
     node->set_status_address(status_address_);
@@ -84,8 +83,7 @@ void StatusService::FillNode(kolo::v1::NodeInfo* node) const {
   node->set_stall_timeout_s(absl::ToDoubleSeconds(sources_.stall_policy.timeout));
 }
 
-grpc::Status StatusService::GetStatus(grpc::ServerContext*,
-                                      const kolo::v1::GetStatusRequest*,
+grpc::Status StatusService::GetStatus(grpc::ServerContext*, const kolo::v1::GetStatusRequest*,
                                       kolo::v1::GetStatusResponse* response) {
   FillNode(response->mutable_node());
   absl::Time now = absl::Now();
@@ -95,8 +93,7 @@ grpc::Status StatusService::GetStatus(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status StatusService::GetJob(grpc::ServerContext*,
-                                   const kolo::v1::GetJobRequest* request,
+grpc::Status StatusService::GetJob(grpc::ServerContext*, const kolo::v1::GetJobRequest* request,
                                    kolo::v1::JobDetail* response) {
   std::shared_ptr<Job> job = sources_.registry->Find(request->job_id());
   if (job == nullptr) {
@@ -128,8 +125,7 @@ grpc::Status StatusService::GetJob(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status StatusService::ListStalls(grpc::ServerContext*,
-                                       const kolo::v1::ListStallsRequest*,
+grpc::Status StatusService::ListStalls(grpc::ServerContext*, const kolo::v1::ListStallsRequest*,
                                        kolo::v1::ListStallsResponse* response) {
   absl::Time now = absl::Now();
   for (const auto& job : sources_.registry->Jobs()) {
@@ -140,8 +136,7 @@ grpc::Status StatusService::ListStalls(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status StatusService::GetMetrics(grpc::ServerContext*,
-                                       const kolo::v1::GetMetricsRequest*,
+grpc::Status StatusService::GetMetrics(grpc::ServerContext*, const kolo::v1::GetMetricsRequest*,
                                        kolo::v1::GetMetricsResponse* response) {
   response->set_text(sources_.metrics->Render());
   return grpc::Status::OK;
@@ -152,13 +147,11 @@ grpc::Status StatusService::StartTimeline(grpc::ServerContext*,
                                           kolo::v1::StartTimelineResponse*) {
   sources_.timeline->Start(request->max_events());
   spdlog::info("timeline recording started (at most {} events)",
-               request->max_events() == 0 ? Timeline::kDefaultMaxEvents
-                                          : request->max_events());
+               request->max_events() == 0 ? Timeline::kDefaultMaxEvents : request->max_events());
   return grpc::Status::OK;
 }
 
-grpc::Status StatusService::StopTimeline(grpc::ServerContext*,
-                                         const kolo::v1::StopTimelineRequest*,
+grpc::Status StatusService::StopTimeline(grpc::ServerContext*, const kolo::v1::StopTimelineRequest*,
                                          kolo::v1::StopTimelineResponse* response) {
   if (!sources_.timeline->recording()) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,

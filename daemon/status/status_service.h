@@ -52,8 +52,7 @@ class StatusService final : public kolo::v1::Status::Service {
                           kolo::v1::ListStallsResponse* response) override;
   grpc::Status GetMetrics(grpc::ServerContext*, const kolo::v1::GetMetricsRequest*,
                           kolo::v1::GetMetricsResponse* response) override;
-  grpc::Status StartTimeline(grpc::ServerContext*,
-                             const kolo::v1::StartTimelineRequest* request,
+  grpc::Status StartTimeline(grpc::ServerContext*, const kolo::v1::StartTimelineRequest* request,
                              kolo::v1::StartTimelineResponse*) override;
   grpc::Status StopTimeline(grpc::ServerContext*, const kolo::v1::StopTimelineRequest*,
                             kolo::v1::StopTimelineResponse* response) override;

@@ -10,10 +10,18 @@ std::string JsonString(const std::string& s) {
   std::string out = "\"";
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20) {
           char buf[8];
@@ -50,15 +58,14 @@ std::string Timeline::Stop(uint64_t* events, uint64_t* dropped) {
   for (const auto& [job, pid] : job_pids_) {
     comma();
     absl::StrAppend(&out, "{\"ph\":\"M\",\"pid\":", pid,
-                    ",\"name\":\"process_name\",\"args\":{\"name\":",
-                    JsonString("job " + job), "}}");
+                    ",\"name\":\"process_name\",\"args\":{\"name\":", JsonString("job " + job),
+                    "}}");
   }
   for (const Event& e : events_) {
     comma();
     absl::StrAppend(&out, "{\"ph\":\"", std::string(1, e.ph), "\",\"pid\":", e.pid,
-                    ",\"tid\":", e.tid, ",\"ts\":", e.ts_us, ",\"cat\":",
-                    JsonString(e.phase), ",\"name\":",
-                    JsonString(e.phase + " " + e.name));
+                    ",\"tid\":", e.tid, ",\"ts\":", e.ts_us, ",\"cat\":", JsonString(e.phase),
+                    ",\"name\":", JsonString(e.phase + " " + e.name));
     if (e.ph == 'X') absl::StrAppend(&out, ",\"dur\":", e.dur_us);
     if (e.ph == 'i') absl::StrAppend(&out, ",\"s\":\"t\"");
     absl::StrAppend(&out, ",\"args\":{\"tensor\":", JsonString(e.name),
@@ -93,18 +100,16 @@ void Timeline::Add(Event e, const std::string& job) {
   events_.push_back(std::move(e));
 }
 
-void Timeline::Span(const std::string& job, int rank, const std::string& name,
-                    const char* phase, absl::Time begin, absl::Time end,
-                    const std::string& args_json) {
+void Timeline::Span(const std::string& job, int rank, const std::string& name, const char* phase,
+                    absl::Time begin, absl::Time end, const std::string& args_json) {
   if (!recording()) return;
   Add(Event{0, rank, 'X', name, phase, absl::ToUnixMicros(begin),
             absl::ToInt64Microseconds(end - begin), args_json},
       job);
 }
 
-void Timeline::Instant(const std::string& job, int rank, const std::string& name,
-                       const char* phase, absl::Time at,
-                       const std::string& args_json) {
+void Timeline::Instant(const std::string& job, int rank, const std::string& name, const char* phase,
+                       absl::Time at, const std::string& args_json) {
   if (!recording()) return;
   Add(Event{0, rank, 'i', name, phase, absl::ToUnixMicros(at), 0, args_json}, job);
 }

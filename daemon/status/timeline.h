@@ -38,13 +38,11 @@ class Timeline {
   std::string Stop(uint64_t* events, uint64_t* dropped);
 
   // A span [begin, end) of `phase` for `name` on rank `rank` of `job`.
-  void Span(const std::string& job, int rank, const std::string& name,
-            const char* phase, absl::Time begin, absl::Time end,
-            const std::string& args_json = "");
+  void Span(const std::string& job, int rank, const std::string& name, const char* phase,
+            absl::Time begin, absl::Time end, const std::string& args_json = "");
   // An instant of `phase`.
-  void Instant(const std::string& job, int rank, const std::string& name,
-               const char* phase, absl::Time at,
-               const std::string& args_json = "");
+  void Instant(const std::string& job, int rank, const std::string& name, const char* phase,
+               absl::Time at, const std::string& args_json = "");
 
  private:
   struct Event {

@@ -49,9 +49,7 @@ double Num(const Struct& s, const std::string& key) {
   return it->second.number_value();
 }
 
-bool Has(const Struct& s, const std::string& key) {
-  return s.fields().count(key) > 0;
-}
+bool Has(const Struct& s, const std::string& key) { return s.fields().count(key) > 0; }
 
 TEST(TimelineTest, NothingIsRecordedWhileStopped) {
   Timeline timeline;

@@ -18,18 +18,13 @@ class InProcessFabric::Endpoint final : public Transport {
 
   int node() const override { return node_; }
   int nodes() const override { return fabric_->nodes(); }
-  absl::StatusOr<Ticket> PostSend(int peer, uint64_t tag, const void* data,
-                                  size_t bytes) override {
-    return fabric_->Post(node_, /*is_send=*/true, peer, tag, data, nullptr,
-                         bytes);
+  absl::StatusOr<Ticket> PostSend(int peer, uint64_t tag, const void* data, size_t bytes) override {
+    return fabric_->Post(node_, /*is_send=*/true, peer, tag, data, nullptr, bytes);
   }
-  absl::StatusOr<Ticket> PostRecv(int peer, uint64_t tag, void* data,
-                                  size_t bytes) override {
-    return fabric_->Post(node_, /*is_send=*/false, peer, tag, nullptr, data,
-                         bytes);
+  absl::StatusOr<Ticket> PostRecv(int peer, uint64_t tag, void* data, size_t bytes) override {
+    return fabric_->Post(node_, /*is_send=*/false, peer, tag, nullptr, data, bytes);
   }
-  absl::Status Wait(absl::Span<const Ticket> tickets,
-                    absl::Time deadline) override {
+  absl::Status Wait(absl::Span<const Ticket> tickets, absl::Time deadline) override {
     return fabric_->Wait(node_, tickets, deadline);
   }
   void Abort(const absl::Status& why) override { fabric_->Abort(node_, why); }
@@ -56,8 +51,7 @@ size_t InProcessFabric::outstanding() const {
   return n;
 }
 
-bool InProcessFabric::AwaitInFlight(absl::Span<const int> nodes,
-                                    absl::Time deadline) const {
+bool InProcessFabric::AwaitInFlight(absl::Span<const int> nodes, absl::Time deadline) const {
   auto in_flight = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
     for (int node : nodes) {
       bool any = false;
@@ -72,25 +66,21 @@ bool InProcessFabric::AwaitInFlight(absl::Span<const int> nodes,
   return mu_.AwaitWithDeadline(absl::Condition(&in_flight), deadline);
 }
 
-absl::StatusOr<Transport::Ticket> InProcessFabric::Post(int node, bool is_send,
-                                                        int peer, uint64_t tag,
-                                                        const void* src,
-                                                        void* dst,
+absl::StatusOr<Transport::Ticket> InProcessFabric::Post(int node, bool is_send, int peer,
+                                                        uint64_t tag, const void* src, void* dst,
                                                         size_t bytes) {
   const char* what = is_send ? "send" : "receive";
   if (peer < 0 || peer >= nodes() || peer == node) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("node %d: %s to/from node %d: not a peer (%d nodes)",
-                        node, what, peer, nodes()));
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "node %d: %s to/from node %d: not a peer (%d nodes)", node, what, peer, nodes()));
   }
   if (tag >= kTransportTagLimit) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("node %d: %s tag %#x uses more than %d bits", node,
-                        what, tag, kTransportTagBits));
+    return absl::InvalidArgumentError(absl::StrFormat("node %d: %s tag %#x uses more than %d bits",
+                                                      node, what, tag, kTransportTagBits));
   }
   if (bytes > 0 && (is_send ? src == nullptr : dst == nullptr)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "node %d: %s of %d bytes with a null buffer", node, what, bytes));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("node %d: %s of %d bytes with a null buffer", node, what, bytes));
   }
   absl::MutexLock lock(&mu_);
   NodeState& state = states_[node];
@@ -122,9 +112,9 @@ absl::StatusOr<Transport::Ticket> InProcessFabric::Post(int node, bool is_send,
   Op* recv = is_send ? other : op;
   send->done = recv->done = true;
   if (send->bytes != recv->bytes) {
-    recv->status = absl::InternalError(absl::StrFormat(
-        "node %d: receive from node %d tag %#x: got %d bytes, expected %d",
-        recv->node, recv->peer, tag, send->bytes, recv->bytes));
+    recv->status = absl::InternalError(
+        absl::StrFormat("node %d: receive from node %d tag %#x: got %d bytes, expected %d",
+                        recv->node, recv->peer, tag, send->bytes, recv->bytes));
   } else if (send->bytes > 0) {
     std::memcpy(recv->dst, send->src, send->bytes);
   }
@@ -133,8 +123,7 @@ absl::StatusOr<Transport::Ticket> InProcessFabric::Post(int node, bool is_send,
 
 void InProcessFabric::CancelLocked(Op& op, const absl::Status& status) {
   if (op.done) return;
-  const Key key = op.is_send ? Key{op.node, op.peer, op.tag}
-                             : Key{op.peer, op.node, op.tag};
+  const Key key = op.is_send ? Key{op.node, op.peer, op.tag} : Key{op.peer, op.node, op.tag};
   auto& queues = op.is_send ? unmatched_sends_ : unmatched_recvs_;
   auto it = queues.find(key);
   if (it != queues.end()) {
@@ -146,8 +135,7 @@ void InProcessFabric::CancelLocked(Op& op, const absl::Status& status) {
   op.status = status;
 }
 
-absl::Status InProcessFabric::Wait(int node,
-                                   absl::Span<const Transport::Ticket> tickets,
+absl::Status InProcessFabric::Wait(int node, absl::Span<const Transport::Ticket> tickets,
                                    absl::Time deadline) {
   absl::MutexLock lock(&mu_);
   NodeState& state = states_[node];
@@ -187,8 +175,7 @@ absl::Status InProcessFabric::Wait(int node,
   }
   if (late > 0 && result.ok()) {
     result = absl::DeadlineExceededError(absl::StrFormat(
-        "node %d: %d of %d transfers not complete by the deadline", node, late,
-        tickets.size()));
+        "node %d: %d of %d transfers not complete by the deadline", node, late, tickets.size()));
   }
   for (Transport::Ticket t : tickets) state.ops.erase(t);
   return result;
@@ -198,8 +185,7 @@ void InProcessFabric::Abort(int node, const absl::Status& why) {
   absl::MutexLock lock(&mu_);
   NodeState& state = states_[node];
   if (!state.aborted.ok()) return;
-  state.aborted =
-      AbortedTransferStatus(why.ok() ? absl::AbortedError("aborted") : why);
+  state.aborted = AbortedTransferStatus(why.ok() ? absl::AbortedError("aborted") : why);
   for (auto& [ticket, op] : state.ops) CancelLocked(*op, state.aborted);
 }
 
@@ -223,7 +209,8 @@ class InProcessJobTransport final : public JobTransport {
       if (!absl::StartsWith(a, kAddressPrefix) ||
           !absl::SimpleAtoi(a.substr(kAddressPrefix.size()), &n) || n < 0 ||
           n >= fabric_->nodes()) {
-        return absl::InvalidArgumentError(absl::StrCat("in-process transport: bad address \"", a, "\""));
+        return absl::InvalidArgumentError(
+            absl::StrCat("in-process transport: bad address \"", a, "\""));
       }
       nodes.push_back(n);
     }
@@ -237,8 +224,7 @@ class InProcessJobTransport final : public JobTransport {
   }
   int node() const override { return self_; }
   int nodes() const override { return static_cast<int>(fabric_nodes_.size()); }
-  absl::StatusOr<Ticket> PostSend(int peer, uint64_t tag, const void* data,
-                                  size_t bytes) override {
+  absl::StatusOr<Ticket> PostSend(int peer, uint64_t tag, const void* data, size_t bytes) override {
     if (absl::Status s = CheckPeer(peer); !s.ok()) return s;
     return endpoint().PostSend(fabric_nodes_[peer], tag, data, bytes);
   }

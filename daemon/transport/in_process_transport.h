@@ -70,22 +70,17 @@ class InProcessFabric {
   // (source node, destination node, tag).
   using Key = std::tuple<int, int, uint64_t>;
 
-  absl::StatusOr<Transport::Ticket> Post(int node, bool is_send, int peer,
-                                         uint64_t tag, const void* src,
-                                         void* dst, size_t bytes);
-  absl::Status Wait(int node, absl::Span<const Transport::Ticket> tickets,
-                    absl::Time deadline);
+  absl::StatusOr<Transport::Ticket> Post(int node, bool is_send, int peer, uint64_t tag,
+                                         const void* src, void* dst, size_t bytes);
+  absl::Status Wait(int node, absl::Span<const Transport::Ticket> tickets, absl::Time deadline);
   void Abort(int node, const absl::Status& why);
   // Withdraws an unmatched op from its queue and completes it with `status`.
-  void CancelLocked(Op& op, const absl::Status& status)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CancelLocked(Op& op, const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
   std::vector<NodeState> states_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<Key, std::deque<Op*>> unmatched_sends_
-      ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<Key, std::deque<Op*>> unmatched_recvs_
-      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<Key, std::deque<Op*>> unmatched_sends_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<Key, std::deque<Op*>> unmatched_recvs_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<Endpoint>> endpoints_;  // fixed after ctor
 };
 

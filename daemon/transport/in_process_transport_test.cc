@@ -49,8 +49,7 @@ TEST(InProcessFabricTest, ZeroBytesAndSizeMismatch) {
   char buf[8];
   s = fabric.endpoint(0).PostSend(1, 2, "abc", 3);
   r = fabric.endpoint(1).PostRecv(0, 2, buf, 8);
-  EXPECT_EQ(fabric.endpoint(1).Wait({*r}, Later()).code(),
-            absl::StatusCode::kInternal);
+  EXPECT_EQ(fabric.endpoint(1).Wait({*r}, Later()).code(), absl::StatusCode::kInternal);
   EXPECT_TRUE(fabric.endpoint(0).Wait({*s}, Later()).ok());
 }
 
@@ -61,11 +60,9 @@ TEST(InProcessFabricTest, RejectsBadPeerTagAndTicket) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(fabric.endpoint(0).PostSend(2, 1, &b, 1).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(
-      fabric.endpoint(0).PostSend(1, kTransportTagLimit, &b, 1).status().code(),
-      absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(fabric.endpoint(0).Wait({42}, Later()).code(),
+  EXPECT_EQ(fabric.endpoint(0).PostSend(1, kTransportTagLimit, &b, 1).status().code(),
             absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(fabric.endpoint(0).Wait({42}, Later()).code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(InProcessFabricTest, DeadlineCancelsAndRetires) {
@@ -73,9 +70,7 @@ TEST(InProcessFabricTest, DeadlineCancelsAndRetires) {
   char b[4];
   auto r = fabric.endpoint(0).PostRecv(1, 9, b, 4);
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(fabric.endpoint(0)
-                .Wait({*r}, absl::Now() + absl::Milliseconds(20))
-                .code(),
+  EXPECT_EQ(fabric.endpoint(0).Wait({*r}, absl::Now() + absl::Milliseconds(20)).code(),
             absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(fabric.outstanding(), 0u);
   // The cancelled receive no longer matches: this send waits for a new one.
@@ -92,16 +87,14 @@ TEST(InProcessFabricTest, AbortFailsPendingAndFutureTransfers) {
   auto r = fabric.endpoint(0).PostRecv(1, 9, b, 4);
   ASSERT_TRUE(r.ok());
   absl::Status waited;
-  std::thread waiter(
-      [&] { waited = fabric.endpoint(0).Wait({*r}, absl::InfiniteFuture()); });
+  std::thread waiter([&] { waited = fabric.endpoint(0).Wait({*r}, absl::InfiniteFuture()); });
   const int node0[] = {0};
   ASSERT_TRUE(fabric.AwaitInFlight(node0, Later()));
   fabric.endpoint(0).Abort(absl::UnavailableError("node 1 is gone"));
   waiter.join();
   EXPECT_EQ(waited.code(), absl::StatusCode::kAborted);
   EXPECT_NE(waited.message().find("node 1 is gone"), std::string::npos);
-  EXPECT_EQ(fabric.endpoint(0).PostSend(1, 1, b, 4).status().code(),
-            absl::StatusCode::kAborted);
+  EXPECT_EQ(fabric.endpoint(0).PostSend(1, 1, b, 4).status().code(), absl::StatusCode::kAborted);
   EXPECT_EQ(fabric.outstanding(), 0u);
 }
 

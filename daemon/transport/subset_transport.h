@@ -20,10 +20,8 @@ namespace kolo::daemon {
 class SubsetTransport : public Transport {
  public:
   // `nodes`: base node indices, ascending, including base.node().
-  SubsetTransport(Transport& base, std::vector<int> nodes)
-      : base_(base), nodes_(std::move(nodes)) {
-    me_ = static_cast<int>(std::find(nodes_.begin(), nodes_.end(), base_.node()) -
-                           nodes_.begin());
+  SubsetTransport(Transport& base, std::vector<int> nodes) : base_(base), nodes_(std::move(nodes)) {
+    me_ = static_cast<int>(std::find(nodes_.begin(), nodes_.end(), base_.node()) - nodes_.begin());
   }
 
   // Whether this node is one of the subset's.
@@ -31,8 +29,7 @@ class SubsetTransport : public Transport {
 
   int node() const override { return me_; }
   int nodes() const override { return static_cast<int>(nodes_.size()); }
-  absl::StatusOr<Ticket> PostSend(int peer, uint64_t tag, const void* data,
-                                  size_t bytes) override {
+  absl::StatusOr<Ticket> PostSend(int peer, uint64_t tag, const void* data, size_t bytes) override {
     if (peer < 0 || peer >= nodes()) return OutOfRange(peer);
     return base_.PostSend(nodes_[peer], tag, data, bytes);
   }

@@ -53,14 +53,12 @@ class Transport {
   // Posts a send of `bytes` to `peer` under `tag` (the buffer must stay valid
   // until Wait returns) / a receive of exactly `bytes` from `peer` under
   // `tag`.
-  virtual absl::StatusOr<Ticket> PostSend(int peer, uint64_t tag,
-                                          const void* data, size_t bytes) = 0;
-  virtual absl::StatusOr<Ticket> PostRecv(int peer, uint64_t tag, void* data,
+  virtual absl::StatusOr<Ticket> PostSend(int peer, uint64_t tag, const void* data,
                                           size_t bytes) = 0;
+  virtual absl::StatusOr<Ticket> PostRecv(int peer, uint64_t tag, void* data, size_t bytes) = 0;
   // Waits for every ticket; the first error, ABORTED after Abort(),
   // DEADLINE_EXCEEDED at `deadline` (then the tickets are cancelled).
-  virtual absl::Status Wait(absl::Span<const Ticket> tickets,
-                            absl::Time deadline) = 0;
+  virtual absl::Status Wait(absl::Span<const Ticket> tickets, absl::Time deadline) = 0;
   // Fails every pending and future transfer with `why` (e.g. a peer died).
   // Transfers then fail with ABORTED carrying `why`'s message. Thread-safe.
   virtual void Abort(const absl::Status& why) = 0;

@@ -7,12 +7,11 @@ namespace kolo::daemon {
 
 absl::StatusOr<UcxContext> UcxContext::Create() {
   ucp_config_t* config = nullptr;
-  absl::Status s = UcsToStatus(ucp_config_read(nullptr, nullptr, &config),
-                               "read UCX configuration");
+  absl::Status s =
+      UcsToStatus(ucp_config_read(nullptr, nullptr, &config), "read UCX configuration");
   if (!s.ok()) return s;
   ucp_params_t params = {};
-  params.field_mask =
-      UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
   params.mt_workers_shared = 0;
   UcxContext c;
@@ -31,8 +30,7 @@ absl::StatusOr<UcxWorker> UcxWorker::Create(ucp_context_h context) {
   params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   params.thread_mode = UCS_THREAD_MODE_SINGLE;
   UcxWorker w;
-  absl::Status s = UcsToStatus(ucp_worker_create(context, &params, &w.h_),
-                               "create UCX worker");
+  absl::Status s = UcsToStatus(ucp_worker_create(context, &params, &w.h_), "create UCX worker");
   if (!s.ok()) return s;
   return w;
 }

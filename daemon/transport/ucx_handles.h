@@ -58,8 +58,7 @@ class UcxEndpoint {
  public:
   UcxEndpoint() = default;
   UcxEndpoint(ucp_worker_h worker, ucp_ep_h ep) : worker_(worker), ep_(ep) {}
-  UcxEndpoint(UcxEndpoint&& o) noexcept
-      : worker_(o.worker_), ep_(std::exchange(o.ep_, nullptr)) {}
+  UcxEndpoint(UcxEndpoint&& o) noexcept : worker_(o.worker_), ep_(std::exchange(o.ep_, nullptr)) {}
   UcxEndpoint& operator=(UcxEndpoint&& o) noexcept {
     std::swap(worker_, o.worker_);
     std::swap(ep_, o.ep_);

@@ -5,16 +5,15 @@
 
 namespace kolo::daemon {
 
-absl::StatusOr<UcxLoopbackCluster> UcxLoopbackCluster::Create(
-    int nodes, const UcxOptions& options) {
+absl::StatusOr<UcxLoopbackCluster> UcxLoopbackCluster::Create(int nodes,
+                                                              const UcxOptions& options) {
   // UCX 1.13 cannot connect two workers with shared-memory transports alone;
   // tcp over loopback always works.
   ::setenv("UCX_TLS", "tcp", /*overwrite=*/0);
   UcxLoopbackCluster cluster;
   std::vector<std::string> addresses;
   for (int i = 0; i < nodes; ++i) {
-    absl::StatusOr<std::unique_ptr<UcxTransport>> t =
-        UcxTransport::Create(options);
+    absl::StatusOr<std::unique_ptr<UcxTransport>> t = UcxTransport::Create(options);
     if (!t.ok()) return t.status();
     addresses.push_back((*t)->worker_address());
     cluster.transports_.push_back(std::move(*t));

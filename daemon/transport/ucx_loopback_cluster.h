@@ -19,8 +19,8 @@ class UcxLoopbackCluster {
   // Sets UCX_TLS=tcp in this process's environment unless it is set already
   // (UCX reads it when a context is created), then creates and connects
   // `nodes` transports.
-  static absl::StatusOr<UcxLoopbackCluster> Create(
-      int nodes, const UcxOptions& options = UcxOptions());
+  static absl::StatusOr<UcxLoopbackCluster> Create(int nodes,
+                                                   const UcxOptions& options = UcxOptions());
 
   int nodes() const { return static_cast<int>(transports_.size()); }
   UcxTransport& node(int i) { return *transports_.at(i); }

@@ -49,10 +49,9 @@ absl::StatusCode CodeFor(ucs_status_t s) {
 
 absl::Status UcsToStatus(ucs_status_t status, absl::string_view what) {
   if (status == UCS_OK || status == UCS_INPROGRESS) return absl::OkStatus();
-  return absl::Status(
-      CodeFor(status),
-      absl::StrFormat("%s: %s (UCX %d)", what, ucs_status_string(status),
-                      static_cast<int>(status)));
+  return absl::Status(CodeFor(status),
+                      absl::StrFormat("%s: %s (UCX %d)", what, ucs_status_string(status),
+                                      static_cast<int>(status)));
 }
 
 }  // namespace kolo::daemon

@@ -54,9 +54,8 @@ struct UcxTransport::Op {
   absl::Status verdict;  // set when Kolo failed or cancelled the op itself
 
   std::string Describe() const {
-    return absl::StrFormat(
-        "node %d: %s node %d (tag %#x, %d bytes)", transport->node(),
-        is_send ? "send to" : "receive from", peer, tag, bytes);
+    return absl::StrFormat("node %d: %s node %d (tag %#x, %d bytes)", transport->node(),
+                           is_send ? "send to" : "receive from", peer, tag, bytes);
   }
 };
 
@@ -68,8 +67,7 @@ struct UcxTransport::Peer {
   absl::Status failure;  // non-OK once the link is closed
 };
 
-absl::StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(
-    const UcxOptions& options) {
+absl::StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(const UcxOptions& options) {
   absl::StatusOr<UcxContext> context = UcxContext::Create();
   if (!context.ok()) return context.status();
   absl::StatusOr<UcxWorker> worker = UcxWorker::Create(context->get());
@@ -77,28 +75,25 @@ absl::StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(
 
   ucp_address_t* address = nullptr;
   size_t length = 0;
-  absl::Status s =
-      UcsToStatus(ucp_worker_get_address(worker->get(), &address, &length),
-                  "get UCX worker address");
+  absl::Status s = UcsToStatus(ucp_worker_get_address(worker->get(), &address, &length),
+                               "get UCX worker address");
   if (!s.ok()) return s;
   std::string address_bytes(reinterpret_cast<const char*>(address), length);
   ucp_worker_release_address(worker->get(), address);
 
   int worker_fd = -1;
-  s = UcsToStatus(ucp_worker_get_efd(worker->get(), &worker_fd),
-                  "get UCX worker event fd");
+  s = UcsToStatus(ucp_worker_get_efd(worker->get(), &worker_fd), "get UCX worker event fd");
   if (!s.ok()) return s;
   UniqueFd wake_fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!wake_fd.valid()) return ErrnoToStatus(errno, "eventfd for UCX worker");
 
-  return std::unique_ptr<UcxTransport>(new UcxTransport(
-      options, std::move(*context), std::move(*worker),
-      std::move(address_bytes), std::move(wake_fd), worker_fd));
+  return std::unique_ptr<UcxTransport>(
+      new UcxTransport(options, std::move(*context), std::move(*worker), std::move(address_bytes),
+                       std::move(wake_fd), worker_fd));
 }
 
-UcxTransport::UcxTransport(const UcxOptions& options, UcxContext context,
-                           UcxWorker worker, std::string address,
-                           UniqueFd wake_fd, int worker_fd)
+UcxTransport::UcxTransport(const UcxOptions& options, UcxContext context, UcxWorker worker,
+                           std::string address, UniqueFd wake_fd, int worker_fd)
     : options_(options),
       context_(std::move(context)),
       worker_(std::move(worker)),
@@ -120,13 +115,11 @@ UcxTransport::~UcxTransport() {
   peers_.clear();
 }
 
-absl::Status UcxTransport::Connect(std::vector<std::string> peer_addresses,
-                                   int self) {
+absl::Status UcxTransport::Connect(std::vector<std::string> peer_addresses, int self) {
   const int n = static_cast<int>(peer_addresses.size());
   if (n < 1 || n > kMaxNodes || self < 0 || self >= n) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("UCX connect: node %d of %d nodes (1 to %d nodes)",
-                        self, n, kMaxNodes));
+        absl::StrFormat("UCX connect: node %d of %d nodes (1 to %d nodes)", self, n, kMaxNodes));
   }
   {
     absl::MutexLock lock(&mu_);
@@ -142,18 +135,16 @@ absl::Status UcxTransport::Connect(std::vector<std::string> peer_addresses,
     peers[p]->transport = this;
     peers[p]->node = p;
     ucp_ep_params_t params = {};
-    params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
-                        UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+    params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                         UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    params.address =
-        reinterpret_cast<const ucp_address_t*>(peer_addresses[p].data());
+    params.address = reinterpret_cast<const ucp_address_t*>(peer_addresses[p].data());
     params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
     params.err_handler.cb = &UcxTransport::OnEndpointError;
     params.err_handler.arg = peers[p].get();
     ucp_ep_h ep = nullptr;
-    absl::Status s = UcsToStatus(
-        ucp_ep_create(worker_.get(), &params, &ep),
-        absl::StrFormat("node %d: create UCX endpoint to node %d", self, p));
+    absl::Status s =
+        UcsToStatus(ucp_ep_create(worker_.get(), &params, &ep),
+                    absl::StrFormat("node %d: create UCX endpoint to node %d", self, p));
     if (!s.ok()) return s;  // `peers` closes the endpoints made so far
     peers[p]->ep = UcxEndpoint(worker_.get(), ep);
   }
@@ -168,8 +159,7 @@ absl::Status UcxTransport::Connect(std::vector<std::string> peer_addresses,
   return absl::OkStatus();
 }
 
-absl::StatusOr<Transport::Ticket> UcxTransport::PostSend(int peer, uint64_t tag,
-                                                         const void* data,
+absl::StatusOr<Transport::Ticket> UcxTransport::PostSend(int peer, uint64_t tag, const void* data,
                                                          size_t bytes) {
   auto op = std::make_unique<Op>();
   op->is_send = true;
@@ -181,8 +171,7 @@ absl::StatusOr<Transport::Ticket> UcxTransport::PostSend(int peer, uint64_t tag,
   return Post(std::move(op));
 }
 
-absl::StatusOr<Transport::Ticket> UcxTransport::PostRecv(int peer, uint64_t tag,
-                                                         void* data,
+absl::StatusOr<Transport::Ticket> UcxTransport::PostRecv(int peer, uint64_t tag, void* data,
                                                          size_t bytes) {
   auto op = std::make_unique<Op>();
   op->peer = peer;
@@ -197,31 +186,28 @@ absl::StatusOr<Transport::Ticket> UcxTransport::Post(std::unique_ptr<Op> op) {
   const char* what = op->is_send ? "send to" : "receive from";
   const int self = node();
   if (nodes() == 0) {
-    return absl::FailedPreconditionError(
-        "UCX transport: transfer posted before Connect");
+    return absl::FailedPreconditionError("UCX transport: transfer posted before Connect");
   }
   if (op->peer < 0 || op->peer >= nodes() || op->peer == self) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("node %d: %s node %d: not a peer (%d nodes)", self,
-                        what, op->peer, nodes()));
+    return absl::InvalidArgumentError(absl::StrFormat("node %d: %s node %d: not a peer (%d nodes)",
+                                                      self, what, op->peer, nodes()));
   }
   if (op->tag >= kTransportTagLimit) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("node %d: %s node %d: tag %#x uses more than %d bits",
-                        self, what, op->peer, op->tag, kTransportTagBits));
+        absl::StrFormat("node %d: %s node %d: tag %#x uses more than %d bits", self, what, op->peer,
+                        op->tag, kTransportTagBits));
   }
   if (op->bytes > 0 && op->data == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("node %d: %s node %d: null buffer for %d bytes", self,
-                        what, op->peer, op->bytes));
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "node %d: %s node %d: null buffer for %d bytes", self, what, op->peer, op->bytes));
   }
   Ticket ticket;
   {
     absl::MutexLock lock(&mu_);
     if (!abort_status_.ok()) return abort_status_;
     if (!connected_ || stopping_) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "node %d: UCX transport not connected or shutting down", self));
+      return absl::FailedPreconditionError(
+          absl::StrFormat("node %d: UCX transport not connected or shutting down", self));
     }
     ticket = next_ticket_++;
     op->ticket = ticket;
@@ -232,8 +218,7 @@ absl::StatusOr<Transport::Ticket> UcxTransport::Post(std::unique_ptr<Op> op) {
   return ticket;
 }
 
-absl::Status UcxTransport::Wait(absl::Span<const Ticket> tickets,
-                                absl::Time deadline) {
+absl::Status UcxTransport::Wait(absl::Span<const Ticket> tickets, absl::Time deadline) {
   absl::MutexLock lock(&mu_);
   for (Ticket t : tickets) {
     if (!tickets_.contains(t)) {
@@ -263,11 +248,10 @@ absl::Status UcxTransport::Wait(absl::Span<const Ticket> tickets,
   if (!all_done()) {
     // Withdraw the rest, and wait until UCX has let go of their buffers.
     size_t late = 0;
-    const absl::Status why =
-        result.ok()
-            ? absl::DeadlineExceededError(absl::StrFormat(
-                  "node %d: transfer not complete by the deadline", node()))
-            : absl::CancelledError("cancelled: another transfer failed");
+    const absl::Status why = result.ok()
+                                 ? absl::DeadlineExceededError(absl::StrFormat(
+                                       "node %d: transfer not complete by the deadline", node()))
+                                 : absl::CancelledError("cancelled: another transfer failed");
     for (Ticket t : tickets) {
       if (!tickets_.at(t).done) {
         ++late;
@@ -275,8 +259,7 @@ absl::Status UcxTransport::Wait(absl::Span<const Ticket> tickets,
       }
     }
     Wake();
-    if (!mu_.AwaitWithDeadline(absl::Condition(&all_done),
-                               absl::Now() + kRetireGrace)) {
+    if (!mu_.AwaitWithDeadline(absl::Condition(&all_done), absl::Now() + kRetireGrace)) {
       std::fprintf(stderr,
                    "kolo: node %d: UCX did not release cancelled transfers "
                    "within %s; their buffers may still be written\n",
@@ -284,9 +267,9 @@ absl::Status UcxTransport::Wait(absl::Span<const Ticket> tickets,
       std::abort();
     }
     if (result.ok()) {
-      result = absl::DeadlineExceededError(absl::StrFormat(
-          "node %d: %d of %d transfers not complete by the deadline", node(),
-          late, tickets.size()));
+      result = absl::DeadlineExceededError(
+          absl::StrFormat("node %d: %d of %d transfers not complete by the deadline", node(), late,
+                          tickets.size()));
     }
   }
   for (Ticket t : tickets) tickets_.erase(t);
@@ -297,8 +280,7 @@ void UcxTransport::Abort(const absl::Status& why) {
   {
     absl::MutexLock lock(&mu_);
     if (!abort_status_.ok()) return;
-    abort_status_ =
-        AbortedTransferStatus(why.ok() ? absl::AbortedError("aborted") : why);
+    abort_status_ = AbortedTransferStatus(why.ok() ? absl::AbortedError("aborted") : why);
   }
   Wake();
 }
@@ -345,8 +327,7 @@ void UcxTransport::Run() {
       busy = true;
     }
     for (const auto& [ticket, why] : cancellations) Cancel(ticket, why);
-    for (int i = 0; i < kProgressBurst && ucp_worker_progress(worker_.get());
-         ++i) {
+    for (int i = 0; i < kProgressBurst && ucp_worker_progress(worker_.get()); ++i) {
       busy = true;
     }
     HandleEndpointErrors();
@@ -361,8 +342,7 @@ void UcxTransport::Run() {
       // against UCX never calling back.
       if (in_flight_.empty() || absl::Now() >= stop_deadline) break;
       if (fail_all_status_.ok()) {
-        FailAll(absl::AbortedError(
-            absl::StrFormat("node %d: UCX transport destroyed", node())));
+        FailAll(absl::AbortedError(absl::StrFormat("node %d: UCX transport destroyed", node())));
       }
       continue;
     }
@@ -388,9 +368,7 @@ void UcxTransport::Sleep() {
                    {.fd = worker_fd_, .events = POLLIN, .revents = 0}};
   // Should arming ever fail otherwise, poll the worker every millisecond
   // rather than spin.
-  const int timeout_ms = armed != UCS_OK      ? 1
-                         : in_flight_.empty() ? -1
-                                              : kInFlightSleepMs;
+  const int timeout_ms = armed != UCS_OK ? 1 : in_flight_.empty() ? -1 : kInFlightSleepMs;
   ::poll(fds, armed == UCS_OK ? 2 : 1, timeout_ms);
   if (fds[0].revents & POLLIN) {
     uint64_t count;
@@ -414,22 +392,19 @@ void UcxTransport::Start(std::unique_ptr<Op> owned) {
   void* data = op->data != nullptr ? op->data : &zero_byte_buffer;
 
   ucp_request_param_t param = {};
-  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
-                       UCP_OP_ATTR_FIELD_USER_DATA |
-                       UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  param.op_attr_mask =
+      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
   param.user_data = op;
   ucs_status_ptr_t request;
   if (op->is_send) {
     param.cb.send = &UcxTransport::OnSendDone;
-    request = ucp_tag_send_nbx(peer->ep.get(), data, op->bytes,
-                               WireTag(node(), op->tag), &param);
+    request = ucp_tag_send_nbx(peer->ep.get(), data, op->bytes, WireTag(node(), op->tag), &param);
   } else {
     param.op_attr_mask |= UCP_OP_ATTR_FIELD_RECV_INFO;
     param.recv_info.tag_info = &op->info;
     param.cb.recv = &UcxTransport::OnRecvDone;
-    request =
-        ucp_tag_recv_nbx(worker_.get(), data, op->bytes,
-                         WireTag(op->peer, op->tag), kFullTagMask, &param);
+    request = ucp_tag_recv_nbx(worker_.get(), data, op->bytes, WireTag(op->peer, op->tag),
+                               kFullTagMask, &param);
   }
   if (UCS_PTR_IS_ERR(request)) {
     op->completed = true;
@@ -445,8 +420,7 @@ void UcxTransport::Start(std::unique_ptr<Op> owned) {
   }
 }
 
-void UcxTransport::OnSendDone(void* /*request*/, ucs_status_t status,
-                              void* user_data) {
+void UcxTransport::OnSendDone(void* /*request*/, ucs_status_t status, void* user_data) {
   Op* op = static_cast<Op*>(user_data);
   op->completed = true;
   op->ucs = status;
@@ -454,8 +428,7 @@ void UcxTransport::OnSendDone(void* /*request*/, ucs_status_t status,
 }
 
 void UcxTransport::OnRecvDone(void* /*request*/, ucs_status_t status,
-                              const ucp_tag_recv_info_t* info,
-                              void* user_data) {
+                              const ucp_tag_recv_info_t* info, void* user_data) {
   Op* op = static_cast<Op*>(user_data);
   op->completed = true;
   op->ucs = status;
@@ -463,8 +436,7 @@ void UcxTransport::OnRecvDone(void* /*request*/, ucs_status_t status,
   op->transport->completed_.push_back(op);
 }
 
-void UcxTransport::OnEndpointError(void* arg, ucp_ep_h /*ep*/,
-                                   ucs_status_t status) {
+void UcxTransport::OnEndpointError(void* arg, ucp_ep_h /*ep*/, ucs_status_t status) {
   Peer* peer = static_cast<Peer*>(arg);
   peer->transport->endpoint_errors_.emplace_back(peer->node, status);
 }
@@ -477,10 +449,9 @@ void UcxTransport::HandleEndpointErrors() {
   {
     absl::MutexLock lock(&mu_);
     if (abort_status_.ok()) {
-      abort_status_ = AbortedTransferStatus(
-          UcsToStatus(errors.front().second,
-                      absl::StrFormat("node %d: connection to node %d failed",
-                                      node(), errors.front().first)));
+      abort_status_ = AbortedTransferStatus(UcsToStatus(
+          errors.front().second,
+          absl::StrFormat("node %d: connection to node %d failed", node(), errors.front().first)));
     }
     abort = abort_status_;
   }
@@ -501,10 +472,9 @@ void UcxTransport::Cancel(Ticket ticket, const absl::Status& why) {
     if (op->completed) return;
   }
   FailPeer(op->peer,
-           absl::Status(why.code(),
-                        absl::StrFormat("node %d: link to node %d closed after "
-                                        "a transfer with it was withdrawn (%s)",
-                                        node(), op->peer, why.message())));
+           absl::Status(why.code(), absl::StrFormat("node %d: link to node %d closed after "
+                                                    "a transfer with it was withdrawn (%s)",
+                                                    node(), op->peer, why.message())));
 }
 
 void UcxTransport::FailPeer(int node, const absl::Status& why) {
@@ -555,8 +525,8 @@ void UcxTransport::Retire() {
     } else if (op->ucs != UCS_OK) {
       status = UcsToStatus(op->ucs, op->Describe());
     } else if (!op->is_send && op->received != op->bytes) {
-      status = absl::InternalError(
-          absl::StrFormat("%s: got %d bytes", op->Describe(), op->received));
+      status =
+          absl::InternalError(absl::StrFormat("%s: got %d bytes", op->Describe(), op->received));
     }
     if (op->request != nullptr) ucp_request_free(op->request);
     results.emplace_back(op->ticket, std::move(status));
@@ -566,8 +536,7 @@ void UcxTransport::Retire() {
   absl::MutexLock lock(&mu_);
   for (auto& [ticket, status] : results) {
     auto it = tickets_.find(ticket);
-    if (it == tickets_.end())
-      continue;  // cannot happen: Wait erases after done
+    if (it == tickets_.end()) continue;  // cannot happen: Wait erases after done
     it->second.done = true;
     it->second.status = std::move(status);
   }

@@ -68,8 +68,7 @@ class UcxTransport final : public JobTransport {
  public:
   // Reads UCX's configuration from the environment (UCX_TLS is honoured; with
   // UCX 1.13 keep "tcp" in it) and creates the context and worker.
-  static absl::StatusOr<std::unique_ptr<UcxTransport>> Create(
-      const UcxOptions& options);
+  static absl::StatusOr<std::unique_ptr<UcxTransport>> Create(const UcxOptions& options);
   UcxTransport(const UcxTransport&) = delete;
   UcxTransport& operator=(const UcxTransport&) = delete;
   // Stops the progress thread and closes the endpoints (flushing them unless
@@ -87,12 +86,9 @@ class UcxTransport final : public JobTransport {
 
   int node() const override { return node_.load(std::memory_order_acquire); }
   int nodes() const override { return nodes_.load(std::memory_order_acquire); }
-  absl::StatusOr<Ticket> PostSend(int peer, uint64_t tag, const void* data,
-                                  size_t bytes) override;
-  absl::StatusOr<Ticket> PostRecv(int peer, uint64_t tag, void* data,
-                                  size_t bytes) override;
-  absl::Status Wait(absl::Span<const Ticket> tickets,
-                    absl::Time deadline) override;
+  absl::StatusOr<Ticket> PostSend(int peer, uint64_t tag, const void* data, size_t bytes) override;
+  absl::StatusOr<Ticket> PostRecv(int peer, uint64_t tag, void* data, size_t bytes) override;
+  absl::Status Wait(absl::Span<const Ticket> tickets, absl::Time deadline) override;
   void Abort(const absl::Status& why) override;
 
  private:
@@ -103,8 +99,8 @@ class UcxTransport final : public JobTransport {
     absl::Status status;
   };
 
-  UcxTransport(const UcxOptions& options, UcxContext context, UcxWorker worker,
-               std::string address, UniqueFd wake_fd, int worker_fd);
+  UcxTransport(const UcxOptions& options, UcxContext context, UcxWorker worker, std::string address,
+               UniqueFd wake_fd, int worker_fd);
 
   absl::StatusOr<Ticket> Post(std::unique_ptr<Op> op);
   void Wake();
@@ -120,8 +116,8 @@ class UcxTransport final : public JobTransport {
   void Sleep();
   void CloseEndpoints();
   static void OnSendDone(void* request, ucs_status_t status, void* user_data);
-  static void OnRecvDone(void* request, ucs_status_t status,
-                         const ucp_tag_recv_info_t* info, void* user_data);
+  static void OnRecvDone(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info,
+                         void* user_data);
   static void OnEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status);
 
   const UcxOptions options_;
@@ -135,11 +131,11 @@ class UcxTransport final : public JobTransport {
   // about outlive the worker.
   UcxContext context_;
   absl::flat_hash_map<Ticket, std::unique_ptr<Op>> in_flight_;
-  std::vector<Op*> completed_;  // filled by UCX callbacks
+  std::vector<Op*> completed_;                                 // filled by UCX callbacks
   std::vector<std::pair<int, ucs_status_t>> endpoint_errors_;  // likewise
   UcxWorker worker_;
   std::vector<std::unique_ptr<Peer>> peers_;  // index = node; null for self
-  absl::Status fail_all_status_;  // non-OK once every link was failed
+  absl::Status fail_all_status_;              // non-OK once every link was failed
 
   const std::string worker_address_;
   const UniqueFd wake_fd_;  // eventfd: new work for the progress thread
@@ -153,8 +149,7 @@ class UcxTransport final : public JobTransport {
   Ticket next_ticket_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<Ticket, TicketState> tickets_ ABSL_GUARDED_BY(mu_);
   std::deque<std::unique_ptr<Op>> submissions_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::pair<Ticket, absl::Status>> cancellations_
-      ABSL_GUARDED_BY(mu_);
+  std::vector<std::pair<Ticket, absl::Status>> cancellations_ ABSL_GUARDED_BY(mu_);
 
   std::thread progress_thread_;  // last: started by Connect, joined first
 };

@@ -23,8 +23,7 @@ UcxLoopbackCluster MakeCluster(int n) {
 }
 
 // Sends `out` from a to b under `tag` and checks it arrives intact.
-void PingOnce(Transport& a, Transport& b, uint64_t tag,
-              const std::vector<char>& out) {
+void PingOnce(Transport& a, Transport& b, uint64_t tag, const std::vector<char>& out) {
   std::vector<char> in(out.size(), 0);
   auto r = b.PostRecv(a.node(), tag, in.data(), in.size());
   auto s = a.PostSend(b.node(), tag, out.data(), out.size());
@@ -76,18 +75,14 @@ TEST(UcxTransportTest, MatchesOnPeerAndTag) {
 TEST(UcxTransportTest, RejectsBadArguments) {
   UcxLoopbackCluster c = MakeCluster(2);
   char b = 0;
-  EXPECT_EQ(c.node(0).PostSend(0, 1, &b, 1).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(c.node(0).PostSend(5, 1, &b, 1).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.node(0).PostSend(0, 1, &b, 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.node(0).PostSend(5, 1, &b, 1).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(c.node(0).PostRecv(1, kTransportTagLimit, &b, 1).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(c.node(0).PostRecv(1, 1, nullptr, 1).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(c.node(0).Wait({77}, Later()).code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(c.node(0).Connect({"a", "b"}, 0).code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(c.node(0).Wait({77}, Later()).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.node(0).Connect({"a", "b"}, 0).code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(UcxTransportTest, SizeMismatchFailsTheReceive) {
@@ -123,15 +118,12 @@ TEST(UcxTransportTest, AbortFailsPendingAndFutureTransfers) {
   auto s = c.node(0).PostSend(1, 5, b.data(), b.size());
   ASSERT_TRUE(r.ok() && s.ok());
   absl::Status waited;
-  std::thread waiter([&] {
-    waited = c.node(0).Wait({*r, *s}, absl::Now() + absl::Seconds(60));
-  });
+  std::thread waiter([&] { waited = c.node(0).Wait({*r, *s}, absl::Now() + absl::Seconds(60)); });
   c.node(0).Abort(absl::UnavailableError("node 1 went away"));
   waiter.join();
   EXPECT_EQ(waited.code(), absl::StatusCode::kAborted) << waited;
   EXPECT_NE(waited.message().find("node 1 went away"), std::string::npos);
-  EXPECT_EQ(c.node(0).PostSend(1, 1, b.data(), 1).status().code(),
-            absl::StatusCode::kAborted);
+  EXPECT_EQ(c.node(0).PostSend(1, 1, b.data(), 1).status().code(), absl::StatusCode::kAborted);
 }
 
 TEST(UcxTransportTest, DestroyedPeerAbortsTheOthers) {

@@ -39,17 +39,14 @@
 #include "kolo/kolo.h"
 
 ABSL_FLAG(uint64_t, min_bytes, 4, "Smallest message size in bytes.");
-ABSL_FLAG(uint64_t, max_bytes, uint64_t{256} << 20,
-          "Largest message size in bytes.");
+ABSL_FLAG(uint64_t, max_bytes, uint64_t{256} << 20, "Largest message size in bytes.");
 ABSL_FLAG(int, iters, 20, "Timed allreduces per size.");
 ABSL_FLAG(int, warmup, 5, "Untimed allreduces per size before timing.");
 ABSL_FLAG(std::string, op, "sum", "Reduction: sum, average, min, max or prod.");
-ABSL_FLAG(bool, copy, false,
-          "Use the process's own memory instead of SDK shared memory.");
+ABSL_FLAG(bool, copy, false, "Use the process's own memory instead of SDK shared memory.");
 ABSL_FLAG(bool, check, true, "Verify each size's result.");
 ABSL_FLAG(bool, csv, false, "Print CSV rows instead of a table.");
-ABSL_FLAG(bool, latency, false,
-          "Measure the latency of a small allreduce instead of the sweep.");
+ABSL_FLAG(bool, latency, false, "Measure the latency of a small allreduce instead of the sweep.");
 ABSL_FLAG(uint64_t, latency_bytes, 8, "Message size in latency mode.");
 ABSL_FLAG(int, latency_iters, 20000, "Timed allreduces in latency mode.");
 ABSL_FLAG(int, latency_warmup, 1000, "Untimed allreduces in latency mode.");
@@ -98,9 +95,9 @@ absl::StatusOr<BenchConfig> ConfigFromFlags() {
     return absl::InvalidArgumentError("warmup counts must be >= 0");
   }
   if (c.max_bytes < sizeof(float) || c.min_bytes > c.max_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "want 4 <= --max_bytes and --min_bytes <= --max_bytes, got ",
-        c.min_bytes, " and ", c.max_bytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("want 4 <= --max_bytes and --min_bytes <= --max_bytes, got ", c.min_bytes,
+                     " and ", c.max_bytes));
   }
   return c;
 }
@@ -110,8 +107,7 @@ absl::StatusOr<BenchConfig> ConfigFromFlags() {
 // Thread-safety: owned by the main thread.
 class BenchBuffer {
  public:
-  static absl::StatusOr<BenchBuffer> Create(Client& client, uint64_t count,
-                                            bool copy) {
+  static absl::StatusOr<BenchBuffer> Create(Client& client, uint64_t count, bool copy) {
     BenchBuffer b;
     if (copy) {
       b.own_.assign(count, 0.0f);
@@ -137,25 +133,21 @@ class BenchBuffer {
 };
 
 double MicrosSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::micro>(
-             std::chrono::steady_clock::now() - start)
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
       .count();
 }
 
 // The element-wise maximum of `values` over ranks (in the process's own
 // memory: a few bytes, the copy costs nothing).
-absl::Status MaxOverRanks(Client& client, const std::string& name,
-                          std::vector<float>& values) {
-  TensorView v{values.data(), DType::kFloat32,
-               {static_cast<int64_t>(values.size())}};
+absl::Status MaxOverRanks(Client& client, const std::string& name, std::vector<float>& values) {
+  TensorView v{values.data(), DType::kFloat32, {static_cast<int64_t>(values.size())}};
   return client.Allreduce(v, v, name, ReduceOp::kMax);
 }
 
 // Warms up, times `iters` in-place allreduces under `name`, then (if asked)
 // runs one more on fresh data and counts wrong elements. Fills `times_us`.
-absl::Status MeasureOne(Client& client, const BenchConfig& config,
-                        const BenchBuffer& buffer, uint64_t count,
-                        const std::string& name, int warmup, int iters,
+absl::Status MeasureOne(Client& client, const BenchConfig& config, const BenchBuffer& buffer,
+                        uint64_t count, const std::string& name, int warmup, int iters,
                         std::vector<double>* times_us, int64_t* wrong) {
   const TensorView view = buffer.view(count);
   FillInput(config.op, client.rank(), buffer.data(), count);
@@ -176,26 +168,22 @@ absl::Status MeasureOne(Client& client, const BenchConfig& config,
     FillInput(config.op, client.rank(), buffer.data(), count);
     absl::Status s = client.Allreduce(view, view, name, config.op);
     if (!s.ok()) return s;
-    *wrong = static_cast<int64_t>(
-        CountMismatches(config.op, client.size(), buffer.data(), count));
+    *wrong = static_cast<int64_t>(CountMismatches(config.op, client.size(), buffer.data(), count));
   }
   return absl::OkStatus();
 }
 
-void PrintPreamble(const Client& client, const BenchConfig& config,
-                   const char* what) {
+void PrintPreamble(const Client& client, const BenchConfig& config, const char* what) {
   std::printf(
       "# kolo allreduce_perf %s: %d ranks, float32 %s, in place, %s\n"
       "# time: max over ranks of each rank's median (latency: of each "
       "percentile)\n",
       what, client.size(), config.op_name.c_str(),
-      config.copy ? "process memory (copied in and out)"
-                  : "SDK shared memory (zero copy)");
+      config.copy ? "process memory (copied in and out)" : "SDK shared memory (zero copy)");
 }
 
 absl::Status RunSweep(Client& client, const BenchConfig& config) {
-  const std::vector<uint64_t> sizes =
-      SweepSizes(config.min_bytes, config.max_bytes, sizeof(float));
+  const std::vector<uint64_t> sizes = SweepSizes(config.min_bytes, config.max_bytes, sizeof(float));
   absl::StatusOr<BenchBuffer> buffer =
       BenchBuffer::Create(client, sizes.back() / sizeof(float), config.copy);
   if (!buffer.ok()) return buffer.status();
@@ -210,21 +198,18 @@ absl::Status RunSweep(Client& client, const BenchConfig& config) {
   for (uint64_t bytes : sizes) {
     const uint64_t count = bytes / sizeof(float);
     int64_t wrong = -1;
-    absl::Status s =
-        MeasureOne(client, config, *buffer, count, absl::StrCat("perf/", bytes),
-                   config.warmup, config.iters, &times, &wrong);
+    absl::Status s = MeasureOne(client, config, *buffer, count, absl::StrCat("perf/", bytes),
+                                config.warmup, config.iters, &times, &wrong);
     if (!s.ok()) return s;
-    std::vector<float> stats = {static_cast<float>(Median(times)),
-                                static_cast<float>(wrong)};
+    std::vector<float> stats = {static_cast<float>(Median(times)), static_cast<float>(wrong)};
     s = MaxOverRanks(client, absl::StrCat("perf/stats/", bytes), stats);
     if (!s.ok()) return s;
     if (printer) {
-      const SweepRow row{
-          .bytes = bytes,
-          .count = count,
-          .time_us = stats[0],
-          .bw = AllreduceBandwidth(bytes, stats[0] * 1e-6, client.size()),
-          .wrong = static_cast<int64_t>(stats[1])};
+      const SweepRow row{.bytes = bytes,
+                         .count = count,
+                         .time_us = stats[0],
+                         .bw = AllreduceBandwidth(bytes, stats[0] * 1e-6, client.size()),
+                         .wrong = static_cast<int64_t>(stats[1])};
       std::fputs(SweepLine(row, config.csv).c_str(), stdout);
       std::fflush(stdout);
     }
@@ -233,27 +218,22 @@ absl::Status RunSweep(Client& client, const BenchConfig& config) {
 }
 
 absl::Status RunLatency(Client& client, const BenchConfig& config) {
-  const uint64_t count =
-      std::max<uint64_t>(config.latency_bytes / sizeof(float), 1);
-  absl::StatusOr<BenchBuffer> buffer =
-      BenchBuffer::Create(client, count, config.copy);
+  const uint64_t count = std::max<uint64_t>(config.latency_bytes / sizeof(float), 1);
+  absl::StatusOr<BenchBuffer> buffer = BenchBuffer::Create(client, count, config.copy);
   if (!buffer.ok()) return buffer.status();
   std::vector<double> times;
   int64_t wrong = -1;
-  absl::Status s = MeasureOne(client, config, *buffer, count, "perf/latency",
-                              config.latency_warmup, config.latency_iters,
-                              &times, &wrong);
+  absl::Status s = MeasureOne(client, config, *buffer, count, "perf/latency", config.latency_warmup,
+                              config.latency_iters, &times, &wrong);
   if (!s.ok()) return s;
-  std::vector<float> stats = {static_cast<float>(Percentile(times, 0.50)),
-                              static_cast<float>(Percentile(times, 0.90)),
-                              static_cast<float>(Percentile(times, 0.99)),
-                              static_cast<float>(wrong)};
+  std::vector<float> stats = {
+      static_cast<float>(Percentile(times, 0.50)), static_cast<float>(Percentile(times, 0.90)),
+      static_cast<float>(Percentile(times, 0.99)), static_cast<float>(wrong)};
   s = MaxOverRanks(client, "perf/stats/latency", stats);
   if (!s.ok()) return s;
   if (client.rank() == 0) {
     PrintPreamble(client, config, "latency");
-    std::printf("# warmup %d\n%s", config.latency_warmup,
-                LatencyHeader(config.csv).c_str());
+    std::printf("# warmup %d\n%s", config.latency_warmup, LatencyHeader(config.csv).c_str());
     const LatencyRow row{.bytes = count * sizeof(float),
                          .iters = static_cast<uint64_t>(config.latency_iters),
                          .p50_us = stats[0],
@@ -267,8 +247,7 @@ absl::Status RunLatency(Client& client, const BenchConfig& config) {
 }
 
 int Fail(int rank, const absl::Status& status) {
-  std::fprintf(stderr, "allreduce_perf: rank %d: %s\n", rank,
-               status.ToString().c_str());
+  std::fprintf(stderr, "allreduce_perf: rank %d: %s\n", rank, status.ToString().c_str());
   return 1;
 }
 
@@ -284,15 +263,12 @@ int Main(int argc, char** argv) {
   if (!options.ok()) return Fail(-1, options.status());
   // The arena must hold the largest tensor, and with --copy the SDK's
   // staging copies of input and output; it is sparse, so asking is cheap.
-  const uint64_t largest = config->latency ? config->latency_bytes
-                                           : config->max_bytes;
-  options->arena_bytes =
-      std::max(options->arena_bytes, 2 * largest + (uint64_t{64} << 20));
+  const uint64_t largest = config->latency ? config->latency_bytes : config->max_bytes;
+  options->arena_bytes = std::max(options->arena_bytes, 2 * largest + (uint64_t{64} << 20));
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(*options);
   if (!client.ok()) return Fail(options->rank, client.status());
 
-  absl::Status s = config->latency ? RunLatency(**client, *config)
-                                   : RunSweep(**client, *config);
+  absl::Status s = config->latency ? RunLatency(**client, *config) : RunSweep(**client, *config);
   if (!s.ok()) return Fail((*client)->rank(), s);
   return 0;
 }

@@ -26,8 +26,7 @@ absl::Status FromGrpc(const grpc::Status& s, const std::string& what) {
 FusionDelta FusionBetween(const JobCounters& before, const JobCounters& after,
                           uint64_t expected_tensors) {
   FusionDelta d;
-  if (after.responses < before.responses ||
-      after.fused_tensors < before.fused_tensors) {
+  if (after.responses < before.responses || after.fused_tensors < before.fused_tensors) {
     return d;  // Not the same job: nothing meaningful to report.
   }
   d.responses = after.responses - before.responses;
@@ -40,27 +39,25 @@ FusionDelta FusionBetween(const JobCounters& before, const JobCounters& after,
   return d;
 }
 
-absl::StatusOr<JobCountersReader> JobCountersReader::Connect(
-    const std::string& socket_path, absl::Duration timeout) {
+absl::StatusOr<JobCountersReader> JobCountersReader::Connect(const std::string& socket_path,
+                                                             absl::Duration timeout) {
   const std::string target = absl::StrCat("unix:", socket_path);
   std::shared_ptr<grpc::Channel> channel =
       grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
   if (!channel->WaitForConnected(absl::ToChronoTime(absl::Now() + timeout))) {
-    return absl::UnavailableError(
-        absl::StrCat("kolod status service on ", target,
-                     ": no connection within ", absl::FormatDuration(timeout)));
+    return absl::UnavailableError(absl::StrCat("kolod status service on ", target,
+                                               ": no connection within ",
+                                               absl::FormatDuration(timeout)));
   }
   return JobCountersReader(kolo::v1::Status::NewStub(channel));
 }
 
-absl::StatusOr<JobCounters> JobCountersReader::Read(
-    const std::string& job_id) const {
+absl::StatusOr<JobCounters> JobCountersReader::Read(const std::string& job_id) const {
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
   kolo::v1::GetStatusResponse response;
-  absl::Status s = FromGrpc(
-      stub_->GetStatus(&context, kolo::v1::GetStatusRequest(), &response),
-      "kolo.v1.Status/GetStatus");
+  absl::Status s = FromGrpc(stub_->GetStatus(&context, kolo::v1::GetStatusRequest(), &response),
+                            "kolo.v1.Status/GetStatus");
   if (!s.ok()) return s;
   for (const kolo::v1::JobInfo& job : response.jobs()) {
     if (job.job_id() != job_id) continue;
@@ -70,9 +67,8 @@ absl::StatusOr<JobCounters> JobCountersReader::Read(
     c.fusion_threshold_bytes = response.node().fusion_threshold_bytes();
     return c;
   }
-  return absl::NotFoundError(absl::StrCat("kolod reports no job \"", job_id,
-                                          "\" (", response.jobs_size(),
-                                          " jobs)"));
+  return absl::NotFoundError(
+      absl::StrCat("kolod reports no job \"", job_id, "\" (", response.jobs_size(), " jobs)"));
 }
 
 }  // namespace kolo::bench

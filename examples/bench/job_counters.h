@@ -30,9 +30,7 @@ struct FusionDelta {
   uint64_t responses = 0;
   uint64_t tensors = 0;
   double tensors_per_response() const {
-    return responses == 0
-               ? 0.0
-               : static_cast<double>(tensors) / static_cast<double>(responses);
+    return responses == 0 ? 0.0 : static_cast<double>(tensors) / static_cast<double>(responses);
   }
 };
 // `expected_tensors` is how many tensors the measured work submitted; any
@@ -45,8 +43,8 @@ class JobCountersReader {
  public:
   // Connects to the daemon on `socket_path` (a Unix socket), waiting at most
   // `timeout`.
-  static absl::StatusOr<JobCountersReader> Connect(
-      const std::string& socket_path, absl::Duration timeout);
+  static absl::StatusOr<JobCountersReader> Connect(const std::string& socket_path,
+                                                   absl::Duration timeout);
 
   // The job's counters; NOT_FOUND when the daemon has no job `job_id`.
   absl::StatusOr<JobCounters> Read(const std::string& job_id) const;

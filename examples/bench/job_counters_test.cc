@@ -16,15 +16,15 @@ TEST(FusionBetweenTest, TakesOutOneMemberExtras) {
 }
 
 TEST(FusionBetweenTest, ExactWhenNothingElseRan) {
-  const FusionDelta d = FusionBetween({.responses = 0, .fused_tensors = 0},
-                                      {.responses = 4, .fused_tensors = 8}, 8);
+  const FusionDelta d =
+      FusionBetween({.responses = 0, .fused_tensors = 0}, {.responses = 4, .fused_tensors = 8}, 8);
   EXPECT_EQ(d.responses, 4u);
   EXPECT_EQ(d.tensors, 8u);
 }
 
 TEST(FusionBetweenTest, CountersGoingBackwardsGiveNothing) {
-  const FusionDelta d = FusionBetween({.responses = 5, .fused_tensors = 9},
-                                      {.responses = 1, .fused_tensors = 1}, 8);
+  const FusionDelta d =
+      FusionBetween({.responses = 5, .fused_tensors = 9}, {.responses = 1, .fused_tensors = 1}, 8);
   EXPECT_EQ(d.responses, 0u);
   EXPECT_DOUBLE_EQ(d.tensors_per_response(), 0.0);
 }

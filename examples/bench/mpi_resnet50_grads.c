@@ -40,7 +40,7 @@ enum { kMaxDims = 8 };
 
 struct Tensor {
   char name[128];
-  uint64_t count; /* float32 elements */
+  uint64_t count;  /* float32 elements */
   uint64_t offset; /* index of element 0 in the flat list */
   float* data;
 };
@@ -56,8 +56,7 @@ struct Config {
 /* Returns 1 when `arg` is --name=VALUE, setting *value. */
 static int FlagValue(const char* arg, const char* name, const char** value) {
   const size_t n = strlen(name);
-  if (strncmp(arg, "--", 2) != 0 || strncmp(arg + 2, name, n) != 0 ||
-      arg[2 + n] != '=') {
+  if (strncmp(arg, "--", 2) != 0 || strncmp(arg + 2, name, n) != 0 || arg[2 + n] != '=') {
     return 0;
   }
   *value = arg + 3 + n;
@@ -77,23 +76,32 @@ static int ParseArgs(int argc, char** argv, struct Config* c) {
   for (int i = 1; i < argc; ++i) {
     const char* v;
     const char* a = argv[i];
-    if (FlagValue(a, "shapes", &v)) c->shapes = v;
-    else if (FlagValue(a, "steps", &v)) c->steps = atoi(v);
-    else if (FlagValue(a, "warmup", &v)) c->warmup = atoi(v);
-    else if (FlagValue(a, "bucket_bytes", &v)) c->bucket_bytes = strtoull(v, NULL, 10);
+    if (FlagValue(a, "shapes", &v))
+      c->shapes = v;
+    else if (FlagValue(a, "steps", &v))
+      c->steps = atoi(v);
+    else if (FlagValue(a, "warmup", &v))
+      c->warmup = atoi(v);
+    else if (FlagValue(a, "bucket_bytes", &v))
+      c->bucket_bytes = strtoull(v, NULL, 10);
     else if (FlagValue(a, "variants", &v)) {
       c->run_per_tensor = strstr(v, "per_tensor") != NULL;
       c->run_fused = strstr(v, "fused") != NULL;
     } else if (FlagValue(a, "per_tensor", &v)) {
-      if (strcmp(v, "blocking") == 0) c->nonblocking = 0;
-      else if (strcmp(v, "nonblocking") == 0) c->nonblocking = 1;
+      if (strcmp(v, "blocking") == 0)
+        c->nonblocking = 0;
+      else if (strcmp(v, "nonblocking") == 0)
+        c->nonblocking = 1;
       else {
         fprintf(stderr, "unknown --per_tensor=%s (want blocking or nonblocking)\n", v);
         return 0;
       }
-    } else if (strcmp(a, "--csv") == 0) c->csv = 1;
-    else if (strcmp(a, "--check") == 0 || strcmp(a, "--check=true") == 0) c->check = 1;
-    else if (strcmp(a, "--nocheck") == 0 || strcmp(a, "--check=false") == 0) c->check = 0;
+    } else if (strcmp(a, "--csv") == 0)
+      c->csv = 1;
+    else if (strcmp(a, "--check") == 0 || strcmp(a, "--check=true") == 0)
+      c->check = 1;
+    else if (strcmp(a, "--nocheck") == 0 || strcmp(a, "--check=false") == 0)
+      c->check = 0;
     else {
       fprintf(stderr, "unknown argument %s\n", a);
       return 0;
@@ -190,8 +198,7 @@ struct Buckets {
   float* buffer;
 };
 
-static int PlanBuckets(const struct Tensor* t, int n, uint64_t bucket_bytes,
-                       struct Buckets* b) {
+static int PlanBuckets(const struct Tensor* t, int n, uint64_t bucket_bytes, struct Buckets* b) {
   const uint64_t cap = bucket_bytes / sizeof(float);
   b->first = malloc(sizeof(int) * (size_t)(n + 1));
   b->buffer = malloc(cap * sizeof(float));
@@ -214,15 +221,14 @@ static void StepPerTensor(struct Tensor* t, int n, int size, int nonblocking,
   const float inv = 1.0f / (float)size;
   if (!nonblocking) {
     for (int i = 0; i < n; ++i) {
-      MPI_Allreduce(MPI_IN_PLACE, t[i].data, (int)t[i].count, MPI_FLOAT, MPI_SUM,
-                    MPI_COMM_WORLD);
+      MPI_Allreduce(MPI_IN_PLACE, t[i].data, (int)t[i].count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
       Scale(t[i].data, t[i].count, inv);
     }
     return;
   }
   for (int i = 0; i < n; ++i) {
-    MPI_Iallreduce(MPI_IN_PLACE, t[i].data, (int)t[i].count, MPI_FLOAT, MPI_SUM,
-                   MPI_COMM_WORLD, &requests[i]);
+    MPI_Iallreduce(MPI_IN_PLACE, t[i].data, (int)t[i].count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                   &requests[i]);
   }
   MPI_Waitall(n, requests, MPI_STATUSES_IGNORE);
   for (int i = 0; i < n; ++i) Scale(t[i].data, t[i].count, inv);
@@ -233,8 +239,7 @@ static void StepFused(struct Tensor* t, const struct Buckets* b, int size) {
   for (int k = 0; k < b->count; ++k) {
     const int lo = b->first[k], hi = b->first[k + 1];
     if (hi - lo == 1) { /* Alone (possibly larger than the buffer): no copy. */
-      MPI_Allreduce(MPI_IN_PLACE, t[lo].data, (int)t[lo].count, MPI_FLOAT, MPI_SUM,
-                    MPI_COMM_WORLD);
+      MPI_Allreduce(MPI_IN_PLACE, t[lo].data, (int)t[lo].count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
       Scale(t[lo].data, t[lo].count, inv);
       continue;
     }
@@ -243,8 +248,7 @@ static void StepFused(struct Tensor* t, const struct Buckets* b, int size) {
       memcpy(b->buffer + used, t[i].data, t[i].count * sizeof(float));
       used += t[i].count;
     }
-    MPI_Allreduce(MPI_IN_PLACE, b->buffer, (int)used, MPI_FLOAT, MPI_SUM,
-                  MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, b->buffer, (int)used, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     Scale(b->buffer, used, inv);
     used = 0;
     for (int i = lo; i < hi; ++i) {
@@ -272,10 +276,12 @@ static double Percentile(const double* samples, size_t n, double q) {
 
 enum Variant { kPerTensor, kFused };
 
-static void RunStep(enum Variant v, struct Tensor* t, int n, const struct Buckets* b,
-                    int size, int nonblocking, MPI_Request* requests) {
-  if (v == kPerTensor) StepPerTensor(t, n, size, nonblocking, requests);
-  else StepFused(t, b, size);
+static void RunStep(enum Variant v, struct Tensor* t, int n, const struct Buckets* b, int size,
+                    int nonblocking, MPI_Request* requests) {
+  if (v == kPerTensor)
+    StepPerTensor(t, n, size, nonblocking, requests);
+  else
+    StepFused(t, b, size);
 }
 
 /* Warmup, timed steps and the optional check of one variant; rank 0 prints
@@ -321,21 +327,22 @@ static void Measure(const struct Config* c, enum Variant v, struct Tensor* t, in
   const int calls = v == kPerTensor ? n : b->count;
   char name[64];
   if (v == kPerTensor) {
-    snprintf(name, sizeof(name), "mpi_per_tensor_%s",
-             c->nonblocking ? "iallreduce" : "blocking");
+    snprintf(name, sizeof(name), "mpi_per_tensor_%s", c->nonblocking ? "iallreduce" : "blocking");
   } else {
-    snprintf(name, sizeof(name), "mpi_fused_%lluMiB",
-             (unsigned long long)(c->bucket_bytes >> 20));
+    snprintf(name, sizeof(name), "mpi_fused_%lluMiB", (unsigned long long)(c->bucket_bytes >> 20));
   }
   if (c->csv) {
     printf("%s,%d,%d,%llu,%d,%.3f,%.3f,%.1f,%.4f,%.4f,%.2f,%lld\n", name, size, n,
-           (unsigned long long)bytes, c->steps, median, p90, n / (median * 1e-3),
-           algbw, busbw, (double)n / calls, (long long)wrong);
+           (unsigned long long)bytes, c->steps, median, p90, n / (median * 1e-3), algbw, busbw,
+           (double)n / calls, (long long)wrong);
   } else {
     char check[32];
-    if (wrong < 0) snprintf(check, sizeof(check), "-");
-    else if (wrong == 0) snprintf(check, sizeof(check), "OK");
-    else snprintf(check, sizeof(check), "FAIL(%lld)", (long long)wrong);
+    if (wrong < 0)
+      snprintf(check, sizeof(check), "-");
+    else if (wrong == 0)
+      snprintf(check, sizeof(check), "OK");
+    else
+      snprintf(check, sizeof(check), "FAIL(%lld)", (long long)wrong);
     printf("%-26s %10.2f %10.2f %10.0f %12.3f %12.3f %13.2f %8s\n", name, median, p90,
            n / (median * 1e-3), algbw, busbw, (double)n / calls, check);
   }
@@ -358,8 +365,8 @@ int main(int argc, char** argv) {
   for (int i = 0; i < n; ++i) {
     t[i].data = calloc(t[i].count, sizeof(float));
     if (t[i].data == NULL || t[i].count > (uint64_t)INT32_MAX) {
-      fprintf(stderr, "rank %d: cannot hold tensor %s (%llu elements)\n", rank,
-              t[i].name, (unsigned long long)t[i].count);
+      fprintf(stderr, "rank %d: cannot hold tensor %s (%llu elements)\n", rank, t[i].name,
+              (unsigned long long)t[i].count);
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
     total += t[i].count;
@@ -376,18 +383,19 @@ int main(int argc, char** argv) {
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
   if (rank == 0) {
-    printf("# mpi resnet50_grads: %d ranks, %d tensors, %llu float32 values "
-           "(%llu B) per step, average, in place, process memory\n"
-           "# steps %d, warmup %d; step time: per step the max over ranks\n",
-           size, n, (unsigned long long)total,
-           (unsigned long long)(total * sizeof(float)), c.steps, c.warmup);
+    printf(
+        "# mpi resnet50_grads: %d ranks, %d tensors, %llu float32 values "
+        "(%llu B) per step, average, in place, process memory\n"
+        "# steps %d, warmup %d; step time: per step the max over ranks\n",
+        size, n, (unsigned long long)total, (unsigned long long)(total * sizeof(float)), c.steps,
+        c.warmup);
     if (c.csv) {
-      printf("variant,ranks,tensors,bytes,steps,median_ms,p90_ms,tensors_per_s,"
-             "algbw_gbps,busbw_gbps,tensors_per_response,wrong\n");
+      printf(
+          "variant,ranks,tensors,bytes,steps,median_ms,p90_ms,tensors_per_s,"
+          "algbw_gbps,busbw_gbps,tensors_per_response,wrong\n");
     } else {
-      printf("%-26s %10s %10s %10s %12s %12s %13s %8s\n", "variant", "p50(ms)",
-             "p90(ms)", "tensors/s", "algbw(GB/s)", "busbw(GB/s)", "tensors/call",
-             "check");
+      printf("%-26s %10s %10s %10s %12s %12s %13s %8s\n", "variant", "p50(ms)", "p90(ms)",
+             "tensors/s", "algbw(GB/s)", "busbw(GB/s)", "tensors/call", "check");
     }
     fflush(stdout);
   }

@@ -18,8 +18,7 @@ namespace kolo::bench {
 // Message sizes from `min_bytes` to `max_bytes`, doubling, each rounded down
 // to a whole number of `elem_size` elements and at least one element. Empty
 // when max_bytes < min_bytes.
-std::vector<uint64_t> SweepSizes(uint64_t min_bytes, uint64_t max_bytes,
-                                 uint64_t elem_size);
+std::vector<uint64_t> SweepSizes(uint64_t min_bytes, uint64_t max_bytes, uint64_t elem_size);
 
 // The nearest-rank q-quantile (0 < q <= 1) of `samples`, which must not be
 // empty.
@@ -48,8 +47,7 @@ float ExpectedValue(ReduceOp op, int ranks, uint64_t index);
 void FillInput(ReduceOp op, int rank, float* data, uint64_t count);
 // How many of `data`'s `count` elements differ from ExpectedValue (exactly,
 // or beyond a float rounding for kAverage).
-uint64_t CountMismatches(ReduceOp op, int ranks, const float* data,
-                         uint64_t count);
+uint64_t CountMismatches(ReduceOp op, int ranks, const float* data, uint64_t count);
 
 // One line of the sweep table. `wrong` < 0 means the result was not checked.
 struct SweepRow {

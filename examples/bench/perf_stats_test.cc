@@ -58,8 +58,8 @@ TEST(ParseReduceOpTest, KnowsTheOps) {
 // Simulates the reduction the daemon does, in float32 and in rank order, and
 // in reverse order: both must match ExpectedValue exactly.
 TEST(TestDataTest, ReductionsAreExactInAnyOrder) {
-  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax,
-                      ReduceOp::kProduct, ReduceOp::kAverage}) {
+  for (ReduceOp op :
+       {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct, ReduceOp::kAverage}) {
     for (int ranks : {1, 2, 3, 8, 17}) {
       const uint64_t count = 1000;
       std::vector<float> forward(count), backward(count), in(count);
@@ -71,10 +71,18 @@ TEST(TestDataTest, ReductionsAreExactInAnyOrder) {
           FillInput(op, dir == 0 ? r : ranks - 1 - r, in.data(), count);
           for (uint64_t i = 0; i < count; ++i) {
             switch (op) {
-              case ReduceOp::kMin: acc[i] = std::min(acc[i], in[i]); break;
-              case ReduceOp::kMax: acc[i] = std::max(acc[i], in[i]); break;
-              case ReduceOp::kProduct: acc[i] *= in[i]; break;
-              default: acc[i] += in[i]; break;
+              case ReduceOp::kMin:
+                acc[i] = std::min(acc[i], in[i]);
+                break;
+              case ReduceOp::kMax:
+                acc[i] = std::max(acc[i], in[i]);
+                break;
+              case ReduceOp::kProduct:
+                acc[i] *= in[i];
+                break;
+              default:
+                acc[i] += in[i];
+                break;
             }
           }
         }
@@ -107,16 +115,16 @@ TEST(TestDataTest, DetectsAWrongElement) {
 }
 
 TEST(TableTest, CsvAndFixedColumns) {
-  const SweepRow row{.bytes = 1024, .count = 256, .time_us = 12.5,
+  const SweepRow row{.bytes = 1024,
+                     .count = 256,
+                     .time_us = 12.5,
                      .bw = {.algbw_gbps = 0.08192, .busbw_gbps = 0.08192},
                      .wrong = 0};
   EXPECT_EQ(SweepLine(row, true), "1024,256,12.500,0.0819,0.0819,0\n");
-  EXPECT_EQ(SweepHeader(true),
-            "size_bytes,count,time_us,algbw_gbps,busbw_gbps,wrong\n");
+  EXPECT_EQ(SweepHeader(true), "size_bytes,count,time_us,algbw_gbps,busbw_gbps,wrong\n");
   EXPECT_EQ(SweepLine(row, false),
             "        1024          256       12.50       0.082       0.082       OK\n");
-  const LatencyRow lat{.bytes = 8, .iters = 100, .p50_us = 5, .p90_us = 6,
-                       .p99_us = 9, .wrong = 2};
+  const LatencyRow lat{.bytes = 8, .iters = 100, .p50_us = 5, .p90_us = 6, .p99_us = 9, .wrong = 2};
   EXPECT_EQ(LatencyLine(lat, true), "8,100,5.000,6.000,9.000,2\n");
   EXPECT_THAT(LatencyLine(lat, false), ::testing::HasSubstr("FAIL(2)"));
 }

@@ -49,11 +49,9 @@
 
 ABSL_FLAG(int, steps, 20, "Timed steps.");
 ABSL_FLAG(int, warmup, 3, "Untimed steps before timing.");
-ABSL_FLAG(bool, check, false,
-          "After timing, run one step on known values and verify it.");
+ABSL_FLAG(bool, check, false, "After timing, run one step on known values and verify it.");
 ABSL_FLAG(bool, csv, false, "Print a CSV row instead of a table.");
-ABSL_FLAG(bool, print_shapes, false,
-          "Print the gradient table (backward order) and exit.");
+ABSL_FLAG(bool, print_shapes, false, "Print the gradient table (backward order) and exit.");
 
 namespace kolo::bench {
 namespace {
@@ -73,8 +71,7 @@ absl::StatusOr<BenchConfig> ConfigFromFlags() {
   c.csv = absl::GetFlag(FLAGS_csv);
   if (c.steps < 1 || c.warmup < 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("want --steps >= 1 and --warmup >= 0, got ", c.steps,
-                     " and ", c.warmup));
+        absl::StrCat("want --steps >= 1 and --warmup >= 0, got ", c.steps, " and ", c.warmup));
   }
   return c;
 }
@@ -88,8 +85,8 @@ std::vector<GradientTensor> Gradients() {
     std::fprintf(stderr,
                  "resnet50_grads: generated %zu tensors of %lld parameters, "
                  "want %d of %lld\n",
-                 grads.size(), static_cast<long long>(TotalElements(grads)),
-                 kResNet50Tensors, static_cast<long long>(kResNet50Parameters));
+                 grads.size(), static_cast<long long>(TotalElements(grads)), kResNet50Tensors,
+                 static_cast<long long>(kResNet50Parameters));
     std::abort();
   }
   return grads;
@@ -103,13 +100,12 @@ struct GradientSet {
   std::vector<int64_t> offsets;  // index of element 0 in the flat list
 };
 
-absl::StatusOr<GradientSet> AllocateGradients(
-    Client& client, const std::vector<GradientTensor>& grads) {
+absl::StatusOr<GradientSet> AllocateGradients(Client& client,
+                                              const std::vector<GradientTensor>& grads) {
   GradientSet set;
   int64_t offset = 0;
   for (const GradientTensor& g : grads) {
-    KOLO_ASSIGN_OR_RETURN(HostBuffer b,
-                          client.Allocate(DType::kFloat32, g.shape));
+    KOLO_ASSIGN_OR_RETURN(HostBuffer b, client.Allocate(DType::kFloat32, g.shape));
     set.names.push_back(absl::StrCat("grad/", g.name));
     set.buffers.push_back(std::move(b));
     set.offsets.push_back(offset);
@@ -119,14 +115,12 @@ absl::StatusOr<GradientSet> AllocateGradients(
 }
 
 // One step: every gradient submitted (in order), then every one waited for.
-absl::Status Step(Client& client, const GradientSet& set,
-                  std::vector<Handle>& handles) {
+absl::Status Step(Client& client, const GradientSet& set, std::vector<Handle>& handles) {
   const AllreduceOptions options{.op = ReduceOp::kAverage};
   handles.clear();
   for (size_t i = 0; i < set.buffers.size(); ++i) {
     const TensorView view = set.buffers[i].view();
-    KOLO_ASSIGN_OR_RETURN(
-        Handle h, client.AllreduceAsync(view, view, set.names[i], options));
+    KOLO_ASSIGN_OR_RETURN(Handle h, client.AllreduceAsync(view, view, set.names[i], options));
     handles.push_back(h);
   }
   // Wait for all even after a failure, so no handle is left behind.
@@ -154,8 +148,7 @@ absl::StatusOr<int64_t> CheckStep(Client& client, const GradientSet& set) {
     const uint64_t n = set.buffers[i].byte_size() / sizeof(float);
     const uint64_t base = static_cast<uint64_t>(set.offsets[i]);
     for (uint64_t j = 0; j < n; ++j) {
-      const float want =
-          ExpectedValue(ReduceOp::kAverage, client.size(), base + j);
+      const float want = ExpectedValue(ReduceOp::kAverage, client.size(), base + j);
       if (std::abs(data[j] - want) > 1e-6f + 1e-5f * std::abs(want)) ++wrong;
     }
   }
@@ -178,8 +171,7 @@ struct Result {
 
 void Print(const Result& r, bool csv) {
   const std::string check =
-      r.wrong < 0 ? "-"
-                  : (r.wrong == 0 ? "OK" : absl::StrCat("FAIL(", r.wrong, ")"));
+      r.wrong < 0 ? "-" : (r.wrong == 0 ? "OK" : absl::StrCat("FAIL(", r.wrong, ")"));
   if (csv) {
     // The columns mpi_resnet50_grads prints too; compare_resnet50.sh joins
     // them. tensors_per_response: per fused kolod response.
@@ -187,32 +179,29 @@ void Print(const Result& r, bool csv) {
         "variant,ranks,tensors,bytes,steps,median_ms,p90_ms,tensors_per_s,"
         "algbw_gbps,busbw_gbps,tensors_per_response,wrong\n"
         "kolo,%d,%d,%llu,%d,%.3f,%.3f,%.1f,%.4f,%.4f,%.2f,%lld\n",
-        r.ranks, kResNet50Tensors, static_cast<unsigned long long>(r.bytes),
-        r.steps, r.median_ms, r.p90_ms, r.tensors_per_s, r.bw.algbw_gbps,
-        r.bw.busbw_gbps, r.fusion.tensors_per_response(),
-        static_cast<long long>(r.wrong));
+        r.ranks, kResNet50Tensors, static_cast<unsigned long long>(r.bytes), r.steps, r.median_ms,
+        r.p90_ms, r.tensors_per_s, r.bw.algbw_gbps, r.bw.busbw_gbps,
+        r.fusion.tensors_per_response(), static_cast<long long>(r.wrong));
     return;
   }
-  std::printf("%12s %12s %12s %12s %12s %14s %8s\n", "p50(ms)", "p90(ms)",
-              "tensors/s", "algbw(GB/s)", "busbw(GB/s)", "tensors/resp",
-              "check");
-  std::printf("%12.2f %12.2f %12.0f %12.3f %12.3f %14s %8s\n", r.median_ms,
-              r.p90_ms, r.tensors_per_s, r.bw.algbw_gbps, r.bw.busbw_gbps,
-              absl::StrFormat("%.2f (%d/%d)", r.fusion.tensors_per_response(),
-                              r.fusion.tensors, r.fusion.responses)
+  std::printf("%12s %12s %12s %12s %12s %14s %8s\n", "p50(ms)", "p90(ms)", "tensors/s",
+              "algbw(GB/s)", "busbw(GB/s)", "tensors/resp", "check");
+  std::printf("%12.2f %12.2f %12.0f %12.3f %12.3f %14s %8s\n", r.median_ms, r.p90_ms,
+              r.tensors_per_s, r.bw.algbw_gbps, r.bw.busbw_gbps,
+              absl::StrFormat("%.2f (%d/%d)", r.fusion.tensors_per_response(), r.fusion.tensors,
+                              r.fusion.responses)
                   .c_str(),
               check.c_str());
 }
 
-absl::Status Run(Client& client, const ClientOptions& options,
-                 const BenchConfig& config) {
+absl::Status Run(Client& client, const ClientOptions& options, const BenchConfig& config) {
   const std::vector<GradientTensor> grads = Gradients();
   KOLO_ASSIGN_OR_RETURN(GradientSet set, AllocateGradients(client, grads));
   const bool printer = client.rank() == 0;
   std::optional<JobCountersReader> reader;
   if (printer) {
-    KOLO_ASSIGN_OR_RETURN(reader, JobCountersReader::Connect(
-                                      options.socket_path, absl::Seconds(10)));
+    KOLO_ASSIGN_OR_RETURN(reader,
+                          JobCountersReader::Connect(options.socket_path, absl::Seconds(10)));
   }
 
   std::vector<Handle> handles;
@@ -235,10 +224,9 @@ absl::Status Run(Client& client, const ClientOptions& options,
   for (int i = 0; i < config.steps; ++i) {
     const auto start = std::chrono::steady_clock::now();
     KOLO_RETURN_IF_ERROR(Step(client, set, handles));
-    stats.push_back(
-        static_cast<float>(std::chrono::duration<double, std::milli>(
-                               std::chrono::steady_clock::now() - start)
-                               .count()));
+    stats.push_back(static_cast<float>(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+            .count()));
   }
   KOLO_RETURN_IF_ERROR(client.Barrier());
   JobCounters after;
@@ -251,10 +239,8 @@ absl::Status Run(Client& client, const ClientOptions& options,
     KOLO_ASSIGN_OR_RETURN(wrong, CheckStep(client, set));
   }
   stats.push_back(static_cast<float>(wrong));
-  TensorView stats_view{
-      stats.data(), DType::kFloat32, {static_cast<int64_t>(stats.size())}};
-  KOLO_RETURN_IF_ERROR(client.Allreduce(stats_view, stats_view,
-                                        "resnet50/stats", ReduceOp::kMax));
+  TensorView stats_view{stats.data(), DType::kFloat32, {static_cast<int64_t>(stats.size())}};
+  KOLO_RETURN_IF_ERROR(client.Allreduce(stats_view, stats_view, "resnet50/stats", ReduceOp::kMax));
   if (!printer) return absl::OkStatus();
 
   const std::vector<double> step_ms(stats.begin(), stats.end() - 1);
@@ -266,8 +252,7 @@ absl::Status Run(Client& client, const ClientOptions& options,
   r.p90_ms = Percentile(step_ms, 0.90);
   r.tensors_per_s = grads.size() / (r.median_ms * 1e-3);
   r.bw = AllreduceBandwidth(r.bytes, r.median_ms * 1e-3, client.size());
-  r.fusion = FusionBetween(before, after,
-                           static_cast<uint64_t>(config.steps) * grads.size());
+  r.fusion = FusionBetween(before, after, static_cast<uint64_t>(config.steps) * grads.size());
   r.fusion_threshold_bytes = after.fusion_threshold_bytes;
   r.wrong = static_cast<int64_t>(stats.back());
   std::printf(
@@ -284,8 +269,7 @@ absl::Status Run(Client& client, const ClientOptions& options,
 }
 
 int Fail(int rank, const absl::Status& status) {
-  std::fprintf(stderr, "resnet50_grads: rank %d: %s\n", rank,
-               status.ToString().c_str());
+  std::fprintf(stderr, "resnet50_grads: rank %d: %s\n", rank, status.ToString().c_str());
   return 1;
 }
 
@@ -303,10 +287,8 @@ int Main(int argc, char** argv) {
   absl::StatusOr<ClientOptions> options = ClientOptions::FromEnv();
   if (!options.ok()) return Fail(-1, options.status());
   // The gradients, and room for the allocator's rounding; sparse, so cheap.
-  const uint64_t need =
-      static_cast<uint64_t>(kResNet50Parameters) * sizeof(float);
-  options->arena_bytes =
-      std::max(options->arena_bytes, 2 * need + (uint64_t{64} << 20));
+  const uint64_t need = static_cast<uint64_t>(kResNet50Parameters) * sizeof(float);
+  options->arena_bytes = std::max(options->arena_bytes, 2 * need + (uint64_t{64} << 20));
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(*options);
   if (!client.ok()) return Fail(options->rank, client.status());
   absl::Status s = Run(**client, *options, *config);

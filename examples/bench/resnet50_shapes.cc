@@ -23,9 +23,8 @@ constexpr int64_t kClasses = 1000;
 
 // Appends a bias-free convolution's weight and its batch norm's gamma and
 // beta.
-void AddConvBn(const std::string& conv, const std::string& bn, int64_t out,
-               int64_t in, int64_t kernel,
-               std::vector<GradientTensor>* params) {
+void AddConvBn(const std::string& conv, const std::string& bn, int64_t out, int64_t in,
+               int64_t kernel, std::vector<GradientTensor>* params) {
   params->push_back({conv + ".weight", {out, in, kernel, kernel}});
   params->push_back({bn + ".weight", {out}});
   params->push_back({bn + ".bias", {out}});
@@ -49,14 +48,12 @@ std::vector<GradientTensor> ResNet50Parameters() {
     for (int b = 0; b < stage.blocks; ++b) {
       const std::string block = absl::StrCat("layer", s + 1, ".", b, ".");
       AddConvBn(block + "conv1", block + "bn1", stage.width, in, 1, &params);
-      AddConvBn(block + "conv2", block + "bn2", stage.width, stage.width, 3,
-                &params);
+      AddConvBn(block + "conv2", block + "bn2", stage.width, stage.width, 3, &params);
       AddConvBn(block + "conv3", block + "bn3", out, stage.width, 1, &params);
       // The first block changes the channel count (and, past stage 1, the
       // stride), so its shortcut needs a projection.
       if (b == 0) {
-        AddConvBn(block + "downsample.0", block + "downsample.1", out, in, 1,
-                  &params);
+        AddConvBn(block + "downsample.0", block + "downsample.1", out, in, 1, &params);
       }
       in = out;
     }

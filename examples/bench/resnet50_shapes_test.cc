@@ -12,8 +12,7 @@ namespace {
 
 using ::testing::StartsWith;
 
-const GradientTensor* Find(const std::vector<GradientTensor>& params,
-                           const std::string& name) {
+const GradientTensor* Find(const std::vector<GradientTensor>& params, const std::string& name) {
   for (const GradientTensor& t : params) {
     if (t.name == name) return &t;
   }
@@ -75,8 +74,7 @@ TEST(ResNet50ShapesTest, BackwardOrderStartsAtTheClassifier) {
 }
 
 TEST(ResNet50ShapesTest, ShapeTableText) {
-  const std::string text =
-      ShapeTableText({{"fc.weight", {1000, 2048}}, {"fc.bias", {1000}}});
+  const std::string text = ShapeTableText({{"fc.weight", {1000, 2048}}, {"fc.bias", {1000}}});
   EXPECT_EQ(text, "# name dims...\nfc.weight 1000 2048\nfc.bias 1000\n");
   EXPECT_THAT(ShapeTableText(ResNet50Parameters()),
               StartsWith("# name dims...\nconv1.weight 64 3 7 7\n"));

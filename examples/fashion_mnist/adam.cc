@@ -5,22 +5,20 @@
 
 namespace kolo::fashion_mnist {
 
-Adam::Adam(const AdamOptions& options, std::vector<size_t> sizes)
-    : options_(options) {
+Adam::Adam(const AdamOptions& options, std::vector<size_t> sizes) : options_(options) {
   for (size_t n : sizes) {
     m_.emplace_back(n, 0.0f);
     v_.emplace_back(n, 0.0f);
   }
 }
 
-void Adam::Step(std::span<const std::span<float>> params,
-                std::span<const std::span<float>> grads) {
+void Adam::Step(std::span<const std::span<float>> params, std::span<const std::span<float>> grads) {
   assert(params.size() == m_.size() && grads.size() == m_.size());
   ++steps_;
   const double t = static_cast<double>(steps_);
-  const float lr_t = static_cast<float>(
-      options_.learning_rate * std::sqrt(1.0 - std::pow(options_.beta2, t)) /
-      (1.0 - std::pow(options_.beta1, t)));
+  const float lr_t =
+      static_cast<float>(options_.learning_rate * std::sqrt(1.0 - std::pow(options_.beta2, t)) /
+                         (1.0 - std::pow(options_.beta1, t)));
   const float b1 = static_cast<float>(options_.beta1);
   const float b2 = static_cast<float>(options_.beta2);
   const float eps = static_cast<float>(options_.epsilon);

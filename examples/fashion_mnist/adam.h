@@ -31,8 +31,7 @@ class Adam {
   Adam(const AdamOptions& options, std::vector<size_t> sizes);
 
   // Applies one update; params[i] and grads[i] must have sizes[i] elements.
-  void Step(std::span<const std::span<float>> params,
-            std::span<const std::span<float>> grads);
+  void Step(std::span<const std::span<float>> params, std::span<const std::span<float>> grads);
 
   int64_t steps() const { return steps_; }
 

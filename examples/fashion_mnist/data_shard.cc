@@ -24,8 +24,7 @@ std::vector<int64_t> EpochPermutation(int64_t count, uint64_t seed, int epoch) {
   std::vector<int64_t> perm(count);
   std::iota(perm.begin(), perm.end(), int64_t{0});
   // Distinct, well-mixed streams per epoch from one seed.
-  std::seed_seq seq{static_cast<uint32_t>(seed),
-                    static_cast<uint32_t>(seed >> 32),
+  std::seed_seq seq{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32),
                     static_cast<uint32_t>(epoch)};
   std::mt19937_64 rng(seq);
   for (int64_t i = count - 1; i > 0; --i) {
@@ -35,8 +34,7 @@ std::vector<int64_t> EpochPermutation(int64_t count, uint64_t seed, int epoch) {
   return perm;
 }
 
-std::vector<int64_t> ShardForEpoch(int64_t count, int rank, int size,
-                                   uint64_t seed, int epoch) {
+std::vector<int64_t> ShardForEpoch(int64_t count, int rank, int size, uint64_t seed, int epoch) {
   assert(rank >= 0 && rank < size);
   const std::vector<int64_t> perm = EpochPermutation(count, seed, epoch);
   const int64_t per_rank = count / size;
@@ -48,8 +46,7 @@ std::vector<int64_t> ShardForEpoch(int64_t count, int rank, int size,
   return shard;
 }
 
-void GatherBatch(const Dataset& data, std::span<const int64_t> indices,
-                 float* x, uint8_t* labels) {
+void GatherBatch(const Dataset& data, std::span<const int64_t> indices, float* x, uint8_t* labels) {
   const int64_t ppi = data.pixels_per_image();
   constexpr float kScale = 1.0f / 255.0f;
   for (size_t b = 0; b < indices.size(); ++b) {

@@ -26,12 +26,10 @@ std::vector<int64_t> EpochPermutation(int64_t count, uint64_t seed, int epoch);
 
 // Rank `rank`'s example indices for `epoch`, in training order; count / size
 // of them. Requires 0 <= rank < size.
-std::vector<int64_t> ShardForEpoch(int64_t count, int rank, int size,
-                                   uint64_t seed, int epoch);
+std::vector<int64_t> ShardForEpoch(int64_t count, int rank, int size, uint64_t seed, int epoch);
 
 // Writes the examples `indices` of `data` into `x` ([indices.size(),
 // pixels_per_image] floats scaled to [0, 1]) and `labels`.
-void GatherBatch(const Dataset& data, std::span<const int64_t> indices,
-                 float* x, uint8_t* labels);
+void GatherBatch(const Dataset& data, std::span<const int64_t> indices, float* x, uint8_t* labels);
 
 }  // namespace kolo::fashion_mnist

@@ -38,12 +38,11 @@ class GradientAverager {
   // Storage for a gradient tensor of `shape` that AverageGradients can reduce
   // in place without copying (for Kolo: the session's shared memory). Zeroed;
   // valid as long as the averager.
-  virtual absl::StatusOr<std::span<float>> AllocateGradient(
-      const std::string& name, const std::vector<int64_t>& shape) = 0;
+  virtual absl::StatusOr<std::span<float>> AllocateGradient(const std::string& name,
+                                                            const std::vector<int64_t>& shape) = 0;
 
   // Replaces every tensor with rank 0's values.
-  virtual absl::Status BroadcastParameters(
-      std::span<const NamedTensor> params) = 0;
+  virtual absl::Status BroadcastParameters(std::span<const NamedTensor> params) = 0;
 
   // Replaces every tensor with its mean over the ranks. All tensors are
   // submitted before any is waited on, so the transport may fuse them.
@@ -52,10 +51,8 @@ class GradientAverager {
 
   // The mean and the sum of `value` over the ranks; `name` identifies the
   // reduction across ranks.
-  virtual absl::StatusOr<double> AverageScalar(const std::string& name,
-                                               double value) = 0;
-  virtual absl::StatusOr<double> SumScalar(const std::string& name,
-                                           double value) = 0;
+  virtual absl::StatusOr<double> AverageScalar(const std::string& name, double value) = 0;
+  virtual absl::StatusOr<double> SumScalar(const std::string& name, double value) = 0;
 };
 
 }  // namespace kolo::fashion_mnist

@@ -41,17 +41,14 @@ absl::Status GzErrorStatus(gzFile file, const std::string& path) {
     case Z_ERRNO:
       return ErrnoStatus(errno, path);
     case Z_BUF_ERROR:  // zlib reports a stream cut short this way.
-      return absl::DataLossError(
-          absl::StrCat(path, ": gzip stream is truncated (", message, ")"));
+      return absl::DataLossError(absl::StrCat(path, ": gzip stream is truncated (", message, ")"));
     case Z_DATA_ERROR:
-      return absl::DataLossError(
-          absl::StrCat(path, ": gzip stream is corrupt (", message, ")"));
+      return absl::DataLossError(absl::StrCat(path, ": gzip stream is corrupt (", message, ")"));
     case Z_MEM_ERROR:
       return absl::ResourceExhaustedError(
           absl::StrCat(path, ": out of memory while decompressing"));
     default:
-      return absl::InternalError(
-          absl::StrCat(path, ": zlib error ", code, " (", message, ")"));
+      return absl::InternalError(absl::StrCat(path, ": zlib error ", code, " (", message, ")"));
   }
 }
 
@@ -73,9 +70,7 @@ absl::StatusOr<std::vector<uint8_t>> ReadGzipFile(const std::string& path) {
     const int n = gzread(file.get(), bytes.data() + old_size, kChunk);
     if (n < 0) {
       absl::Status status = GzErrorStatus(file.get(), path);
-      return status.ok()
-                 ? absl::DataLossError(absl::StrCat(path, ": gzread failed"))
-                 : status;
+      return status.ok() ? absl::DataLossError(absl::StrCat(path, ": gzread failed")) : status;
     }
     bytes.resize(old_size + static_cast<size_t>(n));
     if (n == 0) break;

@@ -51,8 +51,7 @@ absl::StatusOr<std::vector<uint8_t>> ReadIdxLabels(const std::string& path);
 // differ or a label is outside [0, kNumClasses). `limit` > 0 keeps only the
 // first `limit` examples (all of them when the files hold fewer).
 absl::StatusOr<Dataset> LoadIdxDataset(const std::string& images_path,
-                                       const std::string& labels_path,
-                                       int64_t limit = 0);
+                                       const std::string& labels_path, int64_t limit = 0);
 
 struct FashionMnist {
   Dataset train;
@@ -63,7 +62,6 @@ struct FashionMnist {
 // train-labels-idx1-ubyte.gz, t10k-images-idx3-ubyte.gz,
 // t10k-labels-idx1-ubyte.gz). `limit_train` > 0 truncates the training set;
 // the test set is always whole. Images must be 28x28.
-absl::StatusOr<FashionMnist> LoadFashionMnist(const std::string& dir,
-                                              int64_t limit_train = 0);
+absl::StatusOr<FashionMnist> LoadFashionMnist(const std::string& dir, int64_t limit_train = 0);
 
 }  // namespace kolo::fashion_mnist

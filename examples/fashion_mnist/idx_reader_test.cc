@@ -40,8 +40,7 @@ std::vector<uint8_t> ImagesBytes(uint32_t count, uint32_t rows, uint32_t cols,
   return out;
 }
 
-std::vector<uint8_t> LabelsBytes(uint32_t count,
-                                 uint32_t magic = kIdxLabelsMagic) {
+std::vector<uint8_t> LabelsBytes(uint32_t count, uint32_t magic = kIdxLabelsMagic) {
   std::vector<uint8_t> out;
   PutU32(out, magic);
   PutU32(out, count);
@@ -49,14 +48,12 @@ std::vector<uint8_t> LabelsBytes(uint32_t count,
   return out;
 }
 
-std::string WriteGz(const std::string& name,
-                    const std::vector<uint8_t>& bytes) {
+std::string WriteGz(const std::string& name, const std::vector<uint8_t>& bytes) {
   const std::string path = TempPath(name);
   gzFile f = gzopen(path.c_str(), "wb");
   EXPECT_NE(f, nullptr);
   if (!bytes.empty()) {
-    EXPECT_EQ(gzwrite(f, bytes.data(), bytes.size()),
-              static_cast<int>(bytes.size()));
+    EXPECT_EQ(gzwrite(f, bytes.data(), bytes.size()), static_cast<int>(bytes.size()));
   }
   EXPECT_EQ(gzclose(f), Z_OK);
   return path;
@@ -114,18 +111,15 @@ TEST(IdxReaderTest, MissingFileIsNotFoundAndNamesPath) {
 }
 
 TEST(IdxReaderTest, BadMagic) {
-  const std::string path =
-      WriteGz("magic-images.gz", ImagesBytes(2, 2, 2, 0x00000801));
+  const std::string path = WriteGz("magic-images.gz", ImagesBytes(2, 2, 2, 0x00000801));
   absl::StatusOr<IdxImages> images = ReadIdxImages(path);
   ASSERT_FALSE(images.ok());
   EXPECT_EQ(images.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(images.status().message(), HasSubstr(path));
   EXPECT_THAT(images.status().message(), HasSubstr("bad idx magic 0x00000801"));
 
-  const std::string labels =
-      WriteGz("magic-labels.gz", LabelsBytes(2, kIdxImagesMagic));
-  EXPECT_THAT(ReadIdxLabels(labels).status().message(),
-              HasSubstr("bad idx magic 0x00000803"));
+  const std::string labels = WriteGz("magic-labels.gz", LabelsBytes(2, kIdxImagesMagic));
+  EXPECT_THAT(ReadIdxLabels(labels).status().message(), HasSubstr("bad idx magic 0x00000803"));
 }
 
 TEST(IdxReaderTest, TruncatedHeader) {
@@ -143,22 +137,19 @@ TEST(IdxReaderTest, TruncatedPayload) {
   absl::StatusOr<IdxImages> images = ReadIdxImages(path);
   ASSERT_FALSE(images.ok());
   EXPECT_EQ(images.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(images.status().message(),
-              HasSubstr("truncated: header says 16 bytes, file has 11"));
+  EXPECT_THAT(images.status().message(), HasSubstr("truncated: header says 16 bytes, file has 11"));
 }
 
 TEST(IdxReaderTest, TrailingBytes) {
   std::vector<uint8_t> bytes = LabelsBytes(3);
   bytes.push_back(1);
   const std::string path = WriteGz("long-labels.gz", bytes);
-  EXPECT_THAT(ReadIdxLabels(path).status().message(),
-              HasSubstr("longer than its header"));
+  EXPECT_THAT(ReadIdxLabels(path).status().message(), HasSubstr("longer than its header"));
 }
 
 TEST(IdxReaderTest, ZeroDimension) {
   const std::string path = WriteGz("zero-images.gz", ImagesBytes(3, 0, 2));
-  EXPECT_THAT(ReadIdxImages(path).status().message(),
-              HasSubstr("dimension 1 is 0"));
+  EXPECT_THAT(ReadIdxImages(path).status().message(), HasSubstr("dimension 1 is 0"));
 }
 
 TEST(IdxReaderTest, CountMismatchNamesBothFiles) {
@@ -168,8 +159,7 @@ TEST(IdxReaderTest, CountMismatchNamesBothFiles) {
   ASSERT_FALSE(data.ok());
   EXPECT_EQ(data.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(data.status().message(),
-              HasSubstr(absl::StrCat(labels, " holds 4 labels but ", images,
-                                     " holds 5 images")));
+              HasSubstr(absl::StrCat(labels, " holds 4 labels but ", images, " holds 5 images")));
 }
 
 TEST(IdxReaderTest, LabelOutOfRange) {
@@ -189,8 +179,7 @@ TEST(IdxReaderTest, TruncatedGzipStreamIsDataLoss) {
   WriteRaw(path, compressed);
   absl::StatusOr<IdxImages> images = ReadIdxImages(path);
   ASSERT_FALSE(images.ok());
-  EXPECT_EQ(images.status().code(), absl::StatusCode::kDataLoss)
-      << images.status();
+  EXPECT_EQ(images.status().code(), absl::StatusCode::kDataLoss) << images.status();
   EXPECT_THAT(images.status().message(), HasSubstr(path));
 }
 
@@ -202,8 +191,7 @@ TEST(IdxReaderTest, CorruptGzipStreamIsDataLoss) {
   WriteRaw(path, compressed);
   absl::StatusOr<IdxImages> images = ReadIdxImages(path);
   ASSERT_FALSE(images.ok());
-  EXPECT_EQ(images.status().code(), absl::StatusCode::kDataLoss)
-      << images.status();
+  EXPECT_EQ(images.status().code(), absl::StatusCode::kDataLoss) << images.status();
 }
 
 TEST(IdxReaderTest, FashionMnistDirWithMissingFileNamesIt) {
@@ -212,8 +200,7 @@ TEST(IdxReaderTest, FashionMnistDirWithMissingFileNamesIt) {
   absl::StatusOr<FashionMnist> data = LoadFashionMnist(dir);
   ASSERT_FALSE(data.ok());
   EXPECT_EQ(data.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(data.status().message(),
-              HasSubstr(absl::StrCat(dir, "/train-images-idx3-ubyte.gz")));
+  EXPECT_THAT(data.status().message(), HasSubstr(absl::StrCat(dir, "/train-images-idx3-ubyte.gz")));
 }
 
 TEST(IdxReaderTest, FashionMnistRejectsWrongImageSize) {

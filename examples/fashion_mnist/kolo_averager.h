@@ -24,19 +24,15 @@ class KoloAverager final : public GradientAverager {
 
   int rank() const override { return client_->rank(); }
   int size() const override { return client_->size(); }
-  absl::StatusOr<std::span<float>> AllocateGradient(
-      const std::string& name, const std::vector<int64_t>& shape) override;
-  absl::Status BroadcastParameters(
-      std::span<const NamedTensor> params) override;
+  absl::StatusOr<std::span<float>> AllocateGradient(const std::string& name,
+                                                    const std::vector<int64_t>& shape) override;
+  absl::Status BroadcastParameters(std::span<const NamedTensor> params) override;
   absl::Status AverageGradients(std::span<const NamedTensor> grads) override;
-  absl::StatusOr<double> AverageScalar(const std::string& name,
-                                       double value) override;
-  absl::StatusOr<double> SumScalar(const std::string& name,
-                                   double value) override;
+  absl::StatusOr<double> AverageScalar(const std::string& name, double value) override;
+  absl::StatusOr<double> SumScalar(const std::string& name, double value) override;
 
  private:
-  absl::StatusOr<double> ReduceScalar(const std::string& name, double value,
-                                      ReduceOp op);
+  absl::StatusOr<double> ReduceScalar(const std::string& name, double value, ReduceOp op);
 
   Client* const client_;
   // Declared after client_ so they are freed before it could be.

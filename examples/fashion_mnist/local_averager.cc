@@ -26,14 +26,10 @@ absl::Status LocalAverager::AverageGradients(std::span<const NamedTensor>) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<double> LocalAverager::AverageScalar(const std::string&,
-                                                    double value) {
+absl::StatusOr<double> LocalAverager::AverageScalar(const std::string&, double value) {
   return value;
 }
 
-absl::StatusOr<double> LocalAverager::SumScalar(const std::string&,
-                                                double value) {
-  return value;
-}
+absl::StatusOr<double> LocalAverager::SumScalar(const std::string&, double value) { return value; }
 
 }  // namespace kolo::fashion_mnist

@@ -16,15 +16,12 @@ class LocalAverager final : public GradientAverager {
  public:
   int rank() const override { return 0; }
   int size() const override { return 1; }
-  absl::StatusOr<std::span<float>> AllocateGradient(
-      const std::string& name, const std::vector<int64_t>& shape) override;
-  absl::Status BroadcastParameters(
-      std::span<const NamedTensor> params) override;
+  absl::StatusOr<std::span<float>> AllocateGradient(const std::string& name,
+                                                    const std::vector<int64_t>& shape) override;
+  absl::Status BroadcastParameters(std::span<const NamedTensor> params) override;
   absl::Status AverageGradients(std::span<const NamedTensor> grads) override;
-  absl::StatusOr<double> AverageScalar(const std::string& name,
-                                       double value) override;
-  absl::StatusOr<double> SumScalar(const std::string& name,
-                                   double value) override;
+  absl::StatusOr<double> AverageScalar(const std::string& name, double value) override;
+  absl::StatusOr<double> SumScalar(const std::string& name, double value) override;
 
  private:
   // A deque so earlier spans stay valid as storage is added.

@@ -28,8 +28,7 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   const absl::Status status = kolo::fashion_mnist::Main();
   if (!status.ok()) {
-    std::fprintf(stderr, "fashion_mnist_local: %s\n",
-                 status.ToString().c_str());
+    std::fprintf(stderr, "fashion_mnist_local: %s\n", status.ToString().c_str());
     return 1;
   }
   return 0;

@@ -27,8 +27,7 @@ absl::Status Main() {
   KOLO_ASSIGN_OR_RETURN(const FashionMnist data,
                         LoadFashionMnist(config.data_dir, config.limit_train));
   KOLO_ASSIGN_OR_RETURN(const ClientOptions options, ClientOptions::FromEnv());
-  KOLO_ASSIGN_OR_RETURN(std::unique_ptr<Client> client,
-                        Client::Connect(options));
+  KOLO_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, Client::Connect(options));
   KoloAverager averager(client.get());
   return RunTraining(config, data, averager, stdout);
 }

@@ -14,8 +14,7 @@ int64_t TensorSpec::num_elements() const {
 }
 
 std::array<TensorSpec, kNumMlpTensors> MlpTensorSpecs(const MlpShape& s) {
-  return {TensorSpec{"dense/kernel", {s.input, s.hidden}},
-          TensorSpec{"dense/bias", {s.hidden}},
+  return {TensorSpec{"dense/kernel", {s.input, s.hidden}}, TensorSpec{"dense/bias", {s.hidden}},
           TensorSpec{"dense_1/kernel", {s.hidden, s.classes}},
           TensorSpec{"dense_1/bias", {s.classes}}};
 }
@@ -83,8 +82,7 @@ void Mlp::Forward(const float* x, int batch) {
   }
 }
 
-double Mlp::SoftmaxCrossEntropy(const uint8_t* labels, int batch,
-                                float* dlogits) {
+double Mlp::SoftmaxCrossEntropy(const uint8_t* labels, int batch, float* dlogits) {
   const int out = shape_.classes;
   const double inv_batch = 1.0 / batch;
   double total = 0.0;
@@ -99,8 +97,7 @@ double Mlp::SoftmaxCrossEntropy(const uint8_t* labels, int batch,
       float* d = dlogits + static_cast<size_t>(i) * out;
       for (int c = 0; c < out; ++c) {
         const double p = std::exp(double{z[c]} - zmax - log_denom);
-        d[c] =
-            static_cast<float>((p - (c == labels[i] ? 1.0 : 0.0)) * inv_batch);
+        d[c] = static_cast<float>((p - (c == labels[i] ? 1.0 : 0.0)) * inv_batch);
       }
     }
   }

@@ -45,9 +45,7 @@ struct MlpTensors {
   std::span<float> w2;
   std::span<float> b2;
 
-  std::array<std::span<float>, kNumMlpTensors> all() const {
-    return {w1, b1, w2, b2};
-  }
+  std::array<std::span<float>, kNumMlpTensors> all() const { return {w1, b1, w2, b2}; }
 };
 
 class Mlp {
@@ -72,8 +70,7 @@ class Mlp {
   // `labels` [batch] with values in [0, classes). Overwrites `grads` (which
   // must have the parameter shapes) with the gradient of the mean loss and
   // returns that mean loss.
-  double ForwardBackward(const float* x, const uint8_t* labels, int batch,
-                         const MlpTensors& grads);
+  double ForwardBackward(const float* x, const uint8_t* labels, int batch, const MlpTensors& grads);
 
   // Mean loss only (no gradient).
   double Loss(const float* x, const uint8_t* labels, int batch);

@@ -20,15 +20,13 @@ struct GradStorage {
       data.emplace_back(spec.num_elements(), 0.0f);
     }
   }
-  MlpTensors tensors() {
-    return MlpTensors{data[0], data[1], data[2], data[3]};
-  }
+  MlpTensors tensors() { return MlpTensors{data[0], data[1], data[2], data[3]}; }
   std::vector<std::vector<float>> data;
 };
 
 // A fixed batch with about a third of the inputs exactly zero, as in images.
-void MakeBatch(const MlpShape& shape, int batch, uint32_t seed,
-               std::vector<float>& x, std::vector<uint8_t>& labels) {
+void MakeBatch(const MlpShape& shape, int batch, uint32_t seed, std::vector<float>& x,
+               std::vector<uint8_t>& labels) {
   std::mt19937 rng(seed);
   x.resize(batch * shape.input);
   labels.resize(batch);
@@ -78,8 +76,7 @@ TEST(MlpTest, BackwardMatchesFiniteDifferences) {
   MakeBatch(kTiny, kBatch, 5, x, labels);
 
   GradStorage grads(kTiny);
-  const double loss =
-      model.ForwardBackward(x.data(), labels.data(), kBatch, grads.tensors());
+  const double loss = model.ForwardBackward(x.data(), labels.data(), kBatch, grads.tensors());
   EXPECT_NEAR(loss, model.Loss(x.data(), labels.data(), kBatch), 1e-9);
 
   constexpr float kEps = 1e-3f;
@@ -104,8 +101,7 @@ TEST(MlpTest, BackwardMatchesFiniteDifferences) {
 }
 
 TEST(MlpTest, AdamFirstStepsMatchHandComputation) {
-  AdamOptions options{
-      .learning_rate = 0.1, .beta1 = 0.9, .beta2 = 0.999, .epsilon = 1e-7};
+  AdamOptions options{.learning_rate = 0.1, .beta1 = 0.9, .beta2 = 0.999, .epsilon = 1e-7};
   Adam adam(options, {2});
   std::vector<float> p = {1.0f, 1.0f};
   std::vector<float> g = {0.5f, -2.0f};
@@ -150,8 +146,7 @@ TEST(MlpTest, LossDecreasesUnderAdam) {
   const double initial = model.Loss(x.data(), labels.data(), kBatch);
   double previous = initial;
   for (int step = 0; step < 200; ++step) {
-    const double loss =
-        model.ForwardBackward(x.data(), labels.data(), kBatch, grads.tensors());
+    const double loss = model.ForwardBackward(x.data(), labels.data(), kBatch, grads.tensors());
     if (step < 5) {
       EXPECT_LT(loss, previous + 1e-9) << "step " << step;
     }

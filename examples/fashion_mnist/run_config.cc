@@ -10,10 +10,8 @@ ABSL_FLAG(std::string, data, "/usr/share/datasets/fashion-mnist",
           "Directory holding the four Fashion-MNIST idx .gz files.");
 ABSL_FLAG(int, epochs, 5, "Passes over the training set.");
 ABSL_FLAG(int, batch_size, 128, "Examples per step on each rank.");
-ABSL_FLAG(uint64_t, seed, 42,
-          "Seeds the initial weights and each epoch's shuffle.");
-ABSL_FLAG(int64_t, limit_train, 0,
-          "Use only the first N training examples (0: all).");
+ABSL_FLAG(uint64_t, seed, 42, "Seeds the initial weights and each epoch's shuffle.");
+ABSL_FLAG(int64_t, limit_train, 0, "Use only the first N training examples (0: all).");
 
 namespace kolo::fashion_mnist {
 
@@ -29,12 +27,12 @@ absl::StatusOr<RunConfig> RunConfigFromFlags() {
         absl::StrFormat("--epochs must be >= 0, got %d", config.epochs));
   }
   if (config.limit_train < 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "--limit_train must be >= 0, got %d", config.limit_train));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--limit_train must be >= 0, got %d", config.limit_train));
   }
   if (config.trainer.batch_size <= 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "--batch_size must be > 0, got %d", config.trainer.batch_size));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--batch_size must be > 0, got %d", config.trainer.batch_size));
   }
   return config;
 }
@@ -47,23 +45,20 @@ absl::Status RunTraining(const RunConfig& config, const FashionMnist& data,
     absl::FPrintF(out,
                   "fashion_mnist: %d rank(s), %d train / %d test examples, "
                   "batch %d per rank, learning rate %g\n",
-                  size, data.train.count, data.test.count,
-                  config.trainer.batch_size,
+                  size, data.train.count, data.test.count, config.trainer.batch_size,
                   config.trainer.base_learning_rate * size);
     std::fflush(out);
   }
-  KOLO_ASSIGN_OR_RETURN(
-      std::unique_ptr<Trainer> trainer,
-      Trainer::Create(config.trainer, &averager, &data.train, &data.test));
+  KOLO_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer,
+                        Trainer::Create(config.trainer, &averager, &data.train, &data.test));
   for (int epoch = 0; epoch < config.epochs; ++epoch) {
     KOLO_ASSIGN_OR_RETURN(EpochStats stats, trainer->RunEpoch(epoch));
     if (rank == 0) {
       absl::FPrintF(out,
                     "epoch %d/%d: train_loss %.4f  test_accuracy %.4f  "
                     "%.0f images/s (%d images in %.2fs, %d steps)\n",
-                    epoch + 1, config.epochs, stats.mean_train_loss,
-                    stats.test_accuracy, stats.images_per_second,
-                    stats.global_images, stats.train_seconds, stats.steps);
+                    epoch + 1, config.epochs, stats.mean_train_loss, stats.test_accuracy,
+                    stats.images_per_second, stats.global_images, stats.train_seconds, stats.steps);
       std::fflush(out);
     }
   }

@@ -56,9 +56,9 @@ class Trainer {
   // Builds the model and broadcasts rank 0's parameters (step 1).
   // `averager`, `train` and `test` must outlive the Trainer. INVALID_ARGUMENT
   // for a bad option or a training set with fewer examples than ranks.
-  static absl::StatusOr<std::unique_ptr<Trainer>> Create(
-      const TrainerOptions& options, GradientAverager* averager,
-      const Dataset* train, const Dataset* test);
+  static absl::StatusOr<std::unique_ptr<Trainer>> Create(const TrainerOptions& options,
+                                                         GradientAverager* averager,
+                                                         const Dataset* train, const Dataset* test);
 
   // Trains one epoch (numbered from 0) and evaluates; steps 2-4.
   absl::StatusOr<EpochStats> RunEpoch(int epoch);
@@ -71,11 +71,10 @@ class Trainer {
   Mlp& model() { return model_; }
 
  private:
-  Trainer(const TrainerOptions& options, GradientAverager* averager,
-          const Dataset* train, const Dataset* test);
+  Trainer(const TrainerOptions& options, GradientAverager* averager, const Dataset* train,
+          const Dataset* test);
 
-  std::vector<NamedTensor> Named(const std::string& prefix,
-                                 const MlpTensors& tensors) const;
+  std::vector<NamedTensor> Named(const std::string& prefix, const MlpTensors& tensors) const;
 
   const TrainerOptions options_;
   GradientAverager* const averager_;

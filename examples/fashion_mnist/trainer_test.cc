@@ -62,17 +62,15 @@ class ThreadGroup {
 // A GradientAverager for one rank of a ThreadGroup.
 class ThreadGroupAverager final : public GradientAverager {
  public:
-  ThreadGroupAverager(ThreadGroup* group, int rank)
-      : group_(group), rank_(rank) {}
+  ThreadGroupAverager(ThreadGroup* group, int rank) : group_(group), rank_(rank) {}
 
   int rank() const override { return rank_; }
   int size() const override { return group_->size(); }
-  absl::StatusOr<std::span<float>> AllocateGradient(
-      const std::string& name, const std::vector<int64_t>& shape) override {
+  absl::StatusOr<std::span<float>> AllocateGradient(const std::string& name,
+                                                    const std::vector<int64_t>& shape) override {
     return local_.AllocateGradient(name, shape);
   }
-  absl::Status BroadcastParameters(
-      std::span<const NamedTensor> params) override {
+  absl::Status BroadcastParameters(std::span<const NamedTensor> params) override {
     for (const NamedTensor& p : params) {
       broadcast_names_.push_back(p.name);
       std::vector<double> mine(p.values.size(), 0.0);
@@ -85,16 +83,15 @@ class ThreadGroupAverager final : public GradientAverager {
   absl::Status AverageGradients(std::span<const NamedTensor> grads) override {
     ++gradient_rounds_;
     for (const NamedTensor& g : grads) {
-      const std::vector<double> sum = group_->AllSum(
-          rank_, std::vector<double>(g.values.begin(), g.values.end()));
+      const std::vector<double> sum =
+          group_->AllSum(rank_, std::vector<double>(g.values.begin(), g.values.end()));
       for (size_t i = 0; i < sum.size(); ++i) {
         g.values[i] = static_cast<float>(sum[i] / size());
       }
     }
     return absl::OkStatus();
   }
-  absl::StatusOr<double> AverageScalar(const std::string&,
-                                       double value) override {
+  absl::StatusOr<double> AverageScalar(const std::string&, double value) override {
     return group_->AllSum(rank_, {value})[0] / size();
   }
   absl::StatusOr<double> SumScalar(const std::string&, double value) override {
@@ -102,9 +99,7 @@ class ThreadGroupAverager final : public GradientAverager {
   }
 
   int gradient_rounds() const { return gradient_rounds_; }
-  const std::vector<std::string>& broadcast_names() const {
-    return broadcast_names_;
-  }
+  const std::vector<std::string>& broadcast_names() const { return broadcast_names_; }
 
  private:
   ThreadGroup* const group_;
@@ -135,9 +130,7 @@ Dataset SyntheticData(int64_t count, uint32_t seed) {
   return d;
 }
 
-TrainerOptions SmallOptions() {
-  return TrainerOptions{.batch_size = 16, .seed = 5, .hidden = 16};
-}
+TrainerOptions SmallOptions() { return TrainerOptions{.batch_size = 16, .seed = 5, .hidden = 16}; }
 
 TEST(TrainerTest, CreateRejectsBadOptions) {
   const Dataset train = SyntheticData(10, 1);
@@ -148,9 +141,7 @@ TEST(TrainerTest, CreateRejectsBadOptions) {
             absl::StatusCode::kInvalidArgument);
 
   const Dataset empty;
-  EXPECT_EQ(Trainer::Create(SmallOptions(), &averager, &empty, &train)
-                .status()
-                .code(),
+  EXPECT_EQ(Trainer::Create(SmallOptions(), &averager, &empty, &train).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
@@ -214,21 +205,18 @@ TEST(TrainerTest, TwoRanksStayInLockstep) {
     ASSERT_TRUE(results[rank].status.ok()) << results[rank].status;
     ASSERT_EQ(results[rank].epochs.size(), 3u);
   }
-  EXPECT_EQ(results[1].broadcast_names,
-            (std::vector<std::string>{"dense/kernel", "dense/bias",
-                                      "dense_1/kernel", "dense_1/bias"}));
+  EXPECT_EQ(
+      results[1].broadcast_names,
+      (std::vector<std::string>{"dense/kernel", "dense/bias", "dense_1/kernel", "dense_1/bias"}));
   // 500 examples per rank per epoch in batches of 16: 32 steps.
   EXPECT_EQ(results[0].gradient_rounds, 3 * 32);
   EXPECT_EQ(results[0].epochs[0].global_images, 1000);
   EXPECT_EQ(results[0].checksum, results[1].checksum);
   for (int e = 0; e < 3; ++e) {
-    EXPECT_EQ(results[0].epochs[e].mean_train_loss,
-              results[1].epochs[e].mean_train_loss);
-    EXPECT_EQ(results[0].epochs[e].test_accuracy,
-              results[1].epochs[e].test_accuracy);
+    EXPECT_EQ(results[0].epochs[e].mean_train_loss, results[1].epochs[e].mean_train_loss);
+    EXPECT_EQ(results[0].epochs[e].test_accuracy, results[1].epochs[e].test_accuracy);
   }
-  EXPECT_LT(results[0].epochs[2].mean_train_loss,
-            results[0].epochs[0].mean_train_loss);
+  EXPECT_LT(results[0].epochs[2].mean_train_loss, results[0].epochs[0].mean_train_loss);
   EXPECT_GT(results[0].epochs[2].test_accuracy, 0.75);  // Chance is 0.1.
 }
 
@@ -237,8 +225,7 @@ TEST(TrainerTest, TwoRanksStayInLockstep) {
 TEST(TrainerTest, LearnsFashionMnistSubset) {
   const std::string dir = "/usr/share/datasets/fashion-mnist";
   struct stat st;
-  if (stat(absl::StrCat(dir, "/train-images-idx3-ubyte.gz").c_str(), &st) !=
-      0) {
+  if (stat(absl::StrCat(dir, "/train-images-idx3-ubyte.gz").c_str(), &st) != 0) {
     GTEST_SKIP() << "Fashion-MNIST is not installed at " << dir;
   }
   absl::StatusOr<FashionMnist> data = LoadFashionMnist(dir, 4000);

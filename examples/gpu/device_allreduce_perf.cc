@@ -34,8 +34,7 @@
 ABSL_FLAG(std::string, socket, "/run/kolo/kolod.sock", "kolod's socket.");
 ABSL_FLAG(int, ranks, 2, "Ranks (threads), all on GPU 0.");
 ABSL_FLAG(uint64_t, min_bytes, 4, "Smallest message size in bytes.");
-ABSL_FLAG(uint64_t, max_bytes, uint64_t{256} << 20,
-          "Largest message size in bytes.");
+ABSL_FLAG(uint64_t, max_bytes, uint64_t{256} << 20, "Largest message size in bytes.");
 ABSL_FLAG(int, iters, 20, "Timed allreduces per size.");
 ABSL_FLAG(int, warmup, 5, "Untimed allreduces per size before timing.");
 ABSL_FLAG(bool, csv, false, "Print CSV rows instead of a table.");
@@ -51,14 +50,12 @@ struct Shared {
   absl::Status error;
 };
 
-absl::Status Cuda(cudaError_t e, const char *what) {
+absl::Status Cuda(cudaError_t e, const char* what) {
   return e == cudaSuccess ? absl::OkStatus()
-                          : absl::InternalError(absl::StrCat(
-                                what, ": ", cudaGetErrorString(e)));
+                          : absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorString(e)));
 }
 
-absl::Status RunRank(int rank, int ranks, const std::vector<uint64_t> &sizes,
-                     Shared *shared) {
+absl::Status RunRank(int rank, int ranks, const std::vector<uint64_t>& sizes, Shared* shared) {
   ClientOptions options;
   options.socket_path = absl::GetFlag(FLAGS_socket);
   options.job_id = "device-allreduce-perf";
@@ -67,62 +64,48 @@ absl::Status RunRank(int rank, int ranks, const std::vector<uint64_t> &sizes,
   options.local_rank = rank;
   options.local_size = ranks;
   auto client = Client::Connect(options);
-  if (!client.ok())
-    return client.status();
-  if (absl::Status s = Cuda(cudaSetDevice(0), "cudaSetDevice"); !s.ok())
-    return s;
+  if (!client.ok()) return client.status();
+  if (absl::Status s = Cuda(cudaSetDevice(0), "cudaSetDevice"); !s.ok()) return s;
   cudaStream_t stream;
-  if (absl::Status s = Cuda(
-          cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
+  if (absl::Status s = Cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
       !s.ok()) {
     return s;
   }
   const uint64_t max_count = sizes.back() / sizeof(float);
-  void *buf = nullptr;
-  if (absl::Status s =
-          Cuda(cudaMalloc(&buf, max_count * sizeof(float)), "cudaMalloc");
-      !s.ok()) {
+  void* buf = nullptr;
+  if (absl::Status s = Cuda(cudaMalloc(&buf, max_count * sizeof(float)), "cudaMalloc"); !s.ok()) {
     return s;
   }
   std::vector<float> host(max_count);
   for (size_t k = 0; k < sizes.size(); ++k) {
     const uint64_t count = sizes[k] / sizeof(float);
     const std::string name = absl::StrCat("perf/", sizes[k]);
-    TensorView view{
-        buf, DType::kFloat32, {static_cast<int64_t>(count)}, /*device=*/0};
+    TensorView view{buf, DType::kFloat32, {static_cast<int64_t>(count)}, /*device=*/0};
     AllreduceOptions ar;
     ar.cuda_stream = stream;
     FillInput(ReduceOp::kSum, rank, host.data(), count);
-    cudaMemcpyAsync(buf, host.data(), count * sizeof(float),
-                    cudaMemcpyHostToDevice, stream);
+    cudaMemcpyAsync(buf, host.data(), count * sizeof(float), cudaMemcpyHostToDevice, stream);
     std::vector<double> times;
-    for (int i = 0;
-         i < absl::GetFlag(FLAGS_warmup) + absl::GetFlag(FLAGS_iters); ++i) {
+    for (int i = 0; i < absl::GetFlag(FLAGS_warmup) + absl::GetFlag(FLAGS_iters); ++i) {
       const auto start = std::chrono::steady_clock::now();
-      if (absl::Status s = (*client)->Allreduce(view, view, name, ar); !s.ok())
-        return s;
+      if (absl::Status s = (*client)->Allreduce(view, view, name, ar); !s.ok()) return s;
       cudaStreamSynchronize(stream);
       if (i >= absl::GetFlag(FLAGS_warmup)) {
-        times.push_back(std::chrono::duration<double, std::micro>(
-                            std::chrono::steady_clock::now() - start)
-                            .count());
+        times.push_back(
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+                .count());
       }
     }
     // One more on fresh data, checked on the host.
     FillInput(ReduceOp::kSum, rank, host.data(), count);
-    cudaMemcpyAsync(buf, host.data(), count * sizeof(float),
-                    cudaMemcpyHostToDevice, stream);
-    if (absl::Status s = (*client)->Allreduce(view, view, name, ar); !s.ok())
-      return s;
-    cudaMemcpyAsync(host.data(), buf, count * sizeof(float),
-                    cudaMemcpyDeviceToHost, stream);
-    if (absl::Status s =
-            Cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-        !s.ok()) {
+    cudaMemcpyAsync(buf, host.data(), count * sizeof(float), cudaMemcpyHostToDevice, stream);
+    if (absl::Status s = (*client)->Allreduce(view, view, name, ar); !s.ok()) return s;
+    cudaMemcpyAsync(host.data(), buf, count * sizeof(float), cudaMemcpyDeviceToHost, stream);
+    if (absl::Status s = Cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize"); !s.ok()) {
       return s;
     }
-    const int64_t wrong = static_cast<int64_t>(
-        CountMismatches(ReduceOp::kSum, ranks, host.data(), count));
+    const int64_t wrong =
+        static_cast<int64_t>(CountMismatches(ReduceOp::kSum, ranks, host.data(), count));
     absl::MutexLock l(&shared->mu);
     shared->time_us[k] = std::max(shared->time_us[k], Median(times));
     shared->wrong[k] = std::max(shared->wrong[k], wrong);
@@ -132,13 +115,12 @@ absl::Status RunRank(int rank, int ranks, const std::vector<uint64_t> &sizes,
   return absl::OkStatus();
 }
 
-int Main(int argc, char **argv) {
+int Main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   const int ranks = absl::GetFlag(FLAGS_ranks);
   const bool csv = absl::GetFlag(FLAGS_csv);
   const std::vector<uint64_t> sizes =
-      SweepSizes(absl::GetFlag(FLAGS_min_bytes), absl::GetFlag(FLAGS_max_bytes),
-                 sizeof(float));
+      SweepSizes(absl::GetFlag(FLAGS_min_bytes), absl::GetFlag(FLAGS_max_bytes), sizeof(float));
   Shared shared;
   shared.time_us.assign(sizes.size(), 0.0);
   shared.wrong.assign(sizes.size(), 0);
@@ -149,40 +131,36 @@ int Main(int argc, char **argv) {
       if (!s.ok()) {
         absl::MutexLock l(&shared.mu);
         if (shared.error.ok())
-          shared.error = absl::Status(
-              s.code(), absl::StrCat("rank ", r, ": ", s.message()));
+          shared.error = absl::Status(s.code(), absl::StrCat("rank ", r, ": ", s.message()));
       }
     });
   }
-  for (auto &t : threads)
-    t.join();
+  for (auto& t : threads) t.join();
   if (!shared.error.ok()) {
-    std::printf("FAIL device_allreduce_perf: %s\n",
-                shared.error.ToString().c_str());
+    std::printf("FAIL device_allreduce_perf: %s\n", shared.error.ToString().c_str());
     return 1;
   }
-  std::printf("# kolo device allreduce through kolod: %d ranks on GPU 0, "
-              "float32 sum, in place\n"
-              "# time: submit to stream past kolod's done event; max over "
-              "ranks of the median\n%s",
-              ranks, SweepHeader(csv).c_str());
+  std::printf(
+      "# kolo device allreduce through kolod: %d ranks on GPU 0, "
+      "float32 sum, in place\n"
+      "# time: submit to stream past kolod's done event; max over "
+      "ranks of the median\n%s",
+      ranks, SweepHeader(csv).c_str());
   bool ok = true;
   for (size_t k = 0; k < sizes.size(); ++k) {
-    const SweepRow row{
-        .bytes = sizes[k],
-        .count = sizes[k] / sizeof(float),
-        .time_us = shared.time_us[k],
-        .bw = AllreduceBandwidth(sizes[k], shared.time_us[k] * 1e-6, ranks),
-        .wrong = shared.wrong[k]};
+    const SweepRow row{.bytes = sizes[k],
+                       .count = sizes[k] / sizeof(float),
+                       .time_us = shared.time_us[k],
+                       .bw = AllreduceBandwidth(sizes[k], shared.time_us[k] * 1e-6, ranks),
+                       .wrong = shared.wrong[k]};
     std::fputs(SweepLine(row, csv).c_str(), stdout);
     ok = ok && shared.wrong[k] == 0;
   }
-  std::printf("%s device allreduce results checked on the host\n",
-              ok ? "PASS" : "FAIL");
+  std::printf("%s device allreduce results checked on the host\n", ok ? "PASS" : "FAIL");
   return ok ? 0 : 1;
 }
 
-} // namespace
-} // namespace kolo::bench
+}  // namespace
+}  // namespace kolo::bench
 
-int main(int argc, char **argv) { return kolo::bench::Main(argc, argv); }
+int main(int argc, char** argv) { return kolo::bench::Main(argc, argv); }

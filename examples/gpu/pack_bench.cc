@@ -31,13 +31,13 @@ namespace kc = kolo::kernels::cuda;
 // large fused buffers with the backend's (16-byte aligned) layout.
 constexpr double kMinRatio = 0.70;
 
-#define CHECK_OK(expr)                                                     \
-  do {                                                                     \
-    const absl::Status s_ = (expr);                                        \
-    if (!s_.ok()) {                                                        \
+#define CHECK_OK(expr)                                                         \
+  do {                                                                         \
+    const absl::Status s_ = (expr);                                            \
+    if (!s_.ok()) {                                                            \
       std::printf("FAIL pack_bench: %s\n", std::string(s_.message()).c_str()); \
-      std::exit(2);                                                        \
-    }                                                                      \
+      std::exit(2);                                                            \
+    }                                                                          \
   } while (0)
 
 struct Timer {
@@ -118,10 +118,10 @@ int main() {
       for (int t = 0; t < kTensors; ++t) {
         const uint64_t count = (per | 1) - (t % 3) * 2;
         if (aligned) fused = (fused + 15) / 16 * 16;
-        pack->push_back({reinterpret_cast<uint64_t>(a + in), reinterpret_cast<uint64_t>(b + fused),
-                         count, 0});
-        unpack->push_back({reinterpret_cast<uint64_t>(b + fused),
-                           reinterpret_cast<uint64_t>(a + in), count, 0});
+        pack->push_back(
+            {reinterpret_cast<uint64_t>(a + in), reinterpret_cast<uint64_t>(b + fused), count, 0});
+        unpack->push_back(
+            {reinterpret_cast<uint64_t>(b + fused), reinterpret_cast<uint64_t>(a + in), count, 0});
         in = (in + count * 4 + 255) / 256 * 256;
         fused += count * 4;
       }
@@ -132,19 +132,20 @@ int main() {
     for (int mode = 0; mode < 2; ++mode) {
       std::vector<kc::CopySegment> pack, unpack;
       moved = plan(mode == 0, &pack, &unpack);
-      const uint64_t pack_chunks = kc::AssignCopyChunks(kolo::DType::kFloat32, pack.data(), pack.size());
+      const uint64_t pack_chunks =
+          kc::AssignCopyChunks(kolo::DType::kFloat32, pack.data(), pack.size());
       const uint64_t unpack_chunks =
           kc::AssignCopyChunks(kolo::DType::kFloat32, unpack.data(), unpack.size());
-      CHECK_OK(CudaStatus(cudaMemcpy(desc, pack.data(), kTensors * sizeof(kc::CopySegment),
-                                     cudaMemcpyHostToDevice),
-                          "descriptor upload"));
+      CHECK_OK(CudaStatus(
+          cudaMemcpy(desc, pack.data(), kTensors * sizeof(kc::CopySegment), cudaMemcpyHostToDevice),
+          "descriptor upload"));
       CHECK_OK(CudaStatus(cudaMemcpy(desc + kTensors, unpack.data(),
                                      kTensors * sizeof(kc::CopySegment), cudaMemcpyHostToDevice),
                           "descriptor upload"));
       const double p = timer.Time(s, 3, iters, [&] {
-        CHECK_OK(CudaLaunchStatus(kc::BatchedCopyAsync(kolo::DType::kFloat32, desc, kTensors,
-                                                       pack_chunks, 0.5, s),
-                                  "pack"));
+        CHECK_OK(CudaLaunchStatus(
+            kc::BatchedCopyAsync(kolo::DType::kFloat32, desc, kTensors, pack_chunks, 0.5, s),
+            "pack"));
       });
       if (mode == 0) {
         pack_ms = p;

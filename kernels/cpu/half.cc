@@ -16,8 +16,7 @@ HWY_BEFORE_NAMESPACE();
 namespace kolo::kernels::HWY_NAMESPACE {
 namespace {
 
-void HalfToFloatLoop(const uint16_t* HWY_RESTRICT src, float* HWY_RESTRICT dst,
-                     size_t count) {
+void HalfToFloatLoop(const uint16_t* HWY_RESTRICT src, float* HWY_RESTRICT dst, size_t count) {
   const hn::ScalableTag<float> df;
   const size_t n = hn::Lanes(df);
   size_t i = 0;
@@ -27,8 +26,7 @@ void HalfToFloatLoop(const uint16_t* HWY_RESTRICT src, float* HWY_RESTRICT dst,
   for (; i < count; ++i) dst[i] = HalfToFloat(src[i]);
 }
 
-void FloatToHalfLoop(const float* HWY_RESTRICT src, uint16_t* HWY_RESTRICT dst,
-                     size_t count) {
+void FloatToHalfLoop(const float* HWY_RESTRICT src, uint16_t* HWY_RESTRICT dst, size_t count) {
   const hn::ScalableTag<float> df;
   const hn::Rebind<uint16_t, decltype(df)> du16;
   const size_t n = hn::Lanes(df);
@@ -39,8 +37,7 @@ void FloatToHalfLoop(const float* HWY_RESTRICT src, uint16_t* HWY_RESTRICT dst,
   for (; i < count; ++i) dst[i] = FloatToHalf(src[i]);
 }
 
-void BFloat16ToFloatLoop(const uint16_t* HWY_RESTRICT src,
-                         float* HWY_RESTRICT dst, size_t count) {
+void BFloat16ToFloatLoop(const uint16_t* HWY_RESTRICT src, float* HWY_RESTRICT dst, size_t count) {
   const hn::ScalableTag<float> df;
   const size_t n = hn::Lanes(df);
   size_t i = 0;
@@ -50,8 +47,7 @@ void BFloat16ToFloatLoop(const uint16_t* HWY_RESTRICT src,
   for (; i < count; ++i) dst[i] = BFloat16ToFloat(src[i]);
 }
 
-void FloatToBFloat16Loop(const float* HWY_RESTRICT src,
-                         uint16_t* HWY_RESTRICT dst, size_t count) {
+void FloatToBFloat16Loop(const float* HWY_RESTRICT src, uint16_t* HWY_RESTRICT dst, size_t count) {
   const hn::ScalableTag<float> df;
   const hn::Rebind<uint16_t, decltype(df)> du16;
   const size_t n = hn::Lanes(df);

@@ -65,8 +65,7 @@ constexpr float HalfToFloat(uint16_t half) {
     const uint32_t exp32 = static_cast<uint32_t>(127 - 14 - lead);
     return std::bit_cast<float>(sign | (exp32 << 23) | (normalized << 13));
   }
-  return std::bit_cast<float>(sign | ((exponent + 127 - 15) << 23) |
-                              (mantissa << 13));
+  return std::bit_cast<float>(sign | ((exponent + 127 - 15) << 23) | (mantissa << 13));
 }
 
 // float32 -> bfloat16 bit pattern, round to nearest even.

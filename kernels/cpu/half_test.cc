@@ -76,16 +76,13 @@ std::vector<float> ProbeFloats() {
     const float hi = BFloat16ToFloat(static_cast<uint16_t>(b + 1));
     for (float sign : {1.0f, -1.0f}) {
       add_around(sign * lo);
-      add_around(sign * std::bit_cast<float>((std::bit_cast<uint32_t>(lo) +
-                                              std::bit_cast<uint32_t>(hi)) /
-                                             2));
+      add_around(sign * std::bit_cast<float>(
+                            (std::bit_cast<uint32_t>(lo) + std::bit_cast<uint32_t>(hi)) / 2));
     }
   }
-  for (float f : {65504.0f, 65519.0f, 65520.0f, 65536.0f, 1e30f,
-                  std::ldexp(1.0f, -24), std::ldexp(1.0f, -25),
-                  std::ldexp(3.0f, -26), std::numeric_limits<float>::min(),
-                  std::numeric_limits<float>::denorm_min(),
-                  std::numeric_limits<float>::max(),
+  for (float f : {65504.0f, 65519.0f, 65520.0f, 65536.0f, 1e30f, std::ldexp(1.0f, -24),
+                  std::ldexp(1.0f, -25), std::ldexp(3.0f, -26), std::numeric_limits<float>::min(),
+                  std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::max(),
                   std::numeric_limits<float>::infinity()}) {
     add_around(f);
     add_around(-f);
@@ -93,8 +90,8 @@ std::vector<float> ProbeFloats() {
   for (uint64_t bits = 0; bits <= 0xFFFFFFFFu; bits += 4093) {
     out.push_back(std::bit_cast<float>(static_cast<uint32_t>(bits)));
   }
-  for (uint32_t nan : {0x7F800001u, 0x7FC00000u, 0xFFC00001u, 0x7FFFFFFFu,
-                       0x7F802000u, 0xFF801FFFu, 0x7FBFE000u}) {
+  for (uint32_t nan : {0x7F800001u, 0x7FC00000u, 0xFFC00001u, 0x7FFFFFFFu, 0x7F802000u, 0xFF801FFFu,
+                       0x7FBFE000u}) {
     out.push_back(std::bit_cast<float>(nan));
   }
   return out;
@@ -110,8 +107,7 @@ TEST(HalfTest, EveryHalfPatternDecodesAndRoundTrips) {
       // Payload kept, NaN made quiet.
       ASSERT_EQ(FloatToHalf(f), h | 0x0200) << std::hex << h;
     } else {
-      ASSERT_TRUE(SameValue(f, RefHalfValue(h)))
-          << std::hex << h << " -> " << f;
+      ASSERT_TRUE(SameValue(f, RefHalfValue(h))) << std::hex << h << " -> " << f;
       ASSERT_EQ(FloatToHalf(f), h) << std::hex << h;
     }
   }
@@ -135,12 +131,12 @@ TEST(HalfTest, NarrowingRoundsToNearestEven) {
   for (float x : ProbeFloats()) {
     const uint16_t h = FloatToHalf(x);
     ASSERT_TRUE(SameValue(HalfToFloat(h), RefHalfRound(x)))
-        << "float16 of " << x << " (bits " << std::hex
-        << std::bit_cast<uint32_t>(x) << ") gave " << h;
+        << "float16 of " << x << " (bits " << std::hex << std::bit_cast<uint32_t>(x) << ") gave "
+        << h;
     const uint16_t b = FloatToBFloat16(x);
     ASSERT_TRUE(SameValue(BFloat16ToFloat(b), RefBFloat16Round(x)))
-        << "bfloat16 of " << x << " (bits " << std::hex
-        << std::bit_cast<uint32_t>(x) << ") gave " << b;
+        << "bfloat16 of " << x << " (bits " << std::hex << std::bit_cast<uint32_t>(x) << ") gave "
+        << b;
   }
 }
 
@@ -159,7 +155,7 @@ TEST(HalfTest, KnownValues) {
   EXPECT_EQ(FloatToHalf(2051.0f), 0x6802);  // 2052: tie to even.
   EXPECT_EQ(FloatToHalf(std::numeric_limits<float>::infinity()), 0x7C00);
   EXPECT_EQ(FloatToHalf(std::bit_cast<float>(0x7F800001u)),
-            0x7E00);  // sNaN stays NaN.
+            0x7E00);                                                // sNaN stays NaN.
   EXPECT_EQ(FloatToBFloat16(1.0f + std::ldexp(1.0f, -8)), 0x3F80);  // Tie: 1.0.
   EXPECT_EQ(FloatToBFloat16(1.0f + std::ldexp(3.0f, -8)), 0x3F82);  // Tie: up.
   EXPECT_EQ(FloatToBFloat16(std::numeric_limits<float>::max()), 0x7F80);

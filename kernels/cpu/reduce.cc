@@ -26,23 +26,20 @@ bool PartiallyOverlap(ByteRange a, ByteRange b) {
   return a.begin != b.begin && a.begin < b.end && b.begin < a.end;
 }
 
-absl::Status CheckPointer(const void* p, size_t elem_size, const char* role,
-                          size_t index) {
+absl::Status CheckPointer(const void* p, size_t elem_size, const char* role, size_t index) {
   if (p == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(role, "[", index, "] is null"));
+    return absl::InvalidArgumentError(absl::StrCat(role, "[", index, "] is null"));
   }
   if (reinterpret_cast<uintptr_t>(p) % elem_size != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        role, "[", index, "] = ", absl::Hex(reinterpret_cast<uintptr_t>(p)),
-        " is not aligned to its ", elem_size, "-byte element"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(role, "[", index, "] = ", absl::Hex(reinterpret_cast<uintptr_t>(p)),
+                     " is not aligned to its ", elem_size, "-byte element"));
   }
   return absl::OkStatus();
 }
 
 // Everything Reduce() promises to reject, checked before anything is written.
-absl::Status Validate(DType dtype, ReduceOp op,
-                      absl::Span<const void* const> srcs,
+absl::Status Validate(DType dtype, ReduceOp op, absl::Span<const void* const> srcs,
                       absl::Span<void* const> dsts, size_t count) {
   const size_t elem_size = DTypeSize(dtype);
   if (elem_size == 0) {
@@ -64,14 +61,13 @@ absl::Status Validate(DType dtype, ReduceOp op,
           absl::StrCat("reduce: invalid op ", static_cast<uint32_t>(op)));
   }
   if (srcs.empty() || dsts.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "reduce: needs at least one source and one destination, got ",
-        srcs.size(), " and ", dsts.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("reduce: needs at least one source and one destination, got ", srcs.size(),
+                     " and ", dsts.size()));
   }
   if (count > std::numeric_limits<size_t>::max() / elem_size) {
     return absl::InvalidArgumentError(
-        absl::StrCat("reduce: count ", count, " of ",
-                     std::string(DTypeName(dtype)), " overflows"));
+        absl::StrCat("reduce: count ", count, " of ", std::string(DTypeName(dtype)), " overflows"));
   }
   if (count == 0) return absl::OkStatus();
   const size_t bytes = count * elem_size;
@@ -80,24 +76,21 @@ absl::Status Validate(DType dtype, ReduceOp op,
     return ByteRange{begin, begin + bytes};
   };
   for (size_t i = 0; i < srcs.size(); ++i) {
-    if (absl::Status s = CheckPointer(srcs[i], elem_size, "src", i); !s.ok())
-      return s;
+    if (absl::Status s = CheckPointer(srcs[i], elem_size, "src", i); !s.ok()) return s;
   }
   for (size_t i = 0; i < dsts.size(); ++i) {
-    if (absl::Status s = CheckPointer(dsts[i], elem_size, "dst", i); !s.ok())
-      return s;
+    if (absl::Status s = CheckPointer(dsts[i], elem_size, "dst", i); !s.ok()) return s;
     for (size_t j = 0; j < srcs.size(); ++j) {
       if (PartiallyOverlap(range(dsts[i]), range(srcs[j]))) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "reduce: dst[", i, "] partially overlaps src[", j, "] (", bytes,
-            " bytes each); only an exact alias is allowed"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("reduce: dst[", i, "] partially overlaps src[", j, "] (", bytes,
+                         " bytes each); only an exact alias is allowed"));
       }
     }
     for (size_t j = 0; j < i; ++j) {
       if (PartiallyOverlap(range(dsts[i]), range(dsts[j]))) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("reduce: dst[", i, "] partially overlaps dst[", j,
-                         "] (", bytes, " bytes each)"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "reduce: dst[", i, "] partially overlaps dst[", j, "] (", bytes, " bytes each)"));
       }
     }
   }
@@ -112,12 +105,9 @@ void CopyToAll(const void* src, absl::Span<void* const> dsts, size_t bytes) {
 
 }  // namespace
 
-absl::Status Reduce(DType dtype, ReduceOp op,
-                    absl::Span<const void* const> srcs,
-                    absl::Span<void* const> dsts, size_t count, double prescale,
-                    double postscale) {
-  if (absl::Status s = Validate(dtype, op, srcs, dsts, count); !s.ok())
-    return s;
+absl::Status Reduce(DType dtype, ReduceOp op, absl::Span<const void* const> srcs,
+                    absl::Span<void* const> dsts, size_t count, double prescale, double postscale) {
+  if (absl::Status s = Validate(dtype, op, srcs, dsts, count); !s.ok()) return s;
   if (count == 0) return absl::OkStatus();
   if (srcs.size() == 1 && prescale == 1.0 && postscale == 1.0) {
     // Every op over one source is the identity: copy, keeping every bit.
@@ -143,8 +133,7 @@ absl::Status Reduce(DType dtype, ReduceOp op,
   return absl::OkStatus();
 }
 
-absl::Status ScaleCopy(DType dtype, const void* src,
-                       absl::Span<void* const> dsts, size_t count,
+absl::Status ScaleCopy(DType dtype, const void* src, absl::Span<void* const> dsts, size_t count,
                        double scale) {
   const void* const srcs[] = {src};
   return Reduce(dtype, ReduceOp::kSum, srcs, dsts, count, /*prescale=*/1.0,

@@ -43,18 +43,16 @@ namespace kolo::kernels {
 // place); any other overlap between a dst and a src or another dst is
 // rejected with INVALID_ARGUMENT, as are empty spans and out-of-range enums.
 // On error nothing has been written.
-absl::Status Reduce(DType dtype, ReduceOp op,
-                    absl::Span<const void* const> srcs,
-                    absl::Span<void* const> dsts, size_t count,
-                    double prescale = 1.0, double postscale = 1.0);
+absl::Status Reduce(DType dtype, ReduceOp op, absl::Span<const void* const> srcs,
+                    absl::Span<void* const> dsts, size_t count, double prescale = 1.0,
+                    double postscale = 1.0);
 
 // dst[i] = src[i] * scale for every dst: broadcast or copy with a postscale.
 // Scaling follows Reduce() (it is a one-source reduction with postscale
 // `scale`); a scale of 1.0 is a plain memcpy to each dst, bit for bit. A dst
 // may be `src` itself; other overlaps and the argument rules are as for
 // Reduce().
-absl::Status ScaleCopy(DType dtype, const void* src,
-                       absl::Span<void* const> dsts, size_t count,
+absl::Status ScaleCopy(DType dtype, const void* src, absl::Span<void* const> dsts, size_t count,
                        double scale);
 
 }  // namespace kolo::kernels

@@ -20,10 +20,9 @@ namespace {
 constexpr int64_t kMiB = 1 << 20;
 
 void ReportBytes(benchmark::State& state, int64_t bytes_per_iteration) {
-  state.counters["GB/s"] =
-      benchmark::Counter(static_cast<double>(bytes_per_iteration),
-                         benchmark::Counter::kIsIterationInvariantRate,
-                         benchmark::Counter::kIs1000);
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(bytes_per_iteration),
+                                              benchmark::Counter::kIsIterationInvariantRate,
+                                              benchmark::Counter::kIs1000);
 }
 
 // range(0): bytes per array; range(1): sources; range(2): destinations.
@@ -34,17 +33,14 @@ void BM_Reduce(benchmark::State& state, DType dtype) {
   const size_t count = bytes / DTypeSize(dtype);
   // Filled with small values that are valid in every dtype; also faults in
   // every page before timing starts.
-  std::vector<std::vector<uint8_t>> srcs(num_srcs,
-                                         std::vector<uint8_t>(bytes, 0x3C));
-  std::vector<std::vector<uint8_t>> dsts(num_dsts,
-                                         std::vector<uint8_t>(bytes, 0));
+  std::vector<std::vector<uint8_t>> srcs(num_srcs, std::vector<uint8_t>(bytes, 0x3C));
+  std::vector<std::vector<uint8_t>> dsts(num_dsts, std::vector<uint8_t>(bytes, 0));
   std::vector<const void*> src_ptrs;
   std::vector<void*> dst_ptrs;
   for (auto& s : srcs) src_ptrs.push_back(s.data());
   for (auto& d : dsts) dst_ptrs.push_back(d.data());
   for (auto _ : state) {
-    const absl::Status status =
-        Reduce(dtype, ReduceOp::kSum, src_ptrs, dst_ptrs, count);
+    const absl::Status status = Reduce(dtype, ReduceOp::kSum, src_ptrs, dst_ptrs, count);
     if (!status.ok()) {
       state.SkipWithError(status.ToString().c_str());
       break;

@@ -69,8 +69,7 @@ struct HalfFormat {
   static HWY_INLINE hn::Vec<hn::Rebind<uint16_t, D>> Narrow(D d, hn::Vec<D> v) {
     return FloatToHalfBits(d, v);
   }
-  static HWY_INLINE void Store(D, hn::Vec<hn::Rebind<uint16_t, D>> v,
-                               void* base, size_t i) {
+  static HWY_INLINE void Store(D, hn::Vec<hn::Rebind<uint16_t, D>> v, void* base, size_t i) {
     hn::StoreU(v, hn::Rebind<uint16_t, D>(), static_cast<uint16_t*>(base) + i);
   }
 };
@@ -84,8 +83,7 @@ struct BFloat16Format {
   static HWY_INLINE hn::Vec<hn::Rebind<uint16_t, D>> Narrow(D d, hn::Vec<D> v) {
     return FloatToBFloat16Bits(d, v);
   }
-  static HWY_INLINE void Store(D, hn::Vec<hn::Rebind<uint16_t, D>> v,
-                               void* base, size_t i) {
+  static HWY_INLINE void Store(D, hn::Vec<hn::Rebind<uint16_t, D>> v, void* base, size_t i) {
     hn::StoreU(v, hn::Rebind<uint16_t, D>(), static_cast<uint16_t*>(base) + i);
   }
 };
@@ -123,9 +121,8 @@ struct MaxOp {
 };
 
 template <class Fmt, bool kPre>
-HWY_INLINE hn::Vec<typename Fmt::D> LoadScaled(
-    typename Fmt::D d, const void* base, size_t i,
-    hn::Vec<typename Fmt::D> prescale) {
+HWY_INLINE hn::Vec<typename Fmt::D> LoadScaled(typename Fmt::D d, const void* base, size_t i,
+                                               hn::Vec<typename Fmt::D> prescale) {
   auto v = Fmt::Load(d, base, i);
   if constexpr (kPre) v = hn::Mul(v, prescale);
   return v;
@@ -249,8 +246,7 @@ void ReduceFloatTarget(const ReduceArgs& args) {
     default:
       break;
   }
-  HWY_ABORT("ReduceFloat: unexpected dtype %u",
-            static_cast<unsigned>(args.dtype));
+  HWY_ABORT("ReduceFloat: unexpected dtype %u", static_cast<unsigned>(args.dtype));
 }
 
 }  // namespace
@@ -262,9 +258,7 @@ namespace kolo::kernels::internal {
 
 HWY_EXPORT(ReduceFloatTarget);
 
-void ReduceFloat(const ReduceArgs& args) {
-  HWY_DYNAMIC_DISPATCH(ReduceFloatTarget)(args);
-}
+void ReduceFloat(const ReduceArgs& args) { HWY_DYNAMIC_DISPATCH(ReduceFloatTarget)(args); }
 
 }  // namespace kolo::kernels::internal
 #endif  // HWY_ONCE

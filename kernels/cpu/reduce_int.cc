@@ -30,9 +30,8 @@ constexpr size_t kBlockBytes = 8192;
 
 // Reduce() validates dtype and op, so reaching this is a bug: stop loudly.
 [[noreturn]] void Unreachable(const char* what, const ReduceArgs& args) {
-  std::fprintf(
-      stderr, "kolo::kernels::ReduceInteger: unexpected %s (dtype %u, op %u)\n",
-      what, static_cast<unsigned>(args.dtype), static_cast<unsigned>(args.op));
+  std::fprintf(stderr, "kolo::kernels::ReduceInteger: unexpected %s (dtype %u, op %u)\n", what,
+               static_cast<unsigned>(args.dtype), static_cast<unsigned>(args.op));
   std::abort();
 }
 
@@ -54,8 +53,7 @@ template <typename T>
 struct Sum {
   static T Apply(T a, T b) {
     using U = std::make_unsigned_t<T>;
-    return static_cast<T>(
-        static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
+    return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
   }
 };
 
@@ -65,8 +63,7 @@ struct Product {
     using U = std::make_unsigned_t<T>;
     // Narrow types promote to int; widen to at least unsigned int first so
     // the multiplication itself cannot overflow a signed type.
-    using Wide =
-        std::conditional_t<(sizeof(U) < sizeof(unsigned)), unsigned, U>;
+    using Wide = std::conditional_t<(sizeof(U) < sizeof(unsigned)), unsigned, U>;
     return static_cast<T>(static_cast<U>(static_cast<Wide>(static_cast<U>(a)) *
                                          static_cast<Wide>(static_cast<U>(b))));
   }
@@ -91,23 +88,20 @@ void ReduceBlocks(const ReduceArgs& args) {
     const size_t n = std::min(kBlock, args.count - base);
     const T* src0 = static_cast<const T*>(args.srcs[0]) + base;
     if constexpr (kPre) {
-      for (size_t j = 0; j < n; ++j)
-        acc[j] = ScaleSaturate(src0[j], args.prescale);
+      for (size_t j = 0; j < n; ++j) acc[j] = ScaleSaturate(src0[j], args.prescale);
     } else {
       std::memcpy(acc, src0, n * sizeof(T));
     }
     for (size_t k = 1; k < args.num_srcs; ++k) {
       const T* src = static_cast<const T*>(args.srcs[k]) + base;
       if constexpr (kPre) {
-        for (size_t j = 0; j < n; ++j)
-          scaled[j] = ScaleSaturate(src[j], args.prescale);
+        for (size_t j = 0; j < n; ++j) scaled[j] = ScaleSaturate(src[j], args.prescale);
         src = scaled;
       }
       for (size_t j = 0; j < n; ++j) acc[j] = Op::Apply(acc[j], src[j]);
     }
     if constexpr (kPost) {
-      for (size_t j = 0; j < n; ++j)
-        acc[j] = ScaleSaturate(acc[j], args.postscale);
+      for (size_t j = 0; j < n; ++j) acc[j] = ScaleSaturate(acc[j], args.postscale);
     }
     for (size_t k = 0; k < args.num_dsts; ++k) {
       std::memcpy(static_cast<T*>(args.dsts[k]) + base, acc, n * sizeof(T));

@@ -73,9 +73,7 @@ struct HalfModel {
   using S = uint16_t;
   using C = float;
   static C Decode(S s) { return static_cast<float>(RefHalfValue(s)); }
-  static C Narrow(C c) {
-    return static_cast<float>(RefNarrow(c, 10, -14, 65504.0));
-  }
+  static C Narrow(C c) { return static_cast<float>(RefNarrow(c, 10, -14, 65504.0)); }
   // Only used for inputs that are exact in the format.
   static S Encode(float f) { return FloatToHalf(f); }
 };
@@ -84,12 +82,8 @@ struct BFloat16Model {
   static constexpr DType kDType = DType::kBFloat16;
   using S = uint16_t;
   using C = float;
-  static C Decode(S s) {
-    return std::bit_cast<float>(static_cast<uint32_t>(s) << 16);
-  }
-  static C Narrow(C c) {
-    return static_cast<float>(RefNarrow(c, 7, -126, std::ldexp(255.0, 120)));
-  }
+  static C Decode(S s) { return std::bit_cast<float>(static_cast<uint32_t>(s) << 16); }
+  static C Narrow(C c) { return static_cast<float>(RefNarrow(c, 7, -126, std::ldexp(255.0, 120))); }
   static S Encode(float f) { return FloatToBFloat16(f); }
 };
 
@@ -129,8 +123,7 @@ C RefScale(C value, double scale) {
 template <typename C>
 C RefCombine(ReduceOp op, C a, C b) {
   if constexpr (std::is_floating_point_v<C>) {
-    if ((op == ReduceOp::kMin || op == ReduceOp::kMax) &&
-        (std::isnan(a) || std::isnan(b))) {
+    if ((op == ReduceOp::kMin || op == ReduceOp::kMax) && (std::isnan(a) || std::isnan(b))) {
       return std::numeric_limits<C>::quiet_NaN();
     }
     switch (op) {
@@ -166,17 +159,15 @@ C RefCombine(ReduceOp op, C a, C b) {
 }
 
 template <class M>
-typename M::C RefReduceElement(
-    ReduceOp op, const std::vector<std::vector<typename M::S>>& srcs, size_t i,
-    double pre, double post) {
+typename M::C RefReduceElement(ReduceOp op, const std::vector<std::vector<typename M::S>>& srcs,
+                               size_t i, double pre, double post) {
   using C = typename M::C;
   auto input = [&](size_t k) {
     const C c = M::Decode(srcs[k][i]);
     return pre == 1.0 ? c : RefScale<C>(c, pre);
   };
   C acc = input(0);
-  for (size_t k = 1; k < srcs.size(); ++k)
-    acc = RefCombine<C>(op, acc, input(k));
+  for (size_t k = 1; k < srcs.size(); ++k) acc = RefCombine<C>(op, acc, input(k));
   if (post != 1.0) acc = RefScale<C>(acc, post);
   return M::Narrow(acc);
 }
@@ -184,8 +175,7 @@ typename M::C RefReduceElement(
 template <typename C>
 bool SameResult(C got, C want) {
   if constexpr (std::is_floating_point_v<C>) {
-    if (std::isnan(got) || std::isnan(want))
-      return std::isnan(got) && std::isnan(want);
+    if (std::isnan(got) || std::isnan(want)) return std::isnan(got) && std::isnan(want);
   }
   return got == want;
 }
@@ -206,9 +196,8 @@ typename M::S RandomInput(std::mt19937_64& rng, ReduceOp op, bool specials) {
     }
     // A value exact in every float format: 8 significant bits.
     const int mantissa = static_cast<int>(rng() % 256) + 1;
-    const int exponent = op == ReduceOp::kProduct
-                             ? static_cast<int>(rng() % 3) - 8
-                             : static_cast<int>(rng() % 12) - 10;
+    const int exponent = op == ReduceOp::kProduct ? static_cast<int>(rng() % 3) - 8
+                                                  : static_cast<int>(rng() % 12) - 10;
     const float sign = (rng() & 1) ? -1.0f : 1.0f;
     return M::Encode(sign * std::ldexp(static_cast<float>(mantissa), exponent));
   }
@@ -237,29 +226,25 @@ std::string LayoutName(Layout l) {
 }
 
 template <class M>
-void CheckOneCall(ReduceOp op, size_t count, size_t num_srcs, Layout layout,
-                  double pre, double post, bool specials,
-                  std::mt19937_64& rng) {
+void CheckOneCall(ReduceOp op, size_t count, size_t num_srcs, Layout layout, double pre,
+                  double post, bool specials, std::mt19937_64& rng) {
   using S = typename M::S;
   using C = typename M::C;
-  SCOPED_TRACE(std::string(DTypeName(M::kDType)) + " " +
-               std::string(ReduceOpName(op)) +
-               " count=" + std::to_string(count) +
-               " srcs=" + std::to_string(num_srcs) + " " + LayoutName(layout) +
-               " pre=" + std::to_string(pre) + " post=" + std::to_string(post));
+  SCOPED_TRACE(std::string(DTypeName(M::kDType)) + " " + std::string(ReduceOpName(op)) +
+               " count=" + std::to_string(count) + " srcs=" + std::to_string(num_srcs) + " " +
+               LayoutName(layout) + " pre=" + std::to_string(pre) +
+               " post=" + std::to_string(post));
   std::vector<std::vector<S>> srcs(num_srcs, std::vector<S>(count));
   for (auto& s : srcs) {
     for (auto& x : s) x = RandomInput<M>(rng, op, specials);
   }
   std::vector<C> want(count);
-  for (size_t i = 0; i < count; ++i)
-    want[i] = RefReduceElement<M>(op, srcs, i, pre, post);
+  for (size_t i = 0; i < count; ++i) want[i] = RefReduceElement<M>(op, srcs, i, pre, post);
 
   // Buffers the kernel sees; separate dsts start filled with garbage.
   std::vector<std::vector<S>> work = srcs;
   const size_t separate = layout == Layout::kThreeDsts ? 3 : 1;
-  std::vector<std::vector<S>> extra(
-      separate, std::vector<S>(count, static_cast<S>(0x5A)));
+  std::vector<std::vector<S>> extra(separate, std::vector<S>(count, static_cast<S>(0x5A)));
   std::vector<const void*> src_ptrs;
   for (auto& w : work) src_ptrs.push_back(w.data());
   std::vector<void*> dst_ptrs;
@@ -281,8 +266,7 @@ void CheckOneCall(ReduceOp op, size_t count, size_t num_srcs, Layout layout,
     const bool is_dst = (layout == Layout::kInPlaceFirst && k == 0) ||
                         (layout == Layout::kInPlaceLast && k == num_srcs - 1);
     if (!is_dst) {
-      ASSERT_EQ(std::memcmp(work[k].data(), srcs[k].data(), count * sizeof(S)),
-                0);
+      ASSERT_EQ(std::memcmp(work[k].data(), srcs[k].data(), count * sizeof(S)), 0);
     }
   }
 }
@@ -293,16 +277,14 @@ struct Scales {
 };
 
 template <class M>
-void CheckMatrix(ReduceOp op, std::initializer_list<Scales> scales,
-                 bool specials) {
+void CheckMatrix(ReduceOp op, std::initializer_list<Scales> scales, bool specials) {
   std::mt19937_64 rng(1234 + static_cast<int>(op));
   for (size_t count : {0, 1, 7, 1000, 4099}) {
     for (size_t num_srcs = 1; num_srcs <= 8; ++num_srcs) {
-      for (Layout layout : {Layout::kOneDst, Layout::kThreeDsts,
-                            Layout::kInPlaceFirst, Layout::kInPlaceLast}) {
+      for (Layout layout :
+           {Layout::kOneDst, Layout::kThreeDsts, Layout::kInPlaceFirst, Layout::kInPlaceLast}) {
         for (const Scales& s : scales) {
-          CheckOneCall<M>(op, count, num_srcs, layout, s.pre, s.post, specials,
-                          rng);
+          CheckOneCall<M>(op, count, num_srcs, layout, s.pre, s.post, specials, rng);
           if (::testing::Test::HasFatalFailure()) return;
         }
       }
@@ -323,8 +305,7 @@ void ForEachTarget(Body body) {
   hwy::SetSupportedTargetsForTest(0);
 }
 
-constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax,
-                             ReduceOp::kProduct};
+constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct};
 
 template <class M>
 void CheckFloatType() {
@@ -340,8 +321,7 @@ void CheckFloatType() {
 template <class M>
 void CheckIntType() {
   for (ReduceOp op : kOps) {
-    CheckMatrix<M>(op, {{1.0, 1.0}, {1.0, 0.5}, {2.5, 1.0}, {-1.5, 0.3}},
-                   false);
+    CheckMatrix<M>(op, {{1.0, 1.0}, {1.0, 0.5}, {2.5, 1.0}, {-1.5, 0.3}}, false);
   }
 }
 
@@ -359,9 +339,8 @@ TEST(ReduceMatrixTest, Int64) { CheckIntType<Int64Model>(); }
 
 // Reduces two arrays of float values stored as dtype M, returns decoded out.
 template <class M>
-std::vector<float> ReduceTwo(ReduceOp op, const std::vector<float>& a,
-                             const std::vector<float>& b, double pre = 1.0,
-                             double post = 1.0) {
+std::vector<float> ReduceTwo(ReduceOp op, const std::vector<float>& a, const std::vector<float>& b,
+                             double pre = 1.0, double post = 1.0) {
   std::vector<typename M::S> sa, sb, out(a.size());
   for (float x : a) sa.push_back(M::Encode(x));
   for (float x : b) sb.push_back(M::Encode(x));
@@ -376,15 +355,13 @@ std::vector<float> ReduceTwo(ReduceOp op, const std::vector<float>& a,
 template <class M>
 void CheckSpecialValues() {
   // 19 elements: a full vector on every target plus a tail.
-  const std::vector<float> a = {kNaN,  1,  kInf, -kInf, kInf, 2, kNaN,
-                                -kInf, 3,  4,    5,     6,    7, 8,
-                                9,     10, 11,   12,    kNaN};
+  const std::vector<float> a = {kNaN, 1, kInf, -kInf, kInf, 2,  kNaN, -kInf, 3,   4,
+                                5,    6, 7,    8,     9,    10, 11,   12,    kNaN};
   const std::vector<float> b = {1, kNaN, 1, -1, -kInf, kInf, kNaN, 5,  -3, 4,
                                 5, 6,    7, 8,  9,     10,   11,   12, 0};
   auto is_nan = [](float x) { return std::isnan(x); };
   const auto sum = ReduceTwo<M>(ReduceOp::kSum, a, b);
-  EXPECT_TRUE(is_nan(sum[0]) && is_nan(sum[1]) && is_nan(sum[4]) &&
-              is_nan(sum[6]));
+  EXPECT_TRUE(is_nan(sum[0]) && is_nan(sum[1]) && is_nan(sum[4]) && is_nan(sum[6]));
   EXPECT_EQ(sum[2], kInf);
   EXPECT_EQ(sum[3], -kInf);
   EXPECT_EQ(sum[5], kInf);
@@ -426,33 +403,23 @@ std::vector<float> Fill(float x) { return std::vector<float>(19, x); }
 TEST(ReduceRoundingTest, Float16RoundsOnceToNearestEven) {
   ForEachTarget([] {
     // 2048 + 1 is halfway between 2048 and 2050: even is 2048.
-    EXPECT_EQ(ReduceTwo<HalfModel>(ReduceOp::kSum, Fill(2048), Fill(1))[18],
-              2048.0f);
+    EXPECT_EQ(ReduceTwo<HalfModel>(ReduceOp::kSum, Fill(2048), Fill(1))[18], 2048.0f);
     // 2050 + 1 is halfway between 2050 and 2052: even is 2052.
-    EXPECT_EQ(ReduceTwo<HalfModel>(ReduceOp::kSum, Fill(2050), Fill(1))[18],
-              2052.0f);
+    EXPECT_EQ(ReduceTwo<HalfModel>(ReduceOp::kSum, Fill(2050), Fill(1))[18], 2052.0f);
     // Overflow: 65504 + 16 = 65520, the tie between 65504 and 65536 -> inf.
-    EXPECT_EQ(ReduceTwo<HalfModel>(ReduceOp::kSum, Fill(65504), Fill(16))[0],
-              kInf);
-    EXPECT_EQ(ReduceTwo<HalfModel>(ReduceOp::kSum, Fill(65504), Fill(15))[0],
-              65504.0f);
-    EXPECT_EQ(ReduceTwo<HalfModel>(ReduceOp::kSum, Fill(-65504), Fill(-16))[0],
-              -kInf);
+    EXPECT_EQ(ReduceTwo<HalfModel>(ReduceOp::kSum, Fill(65504), Fill(16))[0], kInf);
+    EXPECT_EQ(ReduceTwo<HalfModel>(ReduceOp::kSum, Fill(65504), Fill(15))[0], 65504.0f);
+    EXPECT_EQ(ReduceTwo<HalfModel>(ReduceOp::kSum, Fill(-65504), Fill(-16))[0], -kInf);
     // Subnormals: 2^-24 + 2^-24 = 2^-23 exactly; scaling 2^-24 by 0.5 is a
     // tie between 0 and 2^-24, which goes to 0; by 0.75 rounds up.
     const float tiny = std::ldexp(1.0f, -24);
     EXPECT_EQ(ReduceTwo<HalfModel>(ReduceOp::kSum, Fill(tiny), Fill(tiny))[0],
               std::ldexp(1.0f, -23));
-    EXPECT_EQ(
-        ReduceTwo<HalfModel>(ReduceOp::kSum, Fill(tiny), Fill(0), 1.0, 0.5)[0],
-        0.0f);
-    EXPECT_EQ(
-        ReduceTwo<HalfModel>(ReduceOp::kSum, Fill(tiny), Fill(0), 1.0, 0.75)[0],
-        tiny);
+    EXPECT_EQ(ReduceTwo<HalfModel>(ReduceOp::kSum, Fill(tiny), Fill(0), 1.0, 0.5)[0], 0.0f);
+    EXPECT_EQ(ReduceTwo<HalfModel>(ReduceOp::kSum, Fill(tiny), Fill(0), 1.0, 0.75)[0], tiny);
     // Accumulation is in float32: 2048 + 0.75 + 0.75 = 2049.5 rounds to 2050,
     // while rounding after each step would stay at 2048.
-    std::vector<uint16_t> one(19, FloatToHalf(2048)),
-        part(19, FloatToHalf(0.75f));
+    std::vector<uint16_t> one(19, FloatToHalf(2048)), part(19, FloatToHalf(0.75f));
     std::vector<uint16_t> out(19);
     const void* srcs[] = {one.data(), part.data(), part.data()};
     void* dsts[] = {out.data()};
@@ -464,11 +431,8 @@ TEST(ReduceRoundingTest, Float16RoundsOnceToNearestEven) {
 TEST(ReduceRoundingTest, BFloat16RoundsOnceToNearestEven) {
   ForEachTarget([] {
     const float half_ulp = std::ldexp(1.0f, -8);  // bf16 ulp at 1.0 is 2^-7.
-    EXPECT_EQ(
-        ReduceTwo<BFloat16Model>(ReduceOp::kSum, Fill(1), Fill(half_ulp))[18],
-        1.0f);
-    EXPECT_EQ(ReduceTwo<BFloat16Model>(ReduceOp::kSum, Fill(1 + 2 * half_ulp),
-                                       Fill(half_ulp))[18],
+    EXPECT_EQ(ReduceTwo<BFloat16Model>(ReduceOp::kSum, Fill(1), Fill(half_ulp))[18], 1.0f);
+    EXPECT_EQ(ReduceTwo<BFloat16Model>(ReduceOp::kSum, Fill(1 + 2 * half_ulp), Fill(half_ulp))[18],
               1.0f + 4 * half_ulp);
     // Two parts of 0.75 half-ulp each: per-step rounding would stay at 1.0.
     std::vector<uint16_t> one(19, FloatToBFloat16(1.0f));
@@ -480,8 +444,7 @@ TEST(ReduceRoundingTest, BFloat16RoundsOnceToNearestEven) {
     EXPECT_EQ(BFloat16ToFloat(out[0]), 1.0f + 2 * half_ulp);
     // Overflow to infinity.
     const float big = std::numeric_limits<float>::max();
-    EXPECT_EQ(ReduceTwo<BFloat16Model>(ReduceOp::kSum, Fill(big), Fill(big))[0],
-              kInf);
+    EXPECT_EQ(ReduceTwo<BFloat16Model>(ReduceOp::kSum, Fill(big), Fill(big))[0], kInf);
   });
 }
 
@@ -509,14 +472,12 @@ TEST(ReduceIntegerTest, SumAndProductWrap) {
   const void* lsrcs[] = {la.data(), lb.data()};
   void* ldsts[] = {lout.data()};
   ASSERT_TRUE(Reduce(DType::kInt64, ReduceOp::kSum, lsrcs, ldsts, 2).ok());
-  EXPECT_EQ(lout,
-            (std::vector<int64_t>{std::numeric_limits<int64_t>::min(),
-                                  std::numeric_limits<int64_t>::min() + 1}));
+  EXPECT_EQ(lout, (std::vector<int64_t>{std::numeric_limits<int64_t>::min(),
+                                        std::numeric_limits<int64_t>::min() + 1}));
   ASSERT_TRUE(Reduce(DType::kInt64, ReduceOp::kProduct, lsrcs, ldsts, 2).ok());
   EXPECT_EQ(lout, (std::vector<int64_t>{max64, -2}));
 
-  std::vector<int32_t> ia = {std::numeric_limits<int32_t>::max()}, ib = {1},
-                       iout(1);
+  std::vector<int32_t> ia = {std::numeric_limits<int32_t>::max()}, ib = {1}, iout(1);
   const void* isrcs[] = {ia.data(), ib.data()};
   void* idsts[] = {iout.data()};
   ASSERT_TRUE(Reduce(DType::kInt32, ReduceOp::kSum, isrcs, idsts, 1).ok());
@@ -560,15 +521,12 @@ TEST(ReduceIntegerTest, ScalingTruncatesAndSaturates) {
 
 TEST(ReduceScaleTest, PrescaleAndPostscaleFloat) {
   ForEachTarget([] {
-    const auto r =
-        ReduceTwo<Float32Model>(ReduceOp::kSum, Fill(3), Fill(5), 2.0, 0.25);
+    const auto r = ReduceTwo<Float32Model>(ReduceOp::kSum, Fill(3), Fill(5), 2.0, 0.25);
     EXPECT_EQ(r[0], 4.0f);
     EXPECT_EQ(r[18], 4.0f);
-    const auto m =
-        ReduceTwo<Float64Model>(ReduceOp::kMax, Fill(3), Fill(5), -1.0, 1.0);
+    const auto m = ReduceTwo<Float64Model>(ReduceOp::kMax, Fill(3), Fill(5), -1.0, 1.0);
     EXPECT_EQ(m[18], -3.0f);
-    const auto p =
-        ReduceTwo<HalfModel>(ReduceOp::kProduct, Fill(3), Fill(5), 0.5, 4.0);
+    const auto p = ReduceTwo<HalfModel>(ReduceOp::kProduct, Fill(3), Fill(5), 0.5, 4.0);
     EXPECT_EQ(p[18], 15.0f);
   });
 }
@@ -576,24 +534,20 @@ TEST(ReduceScaleTest, PrescaleAndPostscaleFloat) {
 TEST(ScaleCopyTest, CopiesAndScalesToEveryDst) {
   ForEachTarget([] {
     std::vector<float> src(1001);
-    for (size_t i = 0; i < src.size(); ++i)
-      src[i] = static_cast<float>(i) - 500.5f;
+    for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i) - 500.5f;
     std::vector<float> d1(src.size()), d2(src.size());
     void* dsts[] = {d1.data(), d2.data()};
-    ASSERT_TRUE(
-        ScaleCopy(DType::kFloat32, src.data(), dsts, src.size(), 1.0).ok());
+    ASSERT_TRUE(ScaleCopy(DType::kFloat32, src.data(), dsts, src.size(), 1.0).ok());
     EXPECT_EQ(d1, src);
     EXPECT_EQ(d2, src);
-    ASSERT_TRUE(
-        ScaleCopy(DType::kFloat32, src.data(), dsts, src.size(), -2.0).ok());
+    ASSERT_TRUE(ScaleCopy(DType::kFloat32, src.data(), dsts, src.size(), -2.0).ok());
     for (size_t i = 0; i < src.size(); ++i) {
       ASSERT_EQ(d1[i], src[i] * -2.0f);
       ASSERT_EQ(d2[i], src[i] * -2.0f);
     }
     // In place.
     void* self[] = {src.data()};
-    ASSERT_TRUE(
-        ScaleCopy(DType::kFloat32, src.data(), self, src.size(), -2.0).ok());
+    ASSERT_TRUE(ScaleCopy(DType::kFloat32, src.data(), self, src.size(), -2.0).ok());
     EXPECT_EQ(src, d1);
     // A scale of 1.0 keeps every bit, even of a signalling NaN.
     std::vector<uint16_t> h = {0x7C01, 0x3C00}, hout(2);
@@ -610,12 +564,10 @@ TEST(ReduceArgsTest, RejectsBadArguments) {
   auto code = [](const absl::Status& s) { return s.code(); };
   EXPECT_EQ(code(Reduce(DType::kFloat32, ReduceOp::kAverage, srcs, dsts, 64)),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(
-      code(Reduce(DType::kFloat32, static_cast<ReduceOp>(99), srcs, dsts, 64)),
-      absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(
-      code(Reduce(static_cast<DType>(42), ReduceOp::kSum, srcs, dsts, 64)),
-      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(Reduce(DType::kFloat32, static_cast<ReduceOp>(99), srcs, dsts, 64)),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(Reduce(static_cast<DType>(42), ReduceOp::kSum, srcs, dsts, 64)),
+            absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(code(Reduce(DType::kFloat32, ReduceOp::kSum, {}, dsts, 64)),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(code(Reduce(DType::kFloat32, ReduceOp::kSum, srcs, {}, 64)),
@@ -626,8 +578,7 @@ TEST(ReduceArgsTest, RejectsBadArguments) {
   // ...but null is fine when there is nothing to touch.
   EXPECT_TRUE(Reduce(DType::kFloat32, ReduceOp::kSum, null_src, dsts, 0).ok());
   // Misaligned element.
-  const void* odd_src[] = {reinterpret_cast<const char*>(a.data()) + 1,
-                           b.data()};
+  const void* odd_src[] = {reinterpret_cast<const char*>(a.data()) + 1, b.data()};
   EXPECT_EQ(code(Reduce(DType::kFloat32, ReduceOp::kSum, odd_src, dsts, 8)),
             absl::StatusCode::kInvalidArgument);
   // Partial overlaps: dst shifted by one element against a src or a dst.
@@ -635,9 +586,8 @@ TEST(ReduceArgsTest, RejectsBadArguments) {
   EXPECT_EQ(code(Reduce(DType::kFloat32, ReduceOp::kSum, srcs, shifted, 32)),
             absl::StatusCode::kInvalidArgument);
   void* two_overlapping[] = {out.data(), out.data() + 4};
-  EXPECT_EQ(
-      code(Reduce(DType::kFloat32, ReduceOp::kSum, srcs, two_overlapping, 32)),
-      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(Reduce(DType::kFloat32, ReduceOp::kSum, srcs, two_overlapping, 32)),
+            absl::StatusCode::kInvalidArgument);
   // Adjacent, non-overlapping ranges are fine.
   void* adjacent[] = {out.data(), out.data() + 32};
   EXPECT_TRUE(Reduce(DType::kFloat32, ReduceOp::kSum, srcs, adjacent, 32).ok());

@@ -42,8 +42,7 @@ template <class DF>
 HWY_INLINE hn::Vec<DF> LoadHalfAsFloat(DF df, const uint16_t* HWY_RESTRICT p) {
 #if KOLO_HAVE_HW_F16
   const hn::Rebind<hwy::float16_t, DF> dh;
-  return hn::PromoteTo(
-      df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
+  return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
 #else
   const hn::RebindToUnsigned<DF> du;
   const hn::RebindToSigned<DF> di;
@@ -56,29 +55,24 @@ HWY_INLINE hn::Vec<DF> LoadHalfAsFloat(DF df, const uint16_t* HWY_RESTRICT p) {
   // Normal: move the fields up and rebias (127 - 15) << 23.
   const auto normal = hn::Add(hn::ShiftLeft<13>(abs), hn::Set(du, 0x38000000u));
   // Inf/NaN: rebias once more to reach exponent 255, quiet any NaN.
-  const auto nan_quiet = hn::IfThenElseZero(
-      hn::RebindMask(du, hn::Ne(hn::BitCast(di, mantissa), hn::Zero(di))),
-      hn::Set(du, 0x00400000u));
-  const auto inf_nan =
-      hn::Or(hn::Add(normal, hn::Set(du, 0x38000000u)), nan_quiet);
+  const auto nan_quiet =
+      hn::IfThenElseZero(hn::RebindMask(du, hn::Ne(hn::BitCast(di, mantissa), hn::Zero(di))),
+                         hn::Set(du, 0x00400000u));
+  const auto inf_nan = hn::Or(hn::Add(normal, hn::Set(du, 0x38000000u)), nan_quiet);
   // Subnormal (and zero): mantissa * 2^-24 is exact in float32.
-  const auto sub =
-      hn::BitCast(du, hn::Mul(hn::ConvertTo(df, hn::BitCast(di, mantissa)),
-                              hn::Set(df, 1.0f / 16777216.0f)));
-  const auto is_sub =
-      hn::RebindMask(du, hn::Eq(hn::BitCast(di, exponent), hn::Zero(di)));
-  const auto is_inf_nan = hn::RebindMask(
-      du, hn::Eq(hn::BitCast(di, exponent), hn::Set(di, 0x7C00)));
-  const auto mag =
-      hn::IfThenElse(is_sub, sub, hn::IfThenElse(is_inf_nan, inf_nan, normal));
+  const auto sub = hn::BitCast(
+      du, hn::Mul(hn::ConvertTo(df, hn::BitCast(di, mantissa)), hn::Set(df, 1.0f / 16777216.0f)));
+  const auto is_sub = hn::RebindMask(du, hn::Eq(hn::BitCast(di, exponent), hn::Zero(di)));
+  const auto is_inf_nan =
+      hn::RebindMask(du, hn::Eq(hn::BitCast(di, exponent), hn::Set(di, 0x7C00)));
+  const auto mag = hn::IfThenElse(is_sub, sub, hn::IfThenElse(is_inf_nan, inf_nan, normal));
   return hn::BitCast(df, hn::Or(mag, sign));
 #endif
 }
 
 // Narrows the float32 lanes of `v` to float16 bit patterns.
 template <class DF>
-HWY_INLINE hn::Vec<hn::Rebind<uint16_t, DF>> FloatToHalfBits(DF df,
-                                                             hn::Vec<DF> v) {
+HWY_INLINE hn::Vec<hn::Rebind<uint16_t, DF>> FloatToHalfBits(DF df, hn::Vec<DF> v) {
   const hn::Rebind<uint16_t, DF> du16;
 #if KOLO_HAVE_HW_F16
   const hn::Rebind<hwy::float16_t, DF> dh;
@@ -92,22 +86,18 @@ HWY_INLINE hn::Vec<hn::Rebind<uint16_t, DF>> FloatToHalfBits(DF df,
   const auto abs_i = hn::BitCast(di, abs);  // Non-negative: signed compares.
   // Normal: rebias by -(127 - 15) << 23 and round off 13 bits to even.
   const auto lsb = hn::And(hn::ShiftRight<13>(abs), hn::Set(du, 1u));
-  const auto normal =
-      hn::ShiftRight<13>(hn::Add(hn::Add(abs, hn::Set(du, 0xC8000FFFu)), lsb));
+  const auto normal = hn::ShiftRight<13>(hn::Add(hn::Add(abs, hn::Set(du, 0xC8000FFFu)), lsb));
   // Below 2^-14: adding 0.5f leaves exactly the float16 subnormal count in
   // the low mantissa bits, rounded to nearest even by the float adder.
-  const auto sub =
-      hn::Sub(hn::BitCast(du, hn::Add(hn::BitCast(df, abs), hn::Set(df, 0.5f))),
-              hn::Set(du, 0x3F000000u));
-  const auto nan = hn::Or(hn::And(hn::ShiftRight<13>(abs), hn::Set(du, 0x3FFu)),
-                          hn::Set(du, 0x7E00u));
-  auto mag = hn::IfThenElse(
-      hn::RebindMask(du, hn::Lt(abs_i, hn::Set(di, 0x38800000))), sub, normal);
-  mag =
-      hn::IfThenElse(hn::RebindMask(du, hn::Gt(abs_i, hn::Set(di, 0x477FEFFF))),
-                     hn::Set(du, 0x7C00u), mag);
-  mag = hn::IfThenElse(
-      hn::RebindMask(du, hn::Gt(abs_i, hn::Set(di, 0x7F800000))), nan, mag);
+  const auto sub = hn::Sub(hn::BitCast(du, hn::Add(hn::BitCast(df, abs), hn::Set(df, 0.5f))),
+                           hn::Set(du, 0x3F000000u));
+  const auto nan =
+      hn::Or(hn::And(hn::ShiftRight<13>(abs), hn::Set(du, 0x3FFu)), hn::Set(du, 0x7E00u));
+  auto mag =
+      hn::IfThenElse(hn::RebindMask(du, hn::Lt(abs_i, hn::Set(di, 0x38800000))), sub, normal);
+  mag = hn::IfThenElse(hn::RebindMask(du, hn::Gt(abs_i, hn::Set(di, 0x477FEFFF))),
+                       hn::Set(du, 0x7C00u), mag);
+  mag = hn::IfThenElse(hn::RebindMask(du, hn::Gt(abs_i, hn::Set(di, 0x7F800000))), nan, mag);
   const auto half = hn::BitCast(di, hn::Or(mag, sign));  // <= 0xFFFF
   return hn::DemoteTo(du16, half);
 #endif
@@ -115,29 +105,25 @@ HWY_INLINE hn::Vec<hn::Rebind<uint16_t, DF>> FloatToHalfBits(DF df,
 
 // Loads Lanes(df) bfloat16 values from `p` (any 2-byte alignment).
 template <class DF>
-HWY_INLINE hn::Vec<DF> LoadBFloat16AsFloat(DF df,
-                                           const uint16_t* HWY_RESTRICT p) {
+HWY_INLINE hn::Vec<DF> LoadBFloat16AsFloat(DF df, const uint16_t* HWY_RESTRICT p) {
   const hn::RebindToUnsigned<DF> du;
   const hn::Rebind<uint16_t, DF> du16;
-  return hn::BitCast(df,
-                     hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(du16, p))));
+  return hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(du16, p))));
 }
 
 // Narrows the float32 lanes of `v` to bfloat16 bit patterns.
 template <class DF>
-HWY_INLINE hn::Vec<hn::Rebind<uint16_t, DF>> FloatToBFloat16Bits(
-    DF df, hn::Vec<DF> v) {
+HWY_INLINE hn::Vec<hn::Rebind<uint16_t, DF>> FloatToBFloat16Bits(DF df, hn::Vec<DF> v) {
   const hn::RebindToUnsigned<DF> du;
   const hn::RebindToSigned<DF> di;
   const hn::Rebind<uint16_t, DF> du16;
   const auto bits = hn::BitCast(du, v);
   const auto lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u));
-  const auto rounded =
-      hn::ShiftRight<16>(hn::Add(hn::Add(bits, hn::Set(du, 0x7FFFu)), lsb));
+  const auto rounded = hn::ShiftRight<16>(hn::Add(hn::Add(bits, hn::Set(du, 0x7FFFu)), lsb));
   const auto nan = hn::Or(hn::ShiftRight<16>(bits), hn::Set(du, 0x40u));
   const auto abs_i = hn::BitCast(di, hn::And(bits, hn::Set(du, 0x7FFFFFFFu)));
-  const auto out = hn::IfThenElse(
-      hn::RebindMask(du, hn::Gt(abs_i, hn::Set(di, 0x7F800000))), nan, rounded);
+  const auto out =
+      hn::IfThenElse(hn::RebindMask(du, hn::Gt(abs_i, hn::Set(di, 0x7F800000))), nan, rounded);
   return hn::DemoteTo(du16, hn::BitCast(di, out));
 }
 

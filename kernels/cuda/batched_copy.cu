@@ -75,8 +75,8 @@ __device__ void CopyChunk(const T* src, T* dst, uint64_t n, double scale) {
 
 template <typename T, bool kScale>
 __global__ void __launch_bounds__(kThreads)
-    BatchedCopyKernel(const CopySegment* segments, uint32_t num_segments,
-                      uint64_t total_chunks, double scale) {
+    BatchedCopyKernel(const CopySegment* segments, uint32_t num_segments, uint64_t total_chunks,
+                      double scale) {
   constexpr uint64_t kChunkElems = kCopyChunkBytes / sizeof(T);
   __shared__ CopySegment seg;
   for (uint64_t chunk = blockIdx.x; chunk < total_chunks; chunk += gridDim.x) {
@@ -106,9 +106,8 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-int BatchedCopyAsync(DType dtype, const CopySegment* device_segments,
-                     uint32_t num_segments, uint64_t total_chunks, double scale,
-                     void* stream) {
+int BatchedCopyAsync(DType dtype, const CopySegment* device_segments, uint32_t num_segments,
+                     uint64_t total_chunks, double scale, void* stream) {
   if (num_segments == 0 || total_chunks == 0) return cudaSuccess;
   if (device_segments == nullptr) return cudaErrorInvalidValue;
   const cudaStream_t s = static_cast<cudaStream_t>(stream);

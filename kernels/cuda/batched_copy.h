@@ -55,8 +55,7 @@ inline uint64_t AssignCopyChunks(DType dtype, CopySegment* segments, size_t n) {
 // default stream). The descriptor array must stay valid until the kernel
 // has run. Sources and destinations must not overlap. Returns the launch's
 // cudaError_t as an int (0 on success).
-int BatchedCopyAsync(DType dtype, const CopySegment* device_segments,
-                     uint32_t num_segments, uint64_t total_chunks, double scale,
-                     void* stream);
+int BatchedCopyAsync(DType dtype, const CopySegment* device_segments, uint32_t num_segments,
+                     uint64_t total_chunks, double scale, void* stream);
 
 }  // namespace kolo::kernels::cuda

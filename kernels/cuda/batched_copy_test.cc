@@ -24,8 +24,8 @@ using testing::RandomElements;
 // element-aligned but otherwise arbitrary offset) into one buffer at
 // `offsets`, then unpacks them to fresh outputs; compares both steps with
 // the CPU reference.
-void PackUnpackRoundTrip(DType dtype, const std::vector<uint64_t>& counts,
-                         double prescale, double postscale, uint64_t seed) {
+void PackUnpackRoundTrip(DType dtype, const std::vector<uint64_t>& counts, double prescale,
+                         double postscale, uint64_t seed) {
   const size_t esize = DTypeSize(dtype);
   std::mt19937_64 rng(seed);
   const size_t n = counts.size();
@@ -73,18 +73,16 @@ void PackUnpackRoundTrip(DType dtype, const std::vector<uint64_t>& counts,
                                           " at fused offset ", fused_offsets[i]);
     std::vector<uint8_t> want_packed(host_in[i].size());
     void* dst = want_packed.data();
-    ASSERT_TRUE(ScaleCopy(dtype, host_in[i].data(), absl::MakeSpan(&dst, 1), counts[i],
-                          prescale)
-                    .ok());
+    ASSERT_TRUE(
+        ScaleCopy(dtype, host_in[i].data(), absl::MakeSpan(&dst, 1), counts[i], prescale).ok());
     std::vector<uint8_t> got_packed(host_in[i].size());
     fused.Download(got_packed.data(), got_packed.size(), fused_offsets[i]);
     ExpectSameElements(dtype, want_packed, got_packed, "pack " + what);
 
     std::vector<uint8_t> want_out(host_in[i].size());
     dst = want_out.data();
-    ASSERT_TRUE(ScaleCopy(dtype, want_packed.data(), absl::MakeSpan(&dst, 1), counts[i],
-                          postscale)
-                    .ok());
+    ASSERT_TRUE(
+        ScaleCopy(dtype, want_packed.data(), absl::MakeSpan(&dst, 1), counts[i], postscale).ok());
     std::vector<uint8_t> got_out(host_in[i].size());
     dev_out[i].Download(got_out.data(), got_out.size(), in_offsets[i]);
     ExpectSameElements(dtype, want_out, got_out, "unpack " + what);

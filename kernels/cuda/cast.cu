@@ -33,8 +33,7 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-int NarrowFloat32Async(DType to, const float* src, uint16_t* dst, uint64_t count,
-                       void* stream) {
+int NarrowFloat32Async(DType to, const float* src, uint16_t* dst, uint64_t count, void* stream) {
   if (count == 0) return cudaSuccess;
   if (src == nullptr || dst == nullptr) return cudaErrorInvalidValue;
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
@@ -49,8 +48,7 @@ int NarrowFloat32Async(DType to, const float* src, uint16_t* dst, uint64_t count
   return cudaGetLastError();
 }
 
-int WidenToFloat32Async(DType from, const uint16_t* src, float* dst, uint64_t count,
-                        void* stream) {
+int WidenToFloat32Async(DType from, const uint16_t* src, float* dst, uint64_t count, void* stream) {
   if (count == 0) return cudaSuccess;
   if (src == nullptr || dst == nullptr) return cudaErrorInvalidValue;
   const cudaStream_t s = static_cast<cudaStream_t>(stream);

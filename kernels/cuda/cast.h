@@ -21,12 +21,10 @@ namespace kolo::kernels::cuda {
 // cudaStream_t); `to` is kFloat16 or kBFloat16, `dst` holds the 16-bit
 // patterns. `src` and `dst` must not overlap. Returns the launch's
 // cudaError_t as an int.
-int NarrowFloat32Async(DType to, const float* src, uint16_t* dst, uint64_t count,
-                       void* stream);
+int NarrowFloat32Async(DType to, const float* src, uint16_t* dst, uint64_t count, void* stream);
 
 // Launches dst[i] = widen(src[i]) (exact) for i < count; `from` is kFloat16
 // or kBFloat16.
-int WidenToFloat32Async(DType from, const uint16_t* src, float* dst, uint64_t count,
-                        void* stream);
+int WidenToFloat32Async(DType from, const uint16_t* src, float* dst, uint64_t count, void* stream);
 
 }  // namespace kolo::kernels::cuda

@@ -21,10 +21,22 @@ namespace {
 using testing::DeviceBytes;
 
 std::vector<float> Inputs() {
-  std::vector<float> v = {0.0f, -0.0f, 1.0f, -1.5f, 65504.0f, 65519.0f, 65520.0f, 1e30f,
-                          -1e30f, 6e-8f, 3e-8f, 1e-40f, 1.0f / 3,
+  std::vector<float> v = {0.0f,
+                          -0.0f,
+                          1.0f,
+                          -1.5f,
+                          65504.0f,
+                          65519.0f,
+                          65520.0f,
+                          1e30f,
+                          -1e30f,
+                          6e-8f,
+                          3e-8f,
+                          1e-40f,
+                          1.0f / 3,
                           std::numeric_limits<float>::infinity(),
-                          -std::numeric_limits<float>::infinity(), std::nanf("")};
+                          -std::numeric_limits<float>::infinity(),
+                          std::nanf("")};
   std::mt19937 rng(7);
   for (int i = 0; i < 200001; ++i) v.push_back(std::bit_cast<float>(static_cast<uint32_t>(rng())));
   return v;
@@ -41,12 +53,11 @@ TEST_P(CastTest, NarrowAndWidenMatchTheCpu) {
   dev_in.Upload(in.data(), n * 4);
   // The 16-bit array starts at an odd element: unaligned for vectors.
   uint16_t* half_ptr = reinterpret_cast<uint16_t*>(dev_half.get()) + 1;
-  ASSERT_EQ(NarrowFloat32Async(half, reinterpret_cast<const float*>(dev_in.get()), half_ptr, n,
-                               nullptr),
-            0);
-  ASSERT_EQ(WidenToFloat32Async(half, half_ptr, reinterpret_cast<float*>(dev_back.get()), n,
-                                nullptr),
-            0);
+  ASSERT_EQ(
+      NarrowFloat32Async(half, reinterpret_cast<const float*>(dev_in.get()), half_ptr, n, nullptr),
+      0);
+  ASSERT_EQ(
+      WidenToFloat32Async(half, half_ptr, reinterpret_cast<float*>(dev_back.get()), n, nullptr), 0);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   std::vector<uint16_t> got_half(n);
   std::vector<float> got_back(n);
@@ -57,8 +68,9 @@ TEST_P(CastTest, NarrowAndWidenMatchTheCpu) {
     const uint16_t want = half == DType::kFloat16 ? FloatToHalf(in[i]) : FloatToBFloat16(in[i]);
     const float want_back = half == DType::kFloat16 ? HalfToFloat(want) : BFloat16ToFloat(want);
     const bool nan = std::isnan(in[i]);
-    if (nan ? !std::isnan(got_back[i]) : (want != got_half[i] || want_back != got_back[i] ||
-                                          std::signbit(want_back) != std::signbit(got_back[i]))) {
+    if (nan ? !std::isnan(got_back[i])
+            : (want != got_half[i] || want_back != got_back[i] ||
+               std::signbit(want_back) != std::signbit(got_back[i]))) {
       ADD_FAILURE() << DTypeName(half) << " element " << i << " input " << in[i] << " (0x"
                     << std::hex << std::bit_cast<uint32_t>(in[i]) << "): got 0x" << got_half[i]
                     << " want 0x" << want << std::dec;

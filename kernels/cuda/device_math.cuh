@@ -17,9 +17,9 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <cuda/std/limits>
 #include <cuda/std/type_traits>
-#include <cstdint>
 
 #include "proto/kolo/abi/types.h"
 
@@ -129,14 +129,22 @@ inline unsigned GridFor(uint64_t work, unsigned threads) {
 template <class F>
 cudaError_t DispatchDType(DType dtype, F&& f) {
   switch (dtype) {
-    case DType::kUint8: return f.template operator()<uint8_t>();
-    case DType::kInt8: return f.template operator()<int8_t>();
-    case DType::kInt32: return f.template operator()<int32_t>();
-    case DType::kInt64: return f.template operator()<int64_t>();
-    case DType::kFloat16: return f.template operator()<__half>();
-    case DType::kBFloat16: return f.template operator()<__nv_bfloat16>();
-    case DType::kFloat32: return f.template operator()<float>();
-    case DType::kFloat64: return f.template operator()<double>();
+    case DType::kUint8:
+      return f.template operator()<uint8_t>();
+    case DType::kInt8:
+      return f.template operator()<int8_t>();
+    case DType::kInt32:
+      return f.template operator()<int32_t>();
+    case DType::kInt64:
+      return f.template operator()<int64_t>();
+    case DType::kFloat16:
+      return f.template operator()<__half>();
+    case DType::kBFloat16:
+      return f.template operator()<__nv_bfloat16>();
+    case DType::kFloat32:
+      return f.template operator()<float>();
+    case DType::kFloat64:
+      return f.template operator()<double>();
   }
   return cudaErrorInvalidValue;
 }

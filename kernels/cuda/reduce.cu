@@ -16,8 +16,7 @@ struct Sources {
 };
 
 template <typename T, template <typename> class Op, bool kPre, bool kPost>
-__device__ inline T ReduceOne(const Sources& srcs, int k, uint64_t i, double pre,
-                              double post) {
+__device__ inline T ReduceOne(const Sources& srcs, int k, uint64_t i, double pre, double post) {
   using E = device::Element<T>;
   using C = typename E::Compute;
   C acc = E::Load(static_cast<const T*>(srcs.ptr[0])[i]);
@@ -35,8 +34,8 @@ __device__ inline T ReduceOne(const Sources& srcs, int k, uint64_t i, double pre
 // 16-byte vectors through registers; the tail goes element by element.
 template <typename T, template <typename> class Op, bool kPre, bool kPost>
 __global__ void __launch_bounds__(kThreads)
-    ReduceKernel(Sources srcs, int k, T* dst, uint64_t count, double pre,
-                 double post, bool vectorized) {
+    ReduceKernel(Sources srcs, int k, T* dst, uint64_t count, double pre, double post,
+                 bool vectorized) {
   using E = device::Element<T>;
   using C = typename E::Compute;
   constexpr unsigned kVec = 16 / sizeof(T);
@@ -81,27 +80,30 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <typename T, template <typename> class Op>
-void LaunchWithScales(const Sources& srcs, int k, T* dst, uint64_t count, double pre,
-                      double post, bool vectorized, cudaStream_t s) {
+void LaunchWithScales(const Sources& srcs, int k, T* dst, uint64_t count, double pre, double post,
+                      bool vectorized, cudaStream_t s) {
   const uint64_t work = vectorized ? count / (16 / sizeof(T)) + 1 : count;
   const unsigned grid = device::GridFor(work, kThreads);
   const bool has_pre = pre != 1.0, has_post = post != 1.0;
   if (has_pre && has_post) {
-    ReduceKernel<T, Op, true, true><<<grid, kThreads, 0, s>>>(srcs, k, dst, count, pre, post, vectorized);
+    ReduceKernel<T, Op, true, true>
+        <<<grid, kThreads, 0, s>>>(srcs, k, dst, count, pre, post, vectorized);
   } else if (has_pre) {
-    ReduceKernel<T, Op, true, false><<<grid, kThreads, 0, s>>>(srcs, k, dst, count, pre, post, vectorized);
+    ReduceKernel<T, Op, true, false>
+        <<<grid, kThreads, 0, s>>>(srcs, k, dst, count, pre, post, vectorized);
   } else if (has_post) {
-    ReduceKernel<T, Op, false, true><<<grid, kThreads, 0, s>>>(srcs, k, dst, count, pre, post, vectorized);
+    ReduceKernel<T, Op, false, true>
+        <<<grid, kThreads, 0, s>>>(srcs, k, dst, count, pre, post, vectorized);
   } else {
-    ReduceKernel<T, Op, false, false><<<grid, kThreads, 0, s>>>(srcs, k, dst, count, pre, post, vectorized);
+    ReduceKernel<T, Op, false, false>
+        <<<grid, kThreads, 0, s>>>(srcs, k, dst, count, pre, post, vectorized);
   }
 }
 
 }  // namespace
 
-int ReduceAsync(DType dtype, ReduceOp op, const void* const* srcs, int num_srcs,
-                void* dst, uint64_t count, double prescale, double postscale,
-                void* stream) {
+int ReduceAsync(DType dtype, ReduceOp op, const void* const* srcs, int num_srcs, void* dst,
+                uint64_t count, double prescale, double postscale, void* stream) {
   if (num_srcs < 1 || num_srcs > kMaxReduceSources || srcs == nullptr) {
     return cudaErrorInvalidValue;
   }
@@ -119,16 +121,20 @@ int ReduceAsync(DType dtype, ReduceOp op, const void* const* srcs, int num_srcs,
     T* out = static_cast<T*>(dst);
     switch (op) {
       case ReduceOp::kSum:
-        LaunchWithScales<T, device::SumOp>(sources, num_srcs, out, count, prescale, postscale, vectorized, s);
+        LaunchWithScales<T, device::SumOp>(sources, num_srcs, out, count, prescale, postscale,
+                                           vectorized, s);
         break;
       case ReduceOp::kProduct:
-        LaunchWithScales<T, device::ProductOp>(sources, num_srcs, out, count, prescale, postscale, vectorized, s);
+        LaunchWithScales<T, device::ProductOp>(sources, num_srcs, out, count, prescale, postscale,
+                                               vectorized, s);
         break;
       case ReduceOp::kMin:
-        LaunchWithScales<T, device::MinOp>(sources, num_srcs, out, count, prescale, postscale, vectorized, s);
+        LaunchWithScales<T, device::MinOp>(sources, num_srcs, out, count, prescale, postscale,
+                                           vectorized, s);
         break;
       case ReduceOp::kMax:
-        LaunchWithScales<T, device::MaxOp>(sources, num_srcs, out, count, prescale, postscale, vectorized, s);
+        LaunchWithScales<T, device::MaxOp>(sources, num_srcs, out, count, prescale, postscale,
+                                           vectorized, s);
         break;
       default:
         return cudaErrorInvalidValue;

@@ -31,8 +31,7 @@ inline constexpr int kMaxReduceSources = 32;
 // Every pointer must be aligned to its element size. Returns the launch's
 // cudaError_t as an int (0 on success; cudaErrorInvalidValue for a bad
 // argument).
-int ReduceAsync(DType dtype, ReduceOp op, const void* const* srcs, int num_srcs,
-                void* dst, uint64_t count, double prescale, double postscale,
-                void* stream);
+int ReduceAsync(DType dtype, ReduceOp op, const void* const* srcs, int num_srcs, void* dst,
+                uint64_t count, double prescale, double postscale, void* stream);
 
 }  // namespace kolo::kernels::cuda

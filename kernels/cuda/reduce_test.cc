@@ -57,14 +57,14 @@ void CheckReduce(DType dtype, ReduceOp op, const Case& c, uint64_t seed) {
 
   std::vector<uint8_t> want(bytes);
   void* want_ptr = want.data();
-  ASSERT_TRUE(Reduce(dtype, op, host_ptrs, absl::MakeSpan(&want_ptr, 1), c.count, c.prescale,
-                     c.postscale)
-                  .ok());
-  ExpectSameElements(dtype, want, got,
-                     absl::StrCat(DTypeName(dtype), " ", ReduceOpName(op), " of ", c.sources,
-                                  " x ", c.count, " misaligned by ", c.misalign,
-                                  c.in_place ? " in place" : "", " pre ", c.prescale, " post ",
-                                  c.postscale));
+  ASSERT_TRUE(
+      Reduce(dtype, op, host_ptrs, absl::MakeSpan(&want_ptr, 1), c.count, c.prescale, c.postscale)
+          .ok());
+  ExpectSameElements(
+      dtype, want, got,
+      absl::StrCat(DTypeName(dtype), " ", ReduceOpName(op), " of ", c.sources, " x ", c.count,
+                   " misaligned by ", c.misalign, c.in_place ? " in place" : "", " pre ",
+                   c.prescale, " post ", c.postscale));
 }
 
 class ReduceTest : public ::testing::TestWithParam<std::tuple<DType, ReduceOp>> {};
@@ -73,30 +73,29 @@ TEST_P(ReduceTest, MatchesCpuReference) {
   KOLO_REQUIRE_GPU();
   const auto [dtype, op] = GetParam();
   const Case cases[] = {
-      {1, 1, 0, false, 1.0, 1.0},          {2, 1000003, 0, false, 1.0, 1.0},
-      {3, 4099, 1, false, 1.0, 1.0},       {8, 65537, 0, true, 1.0, 1.0},
-      {4, 123457, 3, true, 0.5, 1.0},      {2, 77, 0, false, 1.0, 0.125},
+      {1, 1, 0, false, 1.0, 1.0},           {2, 1000003, 0, false, 1.0, 1.0},
+      {3, 4099, 1, false, 1.0, 1.0},        {8, 65537, 0, true, 1.0, 1.0},
+      {4, 123457, 3, true, 0.5, 1.0},       {2, 77, 0, false, 1.0, 0.125},
       {5, 1 << 18, 0, false, 1.0 / 3, 3.0}, {kMaxReduceSources, 999, 1, false, 1.0, 1.0},
   };
   uint64_t seed = 10;
   for (const Case& c : cases) CheckReduce(dtype, op, c, ++seed);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AllTypesAndOps, ReduceTest,
-    ::testing::Combine(::testing::ValuesIn(testing::kAllDTypes),
-                       ::testing::Values(ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax,
-                                         ReduceOp::kProduct)),
-    [](const auto& info) {
-      return absl::StrCat(DTypeName(std::get<0>(info.param)), "_",
-                          ReduceOpName(std::get<1>(info.param)));
-    });
+INSTANTIATE_TEST_SUITE_P(AllTypesAndOps, ReduceTest,
+                         ::testing::Combine(::testing::ValuesIn(testing::kAllDTypes),
+                                            ::testing::Values(ReduceOp::kSum, ReduceOp::kMin,
+                                                              ReduceOp::kMax, ReduceOp::kProduct)),
+                         [](const auto& info) {
+                           return absl::StrCat(DTypeName(std::get<0>(info.param)), "_",
+                                               ReduceOpName(std::get<1>(info.param)));
+                         });
 
 TEST(ReduceArgumentsTest, RefusesBadArguments) {
   const void* srcs[1] = {nullptr};
   EXPECT_NE(ReduceAsync(DType::kFloat32, ReduceOp::kSum, srcs, 0, nullptr, 1, 1, 1, nullptr), 0);
-  EXPECT_NE(ReduceAsync(DType::kFloat32, ReduceOp::kSum, srcs, kMaxReduceSources + 1, nullptr,
-                        1, 1, 1, nullptr),
+  EXPECT_NE(ReduceAsync(DType::kFloat32, ReduceOp::kSum, srcs, kMaxReduceSources + 1, nullptr, 1, 1,
+                        1, nullptr),
             0);
   EXPECT_NE(ReduceAsync(DType::kFloat32, ReduceOp::kSum, srcs, 1, nullptr, 1, 1, 1, nullptr), 0);
 }

@@ -10,8 +10,7 @@ namespace {
 constexpr unsigned kThreads = 256;
 
 template <typename T>
-__global__ void __launch_bounds__(kThreads)
-    ScaleKernel(T* data, uint64_t count, double factor) {
+__global__ void __launch_bounds__(kThreads) ScaleKernel(T* data, uint64_t count, double factor) {
   using E = device::Element<T>;
   const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
   for (uint64_t i = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;

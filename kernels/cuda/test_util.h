@@ -22,13 +22,12 @@
 namespace kolo::kernels::cuda::testing {
 
 // Skips the current test where no GPU is usable.
-#define KOLO_REQUIRE_GPU()                                               \
-  do {                                                                   \
-    int kolo_devices_ = 0;                                               \
-    if (cudaGetDeviceCount(&kolo_devices_) != cudaSuccess ||             \
-        kolo_devices_ == 0) {                                            \
-      GTEST_SKIP() << "no CUDA device";                                  \
-    }                                                                    \
+#define KOLO_REQUIRE_GPU()                                                         \
+  do {                                                                             \
+    int kolo_devices_ = 0;                                                         \
+    if (cudaGetDeviceCount(&kolo_devices_) != cudaSuccess || kolo_devices_ == 0) { \
+      GTEST_SKIP() << "no CUDA device";                                            \
+    }                                                                              \
   } while (0)
 
 // Device memory of `bytes`, freed on destruction. Move-only.
@@ -56,8 +55,8 @@ class DeviceBytes {
   size_t bytes_;
 };
 
-inline const DType kAllDTypes[] = {DType::kUint8,   DType::kInt8,     DType::kInt32,
-                                   DType::kInt64,   DType::kFloat16,  DType::kBFloat16,
+inline const DType kAllDTypes[] = {DType::kUint8,   DType::kInt8,    DType::kInt32,
+                                   DType::kInt64,   DType::kFloat16, DType::kBFloat16,
                                    DType::kFloat32, DType::kFloat64};
 
 // `count` random elements of `dtype` as bytes. Floats are small values of
@@ -107,14 +106,40 @@ inline std::vector<uint8_t> RandomElements(DType dtype, size_t count, std::mt199
 inline double ElementAsDouble(DType dtype, const uint8_t* data, size_t i) {
   const uint8_t* p = data + i * DTypeSize(dtype);
   switch (dtype) {
-    case DType::kUint8: return *p;
-    case DType::kInt8: return static_cast<int8_t>(*p);
-    case DType::kInt32: { int32_t v; std::memcpy(&v, p, 4); return v; }
-    case DType::kInt64: { int64_t v; std::memcpy(&v, p, 8); return static_cast<double>(v); }
-    case DType::kFloat16: { uint16_t v; std::memcpy(&v, p, 2); return HalfToFloat(v); }
-    case DType::kBFloat16: { uint16_t v; std::memcpy(&v, p, 2); return BFloat16ToFloat(v); }
-    case DType::kFloat32: { float v; std::memcpy(&v, p, 4); return v; }
-    case DType::kFloat64: { double v; std::memcpy(&v, p, 8); return v; }
+    case DType::kUint8:
+      return *p;
+    case DType::kInt8:
+      return static_cast<int8_t>(*p);
+    case DType::kInt32: {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    case DType::kInt64: {
+      int64_t v;
+      std::memcpy(&v, p, 8);
+      return static_cast<double>(v);
+    }
+    case DType::kFloat16: {
+      uint16_t v;
+      std::memcpy(&v, p, 2);
+      return HalfToFloat(v);
+    }
+    case DType::kBFloat16: {
+      uint16_t v;
+      std::memcpy(&v, p, 2);
+      return BFloat16ToFloat(v);
+    }
+    case DType::kFloat32: {
+      float v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    case DType::kFloat64: {
+      double v;
+      std::memcpy(&v, p, 8);
+      return v;
+    }
   }
   return 0;
 }
@@ -130,10 +155,10 @@ inline void ExpectSameElements(DType dtype, const std::vector<uint8_t>& want,
   for (size_t i = 0; i < n && reported < 5; ++i) {
     const double w = ElementAsDouble(dtype, want.data(), i);
     const double g = ElementAsDouble(dtype, got.data(), i);
-    const bool same = IsFloatingPoint(dtype) ? ((std::isnan(w) && std::isnan(g)) || w == g)
-                                             : std::memcmp(want.data() + i * DTypeSize(dtype),
-                                                           got.data() + i * DTypeSize(dtype),
-                                                           DTypeSize(dtype)) == 0;
+    const bool same = IsFloatingPoint(dtype)
+                          ? ((std::isnan(w) && std::isnan(g)) || w == g)
+                          : std::memcmp(want.data() + i * DTypeSize(dtype),
+                                        got.data() + i * DTypeSize(dtype), DTypeSize(dtype)) == 0;
     if (!same) {
       ADD_FAILURE() << what << ": element " << i << " of " << n << " is " << g
                     << ", the CPU reference gives " << w;

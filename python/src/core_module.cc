@@ -71,8 +71,8 @@ TensorView OutView(const py::buffer& buf, int dtype) {
   return TensorView{info.ptr, ValueOrThrow(ToDType(dtype)), ShapeOf(info)};
 }
 
-AllreduceOptions ReduceOptions(int op, double prescale, double postscale,
-                               int compression, int process_set) {
+AllreduceOptions ReduceOptions(int op, double prescale, double postscale, int compression,
+                               int process_set) {
   return AllreduceOptions{.op = ValueOrThrow(ToReduceOp(op)),
                           .prescale = prescale,
                           .postscale = postscale,
@@ -87,8 +87,8 @@ struct ResultCopy {
   std::vector<int64_t> splits;
   std::vector<char> bytes;
 
-  static void* Sink(void* self, const int64_t* shape, int ndim,
-                    const int64_t* splits, int nsplits) {
+  static void* Sink(void* self, const int64_t* shape, int ndim, const int64_t* splits,
+                    int nsplits) {
     auto* r = static_cast<ResultCopy*>(self);
     r->shape.assign(shape, shape + ndim);
     r->splits.assign(splits, splits + nsplits);
@@ -114,8 +114,7 @@ ResultCopy WaitAndCopy(uint64_t h, bool alltoall) {
   int rc;
   {
     py::gil_scoped_release nogil;
-    rc = PyApiTable()->wait_output(h, alltoall ? 1 : 0, &ResultCopy::Sink, &res,
-                                   err, sizeof(err));
+    rc = PyApiTable()->wait_output(h, alltoall ? 1 : 0, &ResultCopy::Sink, &res, err, sizeof(err));
   }
   if (rc != 0) throw StatusError{rc, err};
   return res;
@@ -136,8 +135,7 @@ PYBIND11_MODULE(_core, m) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const StatusError& e) {
-      py::object err =
-          py::module_::import("kolo.errors").attr("error_for")(e.code, e.message);
+      py::object err = py::module_::import("kolo.errors").attr("error_for")(e.code, e.message);
       PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(err.ptr())), err.ptr());
     }
   });
@@ -155,8 +153,10 @@ PYBIND11_MODULE(_core, m) {
   m.def("size", [] { return ClientOrThrow()->size(); });
   m.def("local_rank", [] { return ClientOrThrow()->local_rank(); });
   m.def("local_size", [] { return ClientOrThrow()->local_size(); });
-  m.def("process_set_rank", [](int ps) { return ValueOrThrow(ClientOrThrow()->ProcessSetRank(ps)); });
-  m.def("process_set_size", [](int ps) { return ValueOrThrow(ClientOrThrow()->ProcessSetSize(ps)); });
+  m.def("process_set_rank",
+        [](int ps) { return ValueOrThrow(ClientOrThrow()->ProcessSetRank(ps)); });
+  m.def("process_set_size",
+        [](int ps) { return ValueOrThrow(ClientOrThrow()->ProcessSetSize(ps)); });
   m.def("add_process_set", [](std::vector<int> ranks) {
     auto c = ClientOrThrow();
     py::gil_scoped_release nogil;
@@ -169,8 +169,8 @@ PYBIND11_MODULE(_core, m) {
   });
 
   m.def("allreduce_async",
-        [](py::buffer input, py::buffer output, int dtype, const std::string& name,
-           int op, double prescale, double postscale, int compression, int ps) {
+        [](py::buffer input, py::buffer output, int dtype, const std::string& name, int op,
+           double prescale, double postscale, int compression, int ps) {
           auto c = ClientOrThrow();
           ConstTensorView in = InView(input, dtype);
           TensorView out = OutView(output, dtype);
@@ -179,9 +179,9 @@ PYBIND11_MODULE(_core, m) {
           return ValueOrThrow(c->AllreduceAsync(in, out, name, o)).id;
         });
   m.def("grouped_allreduce_async",
-        [](std::vector<py::buffer> inputs, std::vector<py::buffer> outputs,
-           std::vector<int> dtypes, std::vector<std::string> names, int op,
-           double prescale, double postscale, int compression, int ps) {
+        [](std::vector<py::buffer> inputs, std::vector<py::buffer> outputs, std::vector<int> dtypes,
+           std::vector<std::string> names, int op, double prescale, double postscale,
+           int compression, int ps) {
           auto c = ClientOrThrow();
           std::vector<ConstTensorView> ins;
           std::vector<TensorView> outs;
@@ -203,20 +203,19 @@ PYBIND11_MODULE(_core, m) {
   // CUDA arrays (kolo/_api.py reads their __cuda_array_interface__): a
   // device pointer, updated in place; `stream` is the producer's
   // cudaStream_t as an integer (0: the legacy default stream).
-  m.def("allreduce_device_async",
-        [](uintptr_t data, std::vector<int64_t> shape, int dtype, int device, uintptr_t stream,
-           const std::string& name, int op, double prescale, double postscale,
-           int compression, int ps) {
-          auto c = ClientOrThrow();
-          auto* p = reinterpret_cast<void*>(data);
-          const auto t = static_cast<DType>(dtype);
-          AllreduceOptions o = ReduceOptions(op, prescale, postscale, compression, ps);
-          o.cuda_stream = reinterpret_cast<void*>(stream);
-          py::gil_scoped_release nogil;
-          return ValueOrThrow(c->AllreduceAsync(ConstTensorView(p, t, shape, device),
-                                                TensorView{p, t, shape, device}, name, o))
-              .id;
-        });
+  m.def("allreduce_device_async", [](uintptr_t data, std::vector<int64_t> shape, int dtype,
+                                     int device, uintptr_t stream, const std::string& name, int op,
+                                     double prescale, double postscale, int compression, int ps) {
+    auto c = ClientOrThrow();
+    auto* p = reinterpret_cast<void*>(data);
+    const auto t = static_cast<DType>(dtype);
+    AllreduceOptions o = ReduceOptions(op, prescale, postscale, compression, ps);
+    o.cuda_stream = reinterpret_cast<void*>(stream);
+    py::gil_scoped_release nogil;
+    return ValueOrThrow(c->AllreduceAsync(ConstTensorView(p, t, shape, device),
+                                          TensorView{p, t, shape, device}, name, o))
+        .id;
+  });
   m.def("broadcast_device_async",
         [](uintptr_t data, std::vector<int64_t> shape, int dtype, int device, uintptr_t stream,
            const std::string& name, int root, int ps) {
@@ -227,37 +226,33 @@ PYBIND11_MODULE(_core, m) {
           py::gil_scoped_release nogil;
           return ValueOrThrow(c->BroadcastAsync(t, name, root, o)).id;
         });
-  m.def("allgather_async",
-        [](py::buffer input, int dtype, const std::string& name, int ps) {
-          auto c = ClientOrThrow();
-          ConstTensorView in = InView(input, dtype);
-          py::gil_scoped_release nogil;
-          return ValueOrThrow(c->AllgatherAsync(in, name, {.process_set = ps})).id;
-        });
-  m.def("grouped_allgather_async",
-        [](std::vector<py::buffer> inputs, std::vector<int> dtypes,
-           std::vector<std::string> names, int ps) {
-          auto c = ClientOrThrow();
-          std::vector<ConstTensorView> ins;
-          for (size_t i = 0; i < inputs.size() && i < dtypes.size(); ++i) {
-            ins.push_back(InView(inputs[i], dtypes[i]));
-          }
-          py::gil_scoped_release nogil;
-          return Ids(ValueOrThrow(c->GroupedAllgatherAsync(ins, names, {.process_set = ps})));
-        });
-  m.def("reducescatter_async",
-        [](py::buffer input, int dtype, const std::string& name, int op,
-           double prescale, double postscale, int ps) {
-          auto c = ClientOrThrow();
-          ConstTensorView in = InView(input, dtype);
-          AllreduceOptions o = ReduceOptions(op, prescale, postscale, 0, ps);
-          py::gil_scoped_release nogil;
-          return ValueOrThrow(c->ReducescatterAsync(in, name, o)).id;
-        });
+  m.def("allgather_async", [](py::buffer input, int dtype, const std::string& name, int ps) {
+    auto c = ClientOrThrow();
+    ConstTensorView in = InView(input, dtype);
+    py::gil_scoped_release nogil;
+    return ValueOrThrow(c->AllgatherAsync(in, name, {.process_set = ps})).id;
+  });
+  m.def("grouped_allgather_async", [](std::vector<py::buffer> inputs, std::vector<int> dtypes,
+                                      std::vector<std::string> names, int ps) {
+    auto c = ClientOrThrow();
+    std::vector<ConstTensorView> ins;
+    for (size_t i = 0; i < inputs.size() && i < dtypes.size(); ++i) {
+      ins.push_back(InView(inputs[i], dtypes[i]));
+    }
+    py::gil_scoped_release nogil;
+    return Ids(ValueOrThrow(c->GroupedAllgatherAsync(ins, names, {.process_set = ps})));
+  });
+  m.def("reducescatter_async", [](py::buffer input, int dtype, const std::string& name, int op,
+                                  double prescale, double postscale, int ps) {
+    auto c = ClientOrThrow();
+    ConstTensorView in = InView(input, dtype);
+    AllreduceOptions o = ReduceOptions(op, prescale, postscale, 0, ps);
+    py::gil_scoped_release nogil;
+    return ValueOrThrow(c->ReducescatterAsync(in, name, o)).id;
+  });
   m.def("grouped_reducescatter_async",
-        [](std::vector<py::buffer> inputs, std::vector<int> dtypes,
-           std::vector<std::string> names, int op, double prescale,
-           double postscale, int ps) {
+        [](std::vector<py::buffer> inputs, std::vector<int> dtypes, std::vector<std::string> names,
+           int op, double prescale, double postscale, int ps) {
           auto c = ClientOrThrow();
           std::vector<ConstTensorView> ins;
           for (size_t i = 0; i < inputs.size() && i < dtypes.size(); ++i) {
@@ -267,14 +262,13 @@ PYBIND11_MODULE(_core, m) {
           py::gil_scoped_release nogil;
           return Ids(ValueOrThrow(c->GroupedReducescatterAsync(ins, names, o)));
         });
-  m.def("alltoall_async",
-        [](py::buffer input, int dtype, std::vector<int64_t> splits,
-           const std::string& name, int ps) {
-          auto c = ClientOrThrow();
-          ConstTensorView in = InView(input, dtype);
-          py::gil_scoped_release nogil;
-          return ValueOrThrow(c->AlltoallAsync(in, std::move(splits), name, {.process_set = ps})).id;
-        });
+  m.def("alltoall_async", [](py::buffer input, int dtype, std::vector<int64_t> splits,
+                             const std::string& name, int ps) {
+    auto c = ClientOrThrow();
+    ConstTensorView in = InView(input, dtype);
+    py::gil_scoped_release nogil;
+    return ValueOrThrow(c->AlltoallAsync(in, std::move(splits), name, {.process_set = ps})).id;
+  });
 
   m.def("wait", [](uint64_t h) {
     auto c = ClientOrThrow();
@@ -284,9 +278,8 @@ PYBIND11_MODULE(_core, m) {
   // Both copy the result out through the table's wait_output, the path the
   // TensorFlow ops take too.
   // Return (bytes, shape) and (bytes, shape, received_splits).
-  m.def("wait_output", [](uint64_t h, size_t itemsize) {
-    return WaitAndCopy(h, false).ToPython(itemsize);
-  });
+  m.def("wait_output",
+        [](uint64_t h, size_t itemsize) { return WaitAndCopy(h, false).ToPython(itemsize); });
   m.def("wait_alltoall", [](uint64_t h, size_t itemsize) {
     ResultCopy res = WaitAndCopy(h, true);
     py::tuple t = res.ToPython(itemsize);

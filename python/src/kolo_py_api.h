@@ -23,8 +23,8 @@ extern "C" {
 /* Called by wait_output with the result's shape (and, for alltoall, the rows
  * received from each rank); returns where to copy the result's bytes, or NULL
  * to fail the call with INTERNAL. */
-typedef void* (*kolo_output_sink)(void* ctx, const int64_t* shape, int ndim,
-                                  const int64_t* splits, int nsplits);
+typedef void* (*kolo_output_sink)(void* ctx, const int64_t* shape, int ndim, const int64_t* splits,
+                                  int nsplits);
 
 typedef struct KoloPyApiV1 {
   uint32_t version;     /* KOLO_PY_API_VERSION */
@@ -35,42 +35,35 @@ typedef struct KoloPyApiV1 {
   int (*rank)(void);
   int (*size)(void);
 
-  int (*allreduce_async)(const void* input, void* output, int dtype,
-                         const int64_t* shape, int ndim, const char* name,
-                         int op, double prescale, double postscale,
-                         int compression, int process_set, uint64_t* handle,
-                         char* err, size_t err_len);
-  /* `n` tensors negotiated as one group; handles[i] is tensor i's handle. */
-  int (*grouped_allreduce_async)(int n, const void* const* inputs,
-                                 void* const* outputs, const int* dtypes,
-                                 const int64_t* const* shapes, const int* ndims,
-                                 const char* const* names, int op,
-                                 double prescale, double postscale,
-                                 int compression, int process_set,
-                                 uint64_t* handles, char* err, size_t err_len);
-  int (*broadcast_async)(void* tensor, int dtype, const int64_t* shape,
-                         int ndim, const char* name, int root_rank,
-                         int process_set, uint64_t* handle, char* err,
+  int (*allreduce_async)(const void* input, void* output, int dtype, const int64_t* shape, int ndim,
+                         const char* name, int op, double prescale, double postscale,
+                         int compression, int process_set, uint64_t* handle, char* err,
                          size_t err_len);
-  int (*allgather_async)(const void* input, int dtype, const int64_t* shape,
-                         int ndim, const char* name, int process_set,
-                         uint64_t* handle, char* err, size_t err_len);
-  int (*reducescatter_async)(const void* input, int dtype,
-                             const int64_t* shape, int ndim, const char* name,
-                             int op, double prescale, double postscale,
-                             int process_set, uint64_t* handle, char* err,
-                             size_t err_len);
-  int (*alltoall_async)(const void* input, int dtype, const int64_t* shape,
-                        int ndim, const int64_t* splits, int nsplits,
-                        const char* name, int process_set, uint64_t* handle,
-                        char* err, size_t err_len);
+  /* `n` tensors negotiated as one group; handles[i] is tensor i's handle. */
+  int (*grouped_allreduce_async)(int n, const void* const* inputs, void* const* outputs,
+                                 const int* dtypes, const int64_t* const* shapes, const int* ndims,
+                                 const char* const* names, int op, double prescale,
+                                 double postscale, int compression, int process_set,
+                                 uint64_t* handles, char* err, size_t err_len);
+  int (*broadcast_async)(void* tensor, int dtype, const int64_t* shape, int ndim, const char* name,
+                         int root_rank, int process_set, uint64_t* handle, char* err,
+                         size_t err_len);
+  int (*allgather_async)(const void* input, int dtype, const int64_t* shape, int ndim,
+                         const char* name, int process_set, uint64_t* handle, char* err,
+                         size_t err_len);
+  int (*reducescatter_async)(const void* input, int dtype, const int64_t* shape, int ndim,
+                             const char* name, int op, double prescale, double postscale,
+                             int process_set, uint64_t* handle, char* err, size_t err_len);
+  int (*alltoall_async)(const void* input, int dtype, const int64_t* shape, int ndim,
+                        const int64_t* splits, int nsplits, const char* name, int process_set,
+                        uint64_t* handle, char* err, size_t err_len);
 
   /* Blocks until the collective completes; consumes the handle. */
   int (*wait)(uint64_t handle, char* err, size_t err_len);
   /* For allgather, reducescatter (alltoall = 0) and alltoall (alltoall = 1)
    * handles: waits, asks `sink` where to put the result and copies it there. */
-  int (*wait_output)(uint64_t handle, int alltoall, kolo_output_sink sink,
-                     void* sink_ctx, char* err, size_t err_len);
+  int (*wait_output)(uint64_t handle, int alltoall, kolo_output_sink sink, void* sink_ctx,
+                     char* err, size_t err_len);
 
   int (*barrier)(int process_set, char* err, size_t err_len);
   int (*join)(int* last_rank, char* err, size_t err_len);

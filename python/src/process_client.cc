@@ -35,9 +35,8 @@ absl::StatusOr<std::vector<int64_t>> ToShape(const int64_t* shape, int ndim) {
 }
 
 // Builds the view pair of one allreduce-like tensor.
-absl::Status MakeViews(const void* input, void* output, int dtype,
-                       const int64_t* shape, int ndim, ConstTensorView* in,
-                       TensorView* out) {
+absl::Status MakeViews(const void* input, void* output, int dtype, const int64_t* shape, int ndim,
+                       ConstTensorView* in, TensorView* out) {
   auto t = ToDType(dtype);
   if (!t.ok()) return t.status();
   auto s = ToShape(shape, ndim);
@@ -47,10 +46,8 @@ absl::Status MakeViews(const void* input, void* output, int dtype,
   return absl::OkStatus();
 }
 
-absl::StatusOr<AllreduceOptions> MakeReduceOptions(int op, double prescale,
-                                                   double postscale,
-                                                   int compression,
-                                                   int process_set) {
+absl::StatusOr<AllreduceOptions> MakeReduceOptions(int op, double prescale, double postscale,
+                                                   int compression, int process_set) {
   auto o = ToReduceOp(op);
   if (!o.ok()) return o.status();
   auto c = ToCompression(compression);
@@ -62,14 +59,14 @@ absl::StatusOr<AllreduceOptions> MakeReduceOptions(int op, double prescale,
                           .process_set = process_set};
 }
 
-#define KOLO_TABLE_TRY(expr)                          \
-  do {                                                \
-    absl::Status _st = (expr);                        \
-    if (!_st.ok()) return Report(_st, err, err_len);  \
+#define KOLO_TABLE_TRY(expr)                         \
+  do {                                               \
+    absl::Status _st = (expr);                       \
+    if (!_st.ok()) return Report(_st, err, err_len); \
   } while (0)
 
-#define KOLO_TABLE_CLIENT(var)                              \
-  auto var##_or = GetProcessClient();                       \
+#define KOLO_TABLE_CLIENT(var)                                        \
+  auto var##_or = GetProcessClient();                                 \
   if (!var##_or.ok()) return Report(var##_or.status(), err, err_len); \
   std::shared_ptr<Client> var = *std::move(var##_or)
 
@@ -83,11 +80,9 @@ int TSize() {
   return c.ok() ? (*c)->size() : -1;
 }
 
-int TAllreduceAsync(const void* input, void* output, int dtype,
-                    const int64_t* shape, int ndim, const char* name, int op,
-                    double prescale, double postscale, int compression,
-                    int process_set, uint64_t* handle, char* err,
-                    size_t err_len) {
+int TAllreduceAsync(const void* input, void* output, int dtype, const int64_t* shape, int ndim,
+                    const char* name, int op, double prescale, double postscale, int compression,
+                    int process_set, uint64_t* handle, char* err, size_t err_len) {
   KOLO_TABLE_CLIENT(client);
   ConstTensorView in;
   TensorView out;
@@ -100,19 +95,18 @@ int TAllreduceAsync(const void* input, void* output, int dtype,
   return 0;
 }
 
-int TGroupedAllreduceAsync(int n, const void* const* inputs,
-                           void* const* outputs, const int* dtypes,
-                           const int64_t* const* shapes, const int* ndims,
-                           const char* const* names, int op, double prescale,
-                           double postscale, int compression, int process_set,
-                           uint64_t* handles, char* err, size_t err_len) {
+int TGroupedAllreduceAsync(int n, const void* const* inputs, void* const* outputs,
+                           const int* dtypes, const int64_t* const* shapes, const int* ndims,
+                           const char* const* names, int op, double prescale, double postscale,
+                           int compression, int process_set, uint64_t* handles, char* err,
+                           size_t err_len) {
   KOLO_TABLE_CLIENT(client);
   std::vector<ConstTensorView> ins(n);
   std::vector<TensorView> outs(n);
   std::vector<std::string> ns;
   for (int i = 0; i < n; ++i) {
-    KOLO_TABLE_TRY(MakeViews(inputs[i], outputs[i], dtypes[i], shapes[i],
-                             ndims[i], &ins[i], &outs[i]));
+    KOLO_TABLE_TRY(
+        MakeViews(inputs[i], outputs[i], dtypes[i], shapes[i], ndims[i], &ins[i], &outs[i]));
     ns.emplace_back(names[i]);
   }
   auto opts = MakeReduceOptions(op, prescale, postscale, compression, process_set);
@@ -123,37 +117,33 @@ int TGroupedAllreduceAsync(int n, const void* const* inputs,
   return 0;
 }
 
-int TBroadcastAsync(void* tensor, int dtype, const int64_t* shape, int ndim,
-                    const char* name, int root_rank, int process_set,
-                    uint64_t* handle, char* err, size_t err_len) {
+int TBroadcastAsync(void* tensor, int dtype, const int64_t* shape, int ndim, const char* name,
+                    int root_rank, int process_set, uint64_t* handle, char* err, size_t err_len) {
   KOLO_TABLE_CLIENT(client);
   ConstTensorView in;
   TensorView out;
   KOLO_TABLE_TRY(MakeViews(tensor, tensor, dtype, shape, ndim, &in, &out));
-  auto h = client->BroadcastAsync(out, name, root_rank,
-                                  CollectiveOptions{.process_set = process_set});
+  auto h =
+      client->BroadcastAsync(out, name, root_rank, CollectiveOptions{.process_set = process_set});
   KOLO_TABLE_TRY(h.status());
   *handle = h->id;
   return 0;
 }
 
-int TAllgatherAsync(const void* input, int dtype, const int64_t* shape,
-                    int ndim, const char* name, int process_set,
-                    uint64_t* handle, char* err, size_t err_len) {
+int TAllgatherAsync(const void* input, int dtype, const int64_t* shape, int ndim, const char* name,
+                    int process_set, uint64_t* handle, char* err, size_t err_len) {
   KOLO_TABLE_CLIENT(client);
   ConstTensorView in;
   KOLO_TABLE_TRY(MakeViews(input, nullptr, dtype, shape, ndim, &in, nullptr));
-  auto h = client->AllgatherAsync(in, name,
-                                  CollectiveOptions{.process_set = process_set});
+  auto h = client->AllgatherAsync(in, name, CollectiveOptions{.process_set = process_set});
   KOLO_TABLE_TRY(h.status());
   *handle = h->id;
   return 0;
 }
 
-int TReducescatterAsync(const void* input, int dtype, const int64_t* shape,
-                        int ndim, const char* name, int op, double prescale,
-                        double postscale, int process_set, uint64_t* handle,
-                        char* err, size_t err_len) {
+int TReducescatterAsync(const void* input, int dtype, const int64_t* shape, int ndim,
+                        const char* name, int op, double prescale, double postscale,
+                        int process_set, uint64_t* handle, char* err, size_t err_len) {
   KOLO_TABLE_CLIENT(client);
   ConstTensorView in;
   KOLO_TABLE_TRY(MakeViews(input, nullptr, dtype, shape, ndim, &in, nullptr));
@@ -165,17 +155,16 @@ int TReducescatterAsync(const void* input, int dtype, const int64_t* shape,
   return 0;
 }
 
-int TAlltoallAsync(const void* input, int dtype, const int64_t* shape,
-                   int ndim, const int64_t* splits, int nsplits,
-                   const char* name, int process_set, uint64_t* handle,
-                   char* err, size_t err_len) {
+int TAlltoallAsync(const void* input, int dtype, const int64_t* shape, int ndim,
+                   const int64_t* splits, int nsplits, const char* name, int process_set,
+                   uint64_t* handle, char* err, size_t err_len) {
   KOLO_TABLE_CLIENT(client);
   ConstTensorView in;
   KOLO_TABLE_TRY(MakeViews(input, nullptr, dtype, shape, ndim, &in, nullptr));
   std::vector<int64_t> sp;
   if (nsplits > 0) sp.assign(splits, splits + nsplits);
-  auto h = client->AlltoallAsync(in, std::move(sp), name,
-                                 CollectiveOptions{.process_set = process_set});
+  auto h =
+      client->AlltoallAsync(in, std::move(sp), name, CollectiveOptions{.process_set = process_set});
   KOLO_TABLE_TRY(h.status());
   *handle = h->id;
   return 0;
@@ -186,8 +175,8 @@ int TWait(uint64_t handle, char* err, size_t err_len) {
   return Report(client->Wait(Handle{handle}), err, err_len);
 }
 
-int TWaitOutput(uint64_t handle, int alltoall, kolo_output_sink sink,
-                void* sink_ctx, char* err, size_t err_len) {
+int TWaitOutput(uint64_t handle, int alltoall, kolo_output_sink sink, void* sink_ctx, char* err,
+                size_t err_len) {
   KOLO_TABLE_CLIENT(client);
   HostBuffer out;
   std::vector<int64_t> splits;
@@ -202,11 +191,10 @@ int TWaitOutput(uint64_t handle, int alltoall, kolo_output_sink sink,
     out = *std::move(r);
   }
   const std::vector<int64_t>& shape = out.shape();
-  void* dest = sink(sink_ctx, shape.data(), static_cast<int>(shape.size()),
-                    splits.data(), static_cast<int>(splits.size()));
+  void* dest = sink(sink_ctx, shape.data(), static_cast<int>(shape.size()), splits.data(),
+                    static_cast<int>(splits.size()));
   if (dest == nullptr && out.byte_size() > 0) {
-    return Report(absl::InternalError("could not allocate the collective's output"),
-                  err, err_len);
+    return Report(absl::InternalError("could not allocate the collective's output"), err, err_len);
   }
   if (out.byte_size() > 0) std::memcpy(dest, out.data(), out.byte_size());
   return 0;
@@ -214,8 +202,7 @@ int TWaitOutput(uint64_t handle, int alltoall, kolo_output_sink sink,
 
 int TBarrier(int process_set, char* err, size_t err_len) {
   KOLO_TABLE_CLIENT(client);
-  return Report(client->Barrier(CollectiveOptions{.process_set = process_set}),
-                err, err_len);
+  return Report(client->Barrier(CollectiveOptions{.process_set = process_set}), err, err_len);
 }
 
 int TJoin(int* last_rank, char* err, size_t err_len) {
@@ -270,8 +257,7 @@ void ShutdownProcessClient() {
 absl::StatusOr<std::shared_ptr<Client>> GetProcessClient() {
   absl::MutexLock l(&g_mu);
   if (g_client == nullptr) {
-    return absl::FailedPreconditionError(
-        "kolo is not initialized: call kolo.init() first");
+    return absl::FailedPreconditionError("kolo is not initialized: call kolo.init() first");
   }
   return g_client;
 }

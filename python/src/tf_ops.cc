@@ -45,15 +45,24 @@ absl::Status ToStatus(int code, const char* err) {
 
 int DTypeCode(DataType t) {
   switch (t) {
-    case tensorflow::DT_UINT8: return 0;
-    case tensorflow::DT_INT8: return 1;
-    case tensorflow::DT_INT32: return 2;
-    case tensorflow::DT_INT64: return 3;
-    case tensorflow::DT_HALF: return 4;
-    case tensorflow::DT_BFLOAT16: return 5;
-    case tensorflow::DT_FLOAT: return 6;
-    case tensorflow::DT_DOUBLE: return 7;
-    default: return -1;
+    case tensorflow::DT_UINT8:
+      return 0;
+    case tensorflow::DT_INT8:
+      return 1;
+    case tensorflow::DT_INT32:
+      return 2;
+    case tensorflow::DT_INT64:
+      return 3;
+    case tensorflow::DT_HALF:
+      return 4;
+    case tensorflow::DT_BFLOAT16:
+      return 5;
+    case tensorflow::DT_FLOAT:
+      return 6;
+    case tensorflow::DT_DOUBLE:
+      return 7;
+    default:
+      return -1;
   }
 }
 
@@ -74,8 +83,8 @@ struct OutputSink {
   absl::Status status;
   Tensor* splits_out = nullptr;
 
-  static void* Allocate(void* self, const int64_t* shape, int ndim,
-                        const int64_t* splits, int nsplits) {
+  static void* Allocate(void* self, const int64_t* shape, int ndim, const int64_t* splits,
+                        int nsplits) {
     auto* sink = static_cast<OutputSink*>(self);
     TensorShape ts;
     for (int i = 0; i < ndim; ++i) ts.AddDim(shape[i]);
@@ -111,9 +120,9 @@ class KoloOp : public AsyncOpKernel {
   const KoloPyApiV1* Api(OpKernelContext* ctx) {
     const KoloPyApiV1* api = g_api.load(std::memory_order_acquire);
     if (api == nullptr || !api->initialized()) {
-      ctx->SetStatus(absl::FailedPreconditionError(
-          "kolo is not initialized: call "
-          "kolo.tensorflow.init() first"));
+      ctx->SetStatus(
+          absl::FailedPreconditionError("kolo is not initialized: call "
+                                        "kolo.tensorflow.init() first"));
       return nullptr;
     }
     return api;
@@ -121,14 +130,14 @@ class KoloOp : public AsyncOpKernel {
 
   static bool CheckDType(OpKernelContext* ctx, DataType t) {
     if (DTypeCode(t) >= 0) return true;
-    ctx->SetStatus(absl::InvalidArgumentError(
-        "kolo does not support dtype " + tensorflow::DataTypeString(t)));
+    ctx->SetStatus(
+        absl::InvalidArgumentError("kolo does not support dtype " + tensorflow::DataTypeString(t)));
     return false;
   }
 
   // Waits for `handle` on a thread of its own, then finishes the op.
-  static void WaitThenDone(const KoloPyApiV1* api, OpKernelContext* ctx,
-                           uint64_t handle, DoneCallback done) {
+  static void WaitThenDone(const KoloPyApiV1* api, OpKernelContext* ctx, uint64_t handle,
+                           DoneCallback done) {
     tensorflow::Env::Default()->SchedClosure([api, ctx, handle, done = std::move(done)] {
       char err[kErrLen] = {0};
       int rc = api->wait(handle, err, sizeof(err));
@@ -137,32 +146,31 @@ class KoloOp : public AsyncOpKernel {
     });
   }
 
-  static void WaitOutputThenDone(const KoloPyApiV1* api, OpKernelContext* ctx,
-                                 uint64_t handle, bool alltoall, DoneCallback done) {
-    tensorflow::Env::Default()->SchedClosure(
-        [api, ctx, handle, alltoall, done = std::move(done)] {
-          char err[kErrLen] = {0};
-          OutputSink sink{ctx, absl::OkStatus()};
-          int rc = api->wait_output(handle, alltoall ? 1 : 0, &OutputSink::Allocate,
-                                    &sink, err, sizeof(err));
-          if (!sink.status.ok()) {
-            ctx->SetStatus(sink.status);
-          } else if (rc != 0) {
-            ctx->SetStatus(ToStatus(rc, err));
-          }
-          done();
-        });
+  static void WaitOutputThenDone(const KoloPyApiV1* api, OpKernelContext* ctx, uint64_t handle,
+                                 bool alltoall, DoneCallback done) {
+    tensorflow::Env::Default()->SchedClosure([api, ctx, handle, alltoall, done = std::move(done)] {
+      char err[kErrLen] = {0};
+      OutputSink sink{ctx, absl::OkStatus()};
+      int rc = api->wait_output(handle, alltoall ? 1 : 0, &OutputSink::Allocate, &sink, err,
+                                sizeof(err));
+      if (!sink.status.ok()) {
+        ctx->SetStatus(sink.status);
+      } else if (rc != 0) {
+        ctx->SetStatus(ToStatus(rc, err));
+      }
+      done();
+    });
   }
 
   std::string name_;
   int process_set_ = 0;
 };
 
-#define KOLO_SUBMIT_OR_FAIL(ctx, rc, err, done)      \
-  if ((rc) != 0) {                                   \
-    (ctx)->SetStatus(ToStatus((rc), (err)));         \
-    (done)();                                        \
-    return;                                          \
+#define KOLO_SUBMIT_OR_FAIL(ctx, rc, err, done) \
+  if ((rc) != 0) {                              \
+    (ctx)->SetStatus(ToStatus((rc), (err)));    \
+    (done)();                                   \
+    return;                                     \
   }
 
 class AllreduceOp : public KoloOp {
@@ -183,10 +191,10 @@ class AllreduceOp : public KoloOp {
     std::vector<int64_t> dims = Dims(in);
     char err[kErrLen] = {0};
     uint64_t h = 0;
-    int rc = api->allreduce_async(DataOf(in), MutableDataOf(out), DTypeCode(in.dtype()),
-                                  dims.data(), static_cast<int>(dims.size()),
-                                  name_.c_str(), op_, prescale_, postscale_,
-                                  compression_, process_set_, &h, err, sizeof(err));
+    int rc =
+        api->allreduce_async(DataOf(in), MutableDataOf(out), DTypeCode(in.dtype()), dims.data(),
+                             static_cast<int>(dims.size()), name_.c_str(), op_, prescale_,
+                             postscale_, compression_, process_set_, &h, err, sizeof(err));
     KOLO_SUBMIT_OR_FAIL(ctx, rc, err, done);
     WaitThenDone(api, ctx, h, std::move(done));
   }
@@ -234,10 +242,9 @@ class GroupedAllreduceOp : public KoloOp {
     }
     std::vector<uint64_t> handles(n);
     char err[kErrLen] = {0};
-    int rc = api->grouped_allreduce_async(n, ins.data(), outs.data(), dtypes.data(),
-                                          shapes.data(), ndims.data(), cnames.data(),
-                                          op_, prescale_, postscale_, compression_,
-                                          process_set_, handles.data(), err, sizeof(err));
+    int rc = api->grouped_allreduce_async(
+        n, ins.data(), outs.data(), dtypes.data(), shapes.data(), ndims.data(), cnames.data(), op_,
+        prescale_, postscale_, compression_, process_set_, handles.data(), err, sizeof(err));
     KOLO_SUBMIT_OR_FAIL(ctx, rc, err, done);
     tensorflow::Env::Default()->SchedClosure([api, ctx, handles, done = std::move(done)] {
       for (uint64_t h : handles) {
@@ -275,8 +282,8 @@ class BroadcastOp : public KoloOp {
     char err[kErrLen] = {0};
     uint64_t h = 0;
     int rc = api->broadcast_async(MutableDataOf(out), DTypeCode(in.dtype()), dims.data(),
-                                  static_cast<int>(dims.size()), name_.c_str(), root_,
-                                  process_set_, &h, err, sizeof(err));
+                                  static_cast<int>(dims.size()), name_.c_str(), root_, process_set_,
+                                  &h, err, sizeof(err));
     KOLO_SUBMIT_OR_FAIL(ctx, rc, err, done);
     WaitThenDone(api, ctx, h, std::move(done));
   }
@@ -294,14 +301,13 @@ class AllgatherOp : public KoloOp {
     const Tensor& in = ctx->input(0);
     if (api == nullptr || !CheckDType(ctx, in.dtype())) return done();
     OP_REQUIRES_ASYNC(ctx, in.dims() >= 1,
-                      absl::InvalidArgumentError("allgather needs a tensor of rank >= 1"),
-                      done);
+                      absl::InvalidArgumentError("allgather needs a tensor of rank >= 1"), done);
     std::vector<int64_t> dims = Dims(in);
     char err[kErrLen] = {0};
     uint64_t h = 0;
     int rc = api->allgather_async(DataOf(in), DTypeCode(in.dtype()), dims.data(),
-                                  static_cast<int>(dims.size()), name_.c_str(),
-                                  process_set_, &h, err, sizeof(err));
+                                  static_cast<int>(dims.size()), name_.c_str(), process_set_, &h,
+                                  err, sizeof(err));
     KOLO_SUBMIT_OR_FAIL(ctx, rc, err, done);
     WaitOutputThenDone(api, ctx, h, false, std::move(done));
   }
@@ -323,9 +329,8 @@ class ReducescatterOp : public KoloOp {
     char err[kErrLen] = {0};
     uint64_t h = 0;
     int rc = api->reducescatter_async(DataOf(in), DTypeCode(in.dtype()), dims.data(),
-                                      static_cast<int>(dims.size()), name_.c_str(), op_,
-                                      prescale_, postscale_, process_set_, &h, err,
-                                      sizeof(err));
+                                      static_cast<int>(dims.size()), name_.c_str(), op_, prescale_,
+                                      postscale_, process_set_, &h, err, sizeof(err));
     KOLO_SUBMIT_OR_FAIL(ctx, rc, err, done);
     WaitOutputThenDone(api, ctx, h, false, std::move(done));
   }
@@ -351,10 +356,9 @@ class AlltoallOp : public KoloOp {
     std::vector<int64_t> dims = Dims(in);
     char err[kErrLen] = {0};
     uint64_t h = 0;
-    int rc = api->alltoall_async(DataOf(in), DTypeCode(in.dtype()), dims.data(),
-                                 static_cast<int>(dims.size()), sp.data(),
-                                 static_cast<int>(sp.size()), name_.c_str(), process_set_,
-                                 &h, err, sizeof(err));
+    int rc = api->alltoall_async(
+        DataOf(in), DTypeCode(in.dtype()), dims.data(), static_cast<int>(dims.size()), sp.data(),
+        static_cast<int>(sp.size()), name_.c_str(), process_set_, &h, err, sizeof(err));
     KOLO_SUBMIT_OR_FAIL(ctx, rc, err, done);
     WaitOutputThenDone(api, ctx, h, true, std::move(done));
   }
@@ -509,8 +513,7 @@ REGISTER_KERNEL_BUILDER(Name("KoloGroupedAllreduce").Device(tensorflow::DEVICE_C
                         GroupedAllreduceOp);
 REGISTER_KERNEL_BUILDER(Name("KoloBroadcast").Device(tensorflow::DEVICE_CPU), BroadcastOp);
 REGISTER_KERNEL_BUILDER(Name("KoloAllgather").Device(tensorflow::DEVICE_CPU), AllgatherOp);
-REGISTER_KERNEL_BUILDER(Name("KoloReducescatter").Device(tensorflow::DEVICE_CPU),
-                        ReducescatterOp);
+REGISTER_KERNEL_BUILDER(Name("KoloReducescatter").Device(tensorflow::DEVICE_CPU), ReducescatterOp);
 REGISTER_KERNEL_BUILDER(Name("KoloAlltoall").Device(tensorflow::DEVICE_CPU), AlltoallOp);
 REGISTER_KERNEL_BUILDER(Name("KoloBarrier").Device(tensorflow::DEVICE_CPU), BarrierOp);
 REGISTER_KERNEL_BUILDER(Name("KoloJoin").Device(tensorflow::DEVICE_CPU), JoinOp);

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "gtest/gtest.h"
 #include "kolo/kolo.h"
 #include "tests/integration/harness.h"
-#include "gtest/gtest.h"
 
 namespace kolo::testing {
 namespace {
@@ -22,11 +22,10 @@ namespace {
 constexpr int kRanks = 2;
 
 class DeviceAllreduceTest : public ::testing::Test {
-protected:
+ protected:
   void SetUp() override {
     int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0)
-      GTEST_SKIP() << "no CUDA device";
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) GTEST_SKIP() << "no CUDA device";
     dir_ = MakeTempDir();
     auto d = DaemonProcess::Start(dir_ + "/kolod.sock");
     ASSERT_TRUE(d.ok()) << d.status();
@@ -38,12 +37,10 @@ protected:
 };
 
 // Rank r's tensor: element i is r + 1 + i / 1024 (exact in float32).
-float Value(int rank, int64_t i) {
-  return static_cast<float>(rank + 1) + (i % 1024) / 1024.0f;
-}
+float Value(int rank, int64_t i) { return static_cast<float>(rank + 1) + (i % 1024) / 1024.0f; }
 
-void RunRank(const std::string &socket, int rank,
-             const std::vector<int64_t> &sizes, absl::Status *result) {
+void RunRank(const std::string& socket, int rank, const std::vector<int64_t>& sizes,
+             absl::Status* result) {
   ClientOptions options;
   options.socket_path = socket;
   options.job_id = "gpu-job";
@@ -64,10 +61,9 @@ void RunRank(const std::string &socket, int rank,
   cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
   for (int64_t n : sizes) {
     std::vector<float> host(n);
-    for (int64_t i = 0; i < n; ++i)
-      host[i] = Value(rank, i);
-    void *in = nullptr;
-    void *out = nullptr;
+    for (int64_t i = 0; i < n; ++i) host[i] = Value(rank, i);
+    void* in = nullptr;
+    void* out = nullptr;
     if (cudaMalloc(&in, n * sizeof(float)) != cudaSuccess ||
         cudaMalloc(&out, n * sizeof(float)) != cudaSuccess) {
       *result = absl::ResourceExhaustedError("cudaMalloc");
@@ -75,32 +71,28 @@ void RunRank(const std::string &socket, int rank,
     }
     // Produced on the stream, not synchronised: the SDK's ready event orders
     // it.
-    cudaMemcpyAsync(in, host.data(), n * sizeof(float), cudaMemcpyHostToDevice,
-                    stream);
+    cudaMemcpyAsync(in, host.data(), n * sizeof(float), cudaMemcpyHostToDevice, stream);
     cudaMemsetAsync(out, 0, n * sizeof(float), stream);
     ConstTensorView input(in, DType::kFloat32, {n}, /*dev=*/0);
     TensorView output{out, DType::kFloat32, {n}, /*device=*/0};
     AllreduceOptions ar;
     ar.op = ReduceOp::kSum;
     ar.cuda_stream = stream;
-    absl::Status s =
-        (*client)->Allreduce(input, output, "grad/" + std::to_string(n), ar);
+    absl::Status s = (*client)->Allreduce(input, output, "grad/" + std::to_string(n), ar);
     if (!s.ok()) {
       *result = s;
       return;
     }
     // The stream waits on kolod's done event: this copy sees the result.
     std::vector<float> got(n);
-    cudaMemcpyAsync(got.data(), out, n * sizeof(float), cudaMemcpyDeviceToHost,
-                    stream);
+    cudaMemcpyAsync(got.data(), out, n * sizeof(float), cudaMemcpyDeviceToHost, stream);
     cudaStreamSynchronize(stream);
     for (int64_t i = 0; i < n; ++i) {
       float want = Value(0, i) + Value(1, i);
       if (std::fabs(got[i] - want) > 1e-5f) {
-        *result = absl::InternalError(
-            "rank " + std::to_string(rank) + ": element " + std::to_string(i) +
-            " of " + std::to_string(n) + " is " + std::to_string(got[i]) +
-            ", want " + std::to_string(want));
+        *result = absl::InternalError("rank " + std::to_string(rank) + ": element " +
+                                      std::to_string(i) + " of " + std::to_string(n) + " is " +
+                                      std::to_string(got[i]) + ", want " + std::to_string(want));
         return;
       }
     }
@@ -110,9 +102,8 @@ void RunRank(const std::string &socket, int rank,
   // Broadcast in place from rank 1: every rank ends with rank 1's tensor.
   for (int64_t n : sizes) {
     std::vector<int32_t> host(n);
-    for (int64_t i = 0; i < n; ++i)
-      host[i] = static_cast<int32_t>(rank * 1000003 + i);
-    void *buf = nullptr;
+    for (int64_t i = 0; i < n; ++i) host[i] = static_cast<int32_t>(rank * 1000003 + i);
+    void* buf = nullptr;
     if (cudaMalloc(&buf, n * sizeof(int32_t)) != cudaSuccess) {
       *result = absl::ResourceExhaustedError("cudaMalloc");
       return;
@@ -148,15 +139,13 @@ TEST_F(DeviceAllreduceTest, TwoRanksOnOneGpuSumAndBroadcastDeviceTensors) {
   absl::Status results[kRanks];
   std::vector<std::thread> threads;
   for (int r = 0; r < kRanks; ++r) {
-    threads.emplace_back(RunRank, daemon_->socket_path(), r, sizes,
-                         &results[r]);
+    threads.emplace_back(RunRank, daemon_->socket_path(), r, sizes, &results[r]);
   }
-  for (auto &t : threads)
-    t.join();
+  for (auto& t : threads) t.join();
   for (int r = 0; r < kRanks; ++r)
     EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r];
   EXPECT_TRUE(daemon_->Alive());
 }
 
-} // namespace
-} // namespace kolo::testing
+}  // namespace
+}  // namespace kolo::testing

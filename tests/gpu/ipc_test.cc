@@ -140,8 +140,8 @@ TEST(IpcTest, DaemonMapsWaitsAndWritesBack) {
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "the exporting process failed at step "
-                                    << WEXITSTATUS(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "the exporting process failed at step " << WEXITSTATUS(status);
   close(up[0]);
   close(down[1]);
   mapping->reset();

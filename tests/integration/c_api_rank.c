@@ -8,13 +8,12 @@
 
 static int failures = 0;
 
-#define EXPECT(cond, what)                                              \
-  do {                                                                  \
-    if (!(cond)) {                                                      \
-      ++failures;                                                       \
-      fprintf(stderr, "FAIL %s:%d: %s (%s)\n", __FILE__, __LINE__, what, \
-              kolo_last_error());                                       \
-    }                                                                   \
+#define EXPECT(cond, what)                                                                   \
+  do {                                                                                       \
+    if (!(cond)) {                                                                           \
+      ++failures;                                                                            \
+      fprintf(stderr, "FAIL %s:%d: %s (%s)\n", __FILE__, __LINE__, what, kolo_last_error()); \
+    }                                                                                        \
   } while (0)
 
 int main(void) {

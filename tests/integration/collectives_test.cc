@@ -29,8 +29,8 @@ class CollectivesTest : public ::testing::Test {
 
   void RunScenario(const std::string& scenario, int n,
                    absl::Duration timeout = absl::Seconds(120)) {
-    auto ranks = Ranks::Start(daemon_->socket_path(), "job-" + scenario, n,
-                              {kTestRankPath, scenario});
+    auto ranks =
+        Ranks::Start(daemon_->socket_path(), "job-" + scenario, n, {kTestRankPath, scenario});
     ASSERT_TRUE(ranks.ok()) << ranks.status();
     ExpectAllPass(ranks->Wait(timeout));
     EXPECT_TRUE(daemon_->Alive());
@@ -43,9 +43,7 @@ class CollectivesTest : public ::testing::Test {
 TEST_F(CollectivesTest, EveryDtypeAndOpOnTwoRanks) { RunScenario("matrix", 2); }
 TEST_F(CollectivesTest, EveryDtypeAndOpOnThreeRanks) { RunScenario("matrix", 3); }
 TEST_F(CollectivesTest, SizesUpTo64MiB) { RunScenario("sizes", 2); }
-TEST_F(CollectivesTest, AThousandTensorsInFlightInDifferentOrders) {
-  RunScenario("inflight", 4);
-}
+TEST_F(CollectivesTest, AThousandTensorsInFlightInDifferentOrders) { RunScenario("inflight", 4); }
 TEST_F(CollectivesTest, BroadcastFromEveryRoot) { RunScenario("broadcast", 3); }
 TEST_F(CollectivesTest, EightRanks) { RunScenario("matrix", 8, absl::Seconds(240)); }
 TEST_F(CollectivesTest, MismatchesFailEveryRankWithNames) { RunScenario("mismatch", 2); }
@@ -65,16 +63,15 @@ TEST_F(CollectivesTest, CApiOnThreeRanks) {
 
 TEST_F(CollectivesTest, TwoJobsOnOneDaemonAtOnce) {
   auto a = Ranks::Start(daemon_->socket_path(), "job-a", 2, {kTestRankPath, "matrix"});
-  auto b = Ranks::Start(daemon_->socket_path(), "job-b", 3, {kTestRankPath, "inflight"},
-                        "other-token");
+  auto b =
+      Ranks::Start(daemon_->socket_path(), "job-b", 3, {kTestRankPath, "inflight"}, "other-token");
   ASSERT_TRUE(a.ok() && b.ok());
   ExpectAllPass(a->Wait(absl::Seconds(180)));
   ExpectAllPass(b->Wait(absl::Seconds(180)));
 }
 
 TEST_F(CollectivesTest, RankDeathAbortsTheJobButNotTheDaemon) {
-  auto ranks = Ranks::Start(daemon_->socket_path(), "job-dies", 3,
-                            {kTestRankPath, "rank_dies"});
+  auto ranks = Ranks::Start(daemon_->socket_path(), "job-dies", 3, {kTestRankPath, "rank_dies"});
   ASSERT_TRUE(ranks.ok());
   auto results = ranks->Wait(absl::Seconds(30));
   EXPECT_EQ(results[0].exit_code, 0) << results[0].output;
@@ -89,8 +86,8 @@ TEST_F(CollectivesTest, RankDeathAbortsTheJobButNotTheDaemon) {
 }
 
 TEST_F(CollectivesTest, KilledDaemonMakesEveryCallUnavailable) {
-  auto ranks = Ranks::Start(daemon_->socket_path(), "job-orphan", 2,
-                            {kTestRankPath, "daemon_dies"});
+  auto ranks =
+      Ranks::Start(daemon_->socket_path(), "job-orphan", 2, {kTestRankPath, "daemon_dies"});
   ASSERT_TRUE(ranks.ok());
   ASSERT_TRUE(ranks->WaitForOutput(0, "waiting", absl::Seconds(20)));
   ASSERT_TRUE(ranks->WaitForOutput(1, "waiting", absl::Seconds(20)));
@@ -103,14 +100,14 @@ TEST_F(CollectivesTest, KilledDaemonMakesEveryCallUnavailable) {
 
 TEST_F(CollectivesTest, WrongTokenIsRefused) {
   // A job whose ranks stay attached, waiting.
-  auto a = Ranks::Start(daemon_->socket_path(), "job-tok", 2, {kTestRankPath, "daemon_dies"},
-                        "right");
+  auto a =
+      Ranks::Start(daemon_->socket_path(), "job-tok", 2, {kTestRankPath, "daemon_dies"}, "right");
   ASSERT_TRUE(a.ok());
   ASSERT_TRUE(a->WaitForOutput(0, "waiting", absl::Seconds(20)));
   ASSERT_TRUE(a->WaitForOutput(1, "waiting", absl::Seconds(20)));
   // A third process claiming rank 0 of the same job with another token.
-  auto intruder = Ranks::Start(daemon_->socket_path(), "job-tok", 2,
-                               {kTestRankPath, "duplicate"}, "wrong");
+  auto intruder =
+      Ranks::Start(daemon_->socket_path(), "job-tok", 2, {kTestRankPath, "duplicate"}, "wrong");
   ASSERT_TRUE(intruder.ok());
   auto bad = intruder->Wait(absl::Seconds(30));
   for (const auto& r : bad) {

@@ -47,8 +47,7 @@ absl::StatusOr<pid_t> Spawn(const std::vector<std::string>& argv,
   cenv.push_back(nullptr);
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, log_path.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_adddup2(&fa, 1, 2);
   pid_t pid = -1;
   int rc = posix_spawn(&pid, cargv[0], &fa, nullptr, cargv.data(), cenv.data());
@@ -84,8 +83,7 @@ std::string ReadFile(const std::string& path) {
 absl::StatusOr<DaemonProcess> DaemonProcess::Start(const std::string& socket_path,
                                                    std::vector<std::string> extra_args) {
   std::vector<std::string> argv = {kKolodPath, "--socket", socket_path,
-                                   "--status_address=127.0.0.1:0",
-                                   "--peer_address=127.0.0.1:0"};
+                                   "--status_address=127.0.0.1:0", "--peer_address=127.0.0.1:0"};
   for (auto& a : extra_args) argv.push_back(std::move(a));
   auto pid = Spawn(argv, {}, socket_path + ".log");
   if (!pid.ok()) return pid.status();
@@ -93,8 +91,8 @@ absl::StatusOr<DaemonProcess> DaemonProcess::Start(const std::string& socket_pat
   absl::Time deadline = absl::Now() + absl::Seconds(20);
   while (!CanConnect(socket_path)) {
     if (absl::Now() > deadline || !d.Alive()) {
-      return absl::UnavailableError(absl::StrCat(
-          "kolod did not come up: ", ReadFile(socket_path + ".log")));
+      return absl::UnavailableError(
+          absl::StrCat("kolod did not come up: ", ReadFile(socket_path + ".log")));
     }
     absl::SleepFor(absl::Milliseconds(10));
   }
@@ -130,16 +128,13 @@ void DaemonProcess::Kill(int sig) {
   pid_ = -1;
 }
 
-absl::StatusOr<Ranks> Ranks::Start(const std::string& socket_path,
-                                   const std::string& job_id, int n,
-                                   const std::vector<std::string>& argv,
-                                   const std::string& token) {
+absl::StatusOr<Ranks> Ranks::Start(const std::string& socket_path, const std::string& job_id, int n,
+                                   const std::vector<std::string>& argv, const std::string& token) {
   return StartOnNode(socket_path, job_id, n, 0, n, "", argv, token);
 }
 
-absl::StatusOr<Ranks> Ranks::StartOnNode(const std::string& socket_path,
-                                         const std::string& job_id, int size,
-                                         int first_rank, int local_size,
+absl::StatusOr<Ranks> Ranks::StartOnNode(const std::string& socket_path, const std::string& job_id,
+                                         int size, int first_rank, int local_size,
                                          const std::string& coordinator,
                                          const std::vector<std::string>& argv,
                                          const std::string& token) {

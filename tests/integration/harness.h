@@ -51,17 +51,15 @@ struct RankResult {
 class Ranks {
  public:
   // Starts `n` ranks of `argv` in job `job_id` against `socket_path`.
-  static absl::StatusOr<Ranks> Start(const std::string& socket_path,
-                                     const std::string& job_id, int n,
-                                     const std::vector<std::string>& argv,
+  static absl::StatusOr<Ranks> Start(const std::string& socket_path, const std::string& job_id,
+                                     int n, const std::vector<std::string>& argv,
                                      const std::string& token = "t0ken");
   // Starts the ranks [first_rank, first_rank + local_size) of a job of
   // `size` ranks spanning nodes, on the node whose daemon listens on
   // `socket_path`; `coordinator` is the peer address of rank 0's daemon.
   static absl::StatusOr<Ranks> StartOnNode(const std::string& socket_path,
-                                           const std::string& job_id, int size,
-                                           int first_rank, int local_size,
-                                           const std::string& coordinator,
+                                           const std::string& job_id, int size, int first_rank,
+                                           int local_size, const std::string& coordinator,
                                            const std::vector<std::string>& argv,
                                            const std::string& token = "t0ken");
   Ranks(Ranks&&) = default;

@@ -47,8 +47,8 @@ struct RawSession {
   // arrives by `deadline`.
   abi::v1::CompletionSlot PopCompletion(absl::Time deadline) {
     abi::v1::CompletionSlot out{};
-    auto* ring = reinterpret_cast<abi::v1::CompletionSlot*>(segment.data() +
-                                                             header->completion_offset);
+    auto* ring =
+        reinterpret_cast<abi::v1::CompletionSlot*>(segment.data() + header->completion_offset);
     for (;;) {
       uint64_t head = header->completion_head.value.load();
       if (head != header->completion_tail.value.load()) {
@@ -80,8 +80,8 @@ class HostileClientTest : public ::testing::Test {
     auto d = DaemonProcess::Start(dir_ + "/kolod.sock");
     ASSERT_TRUE(d.ok()) << d.status();
     daemon_.emplace(std::move(*d));
-    channel_ = grpc::CreateChannel("unix:" + daemon_->socket_path(),
-                                   grpc::InsecureChannelCredentials());
+    channel_ =
+        grpc::CreateChannel("unix:" + daemon_->socket_path(), grpc::InsecureChannelCredentials());
   }
 
   // Attaches as `rank` of a job of `size`; `mutate` may spoil the header
@@ -137,8 +137,7 @@ class HostileClientTest : public ::testing::Test {
 
   void ExpectDaemonServesAJob() {
     ASSERT_TRUE(daemon_->Alive());
-    auto ranks = Ranks::Start(daemon_->socket_path(), "job-after", 2,
-                              {kTestRankPath, "duplicate"});
+    auto ranks = Ranks::Start(daemon_->socket_path(), "job-after", 2, {kTestRankPath, "duplicate"});
     ASSERT_TRUE(ranks.ok());
     for (const auto& r : ranks->Wait(absl::Seconds(60))) {
       EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -151,8 +150,8 @@ class HostileClientTest : public ::testing::Test {
 };
 
 TEST_F(HostileClientTest, BadAttachRequestsAreRefusedWithTheReason) {
-  ExpectRefused([](SegmentHeader* h, auto*) { h->magic = 42; },
-                grpc::StatusCode::INVALID_ARGUMENT, "magic");
+  ExpectRefused([](SegmentHeader* h, auto*) { h->magic = 42; }, grpc::StatusCode::INVALID_ARGUMENT,
+                "magic");
   ExpectRefused([](SegmentHeader* h, auto*) { h->version = 9; },
                 grpc::StatusCode::FAILED_PRECONDITION, "ABI version");
   ExpectRefused([](SegmentHeader* h, auto*) { h->submit_capacity = 3; },
@@ -185,7 +184,8 @@ TEST_F(HostileClientTest, MalformedSlotsFailOnlyThatSession) {
       {"dimensions", [](SubmitSlot* s) { s->ndim = 99; }},
       {"negative dimension", [](SubmitSlot* s) { s->shape[0] = -4; }},
       {"collective kind", [](SubmitSlot* s) { s->kind = 77; }},
-      {"overflows", [](SubmitSlot* s) {
+      {"overflows",
+       [](SubmitSlot* s) {
          s->ndim = 3;
          s->shape[0] = s->shape[1] = s->shape[2] = int64_t{1} << 30;
        }},
@@ -193,7 +193,8 @@ TEST_F(HostileClientTest, MalformedSlotsFailOnlyThatSession) {
   for (const Case& c : cases) {
     kolo::v1::DaemonMessage reply;
     bool ok = false;
-    auto s = Attach(std::string("job-slot-") + std::to_string(&c - cases.data()), 0, 1, &reply, &ok);
+    auto s =
+        Attach(std::string("job-slot-") + std::to_string(&c - cases.data()), 0, 1, &reply, &ok);
     ASSERT_TRUE(ok) << c.what;
     SubmitSlot slot{};
     slot.request_id = 1;

@@ -65,8 +65,8 @@ class OperateTest : public ::testing::Test {
     auto d = DaemonProcess::Start(dir_ + "/kolod.sock", args);
     ASSERT_TRUE(d.ok()) << d.status();
     daemon_.emplace(std::move(*d));
-    channel_ = grpc::CreateChannel("unix:" + daemon_->socket_path(),
-                                   grpc::InsecureChannelCredentials());
+    channel_ =
+        grpc::CreateChannel("unix:" + daemon_->socket_path(), grpc::InsecureChannelCredentials());
     status_ = kolo::v1::Status::NewStub(channel_);
     admin_ = kolo::v1::Admin::NewStub(channel_);
     token_ = ReadFile(dir_ + "/admin.token");
@@ -143,7 +143,8 @@ TEST_F(OperateTest, StalledJobNamesTheMissingRankAndTheOperatorAbortsIt) {
 
   // The daemon logged it.
   absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (!absl::StrContains(ReadFile(daemon_->socket_path() + ".log"), "stall: allreduce \"grad/w1\"") &&
+  while (!absl::StrContains(ReadFile(daemon_->socket_path() + ".log"),
+                            "stall: allreduce \"grad/w1\"") &&
          absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(50));
   }
@@ -152,7 +153,8 @@ TEST_F(OperateTest, StalledJobNamesTheMissingRankAndTheOperatorAbortsIt) {
 
   // koloctl, as an operator runs it.
   int code = -1;
-  std::string out = RunCommand(absl::StrCat(kKoloctlPath, " --socket ", daemon_->socket_path(), " stalls"), &code);
+  std::string out = RunCommand(
+      absl::StrCat(kKoloctlPath, " --socket ", daemon_->socket_path(), " stalls"), &code);
   EXPECT_EQ(code, 0) << out;
   EXPECT_TRUE(absl::StrContains(out, "for ranks 2 (submitted: 0-1)")) << out;
 
@@ -169,7 +171,8 @@ TEST_F(OperateTest, StalledJobNamesTheMissingRankAndTheOperatorAbortsIt) {
   }
   // The operator aborts the job: every rank ends with ABORTED.
   out = RunCommand(absl::StrCat(kKoloctlPath, " --socket ", daemon_->socket_path(),
-                         " abort job-stall --reason 'rank 2 hung'"), &code);
+                                " abort job-stall --reason 'rank 2 hung'"),
+                   &code);
   EXPECT_EQ(code, 0) << out;
   auto results = ranks->Wait(absl::Seconds(20));
   for (const auto& r : results) {
@@ -254,8 +257,10 @@ TEST_F(OperateTest, TimelineMetricsAndStatusOverTcp) {
   grpc::ClientContext mctx;
   kolo::v1::GetMetricsResponse metrics;
   ASSERT_TRUE(status_->GetMetrics(&mctx, {}, &metrics).ok());
-  EXPECT_TRUE(absl::StrContains(metrics.text(), "kolo_collectives_total{op=\"broadcast\",dtype=\"int8\"}"));
-  EXPECT_FALSE(absl::StrContains(metrics.text(), "kolo_collectives_total{op=\"broadcast\",dtype=\"int8\"} 0\n"));
+  EXPECT_TRUE(
+      absl::StrContains(metrics.text(), "kolo_collectives_total{op=\"broadcast\",dtype=\"int8\"}"));
+  EXPECT_FALSE(absl::StrContains(metrics.text(),
+                                 "kolo_collectives_total{op=\"broadcast\",dtype=\"int8\"} 0\n"));
   kolo::v1::GetStatusResponse status = GetStatus();
   ASSERT_GT(status.node().metrics_port(), 0);
   std::string http = HttpGet(status.node().metrics_port(), "/metrics");
@@ -266,8 +271,8 @@ TEST_F(OperateTest, TimelineMetricsAndStatusOverTcp) {
   // Status over TCP, bound to loopback.
   ASSERT_TRUE(absl::StartsWith(status.node().status_address(), "127.0.0.1:"))
       << status.node().status_address();
-  auto tcp = kolo::v1::Status::NewStub(grpc::CreateChannel(
-      status.node().status_address(), grpc::InsecureChannelCredentials()));
+  auto tcp = kolo::v1::Status::NewStub(
+      grpc::CreateChannel(status.node().status_address(), grpc::InsecureChannelCredentials()));
   grpc::ClientContext tctx;
   tctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   kolo::v1::GetStatusResponse over_tcp;

@@ -26,14 +26,14 @@ using kolo::ReduceOp;
 
 int failures = 0;
 
-#define CHECK_OR_COUNT(cond, ...)                                  \
-  do {                                                             \
-    if (!(cond)) {                                                 \
-      ++failures;                                                  \
-      std::fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);    \
-      std::fprintf(stderr, __VA_ARGS__);                           \
-      std::fprintf(stderr, "\n");                                  \
-    }                                                              \
+#define CHECK_OR_COUNT(cond, ...)                               \
+  do {                                                          \
+    if (!(cond)) {                                              \
+      ++failures;                                               \
+      std::fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+      std::fprintf(stderr, __VA_ARGS__);                        \
+      std::fprintf(stderr, "\n");                               \
+    }                                                           \
   } while (0)
 
 // Element i of rank r's input: small integers, so sums and products are
@@ -52,27 +52,51 @@ double Clamp(DType t, double v) {
 
 void Store(DType t, void* base, int64_t i, double v) {
   switch (t) {
-    case DType::kUint8: static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(v); break;
-    case DType::kInt8: static_cast<int8_t*>(base)[i] = static_cast<int8_t>(v); break;
-    case DType::kInt32: static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v); break;
-    case DType::kInt64: static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v); break;
-    case DType::kFloat16: static_cast<uint16_t*>(base)[i] = kolo::kernels::FloatToHalf(static_cast<float>(v)); break;
-    case DType::kBFloat16: static_cast<uint16_t*>(base)[i] = kolo::kernels::FloatToBFloat16(static_cast<float>(v)); break;
-    case DType::kFloat32: static_cast<float*>(base)[i] = static_cast<float>(v); break;
-    case DType::kFloat64: static_cast<double*>(base)[i] = v; break;
+    case DType::kUint8:
+      static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(v);
+      break;
+    case DType::kInt8:
+      static_cast<int8_t*>(base)[i] = static_cast<int8_t>(v);
+      break;
+    case DType::kInt32:
+      static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v);
+      break;
+    case DType::kInt64:
+      static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v);
+      break;
+    case DType::kFloat16:
+      static_cast<uint16_t*>(base)[i] = kolo::kernels::FloatToHalf(static_cast<float>(v));
+      break;
+    case DType::kBFloat16:
+      static_cast<uint16_t*>(base)[i] = kolo::kernels::FloatToBFloat16(static_cast<float>(v));
+      break;
+    case DType::kFloat32:
+      static_cast<float*>(base)[i] = static_cast<float>(v);
+      break;
+    case DType::kFloat64:
+      static_cast<double*>(base)[i] = v;
+      break;
   }
 }
 
 double Load(DType t, const void* base, int64_t i) {
   switch (t) {
-    case DType::kUint8: return static_cast<const uint8_t*>(base)[i];
-    case DType::kInt8: return static_cast<const int8_t*>(base)[i];
-    case DType::kInt32: return static_cast<const int32_t*>(base)[i];
-    case DType::kInt64: return static_cast<double>(static_cast<const int64_t*>(base)[i]);
-    case DType::kFloat16: return kolo::kernels::HalfToFloat(static_cast<const uint16_t*>(base)[i]);
-    case DType::kBFloat16: return kolo::kernels::BFloat16ToFloat(static_cast<const uint16_t*>(base)[i]);
-    case DType::kFloat32: return static_cast<const float*>(base)[i];
-    case DType::kFloat64: return static_cast<const double*>(base)[i];
+    case DType::kUint8:
+      return static_cast<const uint8_t*>(base)[i];
+    case DType::kInt8:
+      return static_cast<const int8_t*>(base)[i];
+    case DType::kInt32:
+      return static_cast<const int32_t*>(base)[i];
+    case DType::kInt64:
+      return static_cast<double>(static_cast<const int64_t*>(base)[i]);
+    case DType::kFloat16:
+      return kolo::kernels::HalfToFloat(static_cast<const uint16_t*>(base)[i]);
+    case DType::kBFloat16:
+      return kolo::kernels::BFloat16ToFloat(static_cast<const uint16_t*>(base)[i]);
+    case DType::kFloat32:
+      return static_cast<const float*>(base)[i];
+    case DType::kFloat64:
+      return static_cast<const double*>(base)[i];
   }
   return 0;
 }
@@ -83,10 +107,18 @@ double Expected(DType t, ReduceOp op, int size, int64_t i) {
     double v = Clamp(t, InputValue(op, r, i));
     switch (op) {
       case ReduceOp::kSum:
-      case ReduceOp::kAverage: acc += v; break;
-      case ReduceOp::kMin: acc = std::min(acc, v); break;
-      case ReduceOp::kMax: acc = std::max(acc, v); break;
-      case ReduceOp::kProduct: acc *= v; break;
+      case ReduceOp::kAverage:
+        acc += v;
+        break;
+      case ReduceOp::kMin:
+        acc = std::min(acc, v);
+        break;
+      case ReduceOp::kMax:
+        acc = std::max(acc, v);
+        break;
+      case ReduceOp::kProduct:
+        acc *= v;
+        break;
     }
   }
   if (op == ReduceOp::kAverage) {
@@ -106,8 +138,8 @@ bool Close(DType t, double got, double want) {
 }
 
 // One allreduce of `count` elements; zero copy or through the caller's memory.
-void CheckAllreduce(kolo::Client& c, DType t, ReduceOp op, int64_t count,
-                    bool zero_copy, const std::string& name) {
+void CheckAllreduce(kolo::Client& c, DType t, ReduceOp op, int64_t count, bool zero_copy,
+                    const std::string& name) {
   const int rank = c.rank(), size = c.size();
   std::vector<int64_t> shape = {count};
   std::vector<uint8_t> own;
@@ -133,24 +165,24 @@ void CheckAllreduce(kolo::Client& c, DType t, ReduceOp op, int64_t count,
     double got = Load(t, data, i), want = Expected(t, op, size, i);
     if (!Close(t, got, want)) {
       ++bad;
-      CHECK_OR_COUNT(false, "%s [%ld]: got %g want %g", name.c_str(),
-                     static_cast<long>(i), got, want);
+      CHECK_OR_COUNT(false, "%s [%ld]: got %g want %g", name.c_str(), static_cast<long>(i), got,
+                     want);
     }
   }
 }
 
 void ScenarioMatrix(kolo::Client& c) {
-  const DType dtypes[] = {DType::kUint8, DType::kInt8, DType::kInt32, DType::kInt64,
+  const DType dtypes[] = {DType::kUint8,   DType::kInt8,     DType::kInt32,   DType::kInt64,
                           DType::kFloat16, DType::kBFloat16, DType::kFloat32, DType::kFloat64};
-  const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin,
-                          ReduceOp::kMax, ReduceOp::kProduct};
+  const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
+                          ReduceOp::kProduct};
   for (DType t : dtypes) {
     for (ReduceOp op : ops) {
       for (int64_t count : {0, 1, 7, 1000, 65537}) {
         for (bool zc : {true, false}) {
           CheckAllreduce(c, t, op, count, zc,
-                         absl::StrCat("m/", kolo::DTypeName(t), "/",
-                                      kolo::ReduceOpName(op), "/", count, zc ? "/z" : "/c"));
+                         absl::StrCat("m/", kolo::DTypeName(t), "/", kolo::ReduceOpName(op), "/",
+                                      count, zc ? "/z" : "/c"));
         }
       }
     }
@@ -160,8 +192,8 @@ void ScenarioMatrix(kolo::Client& c) {
   for (int i = 0; i < 100; ++i) x[i] = static_cast<float>(c.rank() + i);
   std::vector<float> y(100);
   absl::Status s = c.Allreduce(kolo::ConstTensorView(x.data(), DType::kFloat32, {10, 10}),
-                               kolo::TensorView{y.data(), DType::kFloat32, {10, 10}},
-                               "scaled", {.op = ReduceOp::kSum, .prescale = 0.5, .postscale = 4.0});
+                               kolo::TensorView{y.data(), DType::kFloat32, {10, 10}}, "scaled",
+                               {.op = ReduceOp::kSum, .prescale = 0.5, .postscale = 4.0});
   CHECK_OR_COUNT(s.ok(), "scaled: %s", s.ToString().c_str());
   for (int i = 0; i < 100 && s.ok(); ++i) {
     double sum = 0;
@@ -181,7 +213,8 @@ void ScenarioSizes(kolo::Client& c) {
                    absl::StrCat("size/", bytes));
   }
   CheckAllreduce(c, DType::kFloat32, ReduceOp::kSum, (int64_t{64} << 20) / 4, true, "size/64M");
-  CheckAllreduce(c, DType::kFloat32, ReduceOp::kSum, (int64_t{64} << 20) / 4, false, "size/64M/copy");
+  CheckAllreduce(c, DType::kFloat32, ReduceOp::kSum, (int64_t{64} << 20) / 4, false,
+                 "size/64M/copy");
 }
 
 void ScenarioInflight(kolo::Client& c) {
@@ -228,8 +261,9 @@ void ScenarioBroadcast(kolo::Client& c) {
           data = shm.data();
         }
         for (int64_t i = 0; i < n; ++i) Store(t, data, i, (c.rank() * 13 + i) % 100);
-        absl::Status s = c.Broadcast(kolo::TensorView{data, t, {n}},
-                                     absl::StrCat("bcast/", root, "/", kolo::DTypeName(t), zc), root);
+        absl::Status s =
+            c.Broadcast(kolo::TensorView{data, t, {n}},
+                        absl::StrCat("bcast/", root, "/", kolo::DTypeName(t), zc), root);
         CHECK_OR_COUNT(s.ok(), "bcast: %s", s.ToString().c_str());
         for (int64_t i = 0; i < n && s.ok(); ++i) {
           if (Load(t, data, i) != (root * 13 + i) % 100) {
@@ -246,8 +280,8 @@ void ScenarioBroadcast(kolo::Client& c) {
 void ExpectMismatch(kolo::Client& c, absl::Status s, const char* what) {
   CHECK_OR_COUNT(s.code() == absl::StatusCode::kFailedPrecondition,
                  "%s: want FAILED_PRECONDITION, got %s", what, s.ToString().c_str());
-  CHECK_OR_COUNT(absl::StrContains(s.message(), "rank"), "%s: message names no rank: %s",
-                 what, s.ToString().c_str());
+  CHECK_OR_COUNT(absl::StrContains(s.message(), "rank"), "%s: message names no rank: %s", what,
+                 s.ToString().c_str());
 }
 
 void ScenarioMismatch(kolo::Client& c) {
@@ -255,25 +289,33 @@ void ScenarioMismatch(kolo::Client& c) {
   const int r = c.rank() == c.size() - 1 ? 1 : 0;
   std::vector<float> buf(64, 1.0f);
   // Shape.
-  ExpectMismatch(c, c.Allreduce(kolo::TensorView{buf.data(), DType::kFloat32, {4, r == 1 ? 5 : 4}},
-                                kolo::TensorView{buf.data(), DType::kFloat32, {4, r == 1 ? 5 : 4}},
-                                "grad/w1", ReduceOp::kSum), "shape");
+  ExpectMismatch(c,
+                 c.Allreduce(kolo::TensorView{buf.data(), DType::kFloat32, {4, r == 1 ? 5 : 4}},
+                             kolo::TensorView{buf.data(), DType::kFloat32, {4, r == 1 ? 5 : 4}},
+                             "grad/w1", ReduceOp::kSum),
+                 "shape");
   // Dtype.
   DType t = r == 1 ? DType::kInt32 : DType::kFloat32;
-  ExpectMismatch(c, c.Allreduce(kolo::TensorView{buf.data(), t, {4}},
-                                kolo::TensorView{buf.data(), t, {4}}, "dtype", ReduceOp::kSum),
+  ExpectMismatch(c,
+                 c.Allreduce(kolo::TensorView{buf.data(), t, {4}},
+                             kolo::TensorView{buf.data(), t, {4}}, "dtype", ReduceOp::kSum),
                  "dtype");
   // Op.
-  ExpectMismatch(c, c.Allreduce(kolo::TensorView{buf.data(), DType::kFloat32, {4}},
-                                kolo::TensorView{buf.data(), DType::kFloat32, {4}}, "op",
-                                r == 1 ? ReduceOp::kMax : ReduceOp::kSum), "op");
+  ExpectMismatch(c,
+                 c.Allreduce(kolo::TensorView{buf.data(), DType::kFloat32, {4}},
+                             kolo::TensorView{buf.data(), DType::kFloat32, {4}}, "op",
+                             r == 1 ? ReduceOp::kMax : ReduceOp::kSum),
+                 "op");
   // Scale factors.
-  ExpectMismatch(c, c.Allreduce(kolo::TensorView{buf.data(), DType::kFloat32, {4}},
-                                kolo::TensorView{buf.data(), DType::kFloat32, {4}}, "scale",
-                                {.op = ReduceOp::kSum, .prescale = r == 1 ? 2.0 : 1.0}), "prescale");
+  ExpectMismatch(c,
+                 c.Allreduce(kolo::TensorView{buf.data(), DType::kFloat32, {4}},
+                             kolo::TensorView{buf.data(), DType::kFloat32, {4}}, "scale",
+                             {.op = ReduceOp::kSum, .prescale = r == 1 ? 2.0 : 1.0}),
+                 "prescale");
   // Root.
-  ExpectMismatch(c, c.Broadcast(kolo::TensorView{buf.data(), DType::kFloat32, {4}}, "root",
-                                r == 1 ? 1 : 0), "root");
+  ExpectMismatch(
+      c, c.Broadcast(kolo::TensorView{buf.data(), DType::kFloat32, {4}}, "root", r == 1 ? 1 : 0),
+      "root");
   // The job goes on after errors.
   CheckAllreduce(c, DType::kFloat32, ReduceOp::kSum, 10, true, "after-mismatch");
 }
@@ -289,15 +331,17 @@ void ScenarioDuplicate(kolo::Client& c) {
     CHECK_OR_COUNT(s2.code() == absl::StatusCode::kAlreadyExists, "dup: %s", s2.ToString().c_str());
     // Now let the other ranks submit theirs.
     std::vector<float> go(1, 1.0f);
-    absl::Status g = c.Allreduce(kolo::TensorView{go.data(), DType::kFloat32, {1}},
-                                 kolo::TensorView{go.data(), DType::kFloat32, {1}}, "go", ReduceOp::kSum);
+    absl::Status g =
+        c.Allreduce(kolo::TensorView{go.data(), DType::kFloat32, {1}},
+                    kolo::TensorView{go.data(), DType::kFloat32, {1}}, "go", ReduceOp::kSum);
     CHECK_OR_COUNT(g.ok(), "go");
     absl::Status s1 = c.Wait(*h1);
     CHECK_OR_COUNT(s1.ok() && a[0] == c.size(), "dup first: %s %g", s1.ToString().c_str(), a[0]);
   } else {
     std::vector<float> go(1, 1.0f);
-    absl::Status g = c.Allreduce(kolo::TensorView{go.data(), DType::kFloat32, {1}},
-                                 kolo::TensorView{go.data(), DType::kFloat32, {1}}, "go", ReduceOp::kSum);
+    absl::Status g =
+        c.Allreduce(kolo::TensorView{go.data(), DType::kFloat32, {1}},
+                    kolo::TensorView{go.data(), DType::kFloat32, {1}}, "go", ReduceOp::kSum);
     CHECK_OR_COUNT(g.ok(), "go");
     absl::Status s = c.Allreduce(va, va, "dup", ReduceOp::kSum);
     CHECK_OR_COUNT(s.ok() && a[0] == c.size(), "dup other: %s", s.ToString().c_str());
@@ -339,7 +383,8 @@ void ScenarioDaemonDies(kolo::Client& c) {
   absl::Time dead = absl::Now();
   CHECK_OR_COUNT(s.code() == absl::StatusCode::kUnavailable, "wait: %s", s.ToString().c_str());
   absl::Status again = c.Allreduce(v, v, "again", ReduceOp::kSum);
-  CHECK_OR_COUNT(again.code() == absl::StatusCode::kUnavailable, "again: %s", again.ToString().c_str());
+  CHECK_OR_COUNT(again.code() == absl::StatusCode::kUnavailable, "again: %s",
+                 again.ToString().c_str());
   CHECK_OR_COUNT(absl::Now() - dead < absl::Seconds(2), "second call was slow");
   std::printf("saw: %s\n", s.ToString().c_str());
 }
@@ -407,8 +452,8 @@ void CheckReducescatters(kolo::Client& c, int64_t total_rows, const std::string&
       for (int r = 0; r < size; ++r) want += r + (first * 2 + i) % 1000;
       if (op == ReduceOp::kAverage) want /= size;
       if (std::fabs(out->data_as<float>()[i] - want) >= 1e-3) {
-        CHECK_OR_COUNT(false, "rs [%ld] %g want %g", static_cast<long>(i),
-                       out->data_as<float>()[i], want);
+        CHECK_OR_COUNT(false, "rs [%ld] %g want %g", static_cast<long>(i), out->data_as<float>()[i],
+                       want);
         break;
       }
     }
@@ -469,26 +514,26 @@ void CheckProcessSets(kolo::Client& c, const std::string& prefix) {
   if (member) {
     CHECK_OR_COUNT(c.ProcessSetRank(*ps).value_or(-1) == (rank == 0 ? 0 : 1), "set rank");
     auto h = c.AllreduceAsync(kolo::ConstTensorView(v.data(), DType::kFloat32, {4}),
-                              kolo::TensorView{v.data(), DType::kFloat32, {4}}, prefix + "same-name",
-                              {.op = ReduceOp::kSum, .process_set = *ps});
+                              kolo::TensorView{v.data(), DType::kFloat32, {4}},
+                              prefix + "same-name", {.op = ReduceOp::kSum, .process_set = *ps});
     CHECK_OR_COUNT(h.ok() && c.Wait(*h).ok(), "set allreduce");
     CHECK_OR_COUNT(v[0] == 1 + size, "set allreduce value %g", v[0]);
     std::vector<float> b(4, static_cast<float>(rank));
-    absl::Status bs = c.Broadcast(kolo::TensorView{b.data(), DType::kFloat32, {4}}, prefix + "set-bcast",
-                                  size - 1, {.process_set = *ps});
+    absl::Status bs = c.Broadcast(kolo::TensorView{b.data(), DType::kFloat32, {4}},
+                                  prefix + "set-bcast", size - 1, {.process_set = *ps});
     CHECK_OR_COUNT(bs.ok() && b[0] == size - 1, "set broadcast: %s", bs.ToString().c_str());
   } else {
     absl::Status s = c.Allreduce(kolo::ConstTensorView(v.data(), DType::kFloat32, {4}),
-                                 kolo::TensorView{v.data(), DType::kFloat32, {4}}, prefix + "intruder",
-                                 {.op = ReduceOp::kSum, .process_set = *ps});
+                                 kolo::TensorView{v.data(), DType::kFloat32, {4}},
+                                 prefix + "intruder", {.op = ReduceOp::kSum, .process_set = *ps});
     CHECK_OR_COUNT(s.code() == absl::StatusCode::kFailedPrecondition &&
                        absl::StrContains(s.message(), "is not in process set"),
                    "outsider: %s", s.ToString().c_str());
   }
   std::vector<float> g(4, 1.0f);
   absl::Status gs = c.Allreduce(kolo::ConstTensorView(g.data(), DType::kFloat32, {4}),
-                                kolo::TensorView{g.data(), DType::kFloat32, {4}}, prefix + "same-name",
-                                ReduceOp::kSum);
+                                kolo::TensorView{g.data(), DType::kFloat32, {4}},
+                                prefix + "same-name", ReduceOp::kSum);
   CHECK_OR_COUNT(gs.ok() && g[0] == size, "global same-name %g", g[0]);
   CHECK_OR_COUNT(c.RemoveProcessSet(*ps).ok(), "remove process set");
   if (member) {
@@ -510,147 +555,147 @@ void ScenarioSurface(kolo::Client& c) {
   CheckAlltoalls(c, 3, "a2a/");
   // Reducescatter and alltoall over more dtypes (sum of small integers is
   // exact in each).
-  for (DType t : {DType::kFloat64, DType::kInt32, DType::kInt64, DType::kFloat16,
-                DType::kBFloat16, DType::kInt8, DType::kUint8}) {
-  const int64_t rows = 2 * size + 1;
-  std::vector<uint8_t> in(rows * 2 * kolo::DTypeSize(t));
-  for (int64_t i = 0; i < rows * 2; ++i) Store(t, in.data(), i, (rank + i) % 7);
-  auto out = c.Reducescatter(kolo::ConstTensorView(in.data(), t, {rows, 2}),
-                             absl::StrCat("rs.t/", kolo::DTypeName(t)));
-  CHECK_OR_COUNT(out.ok(), "reducescatter %s: %s", kolo::DTypeName(t),
-                 out.status().ToString().c_str());
-  if (out.ok()) {
-    int64_t first = 0;
-    for (int r = 0; r < rank; ++r) first += rows / size + (r < rows % size ? 1 : 0);
-    for (int64_t i = 0; i < out->shape()[0] * 2; ++i) {
-      double want = 0;
-      for (int r = 0; r < size; ++r) want += (r + first * 2 + i) % 7;
-      if (Load(t, out->data(), i) != want) {
-        CHECK_OR_COUNT(false, "reducescatter %s [%ld]", kolo::DTypeName(t), static_cast<long>(i));
-        break;
+  for (DType t : {DType::kFloat64, DType::kInt32, DType::kInt64, DType::kFloat16, DType::kBFloat16,
+                  DType::kInt8, DType::kUint8}) {
+    const int64_t rows = 2 * size + 1;
+    std::vector<uint8_t> in(rows * 2 * kolo::DTypeSize(t));
+    for (int64_t i = 0; i < rows * 2; ++i) Store(t, in.data(), i, (rank + i) % 7);
+    auto out = c.Reducescatter(kolo::ConstTensorView(in.data(), t, {rows, 2}),
+                               absl::StrCat("rs.t/", kolo::DTypeName(t)));
+    CHECK_OR_COUNT(out.ok(), "reducescatter %s: %s", kolo::DTypeName(t),
+                   out.status().ToString().c_str());
+    if (out.ok()) {
+      int64_t first = 0;
+      for (int r = 0; r < rank; ++r) first += rows / size + (r < rows % size ? 1 : 0);
+      for (int64_t i = 0; i < out->shape()[0] * 2; ++i) {
+        double want = 0;
+        for (int r = 0; r < size; ++r) want += (r + first * 2 + i) % 7;
+        if (Load(t, out->data(), i) != want) {
+          CHECK_OR_COUNT(false, "reducescatter %s [%ld]", kolo::DTypeName(t), static_cast<long>(i));
+          break;
+        }
+      }
+    }
+    std::vector<uint8_t> a(size * kolo::DTypeSize(t));
+    for (int j = 0; j < size; ++j) Store(t, a.data(), j, (rank * 3 + j) % 50);
+    auto got = c.Alltoall(kolo::ConstTensorView(a.data(), t, {size}), {},
+                          absl::StrCat("a2a.t/", kolo::DTypeName(t)));
+    CHECK_OR_COUNT(got.ok(), "alltoall %s", kolo::DTypeName(t));
+    if (got.ok()) {
+      for (int i = 0; i < size; ++i) {
+        CHECK_OR_COUNT(Load(t, got->output.data(), i) == (i * 3 + rank) % 50, "alltoall %s from %d",
+                       kolo::DTypeName(t), i);
       }
     }
   }
-  std::vector<uint8_t> a(size * kolo::DTypeSize(t));
-  for (int j = 0; j < size; ++j) Store(t, a.data(), j, (rank * 3 + j) % 50);
-  auto got = c.Alltoall(kolo::ConstTensorView(a.data(), t, {size}), {},
-                        absl::StrCat("a2a.t/", kolo::DTypeName(t)));
-  CHECK_OR_COUNT(got.ok(), "alltoall %s", kolo::DTypeName(t));
-  if (got.ok()) {
-    for (int i = 0; i < size; ++i) {
-      CHECK_OR_COUNT(Load(t, got->output.data(), i) == (i * 3 + rank) % 50,
-                     "alltoall %s from %d", kolo::DTypeName(t), i);
-    }
-  }
-  }
   // Process sets of several shapes: one rank, all but rank 0, every rank.
   {
-  std::vector<std::vector<int>> shapes = {{0}, {}, {}};
-  for (int r = 1; r < size; ++r) shapes[1].push_back(r);
-  for (int r = 0; r < size; ++r) shapes[2].push_back(r);
-  for (const auto& members : shapes) {
-    if (members.empty()) continue;
-    auto ps = c.AddProcessSet(members);
-    CHECK_OR_COUNT(ps.ok(), "add set: %s", ps.status().ToString().c_str());
-    if (!ps.ok()) continue;
-    const bool in = std::find(members.begin(), members.end(), rank) != members.end();
-    if (in) {
-      std::vector<int32_t> v(3, rank);
-      absl::Status st = c.Allreduce(kolo::ConstTensorView(v.data(), DType::kInt32, {3}),
-                                    kolo::TensorView{v.data(), DType::kInt32, {3}}, "shape",
-                                    {.op = ReduceOp::kSum, .process_set = *ps});
-      int want = 0;
-      for (int m : members) want += m;
-      CHECK_OR_COUNT(st.ok() && v[0] == want, "set of %zu: %d want %d", members.size(), v[0],
-                     want);
-      std::vector<float> one(1, static_cast<float>(rank));
-      auto ag = c.Allgather(kolo::ConstTensorView(one.data(), DType::kFloat32, {1}), "shape.ag",
-                            {.process_set = *ps});
-      CHECK_OR_COUNT(ag.ok() && ag->shape()[0] == static_cast<int64_t>(members.size()) &&
-                         ag->data_as<float>()[0] == members[0],
-                     "set allgather");
+    std::vector<std::vector<int>> shapes = {{0}, {}, {}};
+    for (int r = 1; r < size; ++r) shapes[1].push_back(r);
+    for (int r = 0; r < size; ++r) shapes[2].push_back(r);
+    for (const auto& members : shapes) {
+      if (members.empty()) continue;
+      auto ps = c.AddProcessSet(members);
+      CHECK_OR_COUNT(ps.ok(), "add set: %s", ps.status().ToString().c_str());
+      if (!ps.ok()) continue;
+      const bool in = std::find(members.begin(), members.end(), rank) != members.end();
+      if (in) {
+        std::vector<int32_t> v(3, rank);
+        absl::Status st = c.Allreduce(kolo::ConstTensorView(v.data(), DType::kInt32, {3}),
+                                      kolo::TensorView{v.data(), DType::kInt32, {3}}, "shape",
+                                      {.op = ReduceOp::kSum, .process_set = *ps});
+        int want = 0;
+        for (int m : members) want += m;
+        CHECK_OR_COUNT(st.ok() && v[0] == want, "set of %zu: %d want %d", members.size(), v[0],
+                       want);
+        std::vector<float> one(1, static_cast<float>(rank));
+        auto ag = c.Allgather(kolo::ConstTensorView(one.data(), DType::kFloat32, {1}), "shape.ag",
+                              {.process_set = *ps});
+        CHECK_OR_COUNT(ag.ok() && ag->shape()[0] == static_cast<int64_t>(members.size()) &&
+                           ag->data_as<float>()[0] == members[0],
+                       "set allgather");
+      }
+      CHECK_OR_COUNT(c.RemoveProcessSet(*ps).ok(), "remove set");
     }
-    CHECK_OR_COUNT(c.RemoveProcessSet(*ps).ok(), "remove set");
-  }
   }
   // Barrier, a few times.
   for (int i = 0; i < 3; ++i) {
-  absl::Status b = c.Barrier();
-  CHECK_OR_COUNT(b.ok(), "barrier: %s", b.ToString().c_str());
+    absl::Status b = c.Barrier();
+    CHECK_OR_COUNT(b.ok(), "barrier: %s", b.ToString().c_str());
   }
   // Grouped allreduce, allgather, reducescatter.
   {
-  std::vector<std::vector<float>> data(5, std::vector<float>(10));
-  std::vector<kolo::ConstTensorView> ins;
-  std::vector<kolo::TensorView> outs;
-  std::vector<std::string> names;
-  for (int k = 0; k < 5; ++k) {
-    for (int i = 0; i < 10; ++i) data[k][i] = static_cast<float>(rank + k + i);
-    ins.push_back(kolo::ConstTensorView(data[k].data(), DType::kFloat32, {10}));
-    outs.push_back(kolo::TensorView{data[k].data(), DType::kFloat32, {10}});
-    names.push_back(absl::StrCat("group/g", k));
-  }
-  auto hs = c.GroupedAllreduceAsync(ins, outs, names);
-  CHECK_OR_COUNT(hs.ok(), "grouped allreduce");
-  if (hs.ok()) {
-    for (auto h : *hs) CHECK_OR_COUNT(c.Wait(h).ok(), "grouped wait");
+    std::vector<std::vector<float>> data(5, std::vector<float>(10));
+    std::vector<kolo::ConstTensorView> ins;
+    std::vector<kolo::TensorView> outs;
+    std::vector<std::string> names;
     for (int k = 0; k < 5; ++k) {
-      double want = 0;
-      for (int r = 0; r < size; ++r) want += r + k + 3;
-      CHECK_OR_COUNT(data[k][3] == want, "grouped allreduce %d: %g", k, data[k][3]);
+      for (int i = 0; i < 10; ++i) data[k][i] = static_cast<float>(rank + k + i);
+      ins.push_back(kolo::ConstTensorView(data[k].data(), DType::kFloat32, {10}));
+      outs.push_back(kolo::TensorView{data[k].data(), DType::kFloat32, {10}});
+      names.push_back(absl::StrCat("group/g", k));
     }
-  }
-  auto ag = c.GroupedAllgatherAsync({ins[0], ins[1]}, {"group/ag0", "group/ag1"});
-  CHECK_OR_COUNT(ag.ok(), "grouped allgather");
-  if (ag.ok()) {
-    for (auto h : *ag) {
-      auto out = c.WaitForOutput(h);
-      CHECK_OR_COUNT(out.ok() && out->shape()[0] == 10 * size, "grouped allgather out");
+    auto hs = c.GroupedAllreduceAsync(ins, outs, names);
+    CHECK_OR_COUNT(hs.ok(), "grouped allreduce");
+    if (hs.ok()) {
+      for (auto h : *hs) CHECK_OR_COUNT(c.Wait(h).ok(), "grouped wait");
+      for (int k = 0; k < 5; ++k) {
+        double want = 0;
+        for (int r = 0; r < size; ++r) want += r + k + 3;
+        CHECK_OR_COUNT(data[k][3] == want, "grouped allreduce %d: %g", k, data[k][3]);
+      }
     }
-  }
-  auto rs = c.GroupedReducescatterAsync({ins[2]}, {"group/rs0"});
-  CHECK_OR_COUNT(rs.ok(), "grouped reducescatter");
-  if (rs.ok()) CHECK_OR_COUNT(c.WaitForOutput((*rs)[0]).ok(), "grouped rs out");
+    auto ag = c.GroupedAllgatherAsync({ins[0], ins[1]}, {"group/ag0", "group/ag1"});
+    CHECK_OR_COUNT(ag.ok(), "grouped allgather");
+    if (ag.ok()) {
+      for (auto h : *ag) {
+        auto out = c.WaitForOutput(h);
+        CHECK_OR_COUNT(out.ok() && out->shape()[0] == 10 * size, "grouped allgather out");
+      }
+    }
+    auto rs = c.GroupedReducescatterAsync({ins[2]}, {"group/rs0"});
+    CHECK_OR_COUNT(rs.ok(), "grouped reducescatter");
+    if (rs.ok()) CHECK_OR_COUNT(c.WaitForOutput((*rs)[0]).ok(), "grouped rs out");
   }
   // Compression: float16 on the wire.
   {
-  std::vector<float> x(64);
-  for (int i = 0; i < 64; ++i) x[i] = 1.0f + (rank + 1) * 0.001234f * i;
-  std::vector<float> y(64);
-  absl::Status s = c.Allreduce(
-      kolo::ConstTensorView(x.data(), DType::kFloat32, {64}),
-      kolo::TensorView{y.data(), DType::kFloat32, {64}}, "compressed",
-      {.op = ReduceOp::kSum, .compression = kolo::Compression::kFloat16});
-  CHECK_OR_COUNT(s.ok(), "compressed: %s", s.ToString().c_str());
-  for (int i = 0; i < 64 && s.ok(); ++i) {
-    float acc = 0;
-    for (int r = 0; r < size; ++r) {
-      acc += kolo::kernels::HalfToFloat(
-          kolo::kernels::FloatToHalf(1.0f + (r + 1) * 0.001234f * i));
+    std::vector<float> x(64);
+    for (int i = 0; i < 64; ++i) x[i] = 1.0f + (rank + 1) * 0.001234f * i;
+    std::vector<float> y(64);
+    absl::Status s =
+        c.Allreduce(kolo::ConstTensorView(x.data(), DType::kFloat32, {64}),
+                    kolo::TensorView{y.data(), DType::kFloat32, {64}}, "compressed",
+                    {.op = ReduceOp::kSum, .compression = kolo::Compression::kFloat16});
+    CHECK_OR_COUNT(s.ok(), "compressed: %s", s.ToString().c_str());
+    for (int i = 0; i < 64 && s.ok(); ++i) {
+      float acc = 0;
+      for (int r = 0; r < size; ++r) {
+        acc +=
+            kolo::kernels::HalfToFloat(kolo::kernels::FloatToHalf(1.0f + (r + 1) * 0.001234f * i));
+      }
+      float want = kolo::kernels::HalfToFloat(kolo::kernels::FloatToHalf(acc));
+      CHECK_OR_COUNT(y[i] == want, "compressed [%d] %.7g want %.7g", i, y[i], want);
     }
-    float want = kolo::kernels::HalfToFloat(kolo::kernels::FloatToHalf(acc));
-    CHECK_OR_COUNT(y[i] == want, "compressed [%d] %.7g want %.7g", i, y[i], want);
-  }
   }
   CheckProcessSets(c, "");
   // Mismatches: allgather columns, alltoall splits, reducescatter op.
   {
-  std::vector<float> buf(64, 1.0f);
-  auto ag = c.Allgather(kolo::ConstTensorView(buf.data(), DType::kFloat32,
-                                              {2, rank == 0 ? 3 : 4}), "bad/ag");
-  CHECK_OR_COUNT(ag.status().code() == absl::StatusCode::kFailedPrecondition,
-                 "allgather mismatch: %s", ag.status().ToString().c_str());
-  std::vector<int64_t> bad(size, 0);
-  bad[0] = 3;  // sums to 3, the tensor has 2 rows
-  auto a2a = c.Alltoall(kolo::ConstTensorView(buf.data(), DType::kFloat32, {2, 2}), bad,
-                        "bad/a2a");
-  CHECK_OR_COUNT(a2a.status().code() == absl::StatusCode::kFailedPrecondition &&
-                     absl::StrContains(a2a.status().message(), "splits sum to 3"),
-                 "alltoall splits: %s", a2a.status().ToString().c_str());
-  auto rs = c.Reducescatter(kolo::ConstTensorView(buf.data(), DType::kFloat32, {4}), "bad/rs",
-                            {.op = rank == 0 ? ReduceOp::kSum : ReduceOp::kAverage});
-  CHECK_OR_COUNT(rs.status().code() == absl::StatusCode::kFailedPrecondition,
-                 "reducescatter op: %s", rs.status().ToString().c_str());
+    std::vector<float> buf(64, 1.0f);
+    auto ag = c.Allgather(
+        kolo::ConstTensorView(buf.data(), DType::kFloat32, {2, rank == 0 ? 3 : 4}), "bad/ag");
+    CHECK_OR_COUNT(ag.status().code() == absl::StatusCode::kFailedPrecondition,
+                   "allgather mismatch: %s", ag.status().ToString().c_str());
+    std::vector<int64_t> bad(size, 0);
+    bad[0] = 3;  // sums to 3, the tensor has 2 rows
+    auto a2a =
+        c.Alltoall(kolo::ConstTensorView(buf.data(), DType::kFloat32, {2, 2}), bad, "bad/a2a");
+    CHECK_OR_COUNT(a2a.status().code() == absl::StatusCode::kFailedPrecondition &&
+                       absl::StrContains(a2a.status().message(), "splits sum to 3"),
+                   "alltoall splits: %s", a2a.status().ToString().c_str());
+    auto rs = c.Reducescatter(kolo::ConstTensorView(buf.data(), DType::kFloat32, {4}), "bad/rs",
+                              {.op = rank == 0 ? ReduceOp::kSum : ReduceOp::kAverage});
+    CHECK_OR_COUNT(rs.status().code() == absl::StatusCode::kFailedPrecondition,
+                   "reducescatter op: %s", rs.status().ToString().c_str());
   }
 }
 
@@ -772,8 +817,7 @@ void ScenarioMultiNodeSurface(kolo::Client& c) {
     std::vector<float> in(4, 1.0f);
     std::vector<int64_t> bad(c.size(), 0);
     bad[0] = c.rank() == 1 ? 5 : 4;
-    auto r = c.Alltoall(kolo::ConstTensorView(in.data(), DType::kFloat32, {4}), bad,
-                        "mn/a2a-bad");
+    auto r = c.Alltoall(kolo::ConstTensorView(in.data(), DType::kFloat32, {4}), bad, "mn/a2a-bad");
     CHECK_OR_COUNT(!r.ok(), "alltoall with bad splits completed");
   }
   // Grouped allreduce across nodes.
@@ -863,19 +907,32 @@ int main(int argc, char** argv) {
     return 2;
   }
   kolo::Client& c = **client;
-  if (scenario == "matrix") ScenarioMatrix(c);
-  else if (scenario == "sizes") ScenarioSizes(c);
-  else if (scenario == "inflight") ScenarioInflight(c);
-  else if (scenario == "broadcast") ScenarioBroadcast(c);
-  else if (scenario == "mismatch") ScenarioMismatch(c);
-  else if (scenario == "duplicate") ScenarioDuplicate(c);
-  else if (scenario == "rank_dies") ScenarioRankDies(c);
-  else if (scenario == "daemon_dies") ScenarioDaemonDies(c);
-  else if (scenario == "withhold") ScenarioWithhold(c);
-  else if (scenario == "surface") ScenarioSurface(c);
-  else if (scenario == "join") ScenarioJoin(c);
-  else if (scenario == "hold") ScenarioHold(c);
-  else if (scenario == "multinode_surface") ScenarioMultiNodeSurface(c);
+  if (scenario == "matrix")
+    ScenarioMatrix(c);
+  else if (scenario == "sizes")
+    ScenarioSizes(c);
+  else if (scenario == "inflight")
+    ScenarioInflight(c);
+  else if (scenario == "broadcast")
+    ScenarioBroadcast(c);
+  else if (scenario == "mismatch")
+    ScenarioMismatch(c);
+  else if (scenario == "duplicate")
+    ScenarioDuplicate(c);
+  else if (scenario == "rank_dies")
+    ScenarioRankDies(c);
+  else if (scenario == "daemon_dies")
+    ScenarioDaemonDies(c);
+  else if (scenario == "withhold")
+    ScenarioWithhold(c);
+  else if (scenario == "surface")
+    ScenarioSurface(c);
+  else if (scenario == "join")
+    ScenarioJoin(c);
+  else if (scenario == "hold")
+    ScenarioHold(c);
+  else if (scenario == "multinode_surface")
+    ScenarioMultiNodeSurface(c);
   else {
     std::fprintf(stderr, "unknown scenario %s\n", scenario.c_str());
     return 2;

@@ -56,9 +56,9 @@ class MultiNodeTest : public ::testing::Test {
     std::vector<Ranks> out;
     const int size = per_node * static_cast<int>(daemons_.size());
     for (size_t n = 0; n < daemons_.size(); ++n) {
-      auto r = Ranks::StartOnNode(daemons_[n]->socket_path(), job, size,
-                                  static_cast<int>(n) * per_node, per_node, coordinator_, argv,
-                                  tokens.empty() ? "t0ken" : tokens[n]);
+      auto r =
+          Ranks::StartOnNode(daemons_[n]->socket_path(), job, size, static_cast<int>(n) * per_node,
+                             per_node, coordinator_, argv, tokens.empty() ? "t0ken" : tokens[n]);
       EXPECT_TRUE(r.ok()) << r.status();
       if (r.ok()) out.push_back(std::move(*r));
     }
@@ -71,8 +71,8 @@ class MultiNodeTest : public ::testing::Test {
     for (size_t n = 0; n < nodes.size(); ++n) {
       auto results = nodes[n].Wait(timeout);
       for (size_t r = 0; r < results.size(); ++r) {
-        EXPECT_EQ(results[r].exit_code, 0)
-            << "node " << n << " local rank " << r << ":\n" << results[r].output;
+        EXPECT_EQ(results[r].exit_code, 0) << "node " << n << " local rank " << r << ":\n"
+                                           << results[r].output;
       }
     }
     for (const auto& d : daemons_) EXPECT_TRUE(d->Alive());
@@ -173,8 +173,8 @@ TEST_F(MultiNodeTest, AStallAcrossNodesIsReportedOnTheWaitingNode) {
   auto nodes = StartJob("job-stall", 1, {kTestRankPath, "withhold"});
   ASSERT_EQ(nodes.size(), 2u);
   ASSERT_TRUE(nodes[1].WaitForOutput(0, "withholding", absl::Seconds(30)));
-  auto stub = kolo::v1::Status::NewStub(grpc::CreateChannel(
-      "unix:" + daemons_[0]->socket_path(), grpc::InsecureChannelCredentials()));
+  auto stub = kolo::v1::Status::NewStub(grpc::CreateChannel("unix:" + daemons_[0]->socket_path(),
+                                                            grpc::InsecureChannelCredentials()));
   std::string message;
   absl::Time deadline = absl::Now() + absl::Seconds(20);
   while (message.empty() && absl::Now() < deadline) {

@@ -78,30 +78,22 @@ int kolo_local_size(const kolo_client* client);
 kolo_status kolo_alloc(kolo_client* client, size_t bytes, void** out);
 void kolo_free(kolo_client* client, void* ptr);
 
-kolo_status kolo_allreduce_async(kolo_client* client, const void* input,
-                                 void* output, int dtype, const int64_t* shape,
-                                 int ndim, const char* name, int op,
-                                 double prescale, double postscale,
-                                 kolo_handle* out);
-kolo_status kolo_allreduce(kolo_client* client, const void* input,
-                           void* output, int dtype, const int64_t* shape,
-                           int ndim, const char* name, int op);
-kolo_status kolo_broadcast_async(kolo_client* client, void* tensor, int dtype,
-                                 const int64_t* shape, int ndim,
-                                 const char* name, int root_rank,
-                                 kolo_handle* out);
-kolo_status kolo_broadcast(kolo_client* client, void* tensor, int dtype,
-                           const int64_t* shape, int ndim, const char* name,
-                           int root_rank);
+kolo_status kolo_allreduce_async(kolo_client* client, const void* input, void* output, int dtype,
+                                 const int64_t* shape, int ndim, const char* name, int op,
+                                 double prescale, double postscale, kolo_handle* out);
+kolo_status kolo_allreduce(kolo_client* client, const void* input, void* output, int dtype,
+                           const int64_t* shape, int ndim, const char* name, int op);
+kolo_status kolo_broadcast_async(kolo_client* client, void* tensor, int dtype, const int64_t* shape,
+                                 int ndim, const char* name, int root_rank, kolo_handle* out);
+kolo_status kolo_broadcast(kolo_client* client, void* tensor, int dtype, const int64_t* shape,
+                           int ndim, const char* name, int root_rank);
 
-kolo_status kolo_allreduce_ex(kolo_client* client, const void* input,
-                              void* output, int dtype, const int64_t* shape,
-                              int ndim, const char* name,
-                              const kolo_allreduce_options* options,
-                              kolo_handle* out);
-kolo_status kolo_broadcast_ex(kolo_client* client, void* tensor, int dtype,
+kolo_status kolo_allreduce_ex(kolo_client* client, const void* input, void* output, int dtype,
                               const int64_t* shape, int ndim, const char* name,
-                              int root_rank, int process_set, kolo_handle* out);
+                              const kolo_allreduce_options* options, kolo_handle* out);
+kolo_status kolo_broadcast_ex(kolo_client* client, void* tensor, int dtype, const int64_t* shape,
+                              int ndim, const char* name, int root_rank, int process_set,
+                              kolo_handle* out);
 
 /* Device (CUDA) tensors: input, output and tensor are cudaMalloc memory of
  * CUDA device `device`; `cuda_stream` is the cudaStream_t that produces the
@@ -110,58 +102,45 @@ kolo_status kolo_broadcast_ex(kolo_client* client, void* tensor, int dtype,
  * for kolod's result. Every rank of the job takes part (options->process_set
  * must be 0); see kolo::TensorView in kolo.h. A libkolo built without CUDA
  * returns KOLO_UNIMPLEMENTED (12). */
-kolo_status kolo_allreduce_device(kolo_client* client, const void* input,
-                                  void* output, int dtype, const int64_t* shape,
-                                  int ndim, const char* name, int device,
-                                  void* cuda_stream,
-                                  const kolo_allreduce_options* options,
+kolo_status kolo_allreduce_device(kolo_client* client, const void* input, void* output, int dtype,
+                                  const int64_t* shape, int ndim, const char* name, int device,
+                                  void* cuda_stream, const kolo_allreduce_options* options,
                                   kolo_handle* out);
 kolo_status kolo_broadcast_device(kolo_client* client, void* tensor, int dtype,
-                                  const int64_t* shape, int ndim,
-                                  const char* name, int root_rank, int device,
-                                  void* cuda_stream, kolo_handle* out);
+                                  const int64_t* shape, int ndim, const char* name, int root_rank,
+                                  int device, void* cuda_stream, kolo_handle* out);
 
 /* Collectives that return a new tensor: *_async gives a handle for
  * kolo_wait_tensor; the blocking forms give the tensor. */
-kolo_status kolo_allgather_async(kolo_client* client, const void* input,
-                                 int dtype, const int64_t* shape, int ndim,
-                                 const char* name, int process_set,
+kolo_status kolo_allgather_async(kolo_client* client, const void* input, int dtype,
+                                 const int64_t* shape, int ndim, const char* name, int process_set,
                                  kolo_handle* out);
-kolo_status kolo_allgather(kolo_client* client, const void* input, int dtype,
-                           const int64_t* shape, int ndim, const char* name,
-                           int process_set, kolo_tensor** out);
-kolo_status kolo_reducescatter(kolo_client* client, const void* input,
-                               int dtype, const int64_t* shape, int ndim,
-                               const char* name,
-                               const kolo_allreduce_options* options,
-                               kolo_tensor** out);
+kolo_status kolo_allgather(kolo_client* client, const void* input, int dtype, const int64_t* shape,
+                           int ndim, const char* name, int process_set, kolo_tensor** out);
+kolo_status kolo_reducescatter(kolo_client* client, const void* input, int dtype,
+                               const int64_t* shape, int ndim, const char* name,
+                               const kolo_allreduce_options* options, kolo_tensor** out);
 /* `splits` (nsplits entries, one per rank of the set) may be NULL for an
  * even split. */
-kolo_status kolo_alltoall(kolo_client* client, const void* input, int dtype,
-                          const int64_t* shape, int ndim, const int64_t* splits,
-                          int nsplits, const char* name, int process_set,
-                          kolo_tensor** out);
-kolo_status kolo_wait_tensor(kolo_client* client, kolo_handle handle,
-                             kolo_tensor** out);
+kolo_status kolo_alltoall(kolo_client* client, const void* input, int dtype, const int64_t* shape,
+                          int ndim, const int64_t* splits, int nsplits, const char* name,
+                          int process_set, kolo_tensor** out);
+kolo_status kolo_wait_tensor(kolo_client* client, kolo_handle handle, kolo_tensor** out);
 
 /* Several allreduces negotiated and fused as one unit (blocking). */
-kolo_status kolo_grouped_allreduce(kolo_client* client, int count,
-                                   const void* const* inputs,
-                                   void* const* outputs, int dtype,
-                                   const int64_t* const* shapes,
+kolo_status kolo_grouped_allreduce(kolo_client* client, int count, const void* const* inputs,
+                                   void* const* outputs, int dtype, const int64_t* const* shapes,
                                    const int* ndims, const char* const* names,
                                    const kolo_allreduce_options* options);
 
 kolo_status kolo_barrier(kolo_client* client, int process_set);
 /* Blocks until every rank has joined; *last_rank gets the last to join. */
 kolo_status kolo_join(kolo_client* client, int* last_rank);
-kolo_status kolo_add_process_set(kolo_client* client, const int* ranks,
-                                 int count, int* process_set);
+kolo_status kolo_add_process_set(kolo_client* client, const int* ranks, int count,
+                                 int* process_set);
 kolo_status kolo_remove_process_set(kolo_client* client, int process_set);
-kolo_status kolo_process_set_rank(kolo_client* client, int process_set,
-                                  int* rank);
-kolo_status kolo_process_set_size(kolo_client* client, int process_set,
-                                  int* size);
+kolo_status kolo_process_set_rank(kolo_client* client, int process_set, int* rank);
+kolo_status kolo_process_set_size(kolo_client* client, int process_set, int* size);
 
 kolo_status kolo_wait(kolo_client* client, kolo_handle handle);
 /* *done is set to 1 once complete; a later kolo_wait returns its result. */

@@ -114,7 +114,9 @@ class HostBuffer {
 
   void* data() const { return data_; }
   template <typename T>
-  T* data_as() const { return static_cast<T*>(data_); }
+  T* data_as() const {
+    return static_cast<T*>(data_);
+  }
   DType dtype() const { return dtype_; }
   const std::vector<int64_t>& shape() const { return shape_; }
   uint64_t byte_size() const { return bytes_; }
@@ -125,11 +127,14 @@ class HostBuffer {
  private:
   friend class Client;
   friend class ClientImpl;
-  HostBuffer(std::shared_ptr<Arena> arena, void* data, uint64_t bytes,
-             DType dtype, std::vector<int64_t> shape,
-             int64_t result_offset = -1)
-      : arena_(std::move(arena)), data_(data), bytes_(bytes), dtype_(dtype),
-        shape_(std::move(shape)), result_offset_(result_offset) {}
+  HostBuffer(std::shared_ptr<Arena> arena, void* data, uint64_t bytes, DType dtype,
+             std::vector<int64_t> shape, int64_t result_offset = -1)
+      : arena_(std::move(arena)),
+        data_(data),
+        bytes_(bytes),
+        dtype_(dtype),
+        shape_(std::move(shape)),
+        result_offset_(result_offset) {}
   void Release();
 
   std::shared_ptr<Arena> arena_;
@@ -186,8 +191,7 @@ class Client {
  public:
   // Attaches to kolod: creates the session's shared-memory segment and opens
   // the Attach stream. UNAVAILABLE when no daemon answers in time.
-  static absl::StatusOr<std::unique_ptr<Client>> Connect(
-      const ClientOptions& options);
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(const ClientOptions& options);
   ~Client();  // Detaches; pending collectives fail with CANCELLED.
 
   int rank() const;
@@ -202,13 +206,11 @@ class Client {
   // Reduces `input` across the job's ranks into `output` (same dtype and
   // shape; may be the same memory). `name` identifies the collective across
   // ranks and must not be in flight twice on one rank.
-  absl::StatusOr<Handle> AllreduceAsync(const ConstTensorView& input,
-                                        const TensorView& output,
+  absl::StatusOr<Handle> AllreduceAsync(const ConstTensorView& input, const TensorView& output,
                                         std::string_view name,
                                         const AllreduceOptions& options = {});
   absl::Status Allreduce(const ConstTensorView& input, const TensorView& output,
-                         std::string_view name,
-                         const AllreduceOptions& options = {});
+                         std::string_view name, const AllreduceOptions& options = {});
   absl::Status Allreduce(const ConstTensorView& input, const TensorView& output,
                          std::string_view name, ReduceOp op) {
     return Allreduce(input, output, name, AllreduceOptions{.op = op});
@@ -216,40 +218,33 @@ class Client {
 
   // Replaces `tensor` on every rank with root_rank's `tensor`.
   // `root_rank` is a global rank; it must belong to the process set.
-  absl::StatusOr<Handle> BroadcastAsync(const TensorView& tensor,
-                                        std::string_view name, int root_rank,
-                                        const CollectiveOptions& options = {});
-  absl::Status Broadcast(const TensorView& tensor, std::string_view name,
-                         int root_rank, const CollectiveOptions& options = {});
+  absl::StatusOr<Handle> BroadcastAsync(const TensorView& tensor, std::string_view name,
+                                        int root_rank, const CollectiveOptions& options = {});
+  absl::Status Broadcast(const TensorView& tensor, std::string_view name, int root_rank,
+                         const CollectiveOptions& options = {});
 
   // Concatenates every rank's `input` along the first dimension, in rank
   // order (the first dimension may differ per rank; the others must match).
-  absl::StatusOr<Handle> AllgatherAsync(const ConstTensorView& input,
-                                        std::string_view name,
+  absl::StatusOr<Handle> AllgatherAsync(const ConstTensorView& input, std::string_view name,
                                         const CollectiveOptions& options = {});
-  absl::StatusOr<HostBuffer> Allgather(const ConstTensorView& input,
-                                       std::string_view name,
+  absl::StatusOr<HostBuffer> Allgather(const ConstTensorView& input, std::string_view name,
                                        const CollectiveOptions& options = {});
 
   // Reduces `input` (same shape on every rank; op sum or average) and returns
   // this rank's block of rows: the first dimension is split across ranks, the
   // lower ranks taking one extra row when it does not divide evenly.
-  absl::StatusOr<Handle> ReducescatterAsync(const ConstTensorView& input,
-                                            std::string_view name,
+  absl::StatusOr<Handle> ReducescatterAsync(const ConstTensorView& input, std::string_view name,
                                             const AllreduceOptions& options = {});
-  absl::StatusOr<HostBuffer> Reducescatter(const ConstTensorView& input,
-                                           std::string_view name,
+  absl::StatusOr<HostBuffer> Reducescatter(const ConstTensorView& input, std::string_view name,
                                            const AllreduceOptions& options = {});
 
   // Sends splits[j] rows of `input` (in order) to rank j of the process set
   // and receives what every rank sent to this one. Empty `splits` divides
   // the first dimension evenly.
-  absl::StatusOr<Handle> AlltoallAsync(const ConstTensorView& input,
-                                       std::vector<int64_t> splits,
+  absl::StatusOr<Handle> AlltoallAsync(const ConstTensorView& input, std::vector<int64_t> splits,
                                        std::string_view name,
                                        const CollectiveOptions& options = {});
-  absl::StatusOr<AlltoallResult> Alltoall(const ConstTensorView& input,
-                                          std::vector<int64_t> splits,
+  absl::StatusOr<AlltoallResult> Alltoall(const ConstTensorView& input, std::vector<int64_t> splits,
                                           std::string_view name,
                                           const CollectiveOptions& options = {});
 
@@ -265,17 +260,13 @@ class Client {
   // Several tensors negotiated as one unit and fused: none runs before all
   // are ready on every rank. `names` must have one entry per tensor.
   absl::StatusOr<std::vector<Handle>> GroupedAllreduceAsync(
-      const std::vector<ConstTensorView>& inputs,
-      const std::vector<TensorView>& outputs,
-      const std::vector<std::string>& names,
-      const AllreduceOptions& options = {});
+      const std::vector<ConstTensorView>& inputs, const std::vector<TensorView>& outputs,
+      const std::vector<std::string>& names, const AllreduceOptions& options = {});
   absl::StatusOr<std::vector<Handle>> GroupedAllgatherAsync(
-      const std::vector<ConstTensorView>& inputs,
-      const std::vector<std::string>& names,
+      const std::vector<ConstTensorView>& inputs, const std::vector<std::string>& names,
       const CollectiveOptions& options = {});
   absl::StatusOr<std::vector<Handle>> GroupedReducescatterAsync(
-      const std::vector<ConstTensorView>& inputs,
-      const std::vector<std::string>& names,
+      const std::vector<ConstTensorView>& inputs, const std::vector<std::string>& names,
       const AllreduceOptions& options = {});
 
   // Creates a process set of the given global ranks; every rank of the job

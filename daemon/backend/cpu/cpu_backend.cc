@@ -29,8 +29,7 @@ void RoundTrip(Compression c, float* data, size_t count) {
 // Allocates one result per request, in request order (the executor frees
 // them if the member fails).
 absl::Status AllocateResults(ResultAllocator* results, FusedMember& m,
-                             const std::vector<uint64_t>& bytes,
-                             const std::vector<int64_t>& rows) {
+                             const std::vector<uint64_t>& bytes, const std::vector<int64_t>& rows) {
   if (results == nullptr) {
     return absl::InternalError(absl::StrCat("\"", m.set.name, "\": no result area to write to"));
   }
@@ -47,8 +46,7 @@ uint8_t* ResultData(const FusedMember& m, size_t i) { return m.results[i].data; 
 
 }  // namespace
 
-void CpuBackend::PlanAllreduce(const Response& r, FusedMember& m,
-                               std::vector<Task>* tasks) {
+void CpuBackend::PlanAllreduce(const Response& r, FusedMember& m, std::vector<Task>* tasks) {
   const std::vector<Request>& reqs = m.set.requests;
   const size_t esize = DTypeSize(r.dtype);
   ReduceOp op = r.op;
@@ -86,9 +84,8 @@ void CpuBackend::PlanAllreduce(const Response& r, FusedMember& m,
         zeros.assign(count * esize, 0);
         srcs.push_back(zeros.data());
       }
-      absl::Status s = kernels::Reduce(r.dtype, op, absl::MakeSpan(srcs),
-                                       absl::MakeSpan(dsts), count, r.prescale,
-                                       postscale);
+      absl::Status s = kernels::Reduce(r.dtype, op, absl::MakeSpan(srcs), absl::MakeSpan(dsts),
+                                       count, r.prescale, postscale);
       if (s.ok() && r.compression != Compression::kNone) {
         for (void* d : dsts) RoundTrip(r.compression, static_cast<float*>(d), count);
       }
@@ -97,8 +94,7 @@ void CpuBackend::PlanAllreduce(const Response& r, FusedMember& m,
   }
 }
 
-void CpuBackend::PlanBroadcast(const Response& r, FusedMember& m,
-                               std::vector<Task>* tasks) {
+void CpuBackend::PlanBroadcast(const Response& r, FusedMember& m, std::vector<Task>* tasks) {
   const size_t esize = DTypeSize(r.dtype);
   const uint64_t n = m.set.requests.front().bytes / esize;
   const uint64_t chunk = std::max<uint64_t>(1, chunk_bytes_ / esize);
@@ -149,8 +145,7 @@ absl::Status CpuBackend::PlanAllgather(FusedMember& m, ResultAllocator* results,
 }
 
 absl::Status CpuBackend::PlanReducescatter(const Response& r, FusedMember& m,
-                                           ResultAllocator* results,
-                                           std::vector<Task>* tasks) {
+                                           ResultAllocator* results, std::vector<Task>* tasks) {
   const std::vector<Request>& reqs = m.set.requests;
   const int64_t n = static_cast<int64_t>(reqs.size());
   const int64_t total_rows = reqs.front().shape[0];
@@ -182,8 +177,8 @@ absl::Status CpuBackend::PlanReducescatter(const Response& r, FusedMember& m,
         std::vector<const void*> srcs;
         for (const Request& q : m.set.requests) srcs.push_back(q.input + base + first * esize);
         void* dst = ResultData(m, i) + first * esize;
-        return kernels::Reduce(r.dtype, op, absl::MakeSpan(srcs),
-                               absl::MakeSpan(&dst, 1), count, r.prescale, postscale);
+        return kernels::Reduce(r.dtype, op, absl::MakeSpan(srcs), absl::MakeSpan(&dst, 1), count,
+                               r.prescale, postscale);
       });
     }
   }
@@ -214,9 +209,9 @@ absl::Status CpuBackend::PlanAlltoall(FusedMember& m, ResultAllocator* results,
     for (size_t i = 0; i < n; ++i) received[i] = splits[i][j];
     uint64_t at = header;
     for (size_t i = 0; i < n; ++i) {
-      const uint64_t src_off =
-          static_cast<uint64_t>(std::accumulate(splits[i].begin(), splits[i].begin() + j,
-                                                int64_t{0})) * row;
+      const uint64_t src_off = static_cast<uint64_t>(std::accumulate(
+                                   splits[i].begin(), splits[i].begin() + j, int64_t{0})) *
+                               row;
       const uint64_t len = static_cast<uint64_t>(splits[i][j]) * row;
       if (len > 0) {
         tasks->push_back([&m, i, j, at, src_off, len]() {
@@ -254,8 +249,8 @@ absl::Status CpuBackend::Execute(Response& response, const StepContext& step) {
       case CollectiveKind::kBarrier:
         break;
       default:
-        m.status = absl::InternalError(absl::StrCat(
-            "the cpu backend cannot run ", CollectiveKindName(response.kind)));
+        m.status = absl::InternalError(
+            absl::StrCat("the cpu backend cannot run ", CollectiveKindName(response.kind)));
     }
   }
   std::vector<absl::Status> errors(tasks.size());

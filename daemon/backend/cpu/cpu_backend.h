@@ -26,9 +26,7 @@ class CpuBackend : public Backend {
   // `parallel_threshold_bytes` run on the calling thread alone.
   CpuBackend(WorkerPool* pool, uint64_t parallel_threshold_bytes = 256 << 10,
              uint64_t chunk_bytes = 1 << 20)
-      : pool_(pool),
-        parallel_threshold_(parallel_threshold_bytes),
-        chunk_bytes_(chunk_bytes) {}
+      : pool_(pool), parallel_threshold_(parallel_threshold_bytes), chunk_bytes_(chunk_bytes) {}
 
   absl::string_view name() const override { return "cpu"; }
   absl::Status Execute(Response& response, const StepContext& step) override;

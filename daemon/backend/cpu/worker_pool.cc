@@ -31,9 +31,8 @@ void WorkerPool::Loop() {
   // ParallelFor may already have started a batch, which this helper must join.
   uint64_t seen = 0;
   for (;;) {
-    auto woken = [this, &seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return stop_ || generation_ != seen;
-    };
+    auto woken = [this, &seen]()
+                     ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || generation_ != seen; };
     mu_.Await(absl::Condition(&woken));
     if (stop_) return;
     seen = generation_;
@@ -52,9 +51,7 @@ void WorkerPool::ParallelFor(size_t n, const std::function<void(size_t)>& fn) {
   batch_ = Batch{&fn, n, 0, 0};
   ++generation_;
   Drain();
-  auto finished = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return batch_.done == batch_.n;
-  };
+  auto finished = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return batch_.done == batch_.n; };
   mu_.Await(absl::Condition(&finished));
   batch_ = Batch{};
 }

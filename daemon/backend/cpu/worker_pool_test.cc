@@ -31,8 +31,7 @@ class WorkerPoolTest : public ::testing::TestWithParam<int> {};
 TEST_P(WorkerPoolTest, RunsEachIndexExactlyOnce) {
   WorkerPool pool(GetParam());
   EXPECT_EQ(pool.threads(), GetParam());
-  for (size_t n : {size_t{0}, size_t{1}, size_t{2}, size_t{7}, size_t{1000},
-                   size_t{100000}}) {
+  for (size_t n : {size_t{0}, size_t{1}, size_t{2}, size_t{7}, size_t{1000}, size_t{100000}}) {
     ExpectEachIndexOnce(pool, n);
   }
 }

@@ -13,8 +13,8 @@
 #include "daemon/algorithms/broadcast.h"
 #include "daemon/plan/fusion.h"
 #include "kernels/cpu/half.h"
-#include "proto/kolo/abi/shm_abi_v1.h"
 #include "kernels/cpu/reduce.h"
+#include "proto/kolo/abi/shm_abi_v1.h"
 
 namespace kolo::daemon {
 namespace {
@@ -71,8 +71,8 @@ absl::Status HostMultinodeBackend::Execute(Response& response, const StepContext
                           response.kind == CollectiveKind::kAlltoall ||
                           response.kind == CollectiveKind::kReducescatter;
   if (new_tensor && results_ == nullptr) {
-    return absl::InternalError(absl::StrCat(CollectiveKindName(response.kind),
-                                            ": no result area to write to"));
+    return absl::InternalError(
+        absl::StrCat(CollectiveKindName(response.kind), ": no result area to write to"));
   }
   switch (response.kind) {
     case CollectiveKind::kAllreduce:
@@ -88,8 +88,8 @@ absl::Status HostMultinodeBackend::Execute(Response& response, const StepContext
     case CollectiveKind::kBarrier:
       return absl::OkStatus();  // every node reached it: that is all a barrier is
     default:
-      return absl::InternalError(absl::StrCat(CollectiveKindName(response.kind),
-                                              " is not a collective the backend runs"));
+      return absl::InternalError(
+          absl::StrCat(CollectiveKindName(response.kind), " is not a collective the backend runs"));
   }
 }
 
@@ -250,9 +250,8 @@ absl::Status HostMultinodeBackend::RunAllreduce(Response& response, uint64_t tag
 absl::Status HostMultinodeBackend::RunBroadcast(Response& response, uint64_t tag_base) {
   const int root = response.root_rank;
   // The root's node, numbered within the nodes of the response's set.
-  const int root_node = root >= 0 && root < static_cast<int>(active_node_of_->size())
-                            ? (*active_node_of_)[root]
-                            : -1;
+  const int root_node =
+      root >= 0 && root < static_cast<int>(active_node_of_->size()) ? (*active_node_of_)[root] : -1;
   if (root_node < 0) return absl::InternalError("broadcast root on no known node");
   const uint64_t total = response.total_bytes;
   if (fusion_buffer_.size() < total) fusion_buffer_.resize(total);
@@ -375,8 +374,8 @@ absl::Status HostMultinodeBackend::RunAlltoall(Response& response,
   const std::vector<int>& members = *members_;
   const int size = static_cast<int>(members.size());
   if (splits.size() != static_cast<size_t>(size) * size) {
-    return absl::InternalError(absl::StrCat(what, ": the plan gives ", splits.size(),
-                                            " splits for ", size, " ranks"));
+    return absl::InternalError(
+        absl::StrCat(what, ": the plan gives ", splits.size(), " splits for ", size, " ranks"));
   }
   for (int64_t v : splits) {
     if (v < 0 || v > static_cast<int64_t>(kMaxPlannedBytes)) {
@@ -402,8 +401,8 @@ absl::Status HostMultinodeBackend::RunAlltoall(Response& response,
     uint64_t sent = 0;
     for (int j = 0; j < size; ++j) sent += rows(position[r.rank], j) * row_bytes;
     if (sent != r.bytes) {
-      return absl::InternalError(absl::StrCat(what, ": rank ", r.rank, " has ", r.bytes,
-                                              " bytes, the plan sends ", sent));
+      return absl::InternalError(
+          absl::StrCat(what, ": rank ", r.rank, " has ", r.bytes, " bytes, the plan sends ", sent));
     }
     local[position[r.rank]] = &r;
   }
@@ -500,7 +499,8 @@ absl::Status HostMultinodeBackend::RunReducescatter(Response& response, uint64_t
       if (bytes == 0) continue;
       void* out = *dst;
       if (absl::Status s = kernels::ScaleCopy(
-              dtype, fusion_buffer_.data() + m.offset + static_cast<uint64_t>(first_row) * row_bytes,
+              dtype,
+              fusion_buffer_.data() + m.offset + static_cast<uint64_t>(first_row) * row_bytes,
               absl::MakeSpan(&out, 1), bytes / esize, postscale);
           !s.ok()) {
         return s;

@@ -38,8 +38,7 @@ class HostMultinodeBackend final : public Backend {
  private:
   // The nodes the response's process set spans, and the transport among them.
   void SelectNodes(const StepContext& step);
-  absl::Status RunAsJoined(const Response& response, const StepContext& step,
-                           uint64_t tag_base);
+  absl::Status RunAsJoined(const Response& response, const StepContext& step, uint64_t tag_base);
   absl::Status RunAllreduce(Response& response, uint64_t tag_base);
   absl::Status RunBroadcast(Response& response, uint64_t tag_base);
   absl::Status RunAllgather(Response& response, const std::vector<int64_t>& rows,

@@ -118,8 +118,8 @@ TEST_F(HostMultinodeBackendTest, AJoinedNodeTakesPartWithZeros) {
   std::vector<StepContext> steps(kNodes);
   steps[2].joined_here = true;
   steps[2].joined_member_bytes = {33 * sizeof(float)};
-  std::vector<absl::Status> results = RunOnNodes(
-      kNodes, [&](int n) { return backends_[n]->Execute(responses[n], steps[n]); });
+  std::vector<absl::Status> results =
+      RunOnNodes(kNodes, [&](int n) { return backends_[n]->Execute(responses[n], steps[n]); });
   for (const absl::Status& s : results) ASSERT_TRUE(s.ok()) << s;
   for (int r = 0; r < 2 * kPerNode; ++r) {
     EXPECT_EQ(out[r], std::vector<float>(33, 4.f)) << "rank " << r;

@@ -51,9 +51,9 @@ void CollectiveWatchdog::Loop() {
     }
     absl::Status cause;
     if (past_deadline) {
-      cause = absl::DeadlineExceededError(absl::StrCat(
-          what, ": not finished by its deadline on NCCL rank ", comm_->rank(), " of ",
-          comm_->size(), " (a peer daemon stalled or died); communicator aborted"));
+      cause = absl::DeadlineExceededError(
+          absl::StrCat(what, ": not finished by its deadline on NCCL rank ", comm_->rank(), " of ",
+                       comm_->size(), " (a peer daemon stalled or died); communicator aborted"));
     } else if (!comm_->aborted()) {
       cause = comm_->AsyncError();
     } else {

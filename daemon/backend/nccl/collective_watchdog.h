@@ -24,7 +24,8 @@ namespace kolo::daemon::nccl {
 class CollectiveWatchdog {
  public:
   // `comm` and `device` must outlive the watchdog. Starts the thread.
-  CollectiveWatchdog(NcclCommunicator* comm, const cuda::CudaDevice* device, absl::Duration interval);
+  CollectiveWatchdog(NcclCommunicator* comm, const cuda::CudaDevice* device,
+                     absl::Duration interval);
   CollectiveWatchdog(const CollectiveWatchdog&) = delete;
   CollectiveWatchdog& operator=(const CollectiveWatchdog&) = delete;
   // Stops and joins the thread.

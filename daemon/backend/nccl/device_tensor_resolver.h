@@ -18,7 +18,7 @@
 namespace kolo::daemon::nccl {
 
 struct ResolvedTensor {
-  uint8_t* data = nullptr;     // valid on the backend's device
+  uint8_t* data = nullptr;      // valid on the backend's device
   cudaEvent_t event = nullptr;  // see cuda::DeviceTensorRef::event
 };
 

@@ -7,8 +7,8 @@ namespace kolo::daemon::nccl {
 namespace {
 
 absl::Status Annotate(const absl::Status& s, const Request& r, const char* which) {
-  return absl::Status(s.code(), absl::StrCat(CollectiveKindName(r.kind), " \"", r.name,
-                                             "\": rank ", r.rank, " ", which, ": ", s.message()));
+  return absl::Status(s.code(), absl::StrCat(CollectiveKindName(r.kind), " \"", r.name, "\": rank ",
+                                             r.rank, " ", which, ": ", s.message()));
 }
 
 }  // namespace
@@ -38,8 +38,8 @@ absl::StatusOr<ResolvedIo> IpcTensorResolver::Resolve(const Request& request) {
     ResolvedTensor* into;
     const char* name;
   };
-  for (const Side& side : {Side{&io->input, &out.input, "input"},
-                           Side{&io->output, &out.output, "output"}}) {
+  for (const Side& side :
+       {Side{&io->input, &out.input, "input"}, Side{&io->output, &out.output, "output"}}) {
     if (side.ref->bytes != request.bytes) {
       return absl::InvalidArgumentError(
           absl::StrCat(CollectiveKindName(request.kind), " \"", request.name, "\": rank ",

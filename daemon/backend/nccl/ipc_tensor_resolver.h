@@ -14,8 +14,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "common/cuda/device_tensor.h"
-#include "daemon/backend/nccl/device_tensor_resolver.h"
 #include "common/cuda/ipc_mapping.h"
+#include "daemon/backend/nccl/device_tensor_resolver.h"
 
 namespace kolo::daemon::nccl {
 
@@ -40,7 +40,8 @@ class IpcTensorResolver : public DeviceTensorResolver {
   const DeviceIoOf device_io_of_;
   const size_t max_entries_;
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<std::string, std::shared_ptr<cuda::IpcMappingCache>> caches_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::shared_ptr<cuda::IpcMappingCache>> caches_
+      ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace kolo::daemon::nccl

@@ -14,12 +14,12 @@
 #include "kernels/cuda/reduce.h"
 
 // Returns from the enclosing function if a Kolo kernel launch failed.
-#define KOLO_RETURN_IF_LAUNCH_ERROR(launch, what)                                  \
-  do {                                                                       \
-    if (absl::Status kolo_launch_ = cuda::CudaLaunchStatus((launch), (what));      \
-        !kolo_launch_.ok()) {                                                \
-      return kolo_launch_;                                                   \
-    }                                                                        \
+#define KOLO_RETURN_IF_LAUNCH_ERROR(launch, what)                             \
+  do {                                                                        \
+    if (absl::Status kolo_launch_ = cuda::CudaLaunchStatus((launch), (what)); \
+        !kolo_launch_.ok()) {                                                 \
+      return kolo_launch_;                                                    \
+    }                                                                         \
   } while (0)
 
 namespace kolo::daemon::nccl {
@@ -41,8 +41,7 @@ std::vector<cudaEvent_t> Distinct(std::vector<cudaEvent_t> events) {
 std::string Describe(const Response& r) {
   std::string first = r.members.empty() ? std::string() : r.members.front().set.name;
   return absl::StrCat(CollectiveKindName(r.kind), " of ", r.members.size(), " tensor(s) (",
-                      r.total_bytes, " bytes of ", DTypeName(r.dtype), ", first \"", first,
-                      "\")");
+                      r.total_bytes, " bytes of ", DTypeName(r.dtype), ", first \"", first, "\")");
 }
 
 }  // namespace
@@ -76,12 +75,12 @@ struct NcclBackend::Lane {
   }
 };
 
-absl::StatusOr<std::unique_ptr<NcclBackend>> NcclBackend::Create(
-    const NcclBackendOptions& options, DeviceTensorResolver* resolver) {
+absl::StatusOr<std::unique_ptr<NcclBackend>> NcclBackend::Create(const NcclBackendOptions& options,
+                                                                 DeviceTensorResolver* resolver) {
   if (options.comm.unique_id.size() != NCCL_UNIQUE_ID_BYTES) {
     return absl::InvalidArgumentError(absl::StrCat("NCCL unique id of ",
-                                                   options.comm.unique_id.size(),
-                                                   " bytes (want ", NCCL_UNIQUE_ID_BYTES, ")"));
+                                                   options.comm.unique_id.size(), " bytes (want ",
+                                                   NCCL_UNIQUE_ID_BYTES, ")"));
   }
   absl::StatusOr<std::vector<DeviceLane>> places = LocalLanes(options.comm, options.local_ranks);
   if (!places.ok()) return places.status();
@@ -92,9 +91,9 @@ absl::StatusOr<std::unique_ptr<NcclBackend>> NcclBackend::Create(
   std::vector<NcclLaneRank> ranks;
   for (DeviceLane& place : *places) {
     if (place.ranks.size() > static_cast<size_t>(kernels::cuda::kMaxReduceSources)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          place.ranks.size(), " ranks on CUDA device ", place.device, " (at most ",
-          kernels::cuda::kMaxReduceSources, " per GPU)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(place.ranks.size(), " ranks on CUDA device ", place.device, " (at most ",
+                       kernels::cuda::kMaxReduceSources, " per GPU)"));
     }
     absl::StatusOr<cuda::CudaDevice> device = cuda::CudaDevice::Open(place.device);
     if (!device.ok()) return device.status();
@@ -103,8 +102,8 @@ absl::StatusOr<std::unique_ptr<NcclBackend>> NcclBackend::Create(
     absl::StatusOr<cuda::CudaEvent> done = cuda::CudaEvent::Create();
     if (!done.ok()) return done.status();
     ranks.push_back(NcclLaneRank{place.nccl_rank, place.device});
-    lanes.push_back(std::make_unique<Lane>(std::move(place), std::move(*device),
-                                           std::move(*stream), std::move(*done)));
+    lanes.push_back(std::make_unique<Lane>(std::move(place), std::move(*device), std::move(*stream),
+                                           std::move(*done)));
   }
   NcclUniqueIdBytes id;
   std::memcpy(id.data(), options.comm.unique_id.data(), id.size());
@@ -125,7 +124,9 @@ absl::StatusOr<std::unique_ptr<NcclBackend>> NcclBackend::Create(
 NcclBackend::NcclBackend(NcclBackendOptions options, DeviceTensorResolver* resolver,
                          std::vector<std::unique_ptr<Lane>> lanes,
                          std::unique_ptr<NcclCommunicator> comm)
-    : options_(std::move(options)), resolver_(resolver), lanes_(std::move(lanes)),
+    : options_(std::move(options)),
+      resolver_(resolver),
+      lanes_(std::move(lanes)),
       comm_(std::move(comm)) {
   for (size_t l = 0; l < lanes_.size(); ++l) {
     for (size_t i = 0; i < lanes_[l]->place.ranks.size(); ++i) {
@@ -155,14 +156,14 @@ absl::Status NcclBackend::Execute(Response& response, const StepContext& /*step*
   absl::MutexLock lock(&mu_);
   const bool broadcast = response.kind == CollectiveKind::kBroadcast;
   if (response.kind != CollectiveKind::kAllreduce && !broadcast) {
-    return absl::UnimplementedError(absl::StrCat(
-        "the nccl backend does not run ", CollectiveKindName(response.kind), " yet"));
+    return absl::UnimplementedError(
+        absl::StrCat("the nccl backend does not run ", CollectiveKindName(response.kind), " yet"));
   }
   const std::string what = Describe(response);
   if (comm_->aborted()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        what, ": the job's NCCL communicator was aborted earlier: ",
-        comm_->abort_cause().message()));
+        what,
+        ": the job's NCCL communicator was aborted earlier: ", comm_->abort_cause().message()));
   }
   // One deadline for the whole collective: enqueueing and completion.
   const absl::Time deadline = absl::Now() + options_.collective_timeout;
@@ -241,9 +242,10 @@ absl::StatusOr<bool> NcclBackend::LayOutRegions(Response& response, bool broadca
       // members fail everywhere and no NCCL call is made.
       for (FusedMember& m : response.members) {
         if (!m.status.ok()) continue;
-        m.status = absl::FailedPreconditionError(absl::StrCat(
-            "broadcast \"", m.set.name, "\": root rank ", root, " has no GPU in the job's "
-            "communicator (a rank's first device tensor places it)"));
+        m.status = absl::FailedPreconditionError(
+            absl::StrCat("broadcast \"", m.set.name, "\": root rank ", root,
+                         " has no GPU in the job's "
+                         "communicator (a rank's first device tensor places it)"));
       }
       return false;
     }
@@ -271,8 +273,7 @@ absl::StatusOr<bool> NcclBackend::LayOutRegions(Response& response, bool broadca
               response.dtype == DType::kFloat32 && comm_->size() > 1;
   for (auto& lane : lanes_) {
     const size_t regions = broadcast ? 1 : lane->place.ranks.size();
-    const uint64_t bytes =
-        region_ * regions + (compress_ ? AlignUp(count_ * 2, kRegionAlign) : 0);
+    const uint64_t bytes = region_ * regions + (compress_ ? AlignUp(count_ * 2, kRegionAlign) : 0);
     if (absl::Status s = lane->device.MakeCurrent(); !s.ok()) return s;
     if (absl::Status s = lane->fusion.Reserve(bytes); !s.ok()) return s;
     lane->pack.clear();
@@ -294,9 +295,9 @@ absl::Status NcclBackend::PlaceMember(Response& response, size_t mi, bool broadc
   FusedMember& m = response.members[mi];
   const uint64_t bytes = m.set.requests.front().bytes;
   if (!broadcast && m.set.joined > 0 && op_ != ReduceOp::kSum && m.status.ok()) {
-    m.status = absl::UnimplementedError(absl::StrCat(
-        "allreduce \"", m.set.name, "\": ", ReduceOpName(response.op),
-        " with joined ranks is not supported for device tensors"));
+    m.status = absl::UnimplementedError(
+        absl::StrCat("allreduce \"", m.set.name, "\": ", ReduceOpName(response.op),
+                     " with joined ranks is not supported for device tensors"));
   }
   // Which region of which lane each request fills.
   std::vector<std::pair<const Request*, Slot>> placed;
@@ -311,10 +312,12 @@ absl::Status NcclBackend::PlaceMember(Response& response, size_t mi, bool broadc
     }
     const Lane& lane = *lanes_[it->second.lane];
     if (r.device.has_value() && r.device->input.device != lane.place.device) {
-      m.status = absl::FailedPreconditionError(absl::StrCat(
-          CollectiveKindName(response.kind), " \"", m.set.name, "\": rank ", r.rank,
-          " sent a tensor on CUDA device ", r.device->input.device, "; its GPU in this job is "
-          "device ", lane.place.device, " (a rank keeps the GPU of its first device tensor)"));
+      m.status = absl::FailedPreconditionError(
+          absl::StrCat(CollectiveKindName(response.kind), " \"", m.set.name, "\": rank ", r.rank,
+                       " sent a tensor on CUDA device ", r.device->input.device,
+                       "; its GPU in this job is "
+                       "device ",
+                       lane.place.device, " (a rank keeps the GPU of its first device tensor)"));
       break;
     }
     placed.push_back({&r, it->second});
@@ -347,7 +350,8 @@ absl::Status NcclBackend::PlaceMember(Response& response, size_t mi, bool broadc
       Lane& lane = *lanes_[l];
       for (size_t i = 0; i < lane.place.ranks.size(); ++i) {
         bool filled = false;
-        for (const auto& [r, slot] : placed) filled = filled || (slot.lane == l && slot.region == i);
+        for (const auto& [r, slot] : placed)
+          filled = filled || (slot.lane == l && slot.region == i);
         if (!filled) lane.zero.push_back({lane.region(i, region_) + offsets_[mi], bytes});
       }
     }
@@ -359,11 +363,11 @@ absl::Status NcclBackend::PlaceMember(Response& response, size_t mi, bool broadc
     uint8_t* lane_result = lane.region(0, region_) + offsets_[mi];
     const bool is_root = broadcast && r->rank == response.root_rank;
     if (!broadcast || is_root) {
-      lane.pack.push_back(CopySegment{reinterpret_cast<uint64_t>(io.input.data),
-                                      reinterpret_cast<uint64_t>(
-                                          lane.region(broadcast ? 0 : slot.region, region_) +
-                                          offsets_[mi]),
-                                      bytes / unit, 0});
+      lane.pack.push_back(
+          CopySegment{reinterpret_cast<uint64_t>(io.input.data),
+                      reinterpret_cast<uint64_t>(lane.region(broadcast ? 0 : slot.region, region_) +
+                                                 offsets_[mi]),
+                      bytes / unit, 0});
     }
     // The client's ready event follows all its work so far, including any
     // on the output: wait on it for every rank (a broadcast writes even
@@ -372,8 +376,8 @@ absl::Status NcclBackend::PlaceMember(Response& response, size_t mi, bool broadc
     // The root's own output already holds the data when it is the input.
     if (!(is_root && io.output.data == io.input.data)) {
       lane.unpack.push_back(CopySegment{reinterpret_cast<uint64_t>(lane_result),
-                                        reinterpret_cast<uint64_t>(io.output.data),
-                                        bytes / unit, 0});
+                                        reinterpret_cast<uint64_t>(io.output.data), bytes / unit,
+                                        0});
     }
     if (io.output.event != nullptr) lane.record_events.push_back(io.output.event);
   }
@@ -401,8 +405,8 @@ absl::Status NcclBackend::Enqueue(Response& response, bool broadcast, absl::Time
       if (absl::Status st = lane.staging.Reserve(desc_bytes); !st.ok()) return st;
       if (absl::Status st = lane.descriptors.Reserve(desc_bytes); !st.ok()) return st;
       std::memcpy(lane.staging.data(), lane.pack.data(), lane.pack.size() * sizeof(CopySegment));
-      std::memcpy(lane.staging.data() + lane.pack.size() * sizeof(CopySegment),
-                  lane.unpack.data(), lane.unpack.size() * sizeof(CopySegment));
+      std::memcpy(lane.staging.data() + lane.pack.size() * sizeof(CopySegment), lane.unpack.data(),
+                  lane.unpack.size() * sizeof(CopySegment));
       KOLO_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(lane.descriptors.data(), lane.staging.data(),
                                                 desc_bytes, cudaMemcpyHostToDevice, s),
                                 "uploading copy descriptors");
@@ -443,8 +447,8 @@ absl::Status NcclBackend::Enqueue(Response& response, bool broadcast, absl::Time
         return st;
       }
     } else if (compress_) {
-      const DType wire = response.compression == Compression::kFloat16 ? DType::kFloat16
-                                                                        : DType::kBFloat16;
+      const DType wire =
+          response.compression == Compression::kFloat16 ? DType::kFloat16 : DType::kBFloat16;
       for (auto& lane : lanes_) {
         if (absl::Status st = lane->device.MakeCurrent(); !st.ok()) return st;
         auto* f32 = reinterpret_cast<float*>(lane->region(0, region_));
@@ -482,11 +486,10 @@ absl::Status NcclBackend::Enqueue(Response& response, bool broadcast, absl::Time
     const cudaStream_t s = lane.stream.get();
     const auto* unpack_desc =
         reinterpret_cast<const CopySegment*>(lane.descriptors.data()) + lane.pack.size();
-    KOLO_RETURN_IF_LAUNCH_ERROR(
-        kernels::cuda::BatchedCopyAsync(dtype, unpack_desc,
-                                        static_cast<uint32_t>(lane.unpack.size()), lane.unpack_chunks,
-                                        postscale, s),
-        "unpack kernel");
+    KOLO_RETURN_IF_LAUNCH_ERROR(kernels::cuda::BatchedCopyAsync(
+                                    dtype, unpack_desc, static_cast<uint32_t>(lane.unpack.size()),
+                                    lane.unpack_chunks, postscale, s),
+                                "unpack kernel");
     for (cudaEvent_t e : lane.record_events) {
       KOLO_RETURN_IF_CUDA_ERROR(cudaEventRecord(e, s), "recording an output event");
     }

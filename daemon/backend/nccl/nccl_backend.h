@@ -82,10 +82,10 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/cuda/cuda_resources.h"
 #include "daemon/backend/backend.h"
 #include "daemon/backend/device_comm_plan.h"
 #include "daemon/backend/nccl/collective_watchdog.h"
-#include "common/cuda/cuda_resources.h"
 #include "daemon/backend/nccl/device_tensor_resolver.h"
 #include "daemon/backend/nccl/nccl_communicator.h"
 #include "kernels/cuda/batched_copy.h"
@@ -165,8 +165,8 @@ class NcclBackend : public Backend {
   std::map<int, Slot> slots_;  // by global rank; fixed at creation
   // The response being executed (owned by whichever thread holds mu_).
   std::vector<uint64_t> offsets_ ABSL_GUARDED_BY(mu_);  // per member, in a region
-  uint64_t count_ ABSL_GUARDED_BY(mu_) = 0;   // elements (bytes for a broadcast)
-  uint64_t region_ ABSL_GUARDED_BY(mu_) = 0;  // bytes per region
+  uint64_t count_ ABSL_GUARDED_BY(mu_) = 0;             // elements (bytes for a broadcast)
+  uint64_t region_ ABSL_GUARDED_BY(mu_) = 0;            // bytes per region
   ReduceOp op_ ABSL_GUARDED_BY(mu_) = ReduceOp::kSum;
   double postscale_ ABSL_GUARDED_BY(mu_) = 1.0;
   bool compress_ ABSL_GUARDED_BY(mu_) = false;

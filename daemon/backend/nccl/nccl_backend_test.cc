@@ -140,8 +140,8 @@ class NcclBackendTest : public ::testing::Test {
       }
       // The backend rounds the prescaled inputs to float32 before reducing,
       // as kernels::Reduce does for float32: the results agree exactly.
-      ASSERT_TRUE(kernels::Reduce(DType::kFloat32, cpu_op, srcs, absl::MakeSpan(&dst, 1),
-                                  sizes[m], prescale, post)
+      ASSERT_TRUE(kernels::Reduce(DType::kFloat32, cpu_op, srcs, absl::MakeSpan(&dst, 1), sizes[m],
+                                  prescale, post)
                       .ok());
       for (int r = 0; r < local; ++r) {
         std::vector<float> got(sizes[m]);

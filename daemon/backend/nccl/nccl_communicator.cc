@@ -43,14 +43,22 @@ absl::StatusOr<NcclUniqueIdBytes> NewNcclUniqueId() {
 
 absl::StatusOr<ncclDataType_t> ToNcclType(DType dtype) {
   switch (dtype) {
-    case DType::kUint8: return ncclUint8;
-    case DType::kInt8: return ncclInt8;
-    case DType::kInt32: return ncclInt32;
-    case DType::kInt64: return ncclInt64;
-    case DType::kFloat16: return ncclFloat16;
-    case DType::kBFloat16: return ncclBfloat16;
-    case DType::kFloat32: return ncclFloat32;
-    case DType::kFloat64: return ncclFloat64;
+    case DType::kUint8:
+      return ncclUint8;
+    case DType::kInt8:
+      return ncclInt8;
+    case DType::kInt32:
+      return ncclInt32;
+    case DType::kInt64:
+      return ncclInt64;
+    case DType::kFloat16:
+      return ncclFloat16;
+    case DType::kBFloat16:
+      return ncclBfloat16;
+    case DType::kFloat32:
+      return ncclFloat32;
+    case DType::kFloat64:
+      return ncclFloat64;
   }
   return absl::InvalidArgumentError(
       absl::StrCat("no NCCL type for dtype ", static_cast<unsigned>(dtype)));
@@ -58,11 +66,16 @@ absl::StatusOr<ncclDataType_t> ToNcclType(DType dtype) {
 
 absl::StatusOr<ncclRedOp_t> ToNcclOp(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return ncclSum;
-    case ReduceOp::kProduct: return ncclProd;
-    case ReduceOp::kMin: return ncclMin;
-    case ReduceOp::kMax: return ncclMax;
-    case ReduceOp::kAverage: break;
+    case ReduceOp::kSum:
+      return ncclSum;
+    case ReduceOp::kProduct:
+      return ncclProd;
+    case ReduceOp::kMin:
+      return ncclMin;
+    case ReduceOp::kMax:
+      return ncclMax;
+    case ReduceOp::kAverage:
+      break;
   }
   return absl::InvalidArgumentError(
       absl::StrCat("no NCCL operator for ", ReduceOpName(op), " (fold 1/n into a postscale)"));
@@ -79,9 +92,9 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
     }
     for (size_t j = 0; j < i; ++j) {
       if (lanes[j].device == lanes[i].device || lanes[j].rank == lanes[i].rank) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "NCCL ranks ", lanes[j].rank, " and ", lanes[i].rank, " on CUDA devices ",
-            lanes[j].device, " and ", lanes[i].device, ": one rank per GPU"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("NCCL ranks ", lanes[j].rank, " and ", lanes[i].rank, " on CUDA devices ",
+                         lanes[j].device, " and ", lanes[i].device, ": one rank per GPU"));
       }
     }
   }
@@ -91,7 +104,8 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
   std::memcpy(uid.internal, id.data(), id.size());
   std::vector<ncclComm_t> comms(lanes.size(), nullptr);
   std::string what = absl::StrCat("ncclCommInitRankConfig(", nranks, " ranks; here");
-  for (const NcclLaneRank& l : lanes) absl::StrAppend(&what, " rank ", l.rank, " on device ", l.device);
+  for (const NcclLaneRank& l : lanes)
+    absl::StrAppend(&what, " rank ", l.rank, " on device ", l.device);
   what += ")";
   // Several GPUs from one thread: one group, or the first init would wait
   // for the others forever.
@@ -119,8 +133,8 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
     }
     return failed;
   }
-  std::unique_ptr<NcclCommunicator> c(new NcclCommunicator(std::move(comms), nranks,
-                                                           std::move(lanes)));
+  std::unique_ptr<NcclCommunicator> c(
+      new NcclCommunicator(std::move(comms), nranks, std::move(lanes)));
   absl::MutexLock lock(&c->mu_);
   if (absl::Status s = c->WaitReadyLocked(absl::Now() + timeout, what, cancel); !s.ok()) {
     return s;  // WaitReadyLocked aborted it; the destructor frees nothing more
@@ -164,8 +178,8 @@ absl::Status NcclCommunicator::WaitReadyLocked(absl::Time deadline, const std::s
   while (true) {
     if (comms_.empty()) return abort_cause_;
     if (cancel != nullptr && cancel->load()) {
-      absl::Status s = absl::CancelledError(absl::StrCat(what, ": the job ended while ",
-                                                         DescribeLocked(), " waited"));
+      absl::Status s = absl::CancelledError(
+          absl::StrCat(what, ": the job ended while ", DescribeLocked(), " waited"));
       AbortLocked(s);
       return s;
     }
@@ -227,16 +241,15 @@ absl::Status NcclCommunicator::GroupLocked(
   return absl::OkStatus();
 }
 
-absl::Status NcclCommunicator::AllReduce(const std::vector<NcclLaneBuffers>& buffers,
-                                         size_t count, DType dtype, ReduceOp op,
-                                         absl::Time deadline) {
+absl::Status NcclCommunicator::AllReduce(const std::vector<NcclLaneBuffers>& buffers, size_t count,
+                                         DType dtype, ReduceOp op, absl::Time deadline) {
   absl::StatusOr<ncclDataType_t> type = ToNcclType(dtype);
   if (!type.ok()) return type.status();
   absl::StatusOr<ncclRedOp_t> nccl_op = ToNcclOp(op);
   if (!nccl_op.ok()) return nccl_op.status();
   if (buffers.size() != lanes_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("allreduce with ", buffers.size(),
-                                                   " buffers on ", lanes_.size(), " GPUs"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("allreduce with ", buffers.size(), " buffers on ", lanes_.size(), " GPUs"));
   }
   absl::MutexLock lock(&mu_);
   const std::string what = absl::StrCat("ncclAllReduce of ", count, " ", DTypeName(dtype), " (",
@@ -247,19 +260,19 @@ absl::Status NcclCommunicator::AllReduce(const std::vector<NcclLaneBuffers>& buf
   });
 }
 
-absl::Status NcclCommunicator::Broadcast(const std::vector<NcclLaneBuffers>& buffers,
-                                         size_t bytes, int root, absl::Time deadline) {
+absl::Status NcclCommunicator::Broadcast(const std::vector<NcclLaneBuffers>& buffers, size_t bytes,
+                                         int root, absl::Time deadline) {
   if (buffers.size() != lanes_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("broadcast with ", buffers.size(),
-                                                   " buffers on ", lanes_.size(), " GPUs"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("broadcast with ", buffers.size(), " buffers on ", lanes_.size(), " GPUs"));
   }
   if (root < 0 || root >= nranks_) {
-    return absl::InvalidArgumentError(absl::StrCat("broadcast root NCCL rank ", root, " of ",
-                                                   nranks_));
+    return absl::InvalidArgumentError(
+        absl::StrCat("broadcast root NCCL rank ", root, " of ", nranks_));
   }
   absl::MutexLock lock(&mu_);
-  const std::string what = absl::StrCat("ncclBroadcast of ", bytes, " bytes from NCCL rank ",
-                                        root, " on ", DescribeLocked());
+  const std::string what = absl::StrCat("ncclBroadcast of ", bytes, " bytes from NCCL rank ", root,
+                                        " on ", DescribeLocked());
   return GroupLocked(what, deadline, [&](size_t i) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     return ncclBroadcast(buffers[i].send, buffers[i].recv, bytes, ncclUint8, root, comms_[i],
                          buffers[i].stream);
@@ -278,8 +291,8 @@ absl::Status NcclCommunicator::AsyncError() {
     if (r != ncclSuccess) return NcclStatus(r, "ncclCommGetAsyncError", comms_[i]);
     if (state == ncclSuccess || state == ncclInProgress) continue;
     return NcclStatus(state,
-                      absl::StrCat("NCCL rank ", lanes_[i].rank, " of ", nranks_, " on CUDA device ",
-                                   lanes_[i].device),
+                      absl::StrCat("NCCL rank ", lanes_[i].rank, " of ", nranks_,
+                                   " on CUDA device ", lanes_[i].device),
                       comms_[i]);
   }
   return absl::OkStatus();

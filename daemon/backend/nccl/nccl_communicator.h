@@ -73,8 +73,7 @@ class NcclCommunicator {
       absl::Duration timeout, const std::atomic<bool>* cancel = nullptr);
   // One NCCL rank on one GPU.
   static absl::StatusOr<std::unique_ptr<NcclCommunicator>> Create(const NcclUniqueIdBytes& id,
-                                                                  int nranks, int rank,
-                                                                  int device,
+                                                                  int nranks, int rank, int device,
                                                                   absl::Duration timeout) {
     return Create(id, nranks, {NcclLaneRank{rank, device}}, timeout);
   }

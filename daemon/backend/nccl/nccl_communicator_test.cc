@@ -7,8 +7,8 @@
 
 #include <vector>
 
-#include "daemon/backend/nccl/collective_watchdog.h"
 #include "common/cuda/cuda_resources.h"
+#include "daemon/backend/nccl/collective_watchdog.h"
 #include "gtest/gtest.h"
 
 namespace kolo::daemon::nccl {

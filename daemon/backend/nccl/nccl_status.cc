@@ -9,15 +9,24 @@ namespace {
 
 const char* ResultName(ncclResult_t result) {
   switch (result) {
-    case ncclSuccess: return "ncclSuccess";
-    case ncclUnhandledCudaError: return "ncclUnhandledCudaError";
-    case ncclSystemError: return "ncclSystemError";
-    case ncclInternalError: return "ncclInternalError";
-    case ncclInvalidArgument: return "ncclInvalidArgument";
-    case ncclInvalidUsage: return "ncclInvalidUsage";
-    case ncclRemoteError: return "ncclRemoteError";
-    case ncclInProgress: return "ncclInProgress";
-    default: return "ncclResult";
+    case ncclSuccess:
+      return "ncclSuccess";
+    case ncclUnhandledCudaError:
+      return "ncclUnhandledCudaError";
+    case ncclSystemError:
+      return "ncclSystemError";
+    case ncclInternalError:
+      return "ncclInternalError";
+    case ncclInvalidArgument:
+      return "ncclInvalidArgument";
+    case ncclInvalidUsage:
+      return "ncclInvalidUsage";
+    case ncclRemoteError:
+      return "ncclRemoteError";
+    case ncclInProgress:
+      return "ncclInProgress";
+    default:
+      return "ncclResult";
   }
 }
 
@@ -25,9 +34,12 @@ const char* ResultName(ncclResult_t result) {
 
 absl::StatusCode NcclResultToStatusCode(ncclResult_t result) {
   switch (result) {
-    case ncclSuccess: return absl::StatusCode::kOk;
-    case ncclInvalidArgument: return absl::StatusCode::kInvalidArgument;
-    case ncclInvalidUsage: return absl::StatusCode::kFailedPrecondition;
+    case ncclSuccess:
+      return absl::StatusCode::kOk;
+    case ncclInvalidArgument:
+      return absl::StatusCode::kInvalidArgument;
+    case ncclInvalidUsage:
+      return absl::StatusCode::kFailedPrecondition;
     case ncclSystemError:
     case ncclRemoteError:
     case ncclInProgress:
@@ -42,9 +54,8 @@ absl::StatusCode NcclResultToStatusCode(ncclResult_t result) {
 absl::Status NcclStatus(ncclResult_t result, absl::string_view what, ncclComm_t comm) {
   if (result == ncclSuccess) return absl::OkStatus();
   const char* text = ncclGetErrorString(result);
-  std::string message = absl::StrCat(what, ": ", ResultName(result), " (",
-                                     static_cast<int>(result), "): ",
-                                     text != nullptr ? text : "unknown");
+  std::string message = absl::StrCat(what, ": ", ResultName(result), " (", static_cast<int>(result),
+                                     "): ", text != nullptr ? text : "unknown");
   if (comm != nullptr) {
     const char* last = ncclGetLastError(comm);
     if (last != nullptr && last[0] != '\0') absl::StrAppend(&message, "; NCCL: ", last);

@@ -23,7 +23,6 @@ absl::StatusCode NcclResultToStatusCode(ncclResult_t result);
 
 // OK for ncclSuccess; otherwise an error naming `what`. `comm` (may be
 // null) adds ncclGetLastError's text.
-absl::Status NcclStatus(ncclResult_t result, absl::string_view what,
-                        ncclComm_t comm = nullptr);
+absl::Status NcclStatus(ncclResult_t result, absl::string_view what, ncclComm_t comm = nullptr);
 
 }  // namespace kolo::daemon::nccl

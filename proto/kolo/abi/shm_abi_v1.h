@@ -64,8 +64,8 @@ struct DeviceTensorSlot {
   uint8_t memory_handle[kIpcHandleBytes];
   uint8_t event_handle[kIpcHandleBytes];
   uint64_t offset;
-  uint64_t bytes;   // equals the slot's byte_length
-  int32_t device;   // CUDA ordinal, as kolod numbers the node's GPUs
+  uint64_t bytes;  // equals the slot's byte_length
+  int32_t device;  // CUDA ordinal, as kolod numbers the node's GPUs
   uint32_t reserved;
 };
 static_assert(sizeof(DeviceTensorSlot) == 152);
@@ -86,14 +86,14 @@ struct SubmitSlot {
   uint32_t name_length;
   int64_t shape[kMaxDims];
   char name[kMaxNameBytes];
-  uint32_t process_set;    // 0: every rank of the job
-  uint32_t compression;    // kolo::Compression (float32 allreduce)
-  uint64_t group_id;       // grouped collectives: same id on every rank
-  uint32_t group_size;     // members of the group; 0 or 1: no group
+  uint32_t process_set;  // 0: every rank of the job
+  uint32_t compression;  // kolo::Compression (float32 allreduce)
+  uint64_t group_id;     // grouped collectives: same id on every rank
+  uint32_t group_size;   // members of the group; 0 or 1: no group
   uint32_t reserved;
-  uint64_t aux_offset;     // arena offset of int64 entries (splits, ranks)
+  uint64_t aux_offset;  // arena offset of int64 entries (splits, ranks)
   uint64_t aux_count;
-  uint32_t flags;          // kSlotFlag*
+  uint32_t flags;  // kSlotFlag*
   uint32_t reserved2;
   // With kSlotFlagDevice: the tensors (input_offset and output_offset are
   // then unused and must be 0). Otherwise all zero.
@@ -150,9 +150,7 @@ struct SegmentHeader {
   alignas(64) std::atomic<uint32_t> session_state;
 };
 
-inline constexpr uint64_t AlignUp(uint64_t v) {
-  return (v + kAlignment - 1) & ~(kAlignment - 1);
-}
+inline constexpr uint64_t AlignUp(uint64_t v) { return (v + kAlignment - 1) & ~(kAlignment - 1); }
 
 // The layout a client builds for the given sizes.
 struct Layout {
@@ -162,15 +160,13 @@ struct Layout {
   uint64_t total_bytes;
 };
 
-inline constexpr Layout ComputeLayout(uint32_t submit_capacity,
-                                      uint32_t completion_capacity,
+inline constexpr Layout ComputeLayout(uint32_t submit_capacity, uint32_t completion_capacity,
                                       uint64_t arena_bytes) {
   Layout l{};
   l.submit_offset = AlignUp(sizeof(SegmentHeader));
-  l.completion_offset =
-      AlignUp(l.submit_offset + uint64_t{submit_capacity} * sizeof(SubmitSlot));
-  l.arena_offset = AlignUp(l.completion_offset +
-                           uint64_t{completion_capacity} * sizeof(CompletionSlot));
+  l.completion_offset = AlignUp(l.submit_offset + uint64_t{submit_capacity} * sizeof(SubmitSlot));
+  l.arena_offset =
+      AlignUp(l.completion_offset + uint64_t{completion_capacity} * sizeof(CompletionSlot));
   l.total_bytes = l.arena_offset + AlignUp(arena_bytes);
   return l;
 }
@@ -195,8 +191,7 @@ inline SegmentHeader* InitSegmentHeader(void* base, uint32_t submit_capacity,
   h->arena_offset = layout.arena_offset;
   h->arena_bytes = AlignUp(arena_bytes);
   h->total_bytes = layout.total_bytes;
-  h->result_bytes = AlignUp(result_bytes) < h->arena_bytes ? AlignUp(result_bytes)
-                                                           : h->arena_bytes;
+  h->result_bytes = AlignUp(result_bytes) < h->arena_bytes ? AlignUp(result_bytes) : h->arena_bytes;
   return h;
 }
 

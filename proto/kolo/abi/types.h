@@ -74,46 +74,68 @@ constexpr size_t DTypeSize(DType t) {
 }
 
 constexpr bool IsFloatingPoint(DType t) {
-  return t == DType::kFloat16 || t == DType::kBFloat16 ||
-         t == DType::kFloat32 || t == DType::kFloat64;
+  return t == DType::kFloat16 || t == DType::kBFloat16 || t == DType::kFloat32 ||
+         t == DType::kFloat64;
 }
 
 constexpr const char* DTypeName(DType t) {
   switch (t) {
-    case DType::kUint8: return "uint8";
-    case DType::kInt8: return "int8";
-    case DType::kInt32: return "int32";
-    case DType::kInt64: return "int64";
-    case DType::kFloat16: return "float16";
-    case DType::kBFloat16: return "bfloat16";
-    case DType::kFloat32: return "float32";
-    case DType::kFloat64: return "float64";
+    case DType::kUint8:
+      return "uint8";
+    case DType::kInt8:
+      return "int8";
+    case DType::kInt32:
+      return "int32";
+    case DType::kInt64:
+      return "int64";
+    case DType::kFloat16:
+      return "float16";
+    case DType::kBFloat16:
+      return "bfloat16";
+    case DType::kFloat32:
+      return "float32";
+    case DType::kFloat64:
+      return "float64";
   }
   return "invalid-dtype";
 }
 
 constexpr const char* ReduceOpName(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return "sum";
-    case ReduceOp::kAverage: return "average";
-    case ReduceOp::kMin: return "min";
-    case ReduceOp::kMax: return "max";
-    case ReduceOp::kProduct: return "product";
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kAverage:
+      return "average";
+    case ReduceOp::kMin:
+      return "min";
+    case ReduceOp::kMax:
+      return "max";
+    case ReduceOp::kProduct:
+      return "product";
   }
   return "invalid-op";
 }
 
 constexpr const char* CollectiveKindName(CollectiveKind k) {
   switch (k) {
-    case CollectiveKind::kAllreduce: return "allreduce";
-    case CollectiveKind::kBroadcast: return "broadcast";
-    case CollectiveKind::kAllgather: return "allgather";
-    case CollectiveKind::kReducescatter: return "reducescatter";
-    case CollectiveKind::kAlltoall: return "alltoall";
-    case CollectiveKind::kBarrier: return "barrier";
-    case CollectiveKind::kJoin: return "join";
-    case CollectiveKind::kAddProcessSet: return "add_process_set";
-    case CollectiveKind::kRemoveProcessSet: return "remove_process_set";
+    case CollectiveKind::kAllreduce:
+      return "allreduce";
+    case CollectiveKind::kBroadcast:
+      return "broadcast";
+    case CollectiveKind::kAllgather:
+      return "allgather";
+    case CollectiveKind::kReducescatter:
+      return "reducescatter";
+    case CollectiveKind::kAlltoall:
+      return "alltoall";
+    case CollectiveKind::kBarrier:
+      return "barrier";
+    case CollectiveKind::kJoin:
+      return "join";
+    case CollectiveKind::kAddProcessSet:
+      return "add_process_set";
+    case CollectiveKind::kRemoveProcessSet:
+      return "remove_process_set";
   }
   return "invalid-collective";
 }
