@@ -122,9 +122,18 @@ void PeerNegotiator::LocallyReady(ReadySet set) {
   {
     absl::MutexLock l(&mu_);
     // The job refuses a name in flight under the same lock it calls us
-    // with, so a key parked here is never replaced; once the job ended,
-    // the executor thread fails what is parked.
-    parked_.try_emplace(PeerKey(set.process_set, set.name), std::move(set));
+    // with; should one slip through all the same, it fails on its own and
+    // the first stands. Once the job ended, the executor thread fails what
+    // is parked.
+    const std::string key = PeerKey(set.process_set, set.name);
+    if (parked_.contains(key)) {
+      absl::Status dup = absl::AlreadyExistsError(
+          absl::StrCat(CollectiveKindName(set.requests.front().kind), " \"", set.name,
+                       "\": submitted again while still in flight"));
+      refused_.push_back({std::move(set), std::move(dup)});
+      return;
+    }
+    parked_.emplace(key, std::move(set));
     if (!aborted_.ok()) return;
     link = link_.get();
   }
@@ -219,10 +228,23 @@ void PeerNegotiator::ExecuteLoop() {
     {
       absl::MutexLock l(&mu_);
       auto ready = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        return stop_ || (welcomed_ && !plan_.empty()) || (!aborted_.ok() && !parked_.empty());
+        return stop_ || (welcomed_ && !plan_.empty()) || !refused_.empty() ||
+               (!aborted_.ok() && !parked_.empty());
       };
       mu_.Await(absl::Condition(&ready));
       if (stop_) return;
+      if (!refused_.empty()) {
+        std::vector<std::pair<ReadySet, absl::Status>> refused;
+        refused.swap(refused_);
+        mu_.Unlock();
+        for (auto& [set, why] : refused) {
+          std::vector<ReadySet> one;
+          one.push_back(std::move(set));
+          runner_->Fail(std::move(one), why);
+        }
+        mu_.Lock();
+        continue;
+      }
       if (!aborted_.ok() && plan_.empty()) {
         // Fail what is parked: nothing will be planned any more.
         std::vector<ReadySet> left;

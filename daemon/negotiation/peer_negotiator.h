@@ -26,6 +26,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -117,6 +118,9 @@ class PeerNegotiator final : public Negotiator, public LinkListener {
   absl::Status aborted_ ABSL_GUARDED_BY(mu_);
   bool executing_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_map<std::string, ReadySet> parked_ ABSL_GUARDED_BY(mu_);
+  // Sets refused on arrival (a name already parked), failed by the executor
+  // thread (LocallyReady runs under the job's lock and completes nothing).
+  std::vector<std::pair<ReadySet, absl::Status>> refused_ ABSL_GUARDED_BY(mu_);
   std::deque<PlannedEntry> plan_ ABSL_GUARDED_BY(mu_);
   // Made on the Welcome (with the rank-to-node map), before any plan runs.
   std::unique_ptr<Backend> host_backend_ ABSL_GUARDED_BY(mu_);

@@ -361,6 +361,77 @@ absl::Status HostMultinodeBackend::RunAllgather(Response& response,
   return absl::OkStatus();
 }
 
+namespace {
+
+// One alltoall among the nodes, by position in the process set: where each
+// rank lives, which ranks are here, and what the plan says each sends.
+struct AlltoallLayout {
+  int size = 0;
+  uint64_t row_bytes = 0;
+  const std::vector<int64_t>* splits = nullptr;  // size x size rows, i to j
+  std::vector<int> node_of;                      // by position
+  std::vector<const Request*> local;             // by position, this node's
+  int me = 0;
+
+  uint64_t Bytes(int i, int j) const {
+    return static_cast<uint64_t>((*splits)[i * size + j]) * row_bytes;
+  }
+  // Where rank i's rows for rank j start in i's input.
+  uint64_t SrcOffset(int i, int j) const {
+    uint64_t before = 0;
+    for (int k = 0; k < j; ++k) before += Bytes(i, k);
+    return before;
+  }
+};
+
+// The messages between this node and each other node: for each source rank
+// of the sender (ascending), its rows for each destination rank of the
+// receiver (ascending). `in_at[i * size + j]`: where (i, j) lands in
+// in[node of i].
+void PackAlltoall(const AlltoallLayout& l, int nodes, std::vector<std::vector<uint8_t>>* out,
+                  std::vector<std::vector<uint8_t>>* in, std::vector<uint64_t>* in_at) {
+  out->assign(nodes, {});
+  in->assign(nodes, {});
+  in_at->assign(static_cast<size_t>(l.size) * l.size, 0);
+  for (int b = 0; b < nodes; ++b) {
+    if (b == l.me) continue;
+    for (int i = 0; i < l.size; ++i) {
+      for (int j = 0; j < l.size; ++j) {
+        const uint64_t bytes = l.Bytes(i, j);
+        if (l.node_of[i] == l.me && l.node_of[j] == b && bytes > 0) {
+          const uint8_t* src = l.local[i]->input + l.SrcOffset(i, j);
+          (*out)[b].insert((*out)[b].end(), src, src + bytes);
+        }
+        if (l.node_of[i] == b && l.node_of[j] == l.me) {
+          (*in_at)[static_cast<size_t>(i) * l.size + j] = (*in)[b].size();
+          (*in)[b].resize((*in)[b].size() + bytes);
+        }
+      }
+    }
+  }
+}
+
+// Rank j's result as on one node: a header of the rows received from each
+// rank, then those rows in rank order.
+void WriteAlltoallResult(const AlltoallLayout& l, int j,
+                         const std::vector<std::vector<uint8_t>>& in,
+                         const std::vector<uint64_t>& in_at, uint8_t* dst) {
+  auto* counts = reinterpret_cast<int64_t*>(dst);
+  uint64_t at = abi::v1::AlltoallResultHeaderBytes(static_cast<uint64_t>(l.size));
+  for (int i = 0; i < l.size; ++i) {
+    counts[i] = (*l.splits)[i * l.size + j];
+    const uint64_t len = l.Bytes(i, j);
+    if (len == 0) continue;
+    const uint8_t* src = l.node_of[i] == l.me
+                             ? l.local[i]->input + l.SrcOffset(i, j)
+                             : in[l.node_of[i]].data() + in_at[static_cast<size_t>(i) * l.size + j];
+    std::memcpy(dst + at, src, len);
+    at += len;
+  }
+}
+
+}  // namespace
+
 absl::Status HostMultinodeBackend::RunAlltoall(Response& response,
                                                const std::vector<int64_t>& splits,
                                                uint64_t tag_base) {
@@ -372,102 +443,61 @@ absl::Status HostMultinodeBackend::RunAlltoall(Response& response,
   const std::string what = absl::StrCat("alltoall \"", set.name, "\"");
   // Over the process set's ranks (every rank for set 0), by position.
   const std::vector<int>& members = *members_;
-  const int size = static_cast<int>(members.size());
-  if (splits.size() != static_cast<size_t>(size) * size) {
+  AlltoallLayout l;
+  l.size = static_cast<int>(members.size());
+  l.row_bytes = RowBytes(set.requests.front());
+  l.splits = &splits;
+  l.me = active_->node();
+  if (splits.size() != static_cast<size_t>(l.size) * l.size) {
     return absl::InternalError(
-        absl::StrCat(what, ": the plan gives ", splits.size(), " splits for ", size, " ranks"));
+        absl::StrCat(what, ": the plan gives ", splits.size(), " splits for ", l.size, " ranks"));
   }
   for (int64_t v : splits) {
     if (v < 0 || v > static_cast<int64_t>(kMaxPlannedBytes)) {
       return absl::InternalError(absl::StrCat(what, ": unusable split ", v));
     }
   }
-  const uint64_t row_bytes = RowBytes(set.requests.front());
-  auto rows = [&](int i, int j) { return static_cast<uint64_t>(splits[i * size + j]); };
-  std::vector<int> node_of(size);
   std::vector<int> position(node_of_.size(), -1);
-  for (int m = 0; m < size; ++m) {
-    node_of[m] = (*active_node_of_)[members[m]];
+  l.node_of.resize(l.size);
+  for (int m = 0; m < l.size; ++m) {
+    l.node_of[m] = (*active_node_of_)[members[m]];
     position[members[m]] = m;
   }
-  const int me = active_->node();
-  const int nodes = active_->nodes();
-  std::vector<const Request*> local(size, nullptr);  // by position, this node's
+  l.local.assign(l.size, nullptr);
   for (const Request& r : set.requests) {
-    if (position[r.rank] < 0) {
+    const int at = position[r.rank];
+    if (at < 0) {
       return absl::InternalError(absl::StrCat(what, ": rank ", r.rank, " is not in its set"));
     }
     // What the plan says this rank sends must be what it holds.
     uint64_t sent = 0;
-    for (int j = 0; j < size; ++j) sent += rows(position[r.rank], j) * row_bytes;
+    for (int j = 0; j < l.size; ++j) sent += l.Bytes(at, j);
     if (sent != r.bytes) {
       return absl::InternalError(
           absl::StrCat(what, ": rank ", r.rank, " has ", r.bytes, " bytes, the plan sends ", sent));
     }
-    local[position[r.rank]] = &r;
+    l.local[at] = &r;
   }
-  // Where rank i's rows for rank j start in i's input.
-  auto src_offset = [&](int i, int j) {
-    uint64_t rows_before = 0;
-    for (int k = 0; k < j; ++k) rows_before += rows(i, k);
-    return rows_before * row_bytes;
-  };
-  // One message per peer node each way: for each source rank of the sender
-  // (ascending), its rows for each destination rank of the receiver
-  // (ascending).
-  std::vector<std::vector<uint8_t>> out(nodes), in(nodes);
-  std::vector<uint64_t> in_at(static_cast<size_t>(size) * size, 0);  // of (i, j) in in[node(i)]
-  for (int b = 0; b < nodes; ++b) {
-    if (b == me) continue;
-    for (int i = 0; i < size; ++i) {
-      for (int j = 0; j < size; ++j) {
-        const uint64_t bytes = rows(i, j) * row_bytes;
-        if (node_of[i] == me && node_of[j] == b && bytes > 0) {
-          const uint8_t* src = local[i]->input + src_offset(i, j);
-          out[b].insert(out[b].end(), src, src + bytes);
-        }
-        if (node_of[i] == b && node_of[j] == me) {
-          in_at[static_cast<size_t>(i) * size + j] = in[b].size();
-          in[b].resize(in[b].size() + bytes);
-        }
-      }
-    }
-  }
-  std::vector<absl::Span<const uint8_t>> send;
+  std::vector<std::vector<uint8_t>> out, in;
+  std::vector<uint64_t> in_at;
+  PackAlltoall(l, active_->nodes(), &out, &in, &in_at);
+  std::vector<absl::Span<const uint8_t>> send(out.begin(), out.end());
   std::vector<absl::Span<uint8_t>> recv;
-  for (int b = 0; b < nodes; ++b) {
-    send.emplace_back(out[b]);
-    recv.emplace_back(absl::MakeSpan(in[b]));
-  }
+  for (std::vector<uint8_t>& b : in) recv.emplace_back(absl::MakeSpan(b));
   if (absl::Status s =
           PairwiseAlltoall(*active_, send, recv, tag_base, absl::Now() + kTransferDeadline);
       !s.ok()) {
     return s;
   }
-  // Each local destination j: a header of the rows received from each rank,
-  // then those rows in rank order (the result layout of one node).
-  const uint64_t header = abi::v1::AlltoallResultHeaderBytes(static_cast<uint64_t>(size));
+  const uint64_t header = abi::v1::AlltoallResultHeaderBytes(static_cast<uint64_t>(l.size));
   for (const Request& r : set.requests) {
     const int j = position[r.rank];
     int64_t received = 0;
-    for (int i = 0; i < size; ++i) received += splits[i * size + j];
-    const uint64_t bytes = header + static_cast<uint64_t>(received) * row_bytes;
+    for (int i = 0; i < l.size; ++i) received += splits[i * l.size + j];
+    const uint64_t bytes = header + static_cast<uint64_t>(received) * l.row_bytes;
     absl::StatusOr<uint8_t*> dst = results_->Allocate(member, bytes, received);
     if (!dst.ok()) return dst.status();
-    auto* counts = reinterpret_cast<int64_t*>(*dst);
-    uint64_t at = header;
-    for (int i = 0; i < size; ++i) {
-      counts[i] = splits[i * size + j];
-      const uint64_t len = rows(i, j) * row_bytes;
-      if (len == 0) continue;
-      if (node_of[i] == me) {
-        std::memcpy(*dst + at, local[i]->input + src_offset(i, j), len);
-      } else {
-        std::memcpy(*dst + at, in[node_of[i]].data() + in_at[static_cast<size_t>(i) * size + j],
-                    len);
-      }
-      at += len;
-    }
+    WriteAlltoallResult(l, j, in, in_at, *dst);
   }
   return absl::OkStatus();
 }
