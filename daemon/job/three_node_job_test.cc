@@ -357,5 +357,90 @@ TEST_F(ThreeNodeJobTest, NodesThatDisagreeFailTheTensorOnEveryRank) {
   for (int r = 0; r < kSize; ++r) EXPECT_EQ(t[r].output, std::vector<float>(4, 2.f * kSize));
 }
 
+TEST_F(ThreeNodeJobTest, GroupedAllreduceRunsAsOneUnit) {
+  std::vector<std::vector<Tensor>> t(2, std::vector<Tensor>(kSize));
+  for (int r = 0; r < kSize; ++r) {
+    for (int i = 0; i < 2; ++i) {
+      t[i][r].input.assign(10 + i, float(r + i));
+      t[i][r].output.assign(10 + i, 0.f);
+      Request q = MakeRequest(r, absl::StrCat("group/", i), CollectiveKind::kAllreduce, {10 + i},
+                              t[i][r].input.data(), t[i][r].output.data());
+      q.group_id = 7;
+      q.group_size = 2;
+      job(r).Submit(std::move(q));
+    }
+  }
+  for (const auto& cs : WaitFor(2)) {
+    for (const ReceivedCompletion& c : cs) EXPECT_EQ(c.code, absl::StatusCode::kOk) << c.message;
+  }
+  for (int r = 0; r < kSize; ++r) {
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_EQ(t[i][r].output,
+                std::vector<float>(10 + i, float(kSize * (kSize - 1) / 2 + kSize * i)))
+          << "rank " << r << " tensor " << i;
+    }
+  }
+}
+
+TEST_F(ThreeNodeJobTest, CompressedAllreduceTravelsAsHalfPrecision) {
+  std::vector<Tensor> t(kSize);
+  for (int r = 0; r < kSize; ++r) {
+    t[r].input.assign(64, 0.25f * float(r + 1));
+    t[r].output.assign(64, 0.f);
+    Request q = MakeRequest(r, "compressed", CollectiveKind::kAllreduce, {64}, t[r].input.data(),
+                            t[r].output.data());
+    q.compression = Compression::kFloat16;
+    job(r).Submit(std::move(q));
+  }
+  for (const ReceivedCompletion& c : WaitForEveryRank()) {
+    EXPECT_EQ(c.code, absl::StatusCode::kOk) << c.message;
+  }
+  // 0.25 * (1 + ... + 6) = 5.25, exact in float16.
+  for (int r = 0; r < kSize; ++r) EXPECT_EQ(t[r].output, std::vector<float>(64, 5.25f));
+}
+
+TEST_F(ThreeNodeJobTest, ANodeWhoseRanksJoinedTakesPartWithZerosUntilEveryRankJoins) {
+  // Node B's ranks (2, 3) join at once; the others allreduce once more, with
+  // node B contributing zeros, then join too.
+  for (int r : {2, 3}) {
+    job(r).Submit(MakeRequest(r, "join", CollectiveKind::kJoin, {}, nullptr, nullptr));
+  }
+  std::vector<Tensor> t(kSize);
+  const std::vector<int> active = {0, 1, 4, 5};
+  for (int r : active) {
+    t[r].input.assign(8, 1.f);
+    t[r].output.assign(8, 0.f);
+    job(r).Submit(MakeRequest(r, "last/grad", CollectiveKind::kAllreduce, {8}, t[r].input.data(),
+                              t[r].output.data()));
+  }
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  std::vector<std::vector<ReceivedCompletion>> got(kSize);
+  auto count = [&] {
+    size_t n = 0;
+    for (int r : active) n += got[r].size();
+    return n;
+  };
+  while (count() < active.size() && absl::Now() < deadline) {
+    for (int r : active) {
+      for (ReceivedCompletion& c : sessions_[r]->TakeCompletions()) got[r].push_back(c);
+    }
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  for (int r : active) {
+    ASSERT_EQ(got[r].size(), 1u) << "rank " << r;
+    EXPECT_EQ(got[r][0].code, absl::StatusCode::kOk) << got[r][0].message;
+    EXPECT_EQ(t[r].output, std::vector<float>(8, 4.f)) << "rank " << r;
+  }
+  for (int r : active) {
+    job(r).Submit(MakeRequest(r, "join", CollectiveKind::kJoin, {}, nullptr, nullptr));
+  }
+  const std::vector<ReceivedCompletion> joined = WaitForEveryRank();
+  for (int r = 0; r < kSize; ++r) {
+    EXPECT_EQ(joined[r].code, absl::StatusCode::kOk) << joined[r].message;
+    EXPECT_EQ(joined[r].value, joined[0].value) << "every rank learns the same last rank";
+  }
+  EXPECT_TRUE(joined[0].value == 1 || joined[0].value == 5) << joined[0].value;
+}
+
 }  // namespace
 }  // namespace kolo::daemon
