@@ -52,8 +52,18 @@ void Executor::Fail(std::vector<ReadySet> sets, const absl::Status& status) {
 }
 
 void Executor::RunRefused(PlannedStep& step) {
+  Timeline* timeline = options_.timeline;
+  const absl::Time now = absl::Now();
   for (const FusedMember& m : step.response.members) {
     if (options_.metrics != nullptr) options_.metrics->RecordError(m.set.requests.front().kind);
+    if (timeline != nullptr && timeline->recording()) {
+      for (const Request& r : m.set.requests) {
+        timeline->Span(options_.job_id, r.rank, m.set.name, "QUEUED", r.submitted_at,
+                       m.set.ready_at);
+        timeline->Span(options_.job_id, r.rank, m.set.name, "NEGOTIATED", m.set.ready_at, now);
+        timeline->Instant(options_.job_id, r.rank, m.set.name, "DONE", now);
+      }
+    }
     state_->Refused(m.set, step.error);
   }
   CompleteAll(TakeSets(step.response), step.error);
@@ -61,7 +71,9 @@ void Executor::RunRefused(PlannedStep& step) {
 
 void Executor::RunJoined(PlannedStep& step) {
   step.context.results = &results_;
-  absl::Status s = step.host_backend->Execute(step.response, step.context);
+  absl::Status s = step.host_backend == nullptr
+                       ? absl::InternalError("no backend for host data between nodes")
+                       : step.host_backend->Execute(step.response, step.context);
   if (!s.ok()) {
     // The other nodes counted on this one's zeros: end the job.
     state_->Abort(absl::Status(s.code(), absl::StrCat("job ", options_.job_id, " on node ",
@@ -73,7 +85,12 @@ void Executor::RunCollective(PlannedStep& step) {
   if (step.response.members.empty()) return;
   step.context.results = &results_;
   if (!step.response.on_device) {
-    (void)ExecuteResponse(step.response, step.context, step.host_backend);
+    absl::StatusOr<Backend*> host = step.host_backend;
+    if (step.host_backend == nullptr) {
+      host = absl::InternalError(
+          absl::StrCat("job ", options_.job_id, ": no backend for host tensors on this node"));
+    }
+    (void)ExecuteResponse(step.response, step.context, host);
     return;
   }
   absl::Status status = ExecuteResponse(step.response, step.context, DeviceBackendFor(step));
@@ -131,6 +148,11 @@ absl::Status Executor::ExecuteResponse(Response& response, const StepContext& co
       backend.ok() ? std::string((*backend)->name()) : std::string("none");
   state_->Executing(response.members.front().set.name, response.kind, backend_name, start);
   absl::Status status = backend.ok() ? (*backend)->Execute(response, context) : backend.status();
+  if (!status.ok()) {
+    // A transfer cut short because the job ended: say why it ended (a
+    // rank died, a node was lost), not how the transfer failed.
+    if (absl::Status why = state_->AbortStatus(); !why.ok()) status = why;
+  }
   const absl::Time end = absl::Now();
   Outbox out;
   for (const FusedMember& m : response.members) {

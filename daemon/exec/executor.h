@@ -42,6 +42,8 @@ class JobState {
   virtual void JoinDone(std::vector<ReadySet> sets, int last_joined) = 0;
   // Ends the job (every pending and future collective fails with `why`).
   virtual void Abort(const absl::Status& why) = 0;
+  // Why the job ended, or OK while it runs.
+  virtual absl::Status AbortStatus() const = 0;
   // A response started on `backend` (stall reports name it while it runs).
   virtual void Executing(const std::string& name, CollectiveKind kind, const std::string& backend,
                          absl::Time since) = 0;

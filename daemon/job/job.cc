@@ -111,6 +111,7 @@ void Job::MaybeStart() {
     absl::MutexLock l(&mu_);
     started_ = true;
     TakeReadyLocked();
+    MaybeJoinedLocked();  // every local rank may have joined already
   }
   negotiator_->Progress();
 }
@@ -207,10 +208,24 @@ void Job::ChangeProcessSet(std::vector<ReadySet> sets, int new_set) {
       } else {
         id = first.aux.empty() ? 0 : static_cast<int>(first.aux[0]);
         sets_.erase(id);
+        removing_.erase(id);
         absl::Status gone =
             absl::FailedPreconditionError(absl::StrCat("process set ", id, " was removed"));
         for (Request& r : table_.TakeProcessSet(id)) {
           out.push_back({r.session.get(), Completion{r.request_id, gone}});
+        }
+        // Members of its groups held for the rest: the rest will not come.
+        for (auto it = groups_.begin(); it != groups_.end();) {
+          if (it->first.first != id) {
+            ++it;
+            continue;
+          }
+          for (ReadySet& held : it->second) {
+            for (Request& r : held.requests) {
+              out.push_back({r.session.get(), Completion{r.request_id, gone}});
+            }
+          }
+          it = groups_.erase(it);
         }
       }
       for (const Request& r : set.requests) {
@@ -219,6 +234,11 @@ void Job::ChangeProcessSet(std::vector<ReadySet> sets, int new_set) {
     }
   }
   Deliver(out);
+}
+
+absl::Status Job::AbortStatus() const {
+  absl::MutexLock l(&mu_);
+  return abort_status_;
 }
 
 void Job::Abort(const absl::Status& status) {
@@ -276,6 +296,11 @@ absl::Status Job::AdmitLocked(const Request& r) const {
     return absl::FailedPreconditionError(absl::StrCat(kind, " \"", r.name, "\": rank ", r.rank,
                                                       " used process set ", r.process_set,
                                                       ", which does not exist"));
+  }
+  if (removing_.contains(r.process_set)) {
+    return absl::FailedPreconditionError(absl::StrCat(kind, " \"", r.name, "\": rank ", r.rank,
+                                                      " used process set ", r.process_set,
+                                                      ", which is being removed"));
   }
   if (!std::binary_search(set->second.begin(), set->second.end(), r.rank)) {
     return absl::FailedPreconditionError(
@@ -370,7 +395,8 @@ absl::Status Job::CheckSetChangeLocked(const ReadySet& set) const {
     return absl::OkStatus();
   }
   if (first.aux.size() != 1 || first.aux[0] <= 0 ||
-      !sets_.contains(static_cast<int>(first.aux[0]))) {
+      !sets_.contains(static_cast<int>(first.aux[0])) ||
+      removing_.contains(static_cast<int>(first.aux[0]))) {
     return absl::FailedPreconditionError(absl::StrCat("remove_process_set: no process set ",
                                                       first.aux.empty() ? -1 : first.aux[0],
                                                       " to remove"));
@@ -429,6 +455,10 @@ void Job::OnReadyLocked(ReadySet set) {
     for (int r : members->second) set.joined += joined_[r] ? 1 : 0;
   }
   if (set.agreement.ok()) set.agreement = CheckRunnableLocked(set);
+  if (set.agreement.ok() && set.requests.front().kind == CollectiveKind::kRemoveProcessSet) {
+    // From now on the set takes no new names, and no second removal.
+    removing_.insert(static_cast<int>(set.requests.front().aux[0]));
+  }
   // A group goes to the negotiator once it is complete here, its members
   // together, so they are planned (and fused) together. A member that
   // failed (its ranks disagreed) still counts toward its group: it is
@@ -466,7 +496,16 @@ void Job::JoinLocked(Request request) {
   // Names that waited only for this rank are ready now, and go first: the
   // join must not overtake them.
   TakeReadyLocked();
-  if (join_requests_.size() < local_ranks_.size()) return;
+  MaybeJoinedLocked();
+}
+
+void Job::MaybeJoinedLocked() {
+  // Counted against every rank this node hosts, once all attached and the
+  // negotiator runs (MaybeStart calls this again then).
+  if (!started_ || join_requests_.empty() ||
+      join_requests_.size() < static_cast<size_t>(local_size_)) {
+    return;
+  }
   // Every rank of this node has joined: the negotiator learns it (across
   // nodes the coordinator stops waiting for this node, which takes part
   // with zeros until every node has joined). Its own key (set -1) keeps it
@@ -558,6 +597,15 @@ void Job::Refused(const ReadySet& set, const absl::Status& why) {
   absl::MutexLock l(&mu_);
   recorder_.Error(why.ToString());
   const Request& r = set.requests.front();
+  if (r.kind == CollectiveKind::kRemoveProcessSet && !r.aux.empty() && set.agreement.ok()) {
+    // Agreed here, refused by the plan (the nodes did not agree): it stays.
+    removing_.erase(static_cast<int>(r.aux[0]));
+  }
+  const absl::Time done = absl::Now();
+  for (const Request& q : set.requests) {
+    ranks_[q.rank].completed++;
+    ranks_[q.rank].last_complete = done;
+  }
   recorder_.Record(CollectiveRecord{0, r.kind, set.name, r.dtype, r.op, r.bytes, true,
                                     std::string(why.message()), set.first_submitted, set.ready_at,
                                     absl::ZeroDuration(), 0});

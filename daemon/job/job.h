@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -152,6 +153,7 @@ class Job final : public JobState, public RequestSink {
   std::vector<StallView> Stalls(absl::Time now, absl::Duration warning) const;
 
   // JobState: what the executor changes and reports, in plan order.
+  absl::Status AbortStatus() const override;
   void ChangeProcessSet(std::vector<ReadySet> sets, int new_set) override;
   void JoinDone(std::vector<ReadySet> sets, int last_joined) override;
   void Executing(const std::string& name, CollectiveKind kind, const std::string& backend,
@@ -179,6 +181,9 @@ class Job final : public JobState, public RequestSink {
   // A second submission of a name this node has ready and not yet run.
   bool InFlightLocked(const Request& request) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void JoinLocked(Request request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Every rank of this node has joined (and the negotiator runs): the
+  // negotiator gets the node's join.
+  void MaybeJoinedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string id_;
   const std::string token_;
@@ -207,6 +212,9 @@ class Job final : public JobState, public RequestSink {
   FlightRecorder recorder_ ABSL_GUARDED_BY(mu_);
   // Process sets by id; 0 is every rank. Ids come from the plan.
   std::map<int, std::vector<int>> sets_ ABSL_GUARDED_BY(mu_);
+  // Sets whose removal is agreed here and not yet run in plan order: they
+  // take no new names and cannot be removed again.
+  std::set<int> removing_ ABSL_GUARDED_BY(mu_);
   // Join: who has joined, this node's pending join requests, the last to join.
   std::vector<bool> joined_ ABSL_GUARDED_BY(mu_);
   std::vector<Request> join_requests_ ABSL_GUARDED_BY(mu_);

@@ -92,8 +92,16 @@ absl::Status PeerNegotiator::Start(std::vector<int> local_ranks) {
   transport_aborter_ = std::thread([this] { AbortTransportLoop(); });
   auto l = MemberLink::Start(std::move(channel), std::move(link), this);
   if (!l.ok()) return l.status();
-  absl::MutexLock lock(&mu_);
-  link_ = std::move(*l);
+  std::string ended;
+  MemberLink* started;
+  {
+    absl::MutexLock lock(&mu_);
+    link_ = std::move(*l);
+    started = link_.get();
+    if (!aborted_.ok()) ended = std::string(aborted_.message());
+  }
+  // The job ended while this node was joining: the others learn it now.
+  if (!ended.empty()) started->Abort(ended);
   return absl::OkStatus();
 }
 
@@ -185,6 +193,13 @@ void PeerNegotiator::AbortTransportLoop() {
 }
 
 void PeerNegotiator::OnWelcome(const kolo::v1::Welcome& welcome) {
+  {
+    absl::MutexLock l(&mu_);
+    if (welcomed_) {
+      spdlog::warn("job {}: a second welcome from the coordinator, ignored", options_.job_id);
+      return;
+    }
+  }
   std::vector<std::string> addresses;
   std::vector<int> node_of(options_.size, -1);
   for (int n = 0; n < welcome.nodes_size(); ++n) {
@@ -213,12 +228,17 @@ void PeerNegotiator::OnPlan(std::vector<PlannedEntry> plan) {
 
 void PeerNegotiator::OnLinkAbort(const std::string& reason) {
   absl::Status why = absl::AbortedError(reason);
+  MemberLink* link;
   {
     absl::MutexLock l(&mu_);
     if (!aborted_.ok()) return;
     aborted_ = why;
+    link = link_.get();
   }
   spdlog::warn("job {}: {}", options_.job_id, reason);
+  // The coordinator relays it to the other nodes (when it was the one that
+  // ended the job, it ignores this).
+  if (link != nullptr) link->Abort(reason);
   runner_->AbortJob(why);
 }
 
@@ -244,6 +264,9 @@ void PeerNegotiator::ExecuteLoop() {
         }
         mu_.Lock();
         continue;
+      }
+      if (!aborted_.ok() && !welcomed_) {
+        plan_.clear();  // never connected to the others: nothing can run
       }
       if (!aborted_.ok() && plan_.empty()) {
         // Fail what is parked: nothing will be planned any more.
