@@ -7,6 +7,12 @@
 namespace kolo::daemon {
 
 void Deliver(Outbox& items) {
+  if (items.empty()) return;
+  if (items.size() == 1) {
+    items.front().first->Complete(absl::MakeConstSpan(&items.front().second, 1));
+    items.clear();
+    return;
+  }
   std::map<Session*, std::vector<Completion>> by_session;
   for (auto& [s, c] : items) by_session[s].push_back(std::move(c));
   for (auto& [s, cs] : by_session) s->Complete(cs);

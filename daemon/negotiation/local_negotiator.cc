@@ -33,28 +33,29 @@ void LocalNegotiator::LocallyReady(ReadySet set) {
 }
 
 void LocalNegotiator::Progress() {
+  std::vector<ReadySet> batch;
+  absl::Status aborted;
   {
     absl::MutexLock l(&mu_);
     if (draining_ || ready_.empty()) return;
     draining_ = true;
+    batch.swap(ready_);
+    aborted = aborted_;
   }
   for (;;) {
-    std::vector<ReadySet> batch;
-    absl::Status aborted;
-    {
-      absl::MutexLock l(&mu_);
-      if (ready_.empty()) {
-        draining_ = false;
-        return;
-      }
-      batch.swap(ready_);
-      aborted = aborted_;
-    }
     if (!aborted.ok()) {
       runner_->Fail(std::move(batch), aborted);
-      continue;
+    } else {
+      for (PlannedStep& step : Plan(std::move(batch))) runner_->Run(std::move(step));
     }
-    for (PlannedStep& step : Plan(std::move(batch))) runner_->Run(std::move(step));
+    batch.clear();
+    absl::MutexLock l(&mu_);
+    if (ready_.empty()) {
+      draining_ = false;
+      return;
+    }
+    batch.swap(ready_);
+    aborted = aborted_;
   }
 }
 

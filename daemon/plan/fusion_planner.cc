@@ -8,12 +8,30 @@
 namespace kolo::daemon {
 
 std::vector<Response> PlanFusion(std::vector<ReadySet> ready, uint64_t fusion_threshold_bytes) {
+  std::vector<Response> out;
+  if (ready.size() == 1) {
+    // The latency path: one name is a group of its own, laid out at offset
+    // 0 (what GroupForFusion would say, without building its candidates).
+    const Request& r = ready.front().requests.front();
+    Response& one = out.emplace_back();
+    one.kind = r.kind;
+    one.dtype = r.dtype;
+    one.op = r.op;
+    one.prescale = r.prescale;
+    one.postscale = r.postscale;
+    one.root_rank = r.root_rank;
+    one.process_set = r.process_set;
+    one.compression = r.compression;
+    one.on_device = r.device.has_value();
+    one.total_bytes = r.bytes;
+    one.members.push_back(FusedMember{std::move(ready.front()), 0, {}, {}});
+    return out;
+  }
   std::vector<plan::FusionCandidate> candidates;
   candidates.reserve(ready.size());
   for (const ReadySet& set : ready) {
     candidates.push_back({plan::DescOf(set.requests.front()), {}});
   }
-  std::vector<Response> out;
   for (const plan::FusionGroup& g : plan::GroupForFusion(candidates, fusion_threshold_bytes)) {
     const plan::TensorDesc& key = candidates[g.members.front()].desc;
     Response& r = out.emplace_back();
