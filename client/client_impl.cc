@@ -1,5 +1,7 @@
 #include "client/client_impl.h"
 
+#include "common/handoff.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "common/futex.h"
 #include "common/grpc_status.h"
+#include "common/handoff.h"
 
 namespace kolo {
 namespace {
@@ -85,6 +88,16 @@ absl::Status ClientImpl::Attach() {
         absl::StrCat("no kolod is answering on ", options_.socket_path,
                      " (start kolod --socket PATH, set KOLO_SOCKET, or run under kolorun)"));
   }
+  // kolod learns who this process is, and receives its segment, from the
+  // kernel over the handoff socket; the attach presents the ticket.
+  auto ticket =
+      HandOff(HandoffSocketPath(options_.socket_path), segment_.fd(), options_.connect_timeout);
+  if (!ticket.ok()) {
+    return absl::Status(ticket.status().code(),
+                        absl::StrCat("attach to kolod at ", options_.socket_path, " as rank ",
+                                     options_.rank, ": ", ticket.status().message()));
+  }
+  attach_context_.AddMetadata(kHandoffMetadata, *ticket);
   stub_ = kolo::v1::Node::NewStub(channel_);
   stream_ = stub_->Attach(&attach_context_);
   kolo::v1::ClientMessage hello;
@@ -96,8 +109,6 @@ absl::Status ClientImpl::Attach() {
   a->set_local_rank(options_.local_rank);
   a->set_local_size(options_.local_size);
   a->set_coordinator(options_.coordinator);
-  a->set_pid(getpid());
-  a->set_shm_fd(segment_.fd());
   a->set_shm_bytes(segment_.size());
   a->set_shm_abi_version(abi::v1::kVersion);
   kolo::v1::DaemonMessage reply;

@@ -7,6 +7,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "client/client_impl.h"
+#include "client/job_token.h"
+#include "common/random_id.h"
 
 namespace kolo {
 namespace {
@@ -95,6 +97,22 @@ absl::StatusOr<ClientOptions> ClientOptions::FromEnv() {
   if (o.size < 1 || o.rank < 0 || o.rank >= o.size) {
     return absl::InvalidArgumentError(
         absl::StrCat("KOLO_RANK=", o.rank, " must lie in [0, KOLO_SIZE=", o.size, ")"));
+  }
+  if (std::getenv("KOLO_JOB_TOKEN") == nullptr) {
+    // See client/job_token.h.
+    if (o.size == 1) {
+      o.job_token = RandomHex(16);
+    } else {
+      const std::string file = DefaultJobTokenFile();
+      if (file.empty()) {
+        return absl::FailedPreconditionError(
+            "no job token: set KOLO_JOB_TOKEN (the same random value, at least 32 characters, "
+            "for every rank), KOLO_JOB_TOKEN_FILE, or HOME for ~/.kolo/job_token");
+      }
+      auto token = LoadOrCreateJobToken(file);
+      if (!token.ok()) return token.status();
+      o.job_token = *token;
+    }
   }
   if (const char* v = std::getenv("KOLO_ARENA_BYTES"); v != nullptr && *v) {
     uint64_t bytes = 0;

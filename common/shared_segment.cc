@@ -40,34 +40,37 @@ absl::StatusOr<SharedSegment> SharedSegment::Create(uint64_t bytes) {
   return SharedSegment(std::move(fd), *data, bytes);
 }
 
-absl::StatusOr<SharedSegment> SharedSegment::OpenFromProcess(pid_t pid, int fd,
-                                                             uint64_t expected_bytes,
-                                                             uid_t* owner_uid) {
-  if (pid <= 0 || fd < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("invalid segment reference pid ", pid, " fd ", fd));
-  }
-  std::string path = absl::StrCat("/proc/", pid, "/fd/", fd);
-  UniqueFd own(open(path.c_str(), O_RDWR | O_CLOEXEC));
-  if (!own.valid()) return ErrnoToStatus(errno, absl::StrCat("open ", path));
+absl::StatusOr<SharedSegment::FdFacts> SharedSegment::Inspect(int fd) {
   struct stat st {};
-  if (fstat(own.get(), &st) != 0) return ErrnoToStatus(errno, "fstat segment");
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    return absl::InvalidArgumentError("the session segment is not an open descriptor");
+  }
   if (!S_ISREG(st.st_mode)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, " is not a memfd"));
+    return absl::InvalidArgumentError("the session segment must be a memfd");
   }
-  int seals = fcntl(own.get(), F_GET_SEALS);
-  if (seals < 0 || (seals & kRequiredSeals) != kRequiredSeals) {
+  int seals = fcntl(fd, F_GET_SEALS);
+  if (seals < 0) return absl::InvalidArgumentError("the session segment must be a memfd");
+  if ((seals & kRequiredSeals) != kRequiredSeals) {
     return absl::InvalidArgumentError(
-        absl::StrCat(path, " is not a sealed Kolo segment (seals ", seals, ")"));
+        "the session segment must be sealed against shrinking, growing and sealing");
   }
-  if (static_cast<uint64_t>(st.st_size) != expected_bytes) {
+  int flags = fcntl(fd, F_GETFL);
+  if (flags < 0 || (flags & O_ACCMODE) != O_RDWR) {
+    return absl::InvalidArgumentError("the session segment must be open for reading and writing");
+  }
+  return FdFacts{static_cast<uint64_t>(st.st_size), st.st_uid};
+}
+
+absl::StatusOr<SharedSegment> SharedSegment::Adopt(UniqueFd fd, uint64_t expected_bytes) {
+  auto facts = Inspect(fd.get());
+  if (!facts.ok()) return facts.status();
+  if (facts->bytes != expected_bytes || expected_bytes == 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("segment is ", st.st_size, " bytes, the request says ", expected_bytes));
+        absl::StrCat("segment is ", facts->bytes, " bytes, the request says ", expected_bytes));
   }
-  if (owner_uid != nullptr) *owner_uid = st.st_uid;
-  auto data = Map(own.get(), expected_bytes);
+  auto data = Map(fd.get(), expected_bytes);
   if (!data.ok()) return data.status();
-  return SharedSegment(std::move(own), *data, expected_bytes);
+  return SharedSegment(std::move(fd), *data, expected_bytes);
 }
 
 SharedSegment::SharedSegment(SharedSegment&& o) noexcept

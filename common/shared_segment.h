@@ -2,8 +2,9 @@
 //
 // The client creates the segment as a memfd sealed against shrinking and
 // growing, so the daemon, which maps it too, can never be made to fault by a
-// client truncating it. kolod opens it through /proc/PID/fd/FD, which only a
-// process allowed to inspect the client can do, and checks the seals.
+// client truncating it. kolod receives the descriptor itself over a Unix
+// socket (see common/handoff.h) and checks that it is such a memfd before
+// mapping it.
 //
 // Thread-safety: a move-only value; the mapping itself may be read and
 // written from any thread (synchronisation is the rings' business).
@@ -22,10 +23,17 @@ class SharedSegment {
  public:
   // Creates and maps a sealed memfd of `bytes` (zero-filled, sparse).
   static absl::StatusOr<SharedSegment> Create(uint64_t bytes);
-  // Opens and maps process `pid`'s fd `fd`; it must be a sealed memfd of
-  // exactly `expected_bytes`. Fills `owner_uid` with the segment's owner.
-  static absl::StatusOr<SharedSegment> OpenFromProcess(pid_t pid, int fd, uint64_t expected_bytes,
-                                                       uid_t* owner_uid);
+  // Maps `fd`, which Inspect accepted, expecting exactly `expected_bytes`.
+  static absl::StatusOr<SharedSegment> Adopt(UniqueFd fd, uint64_t expected_bytes);
+
+  struct FdFacts {
+    uint64_t bytes = 0;
+    uid_t owner = 0;
+  };
+  // Checks that `fd` is a memfd open for reading and writing and sealed
+  // against shrinking, growing and further sealing; anything else (a pipe, a
+  // terminal, a plain file) is INVALID_ARGUMENT. Never blocks.
+  static absl::StatusOr<FdFacts> Inspect(int fd);
 
   SharedSegment() = default;
   SharedSegment(SharedSegment&& o) noexcept;

@@ -38,6 +38,15 @@ struct DaemonConfig {
   // and one collective on it, before the communicator is aborted.
   absl::Duration nccl_init_timeout = absl::Seconds(120);  // KOLO_NCCL_INIT_TIMEOUT_S
   absl::Duration nccl_timeout = absl::Seconds(300);       // KOLO_NCCL_TIMEOUT_S
+
+  // Sharing the node: what one client may ask of kolod.
+  int max_job_ranks = 65536;
+  int max_sessions = 1024;
+  int max_sessions_per_uid = 256;
+  // Names a rank may have submitted that are not yet planned.
+  int max_pending_per_rank = 4096;
+  absl::Duration attach_timeout = absl::Seconds(10);  // handoff and AttachRequest
+  bool allow_weak_job_tokens = false;                 // tokens under 128 bits
 };
 
 // Parses a non-negative number of seconds ("60", "2.5").

@@ -21,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/errno_status.h"
+#include "common/handoff.h"
 #include "common/random_id.h"
 #include "common/sd_notify.h"
 #include "common/unique_fd.h"
@@ -30,6 +31,8 @@
 #include "daemon/job/job_registry.h"
 #include "daemon/negotiation/member_link.h"
 #include "daemon/negotiation/peer_service.h"
+#include "daemon/session/handoff_server.h"
+#include "daemon/session/handoff_table.h"
 #include "daemon/session/node_service.h"
 #include "daemon/status/admin_service.h"
 #include "daemon/status/metrics.h"
@@ -37,11 +40,15 @@
 #include "daemon/status/stall_inspector.h"
 #include "daemon/status/status_service.h"
 #include "daemon/status/timeline.h"
+#include "daemon/status/viewer.h"
 #include "daemon/transport/ucx_transport.h"
 #include "spdlog/spdlog.h"
 
 namespace kolo::daemon {
 namespace {
+
+// Attaches in progress and status calls that may run beside the sessions.
+constexpr int kAttachHeadroomThreads = 128;
 
 // A leftover socket file from a daemon that died is removed; a live one is
 // an error, so two daemons never share a path.
@@ -129,6 +136,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config
   sources.timeline = d->timeline_.get();
   sources.stall_policy = stall_policy;
   sources.sessions = [node = d->node_service_.get()] { return node->sessions(); };
+  d->viewers_ = std::make_unique<ViewerResolver>(d->admin_token_, d->handoffs_.get());
+  sources.viewers = d->viewers_.get();
   d->status_service_ = std::make_unique<StatusService>(sources, facts);
   if (absl::Status s = d->StartServers(); !s.ok()) return s;
   d->status_service_->set_status_address(d->status_address_);
@@ -201,14 +210,27 @@ absl::Status Daemon::MakeServices(const MultiNodeEnv& multi_node, const StallPol
   JobObservers observers;
   observers.metrics = metrics_.get();
   observers.timeline = timeline_.get();
-  registry_ = std::make_unique<JobRegistry>(backend_.get(), config_.fusion_threshold_bytes,
-                                            observers, multi_node, device_backends_.get());
+  JobLimits job_limits;
+  job_limits.max_pending_per_rank = config_.max_pending_per_rank;
+  registry_ =
+      std::make_unique<JobRegistry>(backend_.get(), config_.fusion_threshold_bytes, observers,
+                                    multi_node, device_backends_.get(), job_limits);
+  HandoffLimits handoff_limits;
+  handoff_limits.ttl = config_.attach_timeout;
+  handoff_limits.max_waiting = config_.max_sessions;
+  handoff_limits.max_waiting_per_uid = config_.max_sessions_per_uid;
+  handoffs_ = std::make_unique<HandoffTable>(handoff_limits);
   NodeServiceOptions node_options;
+  node_options.policy.max_job_ranks = config_.max_job_ranks;
+  node_options.policy.max_sessions = config_.max_sessions;
+  node_options.policy.max_sessions_per_uid = config_.max_sessions_per_uid;
+  node_options.policy.attach_timeout = config_.attach_timeout;
+  node_options.policy.allow_weak_job_tokens = config_.allow_weak_job_tokens;
   node_options.limits.spin = config_.spin;
   node_options.limits.max_segment_bytes = config_.max_segment_bytes;
   node_options.fusion_threshold_bytes = config_.fusion_threshold_bytes;
   node_options.version = kVersion;
-  node_service_ = std::make_unique<NodeService>(registry_.get(), node_options);
+  node_service_ = std::make_unique<NodeService>(registry_.get(), handoffs_.get(), node_options);
   NodeService* node = node_service_.get();
   JobRegistry* registry = registry_.get();
   metrics_->SetGauges([node] { return node->sessions(); }, [registry] { return registry->size(); });
@@ -257,10 +279,26 @@ NodeFacts Daemon::Facts(int workers, const std::string& token_file,
 }
 
 absl::Status Daemon::StartServers() {
+  // The handoff socket first: a client that sees the gRPC socket can hand
+  // off at once.
+  HandoffServerOptions handoff;
+  handoff.path = HandoffSocketPath(config_.socket_path);
+  handoff.handshake_timeout = config_.attach_timeout;
+  handoff.max_connections = kAttachHeadroomThreads;
+  auto handoff_server = HandoffServer::Start(handoff, handoffs_.get());
+  if (!handoff_server.ok()) return handoff_server.status();
+  handoff_server_ = std::move(*handoff_server);
+  if (absl::Status s = ApplySocketAccess(handoff.path); !s.ok()) return s;
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix:" + config_.socket_path, grpc::InsecureServerCredentials());
+  // Every attached session holds a stream (and a thread) for its lifetime;
+  // the cap leaves room for attaches in progress and status calls, and a
+  // call beyond it fails alone (RESOURCE_EXHAUSTED) instead of the daemon.
+  grpc::ResourceQuota quota("kolod-unix");
+  quota.SetMaxThreads(config_.max_sessions + 2 * kAttachHeadroomThreads);
+  builder.SetResourceQuota(quota);
   builder.RegisterService(node_service_.get());
   builder.RegisterService(status_service_.get());
   builder.RegisterService(admin_service_.get());
@@ -269,19 +307,7 @@ absl::Status Daemon::StartServers() {
     return absl::UnavailableError(absl::StrCat("cannot serve on unix:", config_.socket_path,
                                                " (is its directory there and writable?)"));
   }
-  if (chmod(config_.socket_path.c_str(), config_.socket_mode) != 0) {
-    return ErrnoToStatus(errno, absl::StrCat("chmod ", config_.socket_path));
-  }
-  if (!config_.socket_group.empty()) {
-    group* g = getgrnam(config_.socket_group.c_str());
-    if (g == nullptr) {
-      return absl::NotFoundError(absl::StrCat("no group ", config_.socket_group));
-    }
-    if (chown(config_.socket_path.c_str(), static_cast<uid_t>(-1), g->gr_gid) != 0) {
-      return ErrnoToStatus(errno,
-                           absl::StrCat("chgrp ", config_.socket_group, " ", config_.socket_path));
-    }
-  }
+  if (absl::Status s = ApplySocketAccess(config_.socket_path); !s.ok()) return s;
   if (!config_.status_address.empty()) {
     std::string host, port;
     if (absl::Status s = SplitHostPort(config_.status_address, &host, &port); !s.ok()) {
@@ -304,6 +330,19 @@ absl::Status Daemon::StartServers() {
   return absl::OkStatus();
 }
 
+absl::Status Daemon::ApplySocketAccess(const std::string& path) const {
+  if (chmod(path.c_str(), config_.socket_mode) != 0) {
+    return ErrnoToStatus(errno, absl::StrCat("chmod ", path));
+  }
+  if (config_.socket_group.empty()) return absl::OkStatus();
+  group* g = getgrnam(config_.socket_group.c_str());
+  if (g == nullptr) return absl::NotFoundError(absl::StrCat("no group ", config_.socket_group));
+  if (chown(path.c_str(), static_cast<uid_t>(-1), g->gr_gid) != 0) {
+    return ErrnoToStatus(errno, absl::StrCat("chgrp ", config_.socket_group, " ", path));
+  }
+  return absl::OkStatus();
+}
+
 int Daemon::metrics_port() const { return metrics_http_ ? metrics_http_->port() : 0; }
 
 void Daemon::Shutdown() {
@@ -315,6 +354,7 @@ void Daemon::Shutdown() {
   // Cancels the Attach streams still open after the deadline; their handlers
   // close the sessions.
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+  handoff_server_.reset();
   unlink(config_.socket_path.c_str());
 }
 

@@ -25,6 +25,8 @@ class CoordinatorRegistry;
 class PeerService;
 class CpuBackend;
 class DeviceBackendFactory;
+class HandoffServer;
+class HandoffTable;
 class JobRegistry;
 class Metrics;
 class MetricsHttpServer;
@@ -32,6 +34,7 @@ class NodeService;
 class StallInspector;
 class StatusService;
 class Timeline;
+class ViewerResolver;
 class WorkerPool;
 struct MultiNodeEnv;
 struct NodeFacts;
@@ -69,6 +72,8 @@ class Daemon {
   absl::Status MakeServices(const MultiNodeEnv& multi_node, const StallPolicy& stall_policy);
   NodeFacts Facts(int workers, const std::string& token_file, const std::string& node_name) const;
   absl::Status StartServers();
+  // Gives the socket file at `path` the configured mode and group.
+  absl::Status ApplySocketAccess(const std::string& path) const;
 
   DaemonConfig config_;
   std::string admin_token_;
@@ -83,6 +88,8 @@ class Daemon {
   std::unique_ptr<CpuBackend> backend_;
   std::unique_ptr<DeviceBackendFactory> device_backends_;
   std::unique_ptr<TransportFactory> transports_;  // between the nodes of a job
+  std::unique_ptr<HandoffTable> handoffs_;
+  std::unique_ptr<ViewerResolver> viewers_;
   std::unique_ptr<JobRegistry> registry_;
   std::unique_ptr<NodeService> node_service_;
   std::unique_ptr<StatusService> status_service_;
@@ -91,6 +98,7 @@ class Daemon {
   std::unique_ptr<MetricsHttpServer> metrics_http_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<grpc::Server> tcp_server_;
+  std::unique_ptr<HandoffServer> handoff_server_;
   bool shut_down_ = false;
 };
 

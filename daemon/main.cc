@@ -62,6 +62,15 @@ ABSL_FLAG(std::string, nccl_timeout_s, "",
           "NCCL communicator is aborted (env KOLO_NCCL_TIMEOUT_S; default 300)");
 ABSL_FLAG(int, response_cache, 1024,
           "names a coordinator remembers as cache bits (multi-node jobs)");
+ABSL_FLAG(int, max_job_ranks, 65536, "largest job (ranks in all) a client may attach to");
+ABSL_FLAG(int, max_sessions, 1024, "attached client processes this kolod serves at once");
+ABSL_FLAG(int, max_sessions_per_uid, 256, "attached client processes of one user at once");
+ABSL_FLAG(int, max_pending_per_rank, 4096,
+          "tensors one rank may have submitted that are not yet planned");
+ABSL_FLAG(std::string, attach_timeout_s, "10",
+          "seconds a client has to complete its handoff and its AttachRequest");
+ABSL_FLAG(bool, allow_weak_job_tokens, false,
+          "accept job tokens under 128 bits (32 characters); only for a node with one user");
 ABSL_FLAG(std::string, log_level, "",
           "trace, debug, info, warn, error (env KOLO_LOG_LEVEL; default info)");
 
@@ -131,6 +140,25 @@ int main(int argc, char** argv) {
       config.nccl_timeout <= absl::ZeroDuration()) {
     return Fail("--nccl_init_timeout_s and --nccl_timeout_s must be > 0");
   }
+  for (auto [flag, field, name] :
+       {std::tuple{&FLAGS_max_job_ranks, &config.max_job_ranks, "--max_job_ranks"},
+        std::tuple{&FLAGS_max_sessions, &config.max_sessions, "--max_sessions"},
+        std::tuple{&FLAGS_max_sessions_per_uid, &config.max_sessions_per_uid,
+                   "--max_sessions_per_uid"},
+        std::tuple{&FLAGS_max_pending_per_rank, &config.max_pending_per_rank,
+                   "--max_pending_per_rank"}}) {
+    int v = absl::GetFlag(*flag);
+    if (v < 1 || v > (1 << 20)) return Fail(std::string(name) + " must lie in [1, 1048576]");
+    *field = v;
+  }
+  {
+    auto d = kolo::daemon::ParseSeconds(absl::GetFlag(FLAGS_attach_timeout_s));
+    if (!d.ok() || *d <= absl::ZeroDuration()) {
+      return Fail("--attach_timeout_s wants a number of seconds > 0");
+    }
+    config.attach_timeout = *d;
+  }
+  config.allow_weak_job_tokens = absl::GetFlag(FLAGS_allow_weak_job_tokens);
   if (!absl::GetFlag(FLAGS_log_level).empty()) {
     config.log_level = absl::GetFlag(FLAGS_log_level);
   }
@@ -149,7 +177,15 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  // kolod has no controlling terminal to lose; a hang-up (or a terminal a
+  // client managed to hand over) never stops it.
+  signal(SIGHUP, SIG_IGN);
 
+  if (config.allow_weak_job_tokens) {
+    spdlog::warn(
+        "--allow_weak_job_tokens: jobs may use tokens under 128 bits; give this flag "
+        "only on a node with a single user");
+  }
   auto daemon = kolo::daemon::Daemon::Start(config);
   if (!daemon.ok()) return Fail(daemon.status().ToString());
 

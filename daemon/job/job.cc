@@ -73,8 +73,12 @@ Job::Job(std::string id, std::string token, int size, Backend* backend,
                                  device_backends, &executor_)),
       table_(size),
       recorder_(observers.flight_records, observers.flight_errors) {
-  ranks_.resize(size);
-  for (int r = 0; r < size; ++r) ranks_[r].rank = r;
+  // Per-rank state is kept for the ranks hosted here: every rank of a
+  // one-node job (so status can name those not attached yet), else the
+  // local ranks as they attach.
+  if (local_size_ == size_) {
+    for (int r = 0; r < size; ++r) ranks_[r].rank = r;
+  }
   std::vector<int> all(size);
   for (int r = 0; r < size; ++r) all[r] = r;
   sets_[0] = std::move(all);
@@ -132,6 +136,7 @@ absl::Status Job::AttachRank(int rank, const std::string& session_id, int64_t pi
                                            "); start it again once its ranks have left"));
   }
   RankSnapshot& r = ranks_[rank];
+  r.rank = rank;
   if (r.attached) {
     return absl::AlreadyExistsError(
         absl::StrCat("rank ", rank, " of job ", id_, " is already attached (pid ", r.pid, ")"));
@@ -536,7 +541,12 @@ void Job::Submit(Request request) {
     } else if (refused.ok()) {
       // Once every local rank submitted a name it leaves the table; a rank
       // submitting it again before it was planned is a duplicate in flight.
-      if (InFlightLocked(request)) {
+      if (table_.pending_of(request.rank) >= layout_.limits.max_pending_per_rank) {
+        refused = absl::ResourceExhaustedError(
+            absl::StrCat(CollectiveKindName(request.kind), " \"", request.name, "\": rank ",
+                         request.rank, " already has ", layout_.limits.max_pending_per_rank,
+                         " names waiting for other ranks (kolod --max_pending_per_rank)"));
+      } else if (InFlightLocked(request)) {
         refused = absl::AlreadyExistsError(
             absl::StrCat(CollectiveKindName(request.kind), " \"", request.name, "\": rank ",
                          request.rank, " submitted this name again while it is still in flight"));
@@ -682,7 +692,8 @@ JobSnapshot Job::Snapshot(bool with_history) const {
   s.size = size_;
   s.aborted = !abort_status_.ok();
   s.error = std::string(abort_status_.message());
-  s.ranks = ranks_;
+  s.ranks.reserve(ranks_.size());
+  for (const auto& [rank, state] : ranks_) s.ranks.push_back(state);
   s.pending =
       table_.Pending([this](int ps) ABSL_NO_THREAD_SAFETY_ANALYSIS { return ExpectedLocked(ps); });
   s.responses = responses_;

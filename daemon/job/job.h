@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/btree_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -74,10 +75,18 @@ struct MultiNodeEnv {
 // How the job is laid out: `local_size` of its ranks attach here (0: every
 // rank); with fewer local ranks than ranks, or a coordinator address, the
 // job spans nodes.
+// What one job's ranks may hold in kolod.
+struct JobLimits {
+  // Names a rank submitted that wait for other ranks (RESOURCE_EXHAUSTED
+  // beyond this).
+  int max_pending_per_rank = 4096;
+};
+
 struct JobLayout {
   int local_size = 0;
   std::string coordinator;  // the peer address of the daemon hosting rank 0
   MultiNodeEnv env;
+  JobLimits limits;
 };
 
 // Whether a job of `size` ranks laid out as `layout` spans nodes (then its
@@ -94,6 +103,7 @@ struct JobObservers {
 
 struct JobSnapshot {
   std::string job_id;
+  uid_t uid = 0;  // the owner (filled by the registry)
   int size = 0;
   bool aborted = false;
   std::string error;
@@ -204,7 +214,7 @@ class Job final : public JobState, public RequestSink {
   mutable absl::Mutex mu_;
   RequestTable table_ ABSL_GUARDED_BY(mu_);
   absl::Status abort_status_ ABSL_GUARDED_BY(mu_);
-  std::vector<RankSnapshot> ranks_ ABSL_GUARDED_BY(mu_);
+  absl::btree_map<int, RankSnapshot> ranks_ ABSL_GUARDED_BY(mu_);
   int attached_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t responses_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t fused_tensors_ ABSL_GUARDED_BY(mu_) = 0;

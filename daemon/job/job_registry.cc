@@ -10,7 +10,8 @@ absl::StatusOr<std::shared_ptr<Job>> JobRegistry::Join(const JoinRequest& reques
   std::shared_ptr<Job> job;
   {
     absl::MutexLock l(&mu_);
-    auto it = jobs_.find(request.job_id);
+    const Key key(request.uid, request.job_id);
+    auto it = jobs_.find(key);
     if (it == jobs_.end()) {
       if (draining_) {
         return absl::UnavailableError(
@@ -20,10 +21,11 @@ absl::StatusOr<std::shared_ptr<Job>> JobRegistry::Join(const JoinRequest& reques
       layout.local_size = request.local_size;
       layout.coordinator = request.coordinator;
       layout.env = multi_node_;
+      layout.limits = limits_;
       job =
           std::make_shared<Job>(request.job_id, request.job_token, request.size, backend_,
                                 fusion_threshold_, observers_, std::move(layout), device_backends_);
-      jobs_[request.job_id] = job;
+      jobs_[key] = job;
     } else {
       job = it->second;
       if (!SecretsEqual(job->token(), request.job_token)) {
@@ -47,7 +49,7 @@ absl::StatusOr<std::shared_ptr<Job>> JobRegistry::Join(const JoinRequest& reques
     // Under mu_ so that a rank cannot join a job that is being dropped.
     absl::Status attached = job->AttachRank(request.rank, request.session_id, request.pid);
     if (!attached.ok()) {
-      if (it == jobs_.end()) jobs_.erase(request.job_id);
+      if (it == jobs_.end()) jobs_.erase(key);
       return attached;
     }
   }
@@ -58,28 +60,43 @@ void JobRegistry::Leave(const std::shared_ptr<Job>& job, int rank, bool clean,
                         const absl::Status& why) {
   absl::MutexLock l(&mu_);
   if (job->RankLeft(rank, clean, why) == 0) {
-    auto it = jobs_.find(job->id());
-    if (it != jobs_.end() && it->second == job) jobs_.erase(it);
+    for (auto it = jobs_.begin(); it != jobs_.end(); ++it) {
+      if (it->second == job) {
+        jobs_.erase(it);
+        break;
+      }
+    }
   }
 }
 
 std::vector<JobSnapshot> JobRegistry::Snapshot() const {
   std::vector<JobSnapshot> out;
-  for (const auto& job : Jobs()) out.push_back(job->Snapshot());
+  for (const OwnedJob& owned : Owned()) {
+    out.push_back(owned.job->Snapshot());
+    out.back().uid = owned.uid;
+  }
   return out;
 }
 
-std::vector<std::shared_ptr<Job>> JobRegistry::Jobs() const {
+std::vector<JobRegistry::OwnedJob> JobRegistry::Owned() const {
   absl::MutexLock l(&mu_);
-  std::vector<std::shared_ptr<Job>> jobs;
-  for (const auto& [id, job] : jobs_) jobs.push_back(job);
+  std::vector<OwnedJob> jobs;
+  for (const auto& [key, job] : jobs_) jobs.push_back(OwnedJob{key.first, job});
   return jobs;
 }
 
-std::shared_ptr<Job> JobRegistry::Find(const std::string& job_id) const {
-  absl::MutexLock l(&mu_);
-  auto it = jobs_.find(job_id);
-  return it == jobs_.end() ? nullptr : it->second;
+std::vector<std::shared_ptr<Job>> JobRegistry::Jobs() const {
+  std::vector<std::shared_ptr<Job>> jobs;
+  for (OwnedJob& owned : Owned()) jobs.push_back(std::move(owned.job));
+  return jobs;
+}
+
+std::vector<JobRegistry::OwnedJob> JobRegistry::Find(const std::string& job_id) const {
+  std::vector<OwnedJob> out;
+  for (OwnedJob& owned : Owned()) {
+    if (owned.job->id() == job_id) out.push_back(std::move(owned));
+  }
+  return out;
 }
 
 int JobRegistry::size() const {

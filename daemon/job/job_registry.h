@@ -1,12 +1,18 @@
-// JobRegistry: the jobs of this node by id. A job exists while at least one
-// of its ranks is attached; jobs are isolated from each other by id and token.
+// JobRegistry: the jobs of this node by owner and id. A job exists while at
+// least one of its ranks is attached. Jobs are keyed by (uid, job id), the
+// uid being the attaching process's as the kernel reported it, so one user
+// can never see, join, squat or abort another user's job; within one user
+// the job token separates jobs that share an id.
 //
 // Thread-safety: thread-safe (one mutex around the map; jobs lock themselves).
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -19,6 +25,7 @@
 namespace kolo::daemon {
 
 struct JoinRequest {
+  uid_t uid = 0;  // the attaching process's, from the kernel
   std::string job_id;
   std::string job_token;
   int rank = 0;
@@ -34,12 +41,14 @@ class JobRegistry {
   // `backend`, `device_backends` (may be null: device requests then fail)
   // and the observers must outlive the registry.
   JobRegistry(Backend* backend, uint64_t fusion_threshold_bytes, JobObservers observers = {},
-              MultiNodeEnv multi_node = {}, DeviceBackendFactory* device_backends = nullptr)
+              MultiNodeEnv multi_node = {}, DeviceBackendFactory* device_backends = nullptr,
+              JobLimits limits = {})
       : backend_(backend),
         device_backends_(device_backends),
         fusion_threshold_(fusion_threshold_bytes),
         observers_(observers),
-        multi_node_(std::move(multi_node)) {}
+        multi_node_(std::move(multi_node)),
+        limits_(limits) {}
 
   // Creates the job on its first rank, or joins it: the token and size must
   // match the job's, and the rank must be free.
@@ -47,8 +56,15 @@ class JobRegistry {
   // The rank's session ended; the job is dropped when its last rank leaves.
   void Leave(const std::shared_ptr<Job>& job, int rank, bool clean, const absl::Status& why);
 
+  struct OwnedJob {
+    uid_t uid = 0;
+    std::shared_ptr<Job> job;
+  };
+  // Every job's snapshot, with its owner.
   std::vector<JobSnapshot> Snapshot() const;
-  std::shared_ptr<Job> Find(const std::string& job_id) const;
+  // The jobs named `job_id` (one per uid that runs one).
+  std::vector<OwnedJob> Find(const std::string& job_id) const;
+  std::vector<OwnedJob> Owned() const;
   std::vector<std::shared_ptr<Job>> Jobs() const;
   int size() const;
 
@@ -63,9 +79,11 @@ class JobRegistry {
   const uint64_t fusion_threshold_;
   const JobObservers observers_;
   const MultiNodeEnv multi_node_;
+  const JobLimits limits_;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<std::string, std::shared_ptr<Job>> jobs_ ABSL_GUARDED_BY(mu_);
+  using Key = std::pair<uid_t, std::string>;
+  absl::flat_hash_map<Key, std::shared_ptr<Job>> jobs_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace kolo::daemon

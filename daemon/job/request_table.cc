@@ -22,12 +22,23 @@ absl::Status CheckAgreement(const std::vector<Request>& requests) {
 }
 
 bool RequestTable::Complete(const Entry& e, const std::vector<int>& required) {
+  if (e.by_rank.size() < required.size()) return false;
   for (int r : required) {
-    if (r < 0 || r >= static_cast<int>(e.by_rank.size()) || !e.by_rank[r].has_value()) {
-      return false;
-    }
+    if (!e.by_rank.contains(r)) return false;
   }
   return true;
+}
+
+void RequestTable::Forget(const Entry& e) {
+  for (const auto& [rank, request] : e.by_rank) {
+    auto it = pending_by_rank_.find(rank);
+    if (--it->second == 0) pending_by_rank_.erase(it);
+  }
+}
+
+int RequestTable::pending_of(int rank) const {
+  auto it = pending_by_rank_.find(rank);
+  return it == pending_by_rank_.end() ? 0 : it->second;
 }
 
 ReadySet RequestTable::Take(absl::flat_hash_map<Key, Entry>::iterator it, absl::Time now) {
@@ -37,10 +48,9 @@ ReadySet RequestTable::Take(absl::flat_hash_map<Key, Entry>::iterator it, absl::
   ready.name = it->first.second;
   ready.first_submitted = e.first_submitted;
   ready.ready_at = now;
-  ready.requests.reserve(e.count);
-  for (auto& r : e.by_rank) {
-    if (r.has_value()) ready.requests.push_back(std::move(*r));
-  }
+  ready.requests.reserve(e.by_rank.size());
+  Forget(e);
+  for (auto& [rank, r] : e.by_rank) ready.requests.push_back(std::move(r));
   entries_.erase(it);
   ready.agreement = CheckAgreement(ready.requests);
   return ready;
@@ -56,19 +66,16 @@ absl::StatusOr<std::optional<ReadySet>> RequestTable::Add(Request& request,
                                                           const std::vector<int>& required) {
   auto [it, inserted] = entries_.try_emplace(Key(request.process_set, request.name));
   Entry& e = it->second;
-  if (inserted) {
-    e.by_rank.resize(size_);
-    e.first_submitted = request.submitted_at;
-  }
-  std::optional<Request>& slot = e.by_rank[request.rank];
-  if (slot.has_value()) {
+  if (inserted) e.first_submitted = request.submitted_at;
+  if (e.by_rank.contains(request.rank)) {
     return absl::AlreadyExistsError(
         absl::StrCat(CollectiveKindName(request.kind), " \"", request.name, "\": rank ",
                      request.rank, " submitted this name again while it is still in flight"));
   }
-  absl::Time at = request.submitted_at;
-  slot = std::move(request);
-  ++e.count;
+  const absl::Time at = request.submitted_at;
+  const int rank = request.rank;
+  ++pending_by_rank_[rank];
+  e.by_rank.emplace(rank, std::move(request));
   if (!Complete(e, required)) return std::optional<ReadySet>();
   return std::optional<ReadySet>(Take(it, at));
 }
@@ -88,11 +95,10 @@ std::vector<ReadySet> RequestTable::TakeReady(
 std::vector<Request> RequestTable::TakeAll() {
   std::vector<Request> out;
   for (auto& [key, e] : entries_) {
-    for (auto& r : e.by_rank) {
-      if (r.has_value()) out.push_back(std::move(*r));
-    }
+    for (auto& [rank, r] : e.by_rank) out.push_back(std::move(r));
   }
   entries_.clear();
+  pending_by_rank_.clear();
   return out;
 }
 
@@ -103,9 +109,8 @@ std::vector<Request> RequestTable::TakeProcessSet(int process_set) {
       ++it;
       continue;
     }
-    for (auto& r : it->second.by_rank) {
-      if (r.has_value()) out.push_back(std::move(*r));
-    }
+    Forget(it->second);
+    for (auto& [rank, r] : it->second.by_rank) out.push_back(std::move(r));
     entries_.erase(it++);
   }
   return out;
@@ -128,8 +133,8 @@ std::vector<PendingView> RequestTable::Pending(
     v.name = key.second;
     v.first_submitted = e.first_submitted;
     for (int r : members_of(key.first)) {
-      if (r >= 0 && r < size_ && e.by_rank[r].has_value()) {
-        v.kind = e.by_rank[r]->kind;
+      if (auto got = e.by_rank.find(r); got != e.by_rank.end()) {
+        v.kind = got->second.kind;
         v.submitted.push_back(r);
       } else {
         v.missing.push_back(r);

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -63,19 +64,25 @@ class RequestTable {
       const std::function<std::vector<int>(int process_set)>& members_of) const;
   std::vector<PendingView> Pending() const;
   size_t pending_names() const { return entries_.size(); }
+  // Names `rank` has submitted that are still in the table.
+  int pending_of(int rank) const;
 
  private:
   using Key = std::pair<int, std::string>;
+  // Only the ranks that submitted take room: a name costs what was
+  // submitted, never the job's size.
   struct Entry {
-    std::vector<std::optional<Request>> by_rank;
-    int count = 0;
+    absl::btree_map<int, Request> by_rank;
     absl::Time first_submitted;
   };
   static bool Complete(const Entry& e, const std::vector<int>& required);
+  // Takes `e`'s requests off the per-rank counts.
+  void Forget(const Entry& e);
   ReadySet Take(absl::flat_hash_map<Key, Entry>::iterator it, absl::Time now);
 
   int size_;
   absl::flat_hash_map<Key, Entry> entries_;
+  absl::flat_hash_map<int, int> pending_by_rank_;
 };
 
 // The agreement check alone (the rule of daemon/plan/agreement.h, each rank

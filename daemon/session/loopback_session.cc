@@ -39,8 +39,9 @@ absl::StatusOr<std::unique_ptr<LoopbackSession>> LoopbackSession::Create(const s
   identity.job_id = job_id;
   identity.rank = rank;
   identity.pid = getpid();
-  auto session =
-      Session::Open(std::move(identity), s->segment_.fd(), layout.total_bytes, SessionLimits{});
+  identity.uid = getuid();
+  auto session = Session::Open(std::move(identity), UniqueFd(dup(s->segment_.fd())),
+                               layout.total_bytes, SessionLimits{});
   if (!session.ok()) return session.status();
   s->session_ = std::move(*session);
   return s;

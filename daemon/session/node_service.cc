@@ -1,9 +1,11 @@
 #include "daemon/session/node_service.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "common/handoff.h"
 #include "common/random_id.h"
 #include "proto/kolo/abi/shm_abi_v1.h"
 #include "spdlog/spdlog.h"
@@ -25,16 +27,24 @@ bool ValidJobId(const std::string& id) {
 
 }  // namespace
 
-absl::Status ValidateAttachRequest(const kolo::v1::AttachRequest& r) {
+absl::Status ValidateAttachRequest(const kolo::v1::AttachRequest& r, const AttachPolicy& policy) {
   if (!ValidJobId(r.job_id())) {
     return absl::InvalidArgumentError("job_id must be 1-128 characters of [A-Za-z0-9._:-]");
   }
   if (r.job_token().size() > 256) {
     return absl::InvalidArgumentError("job_token is longer than 256 bytes");
   }
-  if (r.size() < 1 || r.size() > kMaxJobSize) {
+  if (r.job_token().size() < policy.min_job_token_chars && !policy.allow_weak_job_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "job ", r.job_id(), ": the job token has ", r.job_token().size(),
+        " characters; kolod wants at least ", policy.min_job_token_chars,
+        " (128 random bits in hex): use kolorun, or set KOLO_JOB_TOKEN to the same random "
+        "value for every rank, or leave it unset to use ~/.kolo/job_token"));
+  }
+  const int max_ranks = std::min(kMaxJobSize, policy.max_job_ranks);
+  if (r.size() < 1 || r.size() > max_ranks) {
     return absl::InvalidArgumentError(
-        absl::StrCat("size ", r.size(), " outside [1, ", kMaxJobSize, "]"));
+        absl::StrCat("size ", r.size(), " outside [1, ", max_ranks, "] (kolod --max_job_ranks)"));
   }
   if (r.rank() < 0 || r.rank() >= r.size()) {
     return absl::InvalidArgumentError(
@@ -45,6 +55,11 @@ absl::Status ValidateAttachRequest(const kolo::v1::AttachRequest& r) {
     return absl::InvalidArgumentError(absl::StrCat("rank ", r.rank(), ": local rank ",
                                                    r.local_rank(), " of local size ",
                                                    r.local_size(), " in a job of ", r.size()));
+  }
+  if (r.local_size() > policy.max_sessions_per_uid || r.local_size() > policy.max_sessions) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank ", r.rank(), ": local size ", r.local_size(), " exceeds the sessions this kolod ",
+        "allows one user (", std::min(policy.max_sessions_per_uid, policy.max_sessions), ")"));
   }
   if (r.local_size() < r.size() && r.coordinator().empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -59,39 +74,131 @@ absl::Status ValidateAttachRequest(const kolo::v1::AttachRequest& r) {
                                                       r.shm_abi_version(), ", kolod speaks ",
                                                       abi::v1::kVersion));
   }
-  if (r.pid() <= 0 || r.pid() > (int64_t{1} << 31)) {
-    return absl::InvalidArgumentError(absl::StrCat("invalid pid ", r.pid()));
-  }
   return absl::OkStatus();
+}
+
+absl::StatusOr<NodeService::Admitted> NodeService::Admit(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<kolo::v1::DaemonMessage, kolo::v1::ClientMessage>* stream) {
+  // Who calls is known before anything is read: the ticket from the handoff
+  // socket comes as metadata, so a call without one costs a lookup only.
+  const auto& md = context->client_metadata();
+  auto ticket = md.find(kHandoffMetadata);
+  if (ticket == md.end() || ticket->second.size() != kHandoffTicketChars) {
+    return absl::PermissionDeniedError(
+        "attach carries no handoff ticket: attach with the Kolo client library");
+  }
+  auto handoff =
+      handoffs_->Redeem(std::string(ticket->second.data(), ticket->second.size()), absl::Now());
+  if (!handoff.ok()) return handoff.status();
+  if (!handoff->segment.valid()) {
+    return absl::PermissionDeniedError("the handoff ticket carries no session segment");
+  }
+  const uid_t uid = handoff->caller.uid;
+  {
+    absl::MutexLock l(&mu_);
+    int& mine = pending_attaches_[uid];
+    if (mine >= options_.policy.max_pending_attaches) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("uid ", uid, " has ", mine, " attaches waiting for their first message"));
+    }
+    ++mine;
+  }
+  kolo::v1::ClientMessage first;
+  bool got;
+  {
+    auto armed = deadlines_.Arm(context, absl::Now() + options_.policy.attach_timeout);
+    got = stream->Read(&first);
+  }
+  {
+    absl::MutexLock l(&mu_);
+    if (--pending_attaches_[uid] == 0) pending_attaches_.erase(uid);
+  }
+  if (context->IsCancelled()) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "no AttachRequest within ", absl::FormatDuration(options_.policy.attach_timeout)));
+  }
+  if (!got || !first.has_attach()) {
+    return absl::InvalidArgumentError("Attach must start with an AttachRequest");
+  }
+  Admitted admitted;
+  admitted.request = std::move(*first.mutable_attach());
+  if (absl::Status s = ValidateAttachRequest(admitted.request, options_.policy); !s.ok()) return s;
+  admitted.handoff = std::move(*handoff);
+  return admitted;
+}
+
+absl::Status NodeService::Reserve(uid_t uid) {
+  absl::MutexLock l(&mu_);
+  if (reserved_ >= options_.policy.max_sessions) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("kolod serves ", reserved_, " sessions, its limit (kolod --max_sessions)"));
+  }
+  int& mine = per_uid_[uid];
+  if (mine >= options_.policy.max_sessions_per_uid) {
+    if (mine == 0) per_uid_.erase(uid);
+    return absl::ResourceExhaustedError(absl::StrCat("uid ", uid, " has ", mine,
+                                                     " sessions, the limit per user (kolod "
+                                                     "--max_sessions_per_uid)"));
+  }
+  ++mine;
+  ++reserved_;
+  return absl::OkStatus();
+}
+
+void NodeService::Release(uid_t uid) {
+  absl::MutexLock l(&mu_);
+  --reserved_;
+  if (--per_uid_[uid] <= 0) per_uid_.erase(uid);
 }
 
 grpc::Status NodeService::Attach(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<kolo::v1::DaemonMessage, kolo::v1::ClientMessage>* stream) {
-  kolo::v1::ClientMessage first;
-  if (!stream->Read(&first) || !first.has_attach()) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        "Attach must start with an AttachRequest");
+  auto admitted = Admit(context, stream);
+  if (!admitted.ok()) {
+    spdlog::warn("attach refused: {}", admitted.status().ToString());
+    return ToGrpcStatus(admitted.status());
   }
-  const kolo::v1::AttachRequest& req = first.attach();
-  if (absl::Status s = ValidateAttachRequest(req); !s.ok()) {
+  const kolo::v1::AttachRequest& req = admitted->request;
+  const PeerCredentials caller = admitted->handoff.caller;
+  if (absl::Status s = Reserve(caller.uid); !s.ok()) {
+    spdlog::warn("job {} rank {} (uid {}): attach refused: {}", req.job_id(), req.rank(),
+                 caller.uid, s.ToString());
     return ToGrpcStatus(s);
   }
-  SessionIdentity identity{RandomHex(16), req.job_id(), req.rank(), static_cast<pid_t>(req.pid())};
-  auto session = Session::Open(identity, req.shm_fd(), req.shm_bytes(), options_.limits);
+  struct Unreserve {
+    NodeService* self;
+    uid_t uid;
+    ~Unreserve() { self->Release(uid); }
+  } unreserve{this, caller.uid};
+  if (req.shm_bytes() != admitted->handoff.segment_bytes) {
+    return ToGrpcStatus(absl::InvalidArgumentError(
+        absl::StrCat("the request says the segment has ", req.shm_bytes(), " bytes, the one ",
+                     "handed over has ", admitted->handoff.segment_bytes)));
+  }
+  SessionIdentity identity{RandomHex(16), req.job_id(), req.rank(), caller.pid, caller.uid};
+  auto session = Session::Open(identity, std::move(admitted->handoff.segment), req.shm_bytes(),
+                               options_.limits);
   if (!session.ok()) {
     spdlog::warn("job {} rank {}: attach refused: {}", req.job_id(), req.rank(),
                  session.status().ToString());
     return ToGrpcStatus(session.status());
   }
-  auto job = registry_->Join(JoinRequest{req.job_id(), req.job_token(), req.rank(), req.size(),
-                                         identity.session_id, req.pid(), req.local_size(),
-                                         req.coordinator()});
+  auto job = registry_->Join(JoinRequest{caller.uid, req.job_id(), req.job_token(), req.rank(),
+                                         req.size(), identity.session_id, caller.pid,
+                                         req.local_size(), req.coordinator()});
   if (!job.ok()) {
     spdlog::warn("job {} rank {}: attach refused: {}", req.job_id(), req.rank(),
                  job.status().ToString());
     (*session)->Close();
     return ToGrpcStatus(job.status());
+  }
+  if (req.job_token().size() < options_.policy.min_job_token_chars) {
+    spdlog::warn(
+        "job {} rank {} (uid {}): weak job token of {} characters accepted "
+        "(--allow_weak_job_tokens)",
+        req.job_id(), req.rank(), caller.uid, req.job_token().size());
   }
 
   auto entry = std::make_shared<Entry>();
@@ -134,8 +241,8 @@ grpc::Status NodeService::Attach(
     absl::MutexLock l(&write_mu);
     stream->Write(hello);
   }
-  spdlog::info("job {} rank {}/{}: attached (pid {}, session {})", req.job_id(), req.rank(),
-               req.size(), req.pid(), identity.session_id);
+  spdlog::info("job {} rank {}/{}: attached (pid {}, uid {}, session {})", req.job_id(), req.rank(),
+               req.size(), caller.pid, caller.uid, identity.session_id);
   // Once every local rank attached, the job starts its negotiator (across
   // nodes: the last local rank connects this node to the job's coordinator).
   (*job)->MaybeStart();
@@ -154,7 +261,7 @@ grpc::Status NodeService::Attach(
   bool clean = entry->clean.load() && why.ok();
   if (why.ok() && !clean) {
     why = absl::UnavailableError(
-        absl::StrCat("its session ended without detaching (pid ", req.pid(), ")"));
+        absl::StrCat("its session ended without detaching (pid ", caller.pid, ")"));
   }
   registry_->Leave(*job, req.rank(), clean, why);
   {

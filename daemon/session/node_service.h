@@ -15,22 +15,40 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/job/job_registry.h"
+#include "daemon/session/attach_deadline.h"
+#include "daemon/session/handoff_table.h"
 #include "daemon/session/session.h"
 #include "proto/kolo/v1/node.grpc.pb.h"
 
 namespace kolo::daemon {
 
+// What one attaching client may ask for; each bound is answered with
+// INVALID_ARGUMENT or RESOURCE_EXHAUSTED while kolod keeps serving.
+struct AttachPolicy {
+  int max_job_ranks = 65536;
+  int max_sessions = 1024;
+  int max_sessions_per_uid = 256;
+  // Attach calls of one user that have not yet sent their AttachRequest.
+  int max_pending_attaches = 64;
+  absl::Duration attach_timeout = absl::Seconds(10);
+  // A job token must have at least this many characters (32 hex digits are
+  // 128 bits) unless weak tokens are allowed (a single-user node).
+  size_t min_job_token_chars = 32;
+  bool allow_weak_job_tokens = false;
+};
+
 struct NodeServiceOptions {
   SessionLimits limits;
+  AttachPolicy policy;
   uint64_t fusion_threshold_bytes = 0;
   std::string version;
 };
 
 class NodeService final : public kolo::v1::Node::Service {
  public:
-  // `registry` must outlive the service.
-  NodeService(JobRegistry* registry, NodeServiceOptions options)
-      : registry_(registry), options_(std::move(options)) {}
+  // `registry` and `handoffs` must outlive the service.
+  NodeService(JobRegistry* registry, HandoffTable* handoffs, NodeServiceOptions options)
+      : registry_(registry), handoffs_(handoffs), options_(std::move(options)) {}
 
   grpc::Status Attach(
       grpc::ServerContext* context,
@@ -45,14 +63,33 @@ class NodeService final : public kolo::v1::Node::Service {
     std::shared_ptr<Session> session;
     std::atomic<bool> clean{false};
   };
+  // Reads and checks the first message and redeems its ticket.
+  struct Admitted {
+    kolo::v1::AttachRequest request;
+    Handoff handoff;
+  };
+  absl::StatusOr<Admitted> Admit(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<kolo::v1::DaemonMessage, kolo::v1::ClientMessage>* stream);
+  // Counts a session for `uid` against the limits; RESOURCE_EXHAUSTED when
+  // full. Release undoes it.
+  absl::Status Reserve(uid_t uid);
+  void Release(uid_t uid);
 
   JobRegistry* const registry_;
+  HandoffTable* const handoffs_;
   const NodeServiceOptions options_;
+  AttachDeadlines deadlines_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Entry>> sessions_ ABSL_GUARDED_BY(mu_);
+  int reserved_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<uid_t, int> pending_attaches_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uid_t, int> per_uid_ ABSL_GUARDED_BY(mu_);
 };
 
-// Checks an AttachRequest's fields; the message names the bad field.
-absl::Status ValidateAttachRequest(const kolo::v1::AttachRequest& request);
+// Checks an AttachRequest's fields against `policy`; the message names the
+// bad field.
+absl::Status ValidateAttachRequest(const kolo::v1::AttachRequest& request,
+                                   const AttachPolicy& policy);
 
 }  // namespace kolo::daemon

@@ -53,23 +53,15 @@ absl::Status CheckHeader(const SegmentHeader& h, uint64_t segment_bytes,
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<Session>> Session::Open(SessionIdentity identity, int shm_fd,
+absl::StatusOr<std::shared_ptr<Session>> Session::Open(SessionIdentity identity, UniqueFd shm_fd,
                                                        uint64_t shm_bytes,
                                                        const SessionLimits& limits) {
   if (shm_bytes < sizeof(SegmentHeader) || shm_bytes > limits.max_segment_bytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("segment of ", shm_bytes, " bytes; allowed up to ", limits.max_segment_bytes));
   }
-  uid_t owner = 0;
-  auto segment = SharedSegment::OpenFromProcess(identity.pid, shm_fd, shm_bytes, &owner);
+  auto segment = SharedSegment::Adopt(std::move(shm_fd), shm_bytes);
   if (!segment.ok()) return segment.status();
-  // The segment must belong to the process that claims it.
-  std::string proc = absl::StrCat("/proc/", identity.pid);
-  struct stat st {};
-  if (stat(proc.c_str(), &st) != 0 || st.st_uid != owner) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("segment owner uid ", owner, " is not the uid of pid ", identity.pid));
-  }
   // Copy the header's sizes before checking so the client cannot change them
   // between the check and their use.
   SegmentHeader copy;

@@ -46,13 +46,15 @@ struct SessionIdentity {
   std::string session_id;
   std::string job_id;
   int rank = 0;
-  pid_t pid = 0;
+  pid_t pid = 0;  // from the kernel (the handoff), never from a request
+  uid_t uid = 0;
 };
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  // Maps the client's segment and checks its header against `limits`.
-  static absl::StatusOr<std::shared_ptr<Session>> Open(SessionIdentity identity, int shm_fd,
+  // Maps the client's segment (a descriptor it handed over, checked by
+  // SharedSegment::Inspect) and checks its header against `limits`.
+  static absl::StatusOr<std::shared_ptr<Session>> Open(SessionIdentity identity, UniqueFd shm_fd,
                                                        uint64_t shm_bytes,
                                                        const SessionLimits& limits);
   ~Session();

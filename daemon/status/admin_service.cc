@@ -1,42 +1,33 @@
 #include "daemon/status/admin_service.h"
 
 #include "absl/strings/str_cat.h"
-#include "common/secret_compare.h"
+#include "daemon/status/viewer.h"
 #include "spdlog/spdlog.h"
 
 namespace kolo::daemon {
 namespace {}  // namespace
 
 grpc::Status AdminService::Authorize(grpc::ServerContext* context) const {
-  const auto& md = context->client_metadata();
-  auto it = md.find("authorization");
-  if (it == md.end()) {
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                        "admin calls need \"authorization: Bearer <token>\" "
-                        "(the node's admin token file)");
-  }
-  std::string value(it->second.data(), it->second.size());
-  constexpr char kPrefix[] = "Bearer ";
-  if (value.rfind(kPrefix, 0) != 0 || !SecretsEqual(value.substr(sizeof(kPrefix) - 1), token_)) {
-    spdlog::warn("admin call refused: wrong token from {}", context->peer());
-    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "wrong admin token");
-  }
-  return grpc::Status::OK;
+  return CheckAdminToken(*context, token_);
 }
 
 grpc::Status AdminService::AbortJob(grpc::ServerContext* context,
                                     const kolo::v1::AbortJobRequest* request,
                                     kolo::v1::AbortJobResponse*) {
   if (grpc::Status s = Authorize(context); !s.ok()) return s;
-  std::shared_ptr<Job> job = registry_->Find(request->job_id());
-  if (job == nullptr) {
+  std::vector<JobRegistry::OwnedJob> jobs = registry_->Find(request->job_id());
+  if (jobs.empty()) {
     return grpc::Status(grpc::StatusCode::NOT_FOUND,
                         "no job " + request->job_id() + " on this node");
   }
   std::string reason = request->reason().empty() ? "no reason given" : request->reason();
-  spdlog::warn("job {}: aborted by an operator: {}", job->id(), reason);
-  job->Abort(
-      absl::AbortedError(absl::StrCat("job ", job->id(), " aborted by an operator: ", reason)));
+  // Users choose job ids, so two users may run one each: the operator's
+  // abort names the id, and ends both.
+  for (const JobRegistry::OwnedJob& owned : jobs) {
+    spdlog::warn("job {} (uid {}): aborted by an operator: {}", owned.job->id(), owned.uid, reason);
+    owned.job->Abort(absl::AbortedError(
+        absl::StrCat("job ", owned.job->id(), " aborted by an operator: ", reason)));
+  }
   return grpc::Status::OK;
 }
 

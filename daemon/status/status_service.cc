@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/grpc_status.h"
 #include "spdlog/spdlog.h"
 
 namespace kolo::daemon {
@@ -83,22 +85,41 @@ void StatusService::FillNode(kolo::v1::NodeInfo* node) const {
   node->set_stall_timeout_s(absl::ToDoubleSeconds(sources_.stall_policy.timeout));
 }
 
-grpc::Status StatusService::GetStatus(grpc::ServerContext*, const kolo::v1::GetStatusRequest*,
+absl::StatusOr<Viewer> StatusService::ViewerOf(const grpc::ServerContext& context) const {
+  if (sources_.viewers == nullptr) return Viewer{true, std::nullopt};
+  return sources_.viewers->Resolve(context);
+}
+
+grpc::Status StatusService::GetStatus(grpc::ServerContext* context,
+                                      const kolo::v1::GetStatusRequest*,
                                       kolo::v1::GetStatusResponse* response) {
+  auto viewer = ViewerOf(*context);
+  if (!viewer.ok()) return ToGrpcStatus(viewer.status());
   FillNode(response->mutable_node());
   absl::Time now = absl::Now();
   for (const JobSnapshot& j : sources_.registry->Snapshot()) {
-    FillJob(j, now, response->add_jobs());
+    if (viewer->MaySee(j.uid)) FillJob(j, now, response->add_jobs());
   }
   return grpc::Status::OK;
 }
 
-grpc::Status StatusService::GetJob(grpc::ServerContext*, const kolo::v1::GetJobRequest* request,
+grpc::Status StatusService::GetJob(grpc::ServerContext* context,
+                                   const kolo::v1::GetJobRequest* request,
                                    kolo::v1::JobDetail* response) {
-  std::shared_ptr<Job> job = sources_.registry->Find(request->job_id());
+  auto viewer = ViewerOf(*context);
+  if (!viewer.ok()) return ToGrpcStatus(viewer.status());
+  std::shared_ptr<Job> job;
+  for (JobRegistry::OwnedJob& owned : sources_.registry->Find(request->job_id())) {
+    if (viewer->MaySee(owned.uid)) job = std::move(owned.job);
+  }
+  // A job the caller may not see is answered as one that does not exist.
   if (job == nullptr) {
     return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                        "no job " + request->job_id() + " on this node");
+                        "no job " + request->job_id() + " on this node" +
+                            (viewer->uid.has_value() || viewer->everything
+                                 ? ""
+                                 : " that this caller may see (job details need the admin "
+                                   "token over TCP)"));
   }
   absl::Time now = absl::Now();
   JobSnapshot j = job->Snapshot(/*with_history=*/true);
@@ -125,12 +146,16 @@ grpc::Status StatusService::GetJob(grpc::ServerContext*, const kolo::v1::GetJobR
   return grpc::Status::OK;
 }
 
-grpc::Status StatusService::ListStalls(grpc::ServerContext*, const kolo::v1::ListStallsRequest*,
+grpc::Status StatusService::ListStalls(grpc::ServerContext* context,
+                                       const kolo::v1::ListStallsRequest*,
                                        kolo::v1::ListStallsResponse* response) {
+  auto viewer = ViewerOf(*context);
+  if (!viewer.ok()) return ToGrpcStatus(viewer.status());
   absl::Time now = absl::Now();
-  for (const auto& job : sources_.registry->Jobs()) {
-    for (const StallView& s : job->Stalls(now, sources_.stall_policy.warning)) {
-      FillStall(job->id(), s, response->add_stalls());
+  for (const JobRegistry::OwnedJob& owned : sources_.registry->Owned()) {
+    if (!viewer->MaySee(owned.uid)) continue;
+    for (const StallView& s : owned.job->Stalls(now, sources_.stall_policy.warning)) {
+      FillStall(owned.job->id(), s, response->add_stalls());
     }
   }
   return grpc::Status::OK;
@@ -142,17 +167,35 @@ grpc::Status StatusService::GetMetrics(grpc::ServerContext*, const kolo::v1::Get
   return grpc::Status::OK;
 }
 
-grpc::Status StatusService::StartTimeline(grpc::ServerContext*,
+grpc::Status StatusService::StartTimeline(grpc::ServerContext* context,
                                           const kolo::v1::StartTimelineRequest* request,
                                           kolo::v1::StartTimelineResponse*) {
+  auto viewer = ViewerOf(*context);
+  if (!viewer.ok()) return ToGrpcStatus(viewer.status());
+  if (!viewer->everything) {
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        "the timeline records every job: it needs the admin token or root");
+  }
+  if (request->max_events() > kMaxTimelineEvents) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("max_events ", request->max_events(), " is over the limit of ",
+                                     kMaxTimelineEvents));
+  }
   sources_.timeline->Start(request->max_events());
   spdlog::info("timeline recording started (at most {} events)",
                request->max_events() == 0 ? Timeline::kDefaultMaxEvents : request->max_events());
   return grpc::Status::OK;
 }
 
-grpc::Status StatusService::StopTimeline(grpc::ServerContext*, const kolo::v1::StopTimelineRequest*,
+grpc::Status StatusService::StopTimeline(grpc::ServerContext* context,
+                                         const kolo::v1::StopTimelineRequest*,
                                          kolo::v1::StopTimelineResponse* response) {
+  auto viewer = ViewerOf(*context);
+  if (!viewer.ok()) return ToGrpcStatus(viewer.status());
+  if (!viewer->everything) {
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        "the timeline records every job: it needs the admin token or root");
+  }
   if (!sources_.timeline->recording()) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         "no timeline is being recorded (start one first)");

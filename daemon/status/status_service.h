@@ -15,6 +15,7 @@
 #include "daemon/status/metrics.h"
 #include "daemon/status/stall_inspector.h"
 #include "daemon/status/timeline.h"
+#include "daemon/status/viewer.h"
 #include "proto/kolo/v1/status.grpc.pb.h"
 
 namespace kolo::daemon {
@@ -37,6 +38,9 @@ struct StatusSources {
   Timeline* timeline = nullptr;
   StallPolicy stall_policy;
   std::function<int()> sessions;
+  // Decides what each caller may see (see viewer.h); null: every caller
+  // sees everything (tests of the rendering only).
+  const ViewerResolver* viewers = nullptr;
 };
 
 class StatusService final : public kolo::v1::Status::Service {
@@ -44,18 +48,23 @@ class StatusService final : public kolo::v1::Status::Service {
   StatusService(StatusSources sources, NodeFacts facts)
       : sources_(std::move(sources)), facts_(std::move(facts)) {}
 
-  grpc::Status GetStatus(grpc::ServerContext*, const kolo::v1::GetStatusRequest*,
+  grpc::Status GetStatus(grpc::ServerContext* context, const kolo::v1::GetStatusRequest*,
                          kolo::v1::GetStatusResponse* response) override;
-  grpc::Status GetJob(grpc::ServerContext*, const kolo::v1::GetJobRequest* request,
+  grpc::Status GetJob(grpc::ServerContext* context, const kolo::v1::GetJobRequest* request,
                       kolo::v1::JobDetail* response) override;
-  grpc::Status ListStalls(grpc::ServerContext*, const kolo::v1::ListStallsRequest*,
+  grpc::Status ListStalls(grpc::ServerContext* context, const kolo::v1::ListStallsRequest*,
                           kolo::v1::ListStallsResponse* response) override;
   grpc::Status GetMetrics(grpc::ServerContext*, const kolo::v1::GetMetricsRequest*,
                           kolo::v1::GetMetricsResponse* response) override;
-  grpc::Status StartTimeline(grpc::ServerContext*, const kolo::v1::StartTimelineRequest* request,
+  // The timeline records every job's tensors: only a viewer who sees
+  // everything may start or stop it.
+  grpc::Status StartTimeline(grpc::ServerContext* context,
+                             const kolo::v1::StartTimelineRequest* request,
                              kolo::v1::StartTimelineResponse*) override;
-  grpc::Status StopTimeline(grpc::ServerContext*, const kolo::v1::StopTimelineRequest*,
+  grpc::Status StopTimeline(grpc::ServerContext* context, const kolo::v1::StopTimelineRequest*,
                             kolo::v1::StopTimelineResponse* response) override;
+  // The most events one timeline may hold (INVALID_ARGUMENT beyond).
+  static constexpr uint64_t kMaxTimelineEvents = uint64_t{1} << 24;
 
   void FillNode(kolo::v1::NodeInfo* node) const;
   // Known only once the TCP listener is bound.
@@ -65,6 +74,8 @@ class StatusService final : public kolo::v1::Status::Service {
   }
 
  private:
+  absl::StatusOr<Viewer> ViewerOf(const grpc::ServerContext& context) const;
+
   const StatusSources sources_;
   const NodeFacts facts_;
   mutable absl::Mutex mu_;

@@ -17,6 +17,8 @@ namespace kolo::testing {
 // Paths of the binaries, relative to the test's runfiles directory.
 inline constexpr char kKolodPath[] = "daemon/kolod";
 inline constexpr char kTestRankPath[] = "tests/integration/test_rank";
+// A job token of 128 bits, as kolod wants by default.
+inline constexpr char kTestJobToken[] = "0123456789abcdef0123456789abcdef";
 
 // A fresh directory under TEST_TMPDIR.
 std::string MakeTempDir();
@@ -53,7 +55,7 @@ class Ranks {
   // Starts `n` ranks of `argv` in job `job_id` against `socket_path`.
   static absl::StatusOr<Ranks> Start(const std::string& socket_path, const std::string& job_id,
                                      int n, const std::vector<std::string>& argv,
-                                     const std::string& token = "t0ken");
+                                     const std::string& token = kTestJobToken);
   // Starts the ranks [first_rank, first_rank + local_size) of a job of
   // `size` ranks spanning nodes, on the node whose daemon listens on
   // `socket_path`; `coordinator` is the peer address of rank 0's daemon.
@@ -61,7 +63,7 @@ class Ranks {
                                            const std::string& job_id, int size, int first_rank,
                                            int local_size, const std::string& coordinator,
                                            const std::vector<std::string>& argv,
-                                           const std::string& token = "t0ken");
+                                           const std::string& token = kTestJobToken);
   Ranks(Ranks&&) = default;
   ~Ranks();
 

@@ -20,6 +20,7 @@
 #include "proto/kolo/v1/node.grpc.pb.h"
 #include "proto/kolo/v1/status.grpc.pb.h"
 #include "tests/integration/harness.h"
+#include "tests/integration/raw_session.h"
 
 namespace kolo::testing {
 namespace {
@@ -27,51 +28,8 @@ namespace {
 using abi::v1::SegmentHeader;
 using abi::v1::SubmitSlot;
 
-constexpr uint32_t kSubmitCap = 16;
-constexpr uint32_t kCompletionCap = 16;
-constexpr uint64_t kArena = 1 << 20;
-
-// A hand-made session: the segment plus the raw Attach stream.
-struct RawSession {
-  SharedSegment segment;
-  SegmentHeader* header = nullptr;
-  grpc::ClientContext context;
-  std::unique_ptr<kolo::v1::Node::Stub> stub;
-  std::unique_ptr<grpc::ClientReaderWriter<kolo::v1::ClientMessage, kolo::v1::DaemonMessage>>
-      stream;
-
-  SubmitSlot* slots() {
-    return reinterpret_cast<SubmitSlot*>(segment.data() + header->submit_offset);
-  }
-  // The next completion, or a CompletionSlot with request_id 0 if none
-  // arrives by `deadline`.
-  abi::v1::CompletionSlot PopCompletion(absl::Time deadline) {
-    abi::v1::CompletionSlot out{};
-    auto* ring =
-        reinterpret_cast<abi::v1::CompletionSlot*>(segment.data() + header->completion_offset);
-    for (;;) {
-      uint64_t head = header->completion_head.value.load();
-      if (head != header->completion_tail.value.load()) {
-        std::memcpy(&out, &ring[head % kCompletionCap], sizeof(out));
-        header->completion_head.value.store(head + 1);
-        return out;
-      }
-      if (absl::Now() >= deadline) return out;
-      absl::SleepFor(absl::Milliseconds(5));  // polls a ring with a deadline
-    }
-  }
-  void Push(const SubmitSlot& s) {
-    uint64_t tail = header->submit_tail.value.load();
-    std::memcpy(&slots()[tail % kSubmitCap], &s, sizeof(s));
-    header->submit_tail.value.store(tail + 1);
-    RingDoorbell(&header->submit_ready);
-  }
-};
-
-void InitHeader(SharedSegment& seg, SegmentHeader** out) {
-  // A well-formed header (no result area); the tests corrupt what they need.
-  *out = abi::v1::InitSegmentHeader(seg.data(), kSubmitCap, kCompletionCap, kArena, 0);
-}
+constexpr uint32_t kCompletionCap = kRawCompletionCap;
+constexpr uint64_t kArena = kRawArena;
 
 class HostileClientTest : public ::testing::Test {
  protected:
@@ -89,60 +47,29 @@ class HostileClientTest : public ::testing::Test {
   // `reply` (false if the daemon refused).
   std::unique_ptr<RawSession> Attach(
       const std::string& job, int rank, int size, kolo::v1::DaemonMessage* reply, bool* ok,
-      const std::function<void(SegmentHeader*, kolo::v1::AttachRequest*)>& mutate = nullptr) {
-    auto s = std::make_unique<RawSession>();
-    auto layout = abi::v1::ComputeLayout(kSubmitCap, kCompletionCap, kArena);
-    s->segment = *SharedSegment::Create(layout.total_bytes);
-    InitHeader(s->segment, &s->header);
-    s->stub = kolo::v1::Node::NewStub(channel_);
-    s->stream = s->stub->Attach(&s->context);
-    kolo::v1::ClientMessage m;
-    auto* a = m.mutable_attach();
-    a->set_job_id(job);
-    a->set_rank(rank);
-    a->set_size(size);
-    a->set_local_rank(rank);
-    a->set_local_size(size);
-    a->set_pid(getpid());
-    a->set_shm_fd(s->segment.fd());
-    a->set_shm_bytes(s->segment.size());
-    a->set_shm_abi_version(abi::v1::kVersion);
-    if (mutate) mutate(s->header, a);
-    s->stream->Write(m);
-    *ok = s->stream->Read(reply) && reply->has_attached();
-    return s;
+      const std::function<void(SegmentHeader*, kolo::v1::AttachRequest*)>& mutate = nullptr,
+      bool hand_off = true) {
+    RawAttachOptions options;
+    options.job_id = job;
+    options.rank = rank;
+    options.size = size;
+    options.mutate = mutate;
+    options.hand_off = hand_off;
+    return RawAttach(channel_, daemon_->socket_path(), options, reply, ok);
   }
 
-  // Reads until the daemon ends the stream; returns the event it sent.
-  kolo::v1::JobEvent ReadUntilEnd(RawSession& s) {
-    kolo::v1::DaemonMessage m;
-    kolo::v1::JobEvent event;
-    while (s.stream->Read(&m)) {
-      if (m.has_event()) event = m.event();
-    }
-    s.stream->Finish();
-    return event;
-  }
+  kolo::v1::JobEvent ReadUntilEnd(RawSession& s) { return s.ReadUntilEnd(); }
 
   void ExpectRefused(const std::function<void(SegmentHeader*, kolo::v1::AttachRequest*)>& mutate,
-                     grpc::StatusCode code, const std::string& text) {
-    kolo::v1::DaemonMessage reply;
-    bool ok = true;
-    auto s = Attach("job-bad", 0, 1, &reply, &ok, mutate);
-    EXPECT_FALSE(ok);
-    grpc::Status st = s->stream->Finish();
-    EXPECT_EQ(st.error_code(), code) << st.error_message();
-    EXPECT_TRUE(absl::StrContains(st.error_message(), text)) << st.error_message();
+                     grpc::StatusCode code, const std::string& text, bool hand_off = true) {
+    RawAttachOptions options;
+    options.job_id = "job-bad";
+    options.mutate = mutate;
+    options.hand_off = hand_off;
+    ExpectAttachRefused(channel_, daemon_->socket_path(), options, code, text);
   }
 
-  void ExpectDaemonServesAJob() {
-    ASSERT_TRUE(daemon_->Alive());
-    auto ranks = Ranks::Start(daemon_->socket_path(), "job-after", 2, {kTestRankPath, "duplicate"});
-    ASSERT_TRUE(ranks.ok());
-    for (const auto& r : ranks->Wait(absl::Seconds(60))) {
-      EXPECT_EQ(r.exit_code, 0) << r.output;
-    }
-  }
+  void ExpectDaemonServesAJob() { kolo::testing::ExpectDaemonServesAJob(*daemon_); }
 
   std::string dir_;
   std::optional<DaemonProcess> daemon_;
@@ -160,8 +87,18 @@ TEST_F(HostileClientTest, BadAttachRequestsAreRefusedWithTheReason) {
                 grpc::StatusCode::INVALID_ARGUMENT, "layout");
   ExpectRefused([](auto*, kolo::v1::AttachRequest* a) { a->set_shm_bytes(a->shm_bytes() * 2); },
                 grpc::StatusCode::INVALID_ARGUMENT, "bytes");
-  ExpectRefused([](auto*, kolo::v1::AttachRequest* a) { a->set_shm_fd(0); },
-                grpc::StatusCode::INVALID_ARGUMENT, "");
+  // Without the handoff, or with a ticket of its own making, a client gets
+  // nothing: the segment and identity come from the kernel only.
+  ExpectRefused(nullptr, grpc::StatusCode::PERMISSION_DENIED, "handoff ticket",
+                /*hand_off=*/false);
+  RawAttachOptions forged;
+  forged.job_id = "job-forged";
+  forged.hand_off = false;
+  forged.forged_ticket = std::string(32, 'f');
+  ExpectAttachRefused(channel_, daemon_->socket_path(), forged, grpc::StatusCode::PERMISSION_DENIED,
+                      "unknown or expired handoff ticket");
+  ExpectRefused([](auto*, kolo::v1::AttachRequest* a) { a->set_job_token("short"); },
+                grpc::StatusCode::INVALID_ARGUMENT, "at least 32");
   ExpectRefused([](auto*, kolo::v1::AttachRequest* a) { a->set_rank(5); },
                 grpc::StatusCode::INVALID_ARGUMENT, "rank 5");
   ExpectRefused([](auto*, kolo::v1::AttachRequest* a) { a->set_job_id("../../etc"); },
@@ -301,6 +238,7 @@ TEST_F(HostileClientTest, StatusListsPendingTensorsAndHealthServes) {
   bool seen = false;
   while (!seen && absl::Now() < deadline) {
     grpc::ClientContext ctx;
+    ctx.AddMetadata("kolo-handoff", IdentityTicket(daemon_->socket_path()));
     resp.Clear();
     ASSERT_TRUE(status_stub->GetStatus(&ctx, kolo::v1::GetStatusRequest(), &resp).ok());
     for (const auto& job : resp.jobs()) {

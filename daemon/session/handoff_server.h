@@ -1,0 +1,59 @@
+// HandoffServer: serves the handoff socket (see common/handoff.h). One thread
+// polls the listening socket and every connection in progress; each
+// connection has a deadline and there is a cap on how many may be open, so a
+// client that connects and never writes costs one descriptor for a few
+// seconds and never delays anyone else.
+//
+// Thread-safety: Start/stop from one thread; the table is thread-safe.
+#pragma once
+
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/unique_fd.h"
+#include "daemon/session/handoff_table.h"
+
+namespace kolo::daemon {
+
+struct HandoffServerOptions {
+  std::string path;  // the socket file; a stale one is replaced
+  absl::Duration handshake_timeout = absl::Seconds(5);
+  int max_connections = 256;
+};
+
+class HandoffServer {
+ public:
+  // Binds `options.path` and starts serving into `table` (which must outlive
+  // the server).
+  static absl::StatusOr<std::unique_ptr<HandoffServer>> Start(HandoffServerOptions options,
+                                                              HandoffTable* table);
+  ~HandoffServer();
+  HandoffServer(const HandoffServer&) = delete;
+  HandoffServer& operator=(const HandoffServer&) = delete;
+
+  const std::string& path() const { return options_.path; }
+
+ private:
+  HandoffServer(HandoffServerOptions options, HandoffTable* table, UniqueFd listener,
+                UniqueFd wake)
+      : options_(std::move(options)),
+        table_(table),
+        listener_(std::move(listener)),
+        wake_(std::move(wake)) {}
+  void Loop();
+
+  const HandoffServerOptions options_;
+  HandoffTable* const table_;
+  UniqueFd listener_;
+  UniqueFd wake_;  // an eventfd; written to stop the loop
+  std::thread thread_;
+};
+
+// Answers one handoff request from `caller` (already received): checks the
+// message and the descriptor and deposits them. Returns the reply to send.
+std::string AnswerHandoff(const PeerCredentials& caller, const std::string& request,
+                          UniqueFd segment, HandoffTable* table, absl::Time now);
+
+}  // namespace kolo::daemon

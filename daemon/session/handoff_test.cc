@@ -1,0 +1,160 @@
+#include <fcntl.h>
+#include <pty.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common/handoff.h"
+#include "common/shared_segment.h"
+#include "daemon/session/handoff_server.h"
+#include "daemon/session/handoff_table.h"
+#include "gtest/gtest.h"
+
+namespace kolo::daemon {
+namespace {
+
+std::string TempSocket() {
+  // Under /tmp: socket paths must stay under 108 bytes.
+  std::string tmpl = "/tmp/kolo-handoff-XXXXXX";
+  EXPECT_NE(mkdtemp(tmpl.data()), nullptr);
+  return tmpl + "/k.sock.handoff";
+}
+
+TEST(HandoffTableTest, TicketIsOneTimeAndExpires) {
+  HandoffTable table(HandoffLimits{absl::Seconds(5), 10, 10});
+  const absl::Time t0 = absl::Now();
+  Handoff h;
+  h.caller = PeerCredentials{getpid(), 1000, 1000};
+  auto ticket = table.Deposit(std::move(h), t0);
+  ASSERT_TRUE(ticket.ok());
+  EXPECT_EQ(ticket->size(), kHandoffTicketChars);
+  auto got = table.Redeem(*ticket, t0);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->caller.uid, 1000u);
+  EXPECT_EQ(table.Redeem(*ticket, t0).status().code(), absl::StatusCode::kPermissionDenied);
+  auto late = table.Deposit(Handoff{}, t0);
+  ASSERT_TRUE(late.ok());
+  EXPECT_EQ(table.Redeem(*late, t0 + absl::Seconds(6)).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(table.waiting(), 0);
+}
+
+TEST(HandoffTableTest, BoundedPerUidAndInTotal) {
+  HandoffTable table(HandoffLimits{absl::Seconds(30), 5, 3});
+  const absl::Time now = absl::Now();
+  for (int i = 0; i < 3; ++i) {
+    Handoff h;
+    h.caller.uid = 7;
+    ASSERT_TRUE(table.Deposit(std::move(h), now).ok());
+  }
+  Handoff more;
+  more.caller.uid = 7;
+  EXPECT_EQ(table.Deposit(std::move(more), now).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  for (int i = 0; i < 2; ++i) {
+    Handoff h;
+    h.caller.uid = 8;
+    ASSERT_TRUE(table.Deposit(std::move(h), now).ok());
+  }
+  Handoff full;
+  full.caller.uid = 9;
+  EXPECT_EQ(table.Deposit(std::move(full), now).status().code(),
+            absl::StatusCode::kResourceExhausted);
+}
+
+TEST(HandoffServerTest, SegmentAndIdentityComeFromTheKernel) {
+  HandoffTable table(HandoffLimits{});
+  HandoffServerOptions options;
+  options.path = TempSocket();
+  auto server = HandoffServer::Start(options, &table);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto seg = SharedSegment::Create(1 << 16);
+  ASSERT_TRUE(seg.ok());
+  auto ticket = HandOff(options.path, seg->fd(), absl::Seconds(5));
+  ASSERT_TRUE(ticket.ok()) << ticket.status();
+  auto got = table.Redeem(*ticket, absl::Now());
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->caller.pid, getpid());
+  EXPECT_EQ(got->caller.uid, getuid());
+  EXPECT_EQ(got->segment_bytes, uint64_t{1} << 16);
+  ASSERT_TRUE(got->segment.valid());
+  // An identity-only ticket.
+  auto identity = HandOff(options.path, -1, absl::Seconds(5));
+  ASSERT_TRUE(identity.ok()) << identity.status();
+  auto who = table.Redeem(*identity, absl::Now());
+  ASSERT_TRUE(who.ok());
+  EXPECT_FALSE(who->segment.valid());
+}
+
+TEST(HandoffServerTest, PipeTerminalAndUnsealedFileAreRefusedAndServingGoesOn) {
+  HandoffTable table(HandoffLimits{});
+  HandoffServerOptions options;
+  options.path = TempSocket();
+  auto server = HandoffServer::Start(options, &table);
+  ASSERT_TRUE(server.ok()) << server.status();
+  int fifo[2];
+  ASSERT_EQ(pipe(fifo), 0);
+  EXPECT_EQ(HandOff(options.path, fifo[0], absl::Seconds(5)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  close(fifo[0]);
+  close(fifo[1]);
+  int master = -1, slave = -1;
+  ASSERT_EQ(openpty(&master, &slave, nullptr, nullptr, nullptr), 0);
+  EXPECT_EQ(HandOff(options.path, slave, absl::Seconds(5)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  close(master);
+  close(slave);
+  UniqueFd file(open("/proc/self/exe", O_RDONLY | O_CLOEXEC));
+  EXPECT_EQ(HandOff(options.path, file.get(), absl::Seconds(5)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(table.waiting(), 0);
+  auto seg = SharedSegment::Create(1 << 16);
+  ASSERT_TRUE(seg.ok());
+  EXPECT_TRUE(HandOff(options.path, seg->fd(), absl::Seconds(5)).ok());
+}
+
+TEST(HandoffServerTest, IdleAndGarbageConnectionsDoNotBlockOthers) {
+  HandoffTable table(HandoffLimits{});
+  HandoffServerOptions options;
+  options.path = TempSocket();
+  options.handshake_timeout = absl::Milliseconds(300);
+  options.max_connections = 8;
+  auto server = HandoffServer::Start(options, &table);
+  ASSERT_TRUE(server.ok()) << server.status();
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, options.path.data(), options.path.size());
+  // A garbage request gets an error.
+  {
+    UniqueFd s(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+    ASSERT_EQ(connect(s.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    ASSERT_EQ(send(s.get(), "hello", 5, 0), 5);
+    char buf[600];
+    ssize_t n = recv(s.get(), buf, sizeof(buf), 0);
+    ASSERT_GT(n, 0);
+    EXPECT_EQ(ParseHandoffReply(std::string(buf, n)).status().code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+  // More idle connections than the server keeps open.
+  std::vector<UniqueFd> idle;
+  for (int i = 0; i < 20; ++i) {
+    UniqueFd s(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+    ASSERT_EQ(connect(s.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    idle.push_back(std::move(s));
+  }
+  // Once the idle ones time out, a real client is served.
+  absl::SleepFor(absl::Milliseconds(400));
+  auto seg = SharedSegment::Create(1 << 16);
+  ASSERT_TRUE(seg.ok());
+  auto ticket = HandOff(options.path, seg->fd(), absl::Seconds(5));
+  EXPECT_TRUE(ticket.ok()) << ticket.status();
+}
+
+}  // namespace
+}  // namespace kolo::daemon
