@@ -88,8 +88,7 @@ absl::StatusOr<ReceivedMessage> ReceiveWithFd(int socket_fd, size_t max_bytes) {
     return absl::InvalidArgumentError("a message may carry at most one descriptor");
   }
   if (static_cast<size_t>(n) > max_bytes || (msg.msg_flags & MSG_TRUNC) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("message longer than ", max_bytes, " bytes"));
+    return absl::InvalidArgumentError(absl::StrCat("message longer than ", max_bytes, " bytes"));
   }
   out.bytes.resize(static_cast<size_t>(n));
   return out;

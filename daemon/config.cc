@@ -83,4 +83,29 @@ absl::Status ApplyEnvironment(DaemonConfig* config) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<PeerPlane> ResolvePeerPlane(const DaemonConfig& config) {
+  const bool ca = !config.peer_tls_ca.empty();
+  const bool cert = !config.peer_tls_cert.empty();
+  const bool key = !config.peer_tls_key.empty();
+  if ((ca || cert || key) && !(ca && cert && key)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--peer_tls_ca, --peer_tls_cert and --peer_tls_key go together; missing:",
+        ca ? "" : " --peer_tls_ca", cert ? "" : " --peer_tls_cert", key ? "" : " --peer_tls_key"));
+  }
+  const bool tls = ca && cert && key;
+  if (tls && config.peer_plaintext) {
+    return absl::InvalidArgumentError(
+        "--peer_plaintext contradicts --peer_tls_ca/--peer_tls_cert/--peer_tls_key: give one");
+  }
+  if (config.peer_address.empty()) return PeerPlane::kOff;
+  if (tls) return PeerPlane::kTls;
+  if (config.peer_plaintext) return PeerPlane::kPlaintext;
+  if (config.peer_address == kDefaultPeerAddress) return PeerPlane::kOff;
+  return absl::FailedPreconditionError(absl::StrCat(
+      "--peer_address=", config.peer_address,
+      " serves multi-node jobs to other hosts, but no TLS is configured: give "
+      "--peer_tls_ca, --peer_tls_cert and --peer_tls_key (tools/make_test_ca.sh makes a test "
+      "CA), or --peer_plaintext to run the Peer plane unencrypted on a trusted network"));
+}
+
 }  // namespace kolo::daemon

@@ -47,7 +47,34 @@ struct DaemonConfig {
   int max_pending_per_rank = 4096;
   absl::Duration attach_timeout = absl::Seconds(10);  // handoff and AttachRequest
   bool allow_weak_job_tokens = false;                 // tokens under 128 bits
+
+  // --- Peer plane security (see ResolvePeerPlane and docs/security.md) ---
+  // Mutual TLS between the daemons of multi-node jobs: the three PEM files
+  // go together (--peer_tls_ca, --peer_tls_cert, --peer_tls_key).
+  std::string peer_tls_ca;    // the CA that signs every daemon's certificate
+  std::string peer_tls_cert;  // this daemon's certificate
+  std::string peer_tls_key;   // its private key
+  // --peer_plaintext: the Peer plane without TLS, an explicit opt-out for
+  // trusted networks and tests (logged as a warning at start).
+  bool peer_plaintext = false;
 };
+
+// How the Peer plane runs, decided once from the config.
+enum class PeerPlane {
+  kOff,        // no Peer service: multi-node jobs fail to attach, saying why
+  kTls,        // mutual TLS
+  kPlaintext,  // no TLS (--peer_plaintext)
+};
+
+// The peer address kolod listens on when --peer_address is not given.
+inline constexpr char kDefaultPeerAddress[] = "127.0.0.1:7371";
+
+// The rule: an empty peer address is off; the TLS files go all together or
+// not at all, and not with --peer_plaintext; with them the plane is TLS,
+// with --peer_plaintext plaintext; with neither it is off at the default
+// peer address, and an error (kolod refuses to start) at any other address,
+// which an operator gave to be reached from other hosts.
+absl::StatusOr<PeerPlane> ResolvePeerPlane(const DaemonConfig& config);
 
 // Parses a non-negative number of seconds ("60", "2.5").
 absl::StatusOr<absl::Duration> ParseSeconds(const std::string& text);

@@ -150,5 +150,32 @@ TEST_F(ApplyEnvironmentTest, BadValueMessageIncludesTheValue) {
   EXPECT_NE(std::string(s.message()).find("\"lots\""), std::string::npos) << s;
 }
 
+TEST(ResolvePeerPlaneTest, TheRuleOfTheFlags) {
+  DaemonConfig c;  // the default peer address, no TLS: off
+  EXPECT_EQ(*ResolvePeerPlane(c), PeerPlane::kOff);
+  c.peer_plaintext = true;
+  EXPECT_EQ(*ResolvePeerPlane(c), PeerPlane::kPlaintext);
+  c.peer_plaintext = false;
+  c.peer_address = "10.0.0.7:7371";  // explicit, without TLS: refused, saying how
+  absl::StatusOr<PeerPlane> refused = ResolvePeerPlane(c);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("--peer_plaintext"), std::string::npos);
+  EXPECT_NE(refused.status().message().find("--peer_tls_ca"), std::string::npos);
+  c.peer_tls_cert = "node.pem";  // partial TLS flags: refused, naming what is missing
+  absl::StatusOr<PeerPlane> partial = ResolvePeerPlane(c);
+  ASSERT_FALSE(partial.ok());
+  EXPECT_NE(partial.status().message().find("missing: --peer_tls_ca --peer_tls_key"),
+            std::string::npos)
+      << partial.status();
+  c.peer_tls_ca = "ca.pem";
+  c.peer_tls_key = "node.key";
+  EXPECT_EQ(*ResolvePeerPlane(c), PeerPlane::kTls);
+  c.peer_plaintext = true;  // both: refused
+  EXPECT_FALSE(ResolvePeerPlane(c).ok());
+  c.peer_plaintext = false;
+  c.peer_address = "";  // empty: off whatever else is set
+  EXPECT_EQ(*ResolvePeerPlane(c), PeerPlane::kOff);
+}
+
 }  // namespace
 }  // namespace kolo::daemon

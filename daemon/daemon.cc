@@ -31,6 +31,7 @@
 #include "daemon/job/job_registry.h"
 #include "daemon/negotiation/member_link.h"
 #include "daemon/negotiation/peer_service.h"
+#include "daemon/negotiation/peer_tls.h"
 #include "daemon/session/handoff_server.h"
 #include "daemon/session/handoff_table.h"
 #include "daemon/session/node_service.h"
@@ -174,8 +175,35 @@ int Daemon::MakeJobResources() {
   return workers;
 }
 
+absl::StatusOr<std::shared_ptr<const PeerCredentials>> Daemon::PeerPlaneCredentials() const {
+  absl::StatusOr<PeerPlane> plane = ResolvePeerPlane(config_);
+  if (!plane.ok()) return plane.status();
+  switch (*plane) {
+    case PeerPlane::kOff:
+      spdlog::info(
+          "the Peer plane is off: jobs spanning nodes cannot run here (give --peer_address and "
+          "--peer_tls_ca, --peer_tls_cert, --peer_tls_key, or --peer_plaintext)");
+      return std::shared_ptr<const PeerCredentials>();
+    case PeerPlane::kPlaintext:
+      spdlog::warn(
+          "--peer_plaintext: the Peer plane on {} is NOT encrypted or authenticated; anyone who "
+          "reaches it can read job tokens and plans",
+          config_.peer_address);
+      return std::make_shared<const PeerCredentials>(PeerCredentials::Plaintext());
+    case PeerPlane::kTls: {
+      absl::StatusOr<PeerCredentials> tls = PeerCredentials::Tls(
+          PeerTlsFiles{config_.peer_tls_ca, config_.peer_tls_cert, config_.peer_tls_key});
+      if (!tls.ok()) return tls.status();
+      return std::make_shared<const PeerCredentials>(*std::move(tls));
+    }
+  }
+  return absl::InternalError("unknown Peer plane mode");
+}
+
 absl::Status Daemon::StartPeerService(MultiNodeEnv* multi_node) {
-  if (config_.peer_address.empty()) return absl::OkStatus();
+  absl::StatusOr<std::shared_ptr<const PeerCredentials>> credentials = PeerPlaneCredentials();
+  if (!credentials.ok()) return credentials.status();
+  if (*credentials == nullptr) return absl::OkStatus();
   std::string host, port;
   if (absl::Status s = SplitHostPort(config_.peer_address, &host, &port); !s.ok()) return s;
   CoordinatorOptions coordinator_options;
@@ -187,14 +215,16 @@ absl::Status Daemon::StartPeerService(MultiNodeEnv* multi_node) {
   peer_service_ = std::make_unique<PeerService>(coordinators_.get());
   int selected = 0;
   grpc::ServerBuilder peer;
-  peer.AddListeningPort(config_.peer_address, grpc::InsecureServerCredentials(), &selected);
-  peer.SetMaxReceiveMessageSize(kMaxPeerMessageBytes);
+  peer.AddListeningPort(config_.peer_address, (*credentials)->Server(), &selected);
+  peer.SetMaxReceiveMessageSize(kMaxMemberMessageBytes);
   peer.RegisterService(peer_service_.get());
   peer_server_ = peer.BuildAndStart();
   if (peer_server_ == nullptr || selected == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot serve the peer service on ", config_.peer_address,
-                     " (in use? set --peer_address, or empty to disable multi-node jobs)"));
+    return absl::UnavailableError(absl::StrCat(
+        "cannot serve the peer service on ", config_.peer_address,
+        (*credentials)->tls() ? " (in use? or --peer_tls_cert and --peer_tls_key do not match?"
+                              : " (in use?",
+        " set --peer_address, or empty to disable multi-node jobs)"));
   }
   peer_address_ = absl::StrCat(host, ":", selected);
   char hostname[256] = {};
@@ -203,6 +233,7 @@ absl::Status Daemon::StartPeerService(MultiNodeEnv* multi_node) {
       config_.node_name.empty() ? absl::StrCat(hostname, ":", selected) : config_.node_name;
   multi_node->coordinators = coordinators_.get();
   multi_node->peer_timeout = config_.peer_timeout;
+  multi_node->peer_credentials = *std::move(credentials);
   return absl::OkStatus();
 }
 
@@ -271,6 +302,9 @@ NodeFacts Daemon::Facts(int workers, const std::string& token_file,
       {"stall_warning_s", absl::StrCat(absl::ToDoubleSeconds(config.stall_warning))},
       {"stall_timeout_s", absl::StrCat(absl::ToDoubleSeconds(config.stall_timeout))},
       {"peer_address", peer_address_},
+      {"peer_tls", config.peer_address.empty() || peer_address_.empty()
+                       ? "off"
+                       : (config.peer_plaintext ? "plaintext" : "mutual TLS")},
       {"node_name", node_name},
       {"peer_timeout_s", absl::StrCat(absl::ToDoubleSeconds(config.peer_timeout))},
       {"log_level", config.log_level},

@@ -23,6 +23,7 @@ namespace kolo::daemon {
 class AdminService;
 class CoordinatorRegistry;
 class PeerService;
+class PeerCredentials;
 class CpuBackend;
 class DeviceBackendFactory;
 class HandoffServer;
@@ -69,6 +70,8 @@ class Daemon {
   // Serves the Peer service when a peer address is set, and fills in what
   // multi-node jobs need of this daemon.
   absl::Status StartPeerService(MultiNodeEnv* multi_node);
+  // How the Peer plane runs (ResolvePeerPlane), logged; null when it is off.
+  absl::StatusOr<std::shared_ptr<const PeerCredentials>> PeerPlaneCredentials() const;
   absl::Status MakeServices(const MultiNodeEnv& multi_node, const StallPolicy& stall_policy);
   NodeFacts Facts(int workers, const std::string& token_file, const std::string& node_name) const;
   absl::Status StartServers();

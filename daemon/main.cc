@@ -60,6 +60,18 @@ ABSL_FLAG(std::string, nccl_init_timeout_s, "",
 ABSL_FLAG(std::string, nccl_timeout_s, "",
           "device tensors: seconds one collective may take before the job's "
           "NCCL communicator is aborted (env KOLO_NCCL_TIMEOUT_S; default 300)");
+// Peer plane security (see DaemonConfig and ResolvePeerPlane).
+ABSL_FLAG(std::string, peer_tls_ca, "",
+          "PEM file: the CA that signs every daemon's peer certificate; with "
+          "--peer_tls_cert and --peer_tls_key, the Peer plane runs mutual TLS");
+ABSL_FLAG(std::string, peer_tls_cert, "",
+          "PEM file: this daemon's peer certificate (it must name the host "
+          "part of --peer_address)");
+ABSL_FLAG(std::string, peer_tls_key, "", "PEM file: the private key of --peer_tls_cert");
+ABSL_FLAG(bool, peer_plaintext, false,
+          "run the Peer plane without TLS (trusted networks and tests only); "
+          "without TLS files or this flag, a non-default --peer_address is "
+          "refused and the default one leaves multi-node jobs off");
 ABSL_FLAG(int, response_cache, 1024,
           "names a coordinator remembers as cache bits (multi-node jobs)");
 ABSL_FLAG(int, max_job_ranks, 65536, "largest job (ranks in all) a client may attach to");
@@ -119,6 +131,14 @@ int main(int argc, char** argv) {
   config.admin_token_file = absl::GetFlag(FLAGS_admin_token_file);
   config.peer_address = absl::GetFlag(FLAGS_peer_address);
   config.node_name = absl::GetFlag(FLAGS_node_name);
+  // Peer plane security.
+  config.peer_tls_ca = absl::GetFlag(FLAGS_peer_tls_ca);
+  config.peer_tls_cert = absl::GetFlag(FLAGS_peer_tls_cert);
+  config.peer_tls_key = absl::GetFlag(FLAGS_peer_tls_key);
+  config.peer_plaintext = absl::GetFlag(FLAGS_peer_plaintext);
+  if (auto plane = kolo::daemon::ResolvePeerPlane(config); !plane.ok()) {
+    return Fail(std::string(plane.status().message()));
+  }
   if (absl::GetFlag(FLAGS_response_cache) < 0) return Fail("--response_cache must be >= 0");
   config.response_cache_capacity = static_cast<uint32_t>(absl::GetFlag(FLAGS_response_cache));
   for (auto [flag, field, name] :

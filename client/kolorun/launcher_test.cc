@@ -330,8 +330,8 @@ TEST_F(LauncherTest, StartsPrivateDaemonWhenForced) {
   // SIGTERM; its directory is gone.
   EXPECT_EQ(ReadFile(record),
             absl::StrCat("--socket ", socket,
-                         " --status_address=127.0.0.1:0 --peer_address=127.0.0.1:0 --record=",
-                         record, " --extra\nSIGTERM\n"));
+                         " --status_address=127.0.0.1:0 --peer_address= --record=", record,
+                         " --extra\nSIGTERM\n"));
   EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(socket).parent_path()));
   // Its output, including a last line without newline, is on stderr.
   const std::string err = err_.Contents();

@@ -30,6 +30,7 @@ std::unique_ptr<Negotiator> MakeNegotiator(const std::string& id, const std::str
     options.node_name = layout.env.node_name;
     options.coordinators = layout.env.coordinators;
     options.coordinator_address = layout.coordinator;
+    options.peer_credentials = layout.env.peer_credentials;
     options.peer_timeout = layout.env.peer_timeout;
     options.transports = layout.env.transports;
     options.make_host_backend = [](Transport* transport, std::vector<int> node_of) {

@@ -62,6 +62,7 @@ struct StallView {
 };
 
 class CoordinatorRegistry;
+class PeerCredentials;
 
 // What a job that spans nodes needs from its daemon.
 struct MultiNodeEnv {
@@ -70,6 +71,8 @@ struct MultiNodeEnv {
   absl::Duration peer_timeout = absl::Seconds(10);
   // Makes each multi-node job's transport (UCX in kolod).
   TransportFactory* transports = nullptr;
+  // How the Peer plane is secured; null when it is off.
+  std::shared_ptr<const PeerCredentials> peer_credentials;
 };
 
 // How the job is laid out: `local_size` of its ranks attach here (0: every

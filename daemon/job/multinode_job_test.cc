@@ -23,6 +23,7 @@
 #include "daemon/backend/fake_device_backend.h"
 #include "daemon/job/job.h"
 #include "daemon/negotiation/peer_service.h"
+#include "daemon/negotiation/peer_tls.h"
 #include "daemon/session/loopback_session.h"
 #include "daemon/transport/in_process_transport.h"
 #include "gmock/gmock.h"
@@ -30,6 +31,8 @@
 
 namespace kolo::daemon {
 namespace {
+
+const auto kPlaintext = std::make_shared<const PeerCredentials>(PeerCredentials::Plaintext());
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -69,12 +72,14 @@ class MultiNodeJobTest : public ::testing::Test {
     a.env.coordinators = registry_.get();
     a.env.peer_timeout = absl::Seconds(10);
     a.env.transports = &transports_;
+    a.env.peer_credentials = kPlaintext;
     JobLayout b;
     b.local_size = 1;
     b.coordinator = absl::StrCat("127.0.0.1:", port);
     b.env.node_name = "nodeB";
     b.env.peer_timeout = absl::Seconds(10);
     b.env.transports = &transports_;
+    b.env.peer_credentials = kPlaintext;
     jobs_.push_back(std::make_unique<Job>("job-mn", "token", 2, &host_, kFusionThreshold,
                                           JobObservers{}, a, &factories_[0]));
     jobs_.push_back(std::make_unique<Job>("job-mn", b_token, 2, &host_, kFusionThreshold,

@@ -17,12 +17,15 @@
 #include "daemon/backend/fake_backend.h"
 #include "daemon/job/job.h"
 #include "daemon/negotiation/peer_service.h"
+#include "daemon/negotiation/peer_tls.h"
 #include "daemon/session/loopback_session.h"
 #include "daemon/transport/in_process_transport.h"
 #include "gtest/gtest.h"
 
 namespace kolo::daemon {
 namespace {
+
+const auto kPlaintext = std::make_shared<const PeerCredentials>(PeerCredentials::Plaintext());
 
 constexpr int kNodes = 3;
 constexpr int kRanksPerNode = 2;
@@ -58,6 +61,7 @@ class ThreeNodeJobTest : public ::testing::Test {
       layout.env.node_name = absl::StrCat("node", n);
       layout.env.peer_timeout = absl::Seconds(10);
       layout.env.transports = &transports_;
+      layout.env.peer_credentials = kPlaintext;
       if (n == 0) {
         layout.env.coordinators = registry_.get();
       } else {

@@ -33,6 +33,8 @@ Coordinator::Coordinator(std::string job_id, std::string token, int size,
   rank_owner_.assign(size, -1);
 }
 
+bool Coordinator::HasToken(const std::string& token) const { return SecretsEqual(token, token_); }
+
 void Coordinator::Deliver(absl::ReleasableMutexLock& state, Outbox* out) {
   // Taken before the state lock is let go: the next state change waits for
   // this delivery, so every sink sees messages in the order of the changes

@@ -60,6 +60,8 @@ class Coordinator {
   Coordinator(std::string job_id, std::string token, int size, CoordinatorOptions options);
 
   const std::string& job_id() const { return job_id_; }
+  // Whether `token` is the job's (compared in constant time).
+  bool HasToken(const std::string& token) const;
 
   // A member said Hello. Returns its member id (stable for its lifetime) or
   // the reason it is refused (wrong token or size, ranks taken). Once the

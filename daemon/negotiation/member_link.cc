@@ -126,19 +126,23 @@ class LocalPeerChannel : public PeerChannel {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<PeerChannel>> ConnectPeer(const std::string& address,
-                                                         absl::Duration timeout) {
+absl::StatusOr<std::unique_ptr<PeerChannel>> ConnectPeer(
+    const std::string& address, absl::Duration timeout,
+    std::shared_ptr<grpc::ChannelCredentials> credentials) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   // Plans of large jobs outgrow gRPC's 4 MiB default (an alltoall's split
   // matrix has size^2 entries).
   args.SetMaxReceiveMessageSize(kMaxPeerMessageBytes);
-  auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  auto channel = grpc::CreateCustomChannel(address, std::move(credentials), args);
   if (!channel->WaitForConnected(std::chrono::system_clock::now() +
                                  absl::ToChronoNanoseconds(timeout))) {
-    return absl::UnavailableError(
-        absl::StrCat("no kolod answering on the coordinator's peer address ", address));
+    return absl::UnavailableError(absl::StrCat(
+        "no kolod answering on the coordinator's peer address ", address,
+        " (or the TLS handshake failed: both daemons need certificates from the same "
+        "--peer_tls_ca, the coordinator's naming that address; or one runs --peer_plaintext "
+        "and the other TLS)"));
   }
   return std::unique_ptr<PeerChannel>(new GrpcPeerChannel(std::move(channel)));
 }

@@ -29,6 +29,10 @@
 #include "daemon/negotiation/coordinator.h"
 #include "proto/kolo/v1/peer.pb.h"
 
+namespace grpc {
+class ChannelCredentials;
+}
+
 namespace kolo::daemon {
 
 // One planned response, with its tensors resolved to names.
@@ -72,12 +76,15 @@ class PeerChannel {
   virtual void Close() = 0;
 };
 
-// The largest Peer message either side accepts.
+// The largest message a member accepts from its coordinator (a plan: an
+// alltoall's split matrix has size^2 entries).
 inline constexpr int kMaxPeerMessageBytes = 256 << 20;
 
-// A gRPC stream to a remote coordinator at `address` (host:port).
-absl::StatusOr<std::unique_ptr<PeerChannel>> ConnectPeer(const std::string& address,
-                                                         absl::Duration timeout);
+// A gRPC stream to a remote coordinator at `address` (host:port), over
+// `credentials` (mutual TLS or plaintext, see peer_tls.h).
+absl::StatusOr<std::unique_ptr<PeerChannel>> ConnectPeer(
+    const std::string& address, absl::Duration timeout,
+    std::shared_ptr<grpc::ChannelCredentials> credentials);
 // A direct link to a coordinator in this process.
 std::unique_ptr<PeerChannel> LocalPeer(std::shared_ptr<Coordinator> coordinator);
 

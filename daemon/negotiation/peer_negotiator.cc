@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "daemon/negotiation/plan_check.h"
 #include "daemon/plan/tensor_meta.h"
 #include "spdlog/spdlog.h"
 
@@ -57,11 +58,13 @@ absl::Status PeerNegotiator::Start(std::vector<int> local_ranks) {
     return absl::FailedPreconditionError("this kolod has no transport between nodes");
   }
   const bool local_coordinator = !local_ranks_.empty() && local_ranks_.front() == 0;
-  if (local_coordinator && options_.coordinators == nullptr) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("job ", options_.job_id,
-                     ": this node hosts rank 0 of a multi-node job but has no peer "
-                     "address (start kolod with --peer_address)"));
+  if (options_.peer_credentials == nullptr ||
+      (local_coordinator && options_.coordinators == nullptr)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", options_.job_id,
+        " spans nodes, but this kolod's Peer plane is off: start kolod with --peer_address "
+        "set to this host's cluster address and --peer_tls_ca, --peer_tls_cert and "
+        "--peer_tls_key (or --peer_plaintext on a trusted network)"));
   }
   absl::StatusOr<std::unique_ptr<JobTransport>> transport = options_.transports->Create();
   if (!transport.ok()) return transport.status();
@@ -74,7 +77,8 @@ absl::Status PeerNegotiator::Start(std::vector<int> local_ranks) {
         options_.coordinators->GetOrCreate(options_.job_id, options_.job_token, options_.size));
     coordinator_name = absl::StrCat(options_.node_name, " (this node)");
   } else {
-    auto c = ConnectPeer(options_.coordinator_address, options_.connect_timeout);
+    auto c = ConnectPeer(options_.coordinator_address, options_.connect_timeout,
+                         options_.peer_credentials->Channel());
     if (!c.ok()) return c.status();
     channel = std::move(*c);
     coordinator_name = options_.coordinator_address;
@@ -199,6 +203,14 @@ void PeerNegotiator::OnWelcome(const kolo::v1::Welcome& welcome) {
       spdlog::warn("job {}: a second welcome from the coordinator, ignored", options_.job_id);
       return;
     }
+  }
+  // Endpoints are made only from what the authenticated coordinator sent,
+  // and only once it is consistent with this node.
+  if (absl::Status s = CheckWelcome(welcome, options_.size, local_ranks_, transport_->address());
+      !s.ok()) {
+    OnLinkAbort(absl::StrCat("node ", options_.node_name,
+                             ": the coordinator's Welcome is unusable: ", s.message()));
+    return;
   }
   std::vector<std::string> addresses;
   std::vector<int> node_of(options_.size, -1);
@@ -350,6 +362,12 @@ void PeerNegotiator::Execute(PlannedEntry entry) {
   absl::Status aborted;
   std::vector<ReadySet> sets = TakeParked(entry, &aborted);
   if (Settled(entry, aborted, sets, sequence)) return;
+  if (absl::Status s =
+          CheckPlannedEntry(entry, sets, options_.size, set_ranks.get(), transport_->nodes());
+      !s.ok()) {
+    RefusePlan(std::move(sets), s);
+    return;
+  }
   if (IsControl(sets.front().requests.front().kind)) {
     PlannedStep step = ControlStep(entry, std::move(sets));
     step.context.sequence = sequence;
@@ -373,16 +391,24 @@ bool PeerNegotiator::HostsSetOf(const PlannedEntry& entry,
 
 void PeerNegotiator::RunJoined(const PlannedEntry& entry, uint64_t sequence,
                                std::shared_ptr<const std::vector<int>> set_ranks) {
-  if (entry.metas.empty()) {
-    runner_->AbortJob(
-        absl::InternalError(absl::StrCat("job ", options_.job_id, " on node ", options_.node_name,
-                                         ": a planned response without metadata")));
+  if (absl::Status s = CheckJoinedEntry(entry, transport_->nodes()); !s.ok()) {
+    RefusePlan({}, s);
     return;
   }
   PlannedStep step = JoinedStep(entry);
   step.context.sequence = sequence;
   step.context.set_ranks = std::move(set_ranks);
   runner_->Run(std::move(step));
+}
+
+void PeerNegotiator::RefusePlan(std::vector<ReadySet> sets, const absl::Status& why) {
+  const absl::Status refused = absl::InvalidArgumentError(
+      absl::StrCat("job ", options_.job_id, " on node ", options_.node_name,
+                   ": the coordinator's plan is unusable here: ", why.message()));
+  spdlog::error("{}", std::string(refused.message()));
+  if (!sets.empty()) runner_->Fail(std::move(sets), refused);
+  // The other nodes would move bytes this one does not: end the job.
+  runner_->AbortJob(refused);
 }
 
 std::vector<ReadySet> PeerNegotiator::TakeParked(PlannedEntry& entry, absl::Status* aborted) {

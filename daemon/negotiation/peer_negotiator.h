@@ -37,6 +37,7 @@
 #include "daemon/negotiation/member_link.h"
 #include "daemon/negotiation/negotiator.h"
 #include "daemon/negotiation/peer_service.h"
+#include "daemon/negotiation/peer_tls.h"
 #include "daemon/transport/transport.h"
 
 namespace kolo::daemon {
@@ -50,6 +51,9 @@ struct PeerNegotiatorOptions {
   // `coordinators` is set) or remote at `coordinator_address`.
   CoordinatorRegistry* coordinators = nullptr;
   std::string coordinator_address;
+  // How this daemon's Peer plane is secured; null when it is off (a job
+  // spanning nodes then fails to start, saying how to turn it on).
+  std::shared_ptr<const PeerCredentials> peer_credentials;
   absl::Duration peer_timeout = absl::Seconds(10);
   absl::Duration connect_timeout = absl::Seconds(10);
   // Makes the job's transport (UCX in kolod); must outlive the negotiator.
@@ -96,6 +100,9 @@ class PeerNegotiator final : public Negotiator, public LinkListener {
   // This node's parked sets of `entry`'s names (a missing one turns
   // entry.error into INTERNAL); `aborted` is why the job ended, if it did.
   std::vector<ReadySet> TakeParked(PlannedEntry& entry, absl::Status* aborted);
+  // A planned response failed CheckPlannedEntry: fails `sets` and ends the
+  // job with `why`.
+  void RefusePlan(std::vector<ReadySet> sets, const absl::Status& why);
   // Completes `sets` if the response cannot run here; returns whether it did.
   bool Settled(const PlannedEntry& entry, const absl::Status& aborted, std::vector<ReadySet>& sets,
                uint64_t sequence);

@@ -1,6 +1,8 @@
 #include "daemon/negotiation/peer_service.h"
 
 #include <algorithm>
+#include <deque>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -12,33 +14,207 @@
 namespace kolo::daemon {
 namespace {
 
-// Writes the coordinator's messages to one member's stream, until the
-// handler that owns the stream returns.
-class StreamSink : public MemberSink {
+using PeerStream = grpc::ServerReaderWriter<kolo::v1::CoordinatorMessage, kolo::v1::MemberMessage>;
+
+// The coordinator's messages to one member's stream: a bounded queue that
+// the sink's own thread writes out, so a member that stops reading stalls
+// only its own writer. When the queue is full the member is cut off (its
+// stream cancelled); the handler then reports it lost, which aborts its job.
+class QueuedStreamSink : public MemberSink {
  public:
-  explicit StreamSink(
-      grpc::ServerReaderWriter<kolo::v1::CoordinatorMessage, kolo::v1::MemberMessage>* stream)
-      : stream_(stream) {}
+  // `context` and `stream` must stay valid until Close.
+  QueuedStreamSink(grpc::ServerContext* context, PeerStream* stream, size_t max_queued)
+      : context_(context), stream_(stream), max_queued_(max_queued) {
+    writer_ = std::thread([this] { WriteLoop(); });
+  }
+  ~QueuedStreamSink() override { Close(); }
+
   void Send(const kolo::v1::CoordinatorMessage& message) override {
     absl::MutexLock l(&mu_);
-    if (stream_ != nullptr) stream_->Write(message);
+    if (closed_ || broken_ || overflowed_ > 0) return;
+    if (queue_.size() >= max_queued_) {
+      overflowed_ = queue_.size();
+      context_->TryCancel();  // ends the handler's Read; it reports the member lost
+      return;
+    }
+    queue_.push_back(message);
   }
+  // Stops the writer (cancelling a write the member does not take) and drops
+  // what is queued; the stream is not touched afterwards. Idempotent.
   void Close() {
+    {
+      absl::MutexLock l(&mu_);
+      if (!closed_) {
+        closed_ = true;
+        if (writing_) context_->TryCancel();
+      }
+    }
+    if (writer_.joinable()) writer_.join();
+  }
+  // Messages queued when the member was cut off for not reading; 0 if not.
+  size_t overflowed() const {
     absl::MutexLock l(&mu_);
-    stream_ = nullptr;
+    return overflowed_;
   }
 
  private:
-  absl::Mutex mu_;
-  grpc::ServerReaderWriter<kolo::v1::CoordinatorMessage, kolo::v1::MemberMessage>* stream_
-      ABSL_GUARDED_BY(mu_);
+  void WriteLoop() {
+    for (;;) {
+      kolo::v1::CoordinatorMessage message;
+      {
+        absl::MutexLock l(&mu_);
+        auto wake = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return closed_ || !queue_.empty(); };
+        mu_.Await(absl::Condition(&wake));
+        if (closed_) return;
+        message = std::move(queue_.front());
+        queue_.pop_front();
+        writing_ = true;
+      }
+      const bool ok = stream_->Write(message);
+      absl::MutexLock l(&mu_);
+      writing_ = false;
+      if (!ok) {
+        broken_ = true;  // the handler's Read ends too and reports the member lost
+        return;
+      }
+    }
+  }
+
+  grpc::ServerContext* const context_;
+  PeerStream* const stream_;
+  const size_t max_queued_;
+  mutable absl::Mutex mu_;
+  std::deque<kolo::v1::CoordinatorMessage> queue_ ABSL_GUARDED_BY(mu_);
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  size_t overflowed_ ABSL_GUARDED_BY(mu_) = 0;
+  std::thread writer_;  // last: started by the constructor
 };
 
-// How long a node that joins a job waits for the job's rank 0 to attach on
-// this daemon.
-constexpr absl::Duration kJobStartWait = absl::Minutes(5);
+// "ipv4:10.0.0.7:51234" -> "ipv4:10.0.0.7": streams are counted per host.
+std::string PeerHost(const std::string& peer) {
+  const size_t colon = peer.rfind(':');
+  const size_t kind = peer.find(':');
+  if (colon == std::string::npos || colon == kind) return peer;
+  return peer.substr(0, colon);
+}
+
+// A peer's Hello in messages: its node name, cut short (it is untrusted).
+std::string NodeOf(const kolo::v1::Hello& hello) {
+  constexpr size_t kMaxShown = 128;
+  return hello.node().size() <= kMaxShown ? hello.node()
+                                          : hello.node().substr(0, kMaxShown) + "...";
+}
 
 }  // namespace
+
+// Cancels the streams whose first message has not arrived by their
+// deadline, from one thread for all of them.
+class PeerService::AuthWatch {
+ public:
+  AuthWatch() {
+    thread_ = std::thread([this] { Loop(); });
+  }
+  ~AuthWatch() {
+    {
+      absl::MutexLock l(&mu_);
+      stop_ = true;
+    }
+    thread_.join();
+  }
+  // Cancels `context` at `deadline` unless disarmed first; `context` must
+  // stay valid until Disarm.
+  uint64_t Arm(grpc::ServerContext* context, absl::Time deadline) {
+    absl::MutexLock l(&mu_);
+    const uint64_t id = next_id_++;
+    watched_[id] = Watched{context, deadline, false};
+    ++changes_;
+    return id;
+  }
+  // Stops watching `id`; returns whether its deadline had passed (then its
+  // stream was cancelled).
+  bool Disarm(uint64_t id) {
+    absl::MutexLock l(&mu_);
+    auto it = watched_.find(id);
+    const bool fired = it != watched_.end() && it->second.fired;
+    if (it != watched_.end()) watched_.erase(it);
+    return fired;
+  }
+
+ private:
+  struct Watched {
+    grpc::ServerContext* context;
+    absl::Time deadline;
+    bool fired;
+  };
+  void Loop() {
+    absl::MutexLock l(&mu_);
+    while (!stop_) {
+      absl::Time next = absl::InfiniteFuture();
+      const absl::Time now = absl::Now();
+      for (auto& [id, w] : watched_) {
+        if (w.fired) continue;
+        if (w.deadline <= now) {
+          w.fired = true;
+          w.context->TryCancel();
+        } else {
+          next = std::min(next, w.deadline);
+        }
+      }
+      const uint64_t seen = changes_;
+      auto wake = [this, seen]()
+                      ABSL_NO_THREAD_SAFETY_ANALYSIS { return stop_ || changes_ != seen; };
+      mu_.AwaitWithDeadline(absl::Condition(&wake), next);
+    }
+  }
+
+  absl::Mutex mu_;
+  std::map<uint64_t, Watched> watched_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t changes_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+// One stream's place in the per-peer and total counts, while it is held.
+class PeerService::StreamSlot {
+ public:
+  StreamSlot(PeerService* service, std::string peer) : service_(service), peer_(std::move(peer)) {
+    absl::MutexLock l(&service_->mu_);
+    int& mine = service_->streams_by_peer_[peer_];
+    if (mine >= service_->limits_.max_streams_per_peer) {
+      refused_ = absl::StrCat("peer ", peer_, " already holds ", mine,
+                              " Peer streams (the limit per peer)");
+    } else if (service_->streams_ >= service_->limits_.max_streams) {
+      refused_ = absl::StrCat("this kolod already serves ", service_->streams_,
+                              " Peer streams (the limit)");
+    }
+    if (!refused_.empty()) {
+      if (mine == 0) service_->streams_by_peer_.erase(peer_);
+      return;
+    }
+    ++mine;
+    ++service_->streams_;
+  }
+  ~StreamSlot() {
+    if (!refused_.empty()) return;
+    absl::MutexLock l(&service_->mu_);
+    --service_->streams_;
+    auto it = service_->streams_by_peer_.find(peer_);
+    if (--it->second == 0) service_->streams_by_peer_.erase(it);
+  }
+  StreamSlot(const StreamSlot&) = delete;
+  StreamSlot& operator=(const StreamSlot&) = delete;
+
+  // Empty when the slot was taken, else why not.
+  const std::string& refused() const { return refused_; }
+
+ private:
+  PeerService* const service_;
+  const std::string peer_;
+  std::string refused_;
+};
 
 CoordinatorRegistry::CoordinatorRegistry(CoordinatorOptions options, absl::Duration heartbeat,
                                          absl::Duration peer_timeout)
@@ -54,24 +230,39 @@ CoordinatorRegistry::~CoordinatorRegistry() {
   thread_.join();
 }
 
+std::shared_ptr<Coordinator> CoordinatorRegistry::FindLocked(const std::string& job_id,
+                                                             const std::string& token) const {
+  auto it = coordinators_.find(job_id);
+  if (it == coordinators_.end()) return nullptr;
+  for (const std::shared_ptr<Coordinator>& c : it->second) {
+    if (!c->aborted() && c->HasToken(token)) return c;
+  }
+  return nullptr;
+}
+
 std::shared_ptr<Coordinator> CoordinatorRegistry::GetOrCreate(const std::string& job_id,
                                                               const std::string& token, int size) {
   absl::MutexLock l(&mu_);
-  auto it = coordinators_.find(job_id);
-  if (it != coordinators_.end() && !it->second->aborted()) return it->second;
+  if (std::shared_ptr<Coordinator> c = FindLocked(job_id, token)) return c;
   auto c = std::make_shared<Coordinator>(job_id, token, size, options_);
-  coordinators_[job_id] = c;
+  coordinators_[job_id].push_back(c);
   return c;
 }
 
 absl::StatusOr<std::shared_ptr<Coordinator>> CoordinatorRegistry::WaitFor(
-    const std::string& job_id, absl::Duration timeout, const std::function<bool()>& keepalive) {
+    const std::string& job_id, const std::string& token, absl::Duration timeout,
+    const std::function<bool()>& keepalive) {
   const absl::Time deadline = absl::Now() + timeout;
   absl::MutexLock l(&mu_);
-  auto live = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  // Some job of this id runs here: with this token it is joined, with
+  // another the stream is refused at once and nothing of that job touched.
+  auto started = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     auto it = coordinators_.find(job_id);
-    return stop_ || (it != coordinators_.end() && !it->second->aborted());
+    if (it == coordinators_.end()) return false;
+    return std::any_of(it->second.begin(), it->second.end(),
+                       [](const std::shared_ptr<Coordinator>& c) { return !c->aborted(); });
   };
+  auto live = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stop_ || started(); };
   ++waiters_;
   struct Leave {
     int* waiters;
@@ -96,7 +287,12 @@ absl::StatusOr<std::shared_ptr<Coordinator>> CoordinatorRegistry::WaitFor(
     }
   }
   if (stop_) return absl::UnavailableError("kolod is shutting down");
-  return coordinators_.at(job_id);
+  std::shared_ptr<Coordinator> c = FindLocked(job_id, token);
+  if (c == nullptr) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("job ", job_id, ": wrong job token (the job runs here under another)"));
+  }
+  return c;
 }
 
 bool CoordinatorRegistry::AwaitWaiters(int n, absl::Duration timeout) const {
@@ -107,7 +303,9 @@ bool CoordinatorRegistry::AwaitWaiters(int n, absl::Duration timeout) const {
 
 int CoordinatorRegistry::size() const {
   absl::MutexLock l(&mu_);
-  return static_cast<int>(coordinators_.size());
+  size_t n = 0;
+  for (const auto& [id, all] : coordinators_) n += all.size();
+  return static_cast<int>(n);
 }
 
 void CoordinatorRegistry::Loop() {
@@ -115,61 +313,110 @@ void CoordinatorRegistry::Loop() {
   while (!stop_) {
     mu_.AwaitWithTimeout(absl::Condition(&stop_), heartbeat_);
     if (stop_) return;
-    std::vector<std::pair<std::string, std::shared_ptr<Coordinator>>> all(coordinators_.begin(),
-                                                                          coordinators_.end());
+    std::vector<std::shared_ptr<Coordinator>> all;
+    for (const auto& [id, of_id] : coordinators_) all.insert(all.end(), of_id.begin(), of_id.end());
     mu_.Unlock();
-    std::vector<std::string> finished;
+    // Sinks never block (a member that stops reading is cut off by its own
+    // queue), so one job's slow member delays no other job's heartbeats.
+    std::vector<std::shared_ptr<Coordinator>> finished;
     absl::Time now = absl::Now();
-    for (auto& [id, c] : all) {
+    for (auto& c : all) {
       bool alive = c->Tick(now, peer_timeout_);
-      if (!alive && c->members() == 0) finished.push_back(id);
+      if (!alive && c->members() == 0) finished.push_back(c);
     }
     mu_.Lock();
-    for (const auto& id : finished) {
-      auto it = coordinators_.find(id);
-      if (it != coordinators_.end() && it->second->aborted() && it->second->members() == 0) {
-        coordinators_.erase(it);
-      }
+    for (const auto& c : finished) {
+      auto it = coordinators_.find(c->job_id());
+      if (it == coordinators_.end() || !c->aborted() || c->members() != 0) continue;
+      std::vector<std::shared_ptr<Coordinator>>& of_id = it->second;
+      of_id.erase(std::remove(of_id.begin(), of_id.end(), c), of_id.end());
+      if (of_id.empty()) coordinators_.erase(it);
     }
   }
 }
 
-grpc::Status PeerService::Negotiate(
-    grpc::ServerContext* context,
-    grpc::ServerReaderWriter<kolo::v1::CoordinatorMessage, kolo::v1::MemberMessage>* stream) {
+PeerService::PeerService(CoordinatorRegistry* registry, PeerServiceLimits limits)
+    : registry_(registry), limits_(limits), auth_watch_(std::make_unique<AuthWatch>()) {}
+
+PeerService::~PeerService() = default;
+
+int PeerService::streams() const {
+  absl::MutexLock l(&mu_);
+  return streams_;
+}
+
+grpc::Status PeerService::ReadHello(grpc::ServerContext* context, PeerStream* stream,
+                                    kolo::v1::Hello* hello) {
+  const uint64_t watch = auth_watch_->Arm(context, absl::Now() + limits_.auth_deadline);
   kolo::v1::MemberMessage first;
-  if (!stream->Read(&first) || !first.has_hello()) {
+  const bool read = stream->Read(&first);
+  if (auth_watch_->Disarm(watch)) {
+    return grpc::Status(
+        grpc::StatusCode::UNAUTHENTICATED,
+        absl::StrCat("no Hello within ", absl::FormatDuration(limits_.auth_deadline),
+                     " of opening the stream"));
+  }
+  if (!read) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "Negotiate must start with Hello");
   }
-  const kolo::v1::Hello& hello = first.hello();
-  if (hello.job_id().empty() || hello.size() < 1) {
+  if (first.ByteSizeLong() > limits_.max_hello_bytes) {
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        absl::StrCat("a first message of ", first.ByteSizeLong(),
+                                     " bytes; a Hello takes at most ", limits_.max_hello_bytes));
+  }
+  if (!first.has_hello()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "Negotiate must start with Hello");
+  }
+  *hello = std::move(*first.mutable_hello());
+  if (hello->job_id().empty() || hello->size() < 1) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "Hello without job or size");
   }
-  // The job's coordinator is made by this daemon's own part of the job (it
-  // hosts rank 0), with the token its ranks attached with; a node that comes
-  // first waits for it, kept alive by heartbeats.
-  absl::StatusOr<std::shared_ptr<Coordinator>> found =
-      registry_->WaitFor(hello.job_id(), kJobStartWait, [context, stream] {
+  return grpc::Status::OK;
+}
+
+// One member's stream:
+//   1. take a slot (per peer and in total), else RESOURCE_EXHAUSTED;
+//   2. read the Hello within the auth deadline, bounded in size;
+//   3. find the job's coordinator by job id and token (waiting, kept alive
+//      by heartbeats, for a job whose rank 0 has not attached yet), else
+//      PERMISSION_DENIED or UNAVAILABLE: nothing is held for a wrong token;
+//   4. join it, with a bounded queue for what the coordinator sends;
+//   5. relay the member's messages until its stream ends, then report it
+//      lost (naming a member cut off for not reading).
+grpc::Status PeerService::Negotiate(grpc::ServerContext* context, PeerStream* stream) {
+  const std::string peer = PeerHost(context->peer());
+  StreamSlot slot(this, peer);
+  if (!slot.refused().empty()) {
+    spdlog::warn("Peer stream from {} refused: {}", peer, slot.refused());
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, slot.refused());
+  }
+  kolo::v1::Hello hello;
+  if (grpc::Status s = ReadHello(context, stream, &hello); !s.ok()) {
+    spdlog::warn("Peer stream from {} refused: {}", peer, s.error_message());
+    return s;
+  }
+  absl::StatusOr<std::shared_ptr<Coordinator>> found = registry_->WaitFor(
+      hello.job_id(), hello.job_token(), limits_.job_start_wait, [context, stream] {
         if (context->IsCancelled()) return false;
         kolo::v1::CoordinatorMessage beat;
         beat.mutable_heartbeat();
         return stream->Write(beat);
       });
   if (!found.ok()) {
-    spdlog::warn("job {}: node {} was not joined: {}", hello.job_id(), hello.node(),
+    spdlog::warn("job {}: node {} ({}) was not joined: {}", hello.job_id(), NodeOf(hello), peer,
                  found.status().ToString());
     return ToGrpcStatus(found.status());
   }
   std::shared_ptr<Coordinator> coordinator = *std::move(found);
-  auto sink = std::make_shared<StreamSink>(stream);
+  auto sink = std::make_shared<QueuedStreamSink>(context, stream, limits_.max_queued_messages);
   auto id = coordinator->AddMember(hello, sink);
   if (!id.ok()) {
     sink->Close();
-    spdlog::warn("job {}: node {} refused: {}", hello.job_id(), hello.node(),
+    spdlog::warn("job {}: node {} refused: {}", hello.job_id(), NodeOf(hello),
                  id.status().ToString());
     return ToGrpcStatus(id.status());
   }
-  spdlog::info("job {}: node {} joined with {} ranks", hello.job_id(), hello.node(),
+  spdlog::info("job {}: node {} joined with {} ranks", hello.job_id(), NodeOf(hello),
                hello.ranks_size());
   kolo::v1::MemberMessage msg;
   while (stream->Read(&msg)) {
@@ -188,6 +435,13 @@ grpc::Status PeerService::Negotiate(
     }
   }
   sink->Close();
+  if (const size_t queued = sink->overflowed(); queued > 0) {
+    const absl::Status why = absl::ResourceExhaustedError(
+        absl::StrCat("member ", NodeOf(hello), " stopped reading; ", queued, " messages queued"));
+    spdlog::warn("job {}: {}", hello.job_id(), std::string(why.message()));
+    coordinator->MemberLost(*id, why.ToString());
+    return ToGrpcStatus(why);
+  }
   coordinator->MemberLost(*id, context->IsCancelled()
                                    ? "its connection broke (daemon died or cut off)"
                                    : "its daemon closed the link");

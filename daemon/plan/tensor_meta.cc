@@ -7,6 +7,10 @@
 namespace kolo::daemon::plan {
 namespace {
 
+int64_t Rows(const Request& r) { return r.shape.empty() ? 0 : r.shape[0]; }
+
+}  // namespace
+
 std::vector<const Request*> ByRank(const ReadySet& set) {
   std::vector<const Request*> by_rank;
   for (const Request& q : set.requests) by_rank.push_back(&q);
@@ -14,10 +18,6 @@ std::vector<const Request*> ByRank(const ReadySet& set) {
             [](const Request* a, const Request* b) { return a->rank < b->rank; });
   return by_rank;
 }
-
-int64_t Rows(const Request& r) { return r.shape.empty() ? 0 : r.shape[0]; }
-
-}  // namespace
 
 kolo::v1::TensorMeta MetaOf(const ReadySet& set, int job_size) {
   const Request& r = set.requests.front();

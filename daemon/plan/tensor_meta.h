@@ -4,6 +4,8 @@
 // Thread-safety: a pure function; safe from any thread.
 #pragma once
 
+#include <vector>
+
 #include "daemon/job/request.h"
 #include "proto/kolo/v1/peer.pb.h"
 
@@ -15,5 +17,8 @@ namespace kolo::daemon::plan {
 // among the set's `set_size` ranks, or `job_size` when unset, where a rank
 // sent none), and the local disagreement if its ranks disagreed.
 kolo::v1::TensorMeta MetaOf(const ReadySet& set, int job_size);
+
+// `set`'s requests by ascending rank (the order MetaOf reports them in).
+std::vector<const Request*> ByRank(const ReadySet& set);
 
 }  // namespace kolo::daemon::plan

@@ -33,8 +33,8 @@ std::string AnswerHandoff(const PeerCredentials& caller, const std::string& requ
     auto facts = SharedSegment::Inspect(segment.get());
     if (!facts.ok()) return HandoffErrorReply(facts.status());
     if (facts->owner != caller.uid) {
-      return HandoffErrorReply(absl::PermissionDeniedError(
-          "the session segment must be created by the attaching user"));
+      return HandoffErrorReply(
+          absl::PermissionDeniedError("the session segment must be created by the attaching user"));
     }
     handoff.segment = std::move(segment);
     handoff.segment_bytes = facts->bytes;
@@ -49,15 +49,15 @@ absl::StatusOr<std::unique_ptr<HandoffServer>> HandoffServer::Start(HandoffServe
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (options.path.empty() || options.path.size() >= sizeof(addr.sun_path)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("handoff socket path must be 1 to ", sizeof(addr.sun_path) - 1,
-                     " bytes: ", options.path));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "handoff socket path must be 1 to ", sizeof(addr.sun_path) - 1, " bytes: ", options.path));
   }
   std::memcpy(addr.sun_path, options.path.data(), options.path.size());
   struct stat st {};
   if (lstat(options.path.c_str(), &st) == 0) {
     if (!S_ISSOCK(st.st_mode)) {
-      return absl::FailedPreconditionError(absl::StrCat(options.path, " exists and is not a socket"));
+      return absl::FailedPreconditionError(
+          absl::StrCat(options.path, " exists and is not a socket"));
     }
     unlink(options.path.c_str());
   }
@@ -121,8 +121,8 @@ void HandoffServer::Loop() {
       }
       auto message = ReceiveWithFd(it->fd.get(), kMaxHandoffMessageBytes);
       if (message.ok() && !message->bytes.empty()) {
-        std::string reply = AnswerHandoff(it->caller, message->bytes, std::move(message->fd),
-                                          table_, absl::Now());
+        std::string reply =
+            AnswerHandoff(it->caller, message->bytes, std::move(message->fd), table_, absl::Now());
         (void)SendWithFd(it->fd.get(), reply, -1);
       } else if (!message.ok() && absl::IsUnavailable(message.status())) {
         ++it;  // EAGAIN: a spurious wake-up
@@ -137,8 +137,9 @@ void HandoffServer::Loop() {
       UniqueFd conn(accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
       if (!conn.valid()) break;
       if (static_cast<int>(open.size()) >= options_.max_connections) {
-        (void)SendWithFd(conn.get(), HandoffErrorReply(absl::ResourceExhaustedError(
-                                         "kolod has too many handoffs in progress; try again")),
+        (void)SendWithFd(conn.get(),
+                         HandoffErrorReply(absl::ResourceExhaustedError(
+                             "kolod has too many handoffs in progress; try again")),
                          -1);
         continue;
       }
@@ -147,7 +148,8 @@ void HandoffServer::Loop() {
         (void)SendWithFd(conn.get(), HandoffErrorReply(caller.status()), -1);
         continue;
       }
-      open.push_back(Connection{std::move(conn), *caller, absl::Now() + options_.handshake_timeout});
+      open.push_back(
+          Connection{std::move(conn), *caller, absl::Now() + options_.handshake_timeout});
     }
   }
 }

@@ -36,8 +36,7 @@ class HandoffServer {
   const std::string& path() const { return options_.path; }
 
  private:
-  HandoffServer(HandoffServerOptions options, HandoffTable* table, UniqueFd listener,
-                UniqueFd wake)
+  HandoffServer(HandoffServerOptions options, HandoffTable* table, UniqueFd listener, UniqueFd wake)
       : options_(std::move(options)),
         table_(table),
         listener_(std::move(listener)),

@@ -16,7 +16,8 @@ void HandoffTable::ExpireLocked(absl::Time now) {
   }
   for (const std::string& ticket : expired) {
     auto it = entries_.find(ticket);
-    if (--per_uid_[it->second.handoff.caller.uid] == 0) per_uid_.erase(it->second.handoff.caller.uid);
+    if (--per_uid_[it->second.handoff.caller.uid] == 0)
+      per_uid_.erase(it->second.handoff.caller.uid);
     entries_.erase(it);
   }
 }
@@ -55,8 +56,7 @@ absl::StatusOr<Handoff> HandoffTable::Redeem(const std::string& ticket, absl::Ti
   return out;
 }
 
-absl::StatusOr<PeerCredentials> HandoffTable::Identify(const std::string& ticket,
-                                                      absl::Time now) {
+absl::StatusOr<PeerCredentials> HandoffTable::Identify(const std::string& ticket, absl::Time now) {
   absl::MutexLock l(&mu_);
   ExpireLocked(now);
   auto it = entries_.find(ticket);

@@ -75,7 +75,7 @@ cat >>"$tmp/kolod.flags" <<FLAGS
 --socket_group=$group
 --admin_token_file=$token
 --status_address=127.0.0.1:0
---peer_address=127.0.0.1:0
+--peer_address=
 --metrics_address=
 FLAGS
 socket_mode="$(sed -n 's/^--socket_mode=0*\([0-7]*\)$/\1/p' "$flagfile" | tail -1)"

@@ -35,9 +35,13 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -r
 trap cleanup EXIT
 
 start_daemons() {  # count
+  # The Peer plane runs mutual TLS, as on a cluster (a test CA, loopback names).
+  tools/make_test_ca.sh "$dir/certs" $(seq -f 'node%g' 0 $(($1 - 1))) >&2
   for n in $(seq 0 $(($1 - 1))); do
     bazel-bin/daemon/kolod --socket "$dir/n$n.sock" --status_address= \
-      --peer_address=127.0.0.1:0 --node_name="node$n" --log_level=warn >"$dir/n$n.log" 2>&1 &
+      --peer_address=127.0.0.1:0 --peer_tls_ca="$dir/certs/ca.pem" \
+      --peer_tls_cert="$dir/certs/node$n.pem" --peer_tls_key="$dir/certs/node$n.key" \
+      --node_name="node$n" --log_level=warn >"$dir/n$n.log" 2>&1 &
     pids+=($!)
   done
   for n in $(seq 0 $(($1 - 1))); do

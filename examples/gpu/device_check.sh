@@ -78,7 +78,7 @@ benches() {
   # Device tensors through kolod, beside the direct ncclAllReduce above.
   KOLOD_DIR=$(mktemp -d /tmp/kolo-device-kolod.XXXXXX)
   "$BIN/daemon/kolod" --socket "$KOLOD_DIR/kolod.sock" --status_address=127.0.0.1:0 \
-    --peer_address=127.0.0.1:0 --admin_token_file="$KOLOD_DIR/admin_token" >"$LOGS/kolod.log" 2>&1 &
+    --peer_address= --admin_token_file="$KOLOD_DIR/admin_token" >"$LOGS/kolod.log" 2>&1 &
   KOLOD_PID=$!
   for _ in $(seq 100); do [ -S "$KOLOD_DIR/kolod.sock" ] && break; sleep 0.1; done
   step device-allreduce-perf 60 "$BIN/examples/gpu/device_allreduce_perf" \

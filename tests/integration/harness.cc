@@ -80,10 +80,18 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
+std::vector<std::string> PeerTlsFlags(const std::string& name, const std::string& cert_dir,
+                                      const std::string& ca_dir) {
+  return {"--peer_address=127.0.0.1:0", absl::StrCat("--peer_tls_ca=", ca_dir, "/ca.pem"),
+          absl::StrCat("--peer_tls_cert=", cert_dir, "/", name, ".pem"),
+          absl::StrCat("--peer_tls_key=", cert_dir, "/", name, ".key")};
+}
+
 absl::StatusOr<DaemonProcess> DaemonProcess::Start(const std::string& socket_path,
                                                    std::vector<std::string> extra_args) {
+  // The Peer plane is off unless `extra_args` turn it on (a later flag wins).
   std::vector<std::string> argv = {kKolodPath, "--socket", socket_path,
-                                   "--status_address=127.0.0.1:0", "--peer_address=127.0.0.1:0"};
+                                   "--status_address=127.0.0.1:0", "--peer_address="};
   for (auto& a : extra_args) argv.push_back(std::move(a));
   auto pid = Spawn(argv, {}, socket_path + ".log");
   if (!pid.ok()) return pid.status();

@@ -26,6 +26,8 @@ std::string MakeTempDir();
 class DaemonProcess {
  public:
   // Starts kolod on `socket_path` and waits until it accepts connections.
+  // Its Peer plane is off unless `extra_args` give --peer_address with TLS
+  // files or --peer_plaintext (see PeerFlags).
   static absl::StatusOr<DaemonProcess> Start(const std::string& socket_path,
                                              std::vector<std::string> extra_args = {});
   DaemonProcess(DaemonProcess&& o) noexcept;
@@ -81,5 +83,15 @@ class Ranks {
 };
 
 std::string ReadFile(const std::string& path);
+
+// Flags that serve the Peer plane on a free loopback port with mutual TLS,
+// as node `name` ("a", "b" or "c") of the test CA (//tools:test_peer_certs,
+// a data dependency of the test); `ca` and `cert_dir` pick another CA or
+// another CA's certificates.
+inline constexpr char kTestCertDir[] = "tools/test_peer_certs";
+inline constexpr char kOtherCertDir[] = "tools/test_peer_certs_other";
+std::vector<std::string> PeerTlsFlags(const std::string& name,
+                                      const std::string& cert_dir = kTestCertDir,
+                                      const std::string& ca_dir = kTestCertDir);
 
 }  // namespace kolo::testing

@@ -5,8 +5,8 @@
 
 #include "absl/strings/match.h"
 #include "common/futex.h"
-#include "gtest/gtest.h"
 #include "common/handoff.h"
+#include "gtest/gtest.h"
 #include "proto/kolo/abi/types.h"
 
 namespace kolo::testing {
@@ -65,8 +65,8 @@ std::unique_ptr<RawSession> RawAttach(const std::shared_ptr<grpc::Channel>& chan
   auto layout = abi::v1::ComputeLayout(kRawSubmitCap, kRawCompletionCap, kRawArena);
   s->segment = *SharedSegment::Create(layout.total_bytes);
   // A well-formed header (no result area); the tests corrupt what they need.
-  s->header = abi::v1::InitSegmentHeader(s->segment.data(), kRawSubmitCap, kRawCompletionCap,
-                                         kRawArena, 0);
+  s->header =
+      abi::v1::InitSegmentHeader(s->segment.data(), kRawSubmitCap, kRawCompletionCap, kRawArena, 0);
   if (options.hand_off) {
     auto ticket = HandOff(HandoffSocketPath(socket_path), s->segment.fd(), absl::Seconds(10));
     if (ticket.ok()) s->context.AddMetadata(kHandoffMetadata, *ticket);

@@ -114,7 +114,8 @@ TEST_F(SharedNodeTest, AnotherUsersSegmentIsRefused) {
   close(pair[0]);
   ASSERT_TRUE(got.ok()) << got.status();
   ASSERT_TRUE(got->fd.valid());
-  auto ticket = HandOff(HandoffSocketPath(daemon_->socket_path()), got->fd.get(), absl::Seconds(10));
+  auto ticket =
+      HandOff(HandoffSocketPath(daemon_->socket_path()), got->fd.get(), absl::Seconds(10));
   EXPECT_EQ(ticket.status().code(), absl::StatusCode::kPermissionDenied) << ticket.status();
   EXPECT_TRUE(absl::StrContains(ticket.status().message(), "attaching user"))
       << ticket.status().message();
@@ -229,7 +230,8 @@ TEST_F(SharedNodeTest, FloodOfNamesIsBounded) {
     drain(absl::Now());
   }
   const absl::Time end = absl::Now() + absl::Seconds(20);
-  while (exhausted + other < kNames - 64 && absl::Now() < end) drain(absl::Now() + absl::Milliseconds(50));
+  while (exhausted + other < kNames - 64 && absl::Now() < end)
+    drain(absl::Now() + absl::Milliseconds(50));
   EXPECT_EQ(exhausted, kNames - 64);
   EXPECT_EQ(other, 0);
   const uint64_t after = ResidentBytes(daemon_->pid());

@@ -1,8 +1,10 @@
 // Several daemons on one machine, each a "node" with its own socket and peer
-// port on loopback, and ranks spread over them: the collectives of the
-// one-node slice give the same results across nodes, and a peer daemon that
-// dies, stops or presents the wrong token ends the job on every node with
-// an error naming it, while the daemons stay up.
+// port on loopback (mutual TLS, certificates from //tools:test_peer_certs),
+// and ranks spread over them: the collectives of the one-node slice give the
+// same results across nodes, and a peer daemon that dies, stops or presents
+// the wrong token ends the job on every node with an error naming it, while
+// the daemons stay up. A daemon without TLS, or with a certificate from
+// another CA, cannot join a TLS coordinator's job.
 #include <signal.h>
 
 #include <memory>
@@ -34,19 +36,42 @@ std::string PeerAddressOf(const DaemonProcess& d) {
 
 class MultiNodeTest : public ::testing::Test {
  protected:
-  // `nodes` daemons; extra flags for every one.
+  // `nodes` daemons (at most 3: the test CA's a, b and c); extra flags for
+  // every one.
   void StartDaemons(int nodes, std::vector<std::string> flags = {}) {
-    setenv("UCX_TLS", "tcp", 1);
     for (int n = 0; n < nodes; ++n) {
-      std::string dir = MakeTempDir();
-      std::vector<std::string> args = flags;
-      args.push_back(absl::StrCat("--node_name=node", n));
-      auto d = DaemonProcess::Start(dir + "/kolod.sock", args);
-      ASSERT_TRUE(d.ok()) << d.status();
-      daemons_.push_back(std::make_unique<DaemonProcess>(std::move(*d)));
+      std::vector<std::string> args = PeerTlsFlags(std::string(1, static_cast<char>('a' + n)));
+      args.insert(args.end(), flags.begin(), flags.end());
+      AddDaemon(n, args);
     }
     coordinator_ = PeerAddressOf(*daemons_[0]);
     ASSERT_FALSE(coordinator_.empty());
+  }
+  // One more daemon, named node`n`, with `args`.
+  void AddDaemon(int n, std::vector<std::string> args) {
+    setenv("UCX_TLS", "tcp", 1);
+    std::string dir = MakeTempDir();
+    args.push_back(absl::StrCat("--node_name=node", n));
+    auto d = DaemonProcess::Start(dir + "/kolod.sock", args);
+    ASSERT_TRUE(d.ok()) << d.status();
+    daemons_.push_back(std::make_unique<DaemonProcess>(std::move(*d)));
+  }
+  // Node 1 (started with `args`) cannot join a job of the TLS coordinator
+  // (node 0): its rank fails naming the TLS handshake, and the coordinator
+  // then runs a job with a proper node 1 (certificate c).
+  void ExpectRefusedThenAJobRuns(std::vector<std::string> args) {
+    StartDaemons(1);
+    AddDaemon(1, std::move(args));
+    auto nodes = StartJob("job-refused", 1, {kTestRankPath, "hold"});
+    ASSERT_EQ(nodes.size(), 2u);
+    auto refused = nodes[1].Wait(absl::Seconds(25));
+    ASSERT_EQ(refused.size(), 1u);
+    EXPECT_TRUE(absl::StrContains(refused[0].output, "TLS handshake")) << refused[0].output;
+    nodes[0].Wait(absl::Milliseconds(1));  // its job waits for node 1: killed
+    EXPECT_TRUE(daemons_[0]->Alive() && daemons_[1]->Alive());
+    daemons_.pop_back();
+    AddDaemon(1, PeerTlsFlags("c"));
+    RunScenario("duplicate", 1);
   }
 
   // Starts `per_node` ranks on each daemon.
@@ -165,6 +190,21 @@ TEST_F(MultiNodeTest, WrongTokenIsRefused) {
   ASSERT_EQ(refused.size(), 1u);
   EXPECT_TRUE(absl::StrContains(refused[0].output, "wrong job token")) << refused[0].output;
   for (const auto& d : daemons_) EXPECT_TRUE(d->Alive());
+}
+
+TEST_F(MultiNodeTest, APlaintextPeerIsRefusedByATlsCoordinator) {
+  ExpectRefusedThenAJobRuns({"--peer_address=127.0.0.1:0", "--peer_plaintext"});
+}
+
+TEST_F(MultiNodeTest, APeerWithACertificateFromAnotherCaIsRefused) {
+  // It trusts the cluster's CA but presents a certificate another CA signed.
+  ExpectRefusedThenAJobRuns(PeerTlsFlags("stranger", kOtherCertDir, kTestCertDir));
+}
+
+TEST_F(MultiNodeTest, AnExplicitPeerAddressWithoutTlsIsRefusedAtStart) {
+  auto d = DaemonProcess::Start(MakeTempDir() + "/kolod.sock", {"--peer_address=127.0.0.1:0"});
+  ASSERT_FALSE(d.ok());
+  EXPECT_TRUE(absl::StrContains(d.status().message(), "--peer_plaintext")) << d.status();
 }
 
 TEST_F(MultiNodeTest, AStallAcrossNodesIsReportedOnTheWaitingNode) {

@@ -51,9 +51,16 @@ else
   echo "NOTE: tc netem is unavailable in this kernel ($(head -1 "$dir/err")); the link has no delay or loss"
 fi
 
+# Mutual TLS between the daemons, as an operator sets it up: one CA, and a
+# certificate per daemon naming the address the other daemon dials.
+certs="$dir/certs"
+EXTRA_SANS="IP:10.254.77.1" "$PWD/tools/make_test_ca.sh" "$certs" nodeA
+EXTRA_SANS="IP:10.254.77.2" "$PWD/tools/make_test_ca.sh" "$certs" nodeB
+
 start_daemon() {  # ns address name
   ip netns exec "$1" "$kolod" --socket "$dir/$3.sock" --status_address= \
-    --peer_address="$2:7371" --node_name="$3" --peer_timeout_s=20 >"$dir/$3.log" 2>&1 &
+    --peer_address="$2:7371" --peer_tls_ca="$certs/ca.pem" --peer_tls_cert="$certs/$3.pem" \
+    --peer_tls_key="$certs/$3.key" --node_name="$3" --peer_timeout_s=20 >"$dir/$3.log" 2>&1 &
   pids+=($!)
   for _ in $(seq 1 200); do
     [[ -S "$dir/$3.sock" ]] && return 0
