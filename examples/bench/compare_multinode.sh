@@ -10,6 +10,8 @@
 #
 # usage: examples/bench/compare_multinode.sh [--max_bytes=B] [--iters=K]
 set -euo pipefail
+# A job token of 128 random bits, as kolod wants.
+token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 max_bytes=67108864
 iters=10
@@ -62,7 +64,7 @@ run_ranks() {  # nodes job binary args...
   local coordinator; coordinator=$(peer_of "$dir/n0.sock")
   local rp=()
   for n in $(seq 0 $((nodes - 1))); do
-    KOLO_SOCKET="$dir/n$n.sock" KOLO_JOB_ID="$job" KOLO_JOB_TOKEN=t KOLO_RANK=$n \
+    KOLO_SOCKET="$dir/n$n.sock" KOLO_JOB_ID="$job" KOLO_JOB_TOKEN=$token KOLO_RANK=$n \
       KOLO_SIZE=$nodes KOLO_LOCAL_RANK=0 KOLO_LOCAL_SIZE=1 KOLO_COORDINATOR="$coordinator" \
       "$@" >"$dir/$job.$n.out" 2>&1 &
     rp+=($!)

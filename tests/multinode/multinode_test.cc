@@ -83,7 +83,7 @@ class MultiNodeTest : public ::testing::Test {
     for (size_t n = 0; n < daemons_.size(); ++n) {
       auto r =
           Ranks::StartOnNode(daemons_[n]->socket_path(), job, size, static_cast<int>(n) * per_node,
-                             per_node, coordinator_, argv, tokens.empty() ? "t0ken" : tokens[n]);
+                             per_node, coordinator_, argv, tokens.empty() ? kTestJobToken : tokens[n]);
       EXPECT_TRUE(r.ok()) << r.status();
       if (r.ok()) out.push_back(std::move(*r));
     }
@@ -184,7 +184,7 @@ TEST_F(MultiNodeTest, StoppedPeerDaemonAbortsTheJobAfterThePeerTimeout) {
 
 TEST_F(MultiNodeTest, WrongTokenIsRefused) {
   StartDaemons(2);
-  auto nodes = StartJob("job-token", 1, {kTestRankPath, "hold"}, {"right", "wrong"});
+  auto nodes = StartJob("job-token", 1, {kTestRankPath, "hold"}, {"right-right-right-right-right-ri", "wrong-wrong-wrong-wrong-wrong-wr"});
   ASSERT_EQ(nodes.size(), 2u);
   auto refused = nodes[1].Wait(absl::Seconds(30));
   ASSERT_EQ(refused.size(), 1u);

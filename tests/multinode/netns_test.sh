@@ -5,6 +5,8 @@
 # tc netem available, the link also gets 2 ms of delay and 1% loss.
 # Needs root (namespaces); says why and passes when it cannot run.
 set -euo pipefail
+# A job token of 128 random bits, as kolod wants.
+token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 export PATH="$PATH:/usr/sbin:/sbin"
 
 if [[ $(id -u) -ne 0 ]]; then
@@ -79,7 +81,7 @@ run_job() {  # scenario
     for local_rank in 0 1; do
       local r=$((node * 2 + local_rank))
       ip netns exec "$ns" env UCX_TLS=tcp KOLO_SOCKET="$sock" KOLO_JOB_ID="$job" \
-        KOLO_JOB_TOKEN=t KOLO_RANK=$r KOLO_SIZE=4 KOLO_LOCAL_RANK=$local_rank \
+        KOLO_JOB_TOKEN=$token KOLO_RANK=$r KOLO_SIZE=4 KOLO_LOCAL_RANK=$local_rank \
         KOLO_LOCAL_SIZE=2 KOLO_COORDINATOR=10.254.77.1:7371 \
         timeout 300 "$rank" "$1" >"$dir/$job.$r.log" 2>&1 &
       rpids+=($!)
@@ -108,7 +110,7 @@ for node in 0 1; do
   for local_rank in 0 1; do
     r=$((node * 2 + local_rank))
     ip netns exec "$ns" env UCX_TLS=tcp KOLO_SOCKET="$sock" KOLO_JOB_ID="$job" \
-      KOLO_JOB_TOKEN=t KOLO_RANK=$r KOLO_SIZE=4 KOLO_LOCAL_RANK=$local_rank \
+      KOLO_JOB_TOKEN=$token KOLO_RANK=$r KOLO_SIZE=4 KOLO_LOCAL_RANK=$local_rank \
       KOLO_LOCAL_SIZE=2 KOLO_COORDINATOR=10.254.77.1:7371 \
       timeout 120 "$rank" hold >"$dir/$job.$r.log" 2>&1 &
     rpids+=($!)
