@@ -10,7 +10,14 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev
   dataset-fashion-mnist
   pybind11-dev python3-dev python3-venv
+  python3-yaml
 )
+# kubectl validates the Kubernetes manifests offline (//deploy:kubectl_validate_test);
+# Debian ships it as kubernetes-client. A kubectl already installed (another
+# package) is kept: both install /usr/bin/kubectl.
+if ! command -v kubectl >/dev/null 2>&1; then
+  packages+=(kubernetes-client)
+fi
 # OpenMPI is only for the comparison benchmark; pass --with-mpi to get it.
 if [[ "${1:-}" == "--with-mpi" ]]; then
   packages+=(openmpi-bin libopenmpi-dev)
