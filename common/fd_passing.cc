@@ -11,7 +11,7 @@
 
 namespace kolo {
 
-absl::StatusOr<PeerCredentials> CredentialsOf(int socket_fd) {
+absl::StatusOr<ProcessCredentials> CredentialsOf(int socket_fd) {
   ucred cred{};
   socklen_t len = sizeof(cred);
   if (getsockopt(socket_fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
@@ -20,7 +20,7 @@ absl::StatusOr<PeerCredentials> CredentialsOf(int socket_fd) {
   if (len != sizeof(cred) || cred.pid <= 0) {
     return absl::PermissionDeniedError("the kernel names no process for this connection");
   }
-  return PeerCredentials{cred.pid, cred.uid, cred.gid};
+  return ProcessCredentials{cred.pid, cred.uid, cred.gid};
 }
 
 absl::Status SendWithFd(int socket_fd, absl::string_view bytes, int fd) {

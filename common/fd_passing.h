@@ -17,13 +17,13 @@ namespace kolo {
 
 // The process at the other end of a connected Unix socket, as the kernel
 // recorded it when the connection was made.
-struct PeerCredentials {
+struct ProcessCredentials {
   pid_t pid = 0;
   uid_t uid = 0;
   gid_t gid = 0;
 };
 
-absl::StatusOr<PeerCredentials> CredentialsOf(int socket_fd);
+absl::StatusOr<ProcessCredentials> CredentialsOf(int socket_fd);
 
 // Sends `bytes` in one message, with `fd` attached when it is >= 0.
 absl::Status SendWithFd(int socket_fd, absl::string_view bytes, int fd);

@@ -83,6 +83,14 @@ absl::Status ApplyEnvironment(DaemonConfig* config) {
   return absl::OkStatus();
 }
 
+bool IsLoopbackAddress(const std::string& host_port) {
+  std::string host = host_port.substr(0, host_port.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return absl::StartsWith(host, "127.") || host == "::1" || host == "localhost";
+}
+
 absl::StatusOr<PeerPlane> ResolvePeerPlane(const DaemonConfig& config) {
   const bool ca = !config.peer_tls_ca.empty();
   const bool cert = !config.peer_tls_cert.empty();
@@ -100,7 +108,9 @@ absl::StatusOr<PeerPlane> ResolvePeerPlane(const DaemonConfig& config) {
   if (config.peer_address.empty()) return PeerPlane::kOff;
   if (tls) return PeerPlane::kTls;
   if (config.peer_plaintext) return PeerPlane::kPlaintext;
-  if (config.peer_address == kDefaultPeerAddress) return PeerPlane::kOff;
+  // Other hosts cannot reach a loopback address: without TLS or an explicit
+  // --peer_plaintext the plane is simply off there.
+  if (IsLoopbackAddress(config.peer_address)) return PeerPlane::kOff;
   return absl::FailedPreconditionError(absl::StrCat(
       "--peer_address=", config.peer_address,
       " serves multi-node jobs to other hosts, but no TLS is configured: give "

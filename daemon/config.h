@@ -71,10 +71,13 @@ inline constexpr char kDefaultPeerAddress[] = "127.0.0.1:7371";
 
 // The rule: an empty peer address is off; the TLS files go all together or
 // not at all, and not with --peer_plaintext; with them the plane is TLS,
-// with --peer_plaintext plaintext; with neither it is off at the default
-// peer address, and an error (kolod refuses to start) at any other address,
-// which an operator gave to be reached from other hosts.
+// with --peer_plaintext plaintext; with neither it is off at a loopback
+// address (the default), and an error (kolod refuses to start) at any other
+// address, which an operator gave to be reached from other hosts.
 absl::StatusOr<PeerPlane> ResolvePeerPlane(const DaemonConfig& config);
+
+// Whether HOST:PORT names a loopback host (127.0.0.0/8, ::1, localhost).
+bool IsLoopbackAddress(const std::string& host_port);
 
 // Parses a non-negative number of seconds ("60", "2.5").
 absl::StatusOr<absl::Duration> ParseSeconds(const std::string& text);

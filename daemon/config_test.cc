@@ -156,7 +156,11 @@ TEST(ResolvePeerPlaneTest, TheRuleOfTheFlags) {
   c.peer_plaintext = true;
   EXPECT_EQ(*ResolvePeerPlane(c), PeerPlane::kPlaintext);
   c.peer_plaintext = false;
-  c.peer_address = "10.0.0.7:7371";  // explicit, without TLS: refused, saying how
+  for (const char* loopback : {"127.0.0.1:0", "127.3.2.1:7371", "[::1]:7371", "localhost:1"}) {
+    c.peer_address = loopback;  // unreachable from other hosts: off
+    EXPECT_EQ(*ResolvePeerPlane(c), PeerPlane::kOff) << loopback;
+  }
+  c.peer_address = "10.0.0.7:7371";  // reachable, without TLS: refused, saying how
   absl::StatusOr<PeerPlane> refused = ResolvePeerPlane(c);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("--peer_plaintext"), std::string::npos);

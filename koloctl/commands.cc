@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/handoff.h"
 #include "common/status_macros.h"
 #include "koloctl/format.h"
 #include "koloctl/render.h"
@@ -22,8 +23,12 @@ absl::Status FromRpc(const char* call, const grpc::Status& s) {
                       absl::StrCat(call, ": ", s.error_message()));
 }
 
+// Every call's deadline and, when there is one, the identity ticket.
 void SetDeadline(grpc::ClientContext& context, const CommandOptions& options) {
   context.set_deadline(absl::ToChronoTime(absl::Now() + options.timeout));
+  if (!options.identity_ticket.empty()) {
+    context.AddMetadata(kHandoffMetadata, options.identity_ticket);
+  }
 }
 
 // Prepares an Admin call: its deadline and the bearer token.

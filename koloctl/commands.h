@@ -38,6 +38,11 @@ struct CommandOptions {
   // Where the token came from ("--admin_token", "/run/kolo/admin.token"),
   // named in the error when the daemon refuses it.
   std::string admin_token_source;
+  // Over the Unix socket: an identity ticket from kolod's handoff socket,
+  // sent as "kolo-handoff" metadata on every call, so kolod shows this user
+  // their own jobs (root sees all). Empty: node facts only, unless the admin
+  // token is sent.
+  std::string identity_ticket;
 };
 
 // Node facts and one line per job.

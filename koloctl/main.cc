@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/handoff.h"
 #include "koloctl/cli.h"
 #include "koloctl/connect.h"
 #include "proto/kolo/v1/status.grpc.pb.h"
@@ -56,6 +58,14 @@ int main(int argc, char** argv) {
   if (!channel.ok()) {
     std::cerr << "koloctl: " << channel.status().message() << "\n";
     return kExitUnreachable;
+  }
+  if (!inv->socket_path.empty() && absl::StartsWith(inv->target, "unix:")) {
+    // Who this user is, from the kernel: kolod then shows their own jobs.
+    // Without it (an older kolod) the calls still go out and show what
+    // kolod shows anyone.
+    auto ticket =
+        kolo::HandOff(kolo::HandoffSocketPath(inv->socket_path), -1, inv->options.timeout);
+    if (ticket.ok()) inv->options.identity_ticket = *ticket;
   }
   auto status_stub = kolo::v1::Status::NewStub(*channel);
   auto admin_stub = kolo::v1::Admin::NewStub(*channel);

@@ -21,7 +21,7 @@
 
 namespace kolo::daemon {
 
-std::string AnswerHandoff(const PeerCredentials& caller, const std::string& request,
+std::string AnswerHandoff(const ProcessCredentials& caller, const std::string& request,
                           UniqueFd segment, HandoffTable* table, absl::Time now) {
   if (request != kHandoffRequest) {
     return HandoffErrorReply(
@@ -85,7 +85,7 @@ HandoffServer::~HandoffServer() {
 void HandoffServer::Loop() {
   struct Connection {
     UniqueFd fd;
-    PeerCredentials caller;
+    ProcessCredentials caller;
     absl::Time deadline;
   };
   std::list<Connection> open;

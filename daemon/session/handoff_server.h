@@ -52,7 +52,7 @@ class HandoffServer {
 
 // Answers one handoff request from `caller` (already received): checks the
 // message and the descriptor and deposits them. Returns the reply to send.
-std::string AnswerHandoff(const PeerCredentials& caller, const std::string& request,
+std::string AnswerHandoff(const ProcessCredentials& caller, const std::string& request,
                           UniqueFd segment, HandoffTable* table, absl::Time now);
 
 }  // namespace kolo::daemon

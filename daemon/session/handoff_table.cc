@@ -56,7 +56,8 @@ absl::StatusOr<Handoff> HandoffTable::Redeem(const std::string& ticket, absl::Ti
   return out;
 }
 
-absl::StatusOr<PeerCredentials> HandoffTable::Identify(const std::string& ticket, absl::Time now) {
+absl::StatusOr<ProcessCredentials> HandoffTable::Identify(const std::string& ticket,
+                                                          absl::Time now) {
   absl::MutexLock l(&mu_);
   ExpireLocked(now);
   auto it = entries_.find(ticket);

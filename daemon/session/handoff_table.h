@@ -23,7 +23,7 @@
 namespace kolo::daemon {
 
 struct Handoff {
-  PeerCredentials caller;
+  ProcessCredentials caller;
   UniqueFd segment;  // invalid for an identity-only ticket
   uint64_t segment_bytes = 0;
 };
@@ -45,7 +45,7 @@ class HandoffTable {
   absl::StatusOr<Handoff> Redeem(const std::string& ticket, absl::Time now);
   // Who handed off under `ticket`, leaving it in place (identity tickets
   // serve every call until they expire); PERMISSION_DENIED as Redeem.
-  absl::StatusOr<PeerCredentials> Identify(const std::string& ticket, absl::Time now);
+  absl::StatusOr<ProcessCredentials> Identify(const std::string& ticket, absl::Time now);
 
   int waiting() const;
 

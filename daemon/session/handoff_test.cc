@@ -30,7 +30,7 @@ TEST(HandoffTableTest, TicketIsOneTimeAndExpires) {
   HandoffTable table(HandoffLimits{absl::Seconds(5), 10, 10});
   const absl::Time t0 = absl::Now();
   Handoff h;
-  h.caller = PeerCredentials{getpid(), 1000, 1000};
+  h.caller = ProcessCredentials{getpid(), 1000, 1000};
   auto ticket = table.Deposit(std::move(h), t0);
   ASSERT_TRUE(ticket.ok());
   EXPECT_EQ(ticket->size(), kHandoffTicketChars);

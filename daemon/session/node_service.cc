@@ -161,7 +161,7 @@ grpc::Status NodeService::Attach(
     return ToGrpcStatus(admitted.status());
   }
   const kolo::v1::AttachRequest& req = admitted->request;
-  const PeerCredentials caller = admitted->handoff.caller;
+  const ProcessCredentials caller = admitted->handoff.caller;
   if (absl::Status s = Reserve(caller.uid); !s.ok()) {
     spdlog::warn("job {} rank {} (uid {}): attach refused: {}", req.job_id(), req.rank(),
                  caller.uid, s.ToString());

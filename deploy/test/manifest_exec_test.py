@@ -22,9 +22,8 @@ What the test changes, and only that (each change is printed):
      after checking that no two listeners of the case share a port;
   4. --socket_group names this machine's group when the named group does not
      exist here;
-  5. flags another change is adding to kolod (PENDING_FLAGS) are dropped when
-     the kolod under test does not define them yet, with a note; any other
-     undefined flag fails the case.
+  5. nothing else: a flag the kolod under test does not define fails the
+     case.
 Secret material (the peer plane's TLS CA, certificate and key) is made with
 openssl for the paths the flags name.
 
@@ -67,12 +66,6 @@ except ImportError:
 
 LISTENERS = ("status_address", "peer_address", "metrics_address")
 TLS_FLAGS = ("peer_tls_ca", "peer_tls_cert", "peer_tls_key")
-# Flags of the "kolod safe to share" change that manifests use before every
-# kolod defines them. Once kolod defines them all, empty this set so that a
-# kolod losing one fails here.
-PENDING_FLAGS = frozenset(TLS_FLAGS + (
-    "peer_plaintext", "max_job_ranks", "max_sessions", "max_sessions_per_uid",
-    "max_pending_per_rank", "attach_timeout_s", "allow_weak_job_tokens"))
 # What the kubelet substitutes for downward-API fields in this test.
 FIELD_VALUES = {"status.hostIP": "127.0.0.1", "status.podIP": "127.0.0.1",
                 "status.hostIPs": "127.0.0.1", "status.podIPs": "127.0.0.1",
@@ -446,7 +439,7 @@ class Run:
         print(f"  runs: {shlex.join(argv)}")
         self.argv = Source("command line", argv)
         flags = expand(self.argv, self.read_flagfile)
-        self.drop_pending(flags)
+        self.check_defined(flags)
         flags = [f for f in flags if f.source.items[f.index] is not None]
         self.effective = {f.name: f for f in flags}
         # The values as the manifest gives them, before this test moves anything.
@@ -470,18 +463,12 @@ class Run:
         self.argv.items[0] = self.tools.kolod
         return [a for a in self.argv.items if a is not None]
 
-    def drop_pending(self, flags):
+    def check_defined(self, flags):
         for f in flags:
             name = f.name
             if name not in self.tools.defined and name.startswith("no"):
                 name = name[2:]
-            if name in self.tools.defined:
-                continue
-            if name in PENDING_FLAGS:
-                note(f"dropped --{f.name} ({f.source.label}): this kolod does not define it "
-                     "yet (pending change)")
-                f.drop()
-            else:
+            if name not in self.tools.defined:
                 raise CaseError(f"--{f.name} ({f.source.label}) is not a kolod flag")
 
     def value(self, name):

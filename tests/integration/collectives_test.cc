@@ -63,8 +63,8 @@ TEST_F(CollectivesTest, CApiOnThreeRanks) {
 
 TEST_F(CollectivesTest, TwoJobsOnOneDaemonAtOnce) {
   auto a = Ranks::Start(daemon_->socket_path(), "job-a", 2, {kTestRankPath, "matrix"});
-  auto b =
-      Ranks::Start(daemon_->socket_path(), "job-b", 3, {kTestRankPath, "inflight"}, "other-token");
+  auto b = Ranks::Start(daemon_->socket_path(), "job-b", 3, {kTestRankPath, "inflight"},
+                        "0ther-token-0ther-token-0ther-tok");
   ASSERT_TRUE(a.ok() && b.ok());
   ExpectAllPass(a->Wait(absl::Seconds(180)));
   ExpectAllPass(b->Wait(absl::Seconds(180)));
@@ -100,14 +100,14 @@ TEST_F(CollectivesTest, KilledDaemonMakesEveryCallUnavailable) {
 
 TEST_F(CollectivesTest, WrongTokenIsRefused) {
   // A job whose ranks stay attached, waiting.
-  auto a =
-      Ranks::Start(daemon_->socket_path(), "job-tok", 2, {kTestRankPath, "daemon_dies"}, "right");
+  auto a = Ranks::Start(daemon_->socket_path(), "job-tok", 2, {kTestRankPath, "daemon_dies"},
+                        "right-right-right-right-right-ri");
   ASSERT_TRUE(a.ok());
   ASSERT_TRUE(a->WaitForOutput(0, "waiting", absl::Seconds(20)));
   ASSERT_TRUE(a->WaitForOutput(1, "waiting", absl::Seconds(20)));
   // A third process claiming rank 0 of the same job with another token.
-  auto intruder =
-      Ranks::Start(daemon_->socket_path(), "job-tok", 2, {kTestRankPath, "duplicate"}, "wrong");
+  auto intruder = Ranks::Start(daemon_->socket_path(), "job-tok", 2, {kTestRankPath, "duplicate"},
+                               "wrong-wrong-wrong-wrong-wrong-wr");
   ASSERT_TRUE(intruder.ok());
   auto bad = intruder->Wait(absl::Seconds(30));
   for (const auto& r : bad) {

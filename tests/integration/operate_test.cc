@@ -76,6 +76,7 @@ class OperateTest : public ::testing::Test {
 
   kolo::v1::GetStatusResponse GetStatus() {
     grpc::ClientContext ctx;
+    Authorize(&ctx, token_);
     kolo::v1::GetStatusResponse resp;
     EXPECT_TRUE(status_->GetStatus(&ctx, {}, &resp).ok());
     return resp;
@@ -86,6 +87,7 @@ class OperateTest : public ::testing::Test {
     absl::Time deadline = absl::Now() + absl::Seconds(20);
     while (absl::Now() < deadline) {
       grpc::ClientContext ctx;
+      Authorize(&ctx, token_);
       kolo::v1::ListStallsResponse resp;
       EXPECT_TRUE(status_->ListStalls(&ctx, {}, &resp).ok());
       for (const auto& s : resp.stalls()) {
@@ -127,6 +129,7 @@ TEST_F(OperateTest, StalledJobNamesTheMissingRankAndTheOperatorAbortsIt) {
 
   // The job view: ranks with their last activity, stalls, recent collectives.
   grpc::ClientContext jctx;
+  Authorize(&jctx, token_);
   kolo::v1::GetJobRequest jreq;
   jreq.set_job_id("job-stall");
   kolo::v1::JobDetail detail;
@@ -228,6 +231,7 @@ TEST_F(OperateTest, TimelineMetricsAndStatusOverTcp) {
   StartDaemon({});
   {
     grpc::ClientContext ctx;
+    Authorize(&ctx, token_);
     kolo::v1::StartTimelineRequest req;
     req.set_max_events(100000);
     kolo::v1::StartTimelineResponse resp;
@@ -238,6 +242,7 @@ TEST_F(OperateTest, TimelineMetricsAndStatusOverTcp) {
   for (const auto& r : ranks->Wait(absl::Seconds(60))) EXPECT_EQ(r.exit_code, 0) << r.output;
 
   grpc::ClientContext sctx;
+  Authorize(&sctx, token_);
   kolo::v1::StopTimelineResponse trace;
   ASSERT_TRUE(status_->StopTimeline(&sctx, {}, &trace).ok());
   EXPECT_GT(trace.events(), 0u);
@@ -250,6 +255,7 @@ TEST_F(OperateTest, TimelineMetricsAndStatusOverTcp) {
   }
   // Stopping twice is an error that says why.
   grpc::ClientContext s2;
+  Authorize(&s2, token_);
   EXPECT_EQ(status_->StopTimeline(&s2, {}, &trace).error_code(),
             grpc::StatusCode::FAILED_PRECONDITION);
 
