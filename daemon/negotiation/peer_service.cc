@@ -109,74 +109,6 @@ std::string NodeOf(const kolo::v1::Hello& hello) {
 
 }  // namespace
 
-// Cancels the streams whose first message has not arrived by their
-// deadline, from one thread for all of them.
-class PeerService::AuthWatch {
- public:
-  AuthWatch() {
-    thread_ = std::thread([this] { Loop(); });
-  }
-  ~AuthWatch() {
-    {
-      absl::MutexLock l(&mu_);
-      stop_ = true;
-    }
-    thread_.join();
-  }
-  // Cancels `context` at `deadline` unless disarmed first; `context` must
-  // stay valid until Disarm.
-  uint64_t Arm(grpc::ServerContext* context, absl::Time deadline) {
-    absl::MutexLock l(&mu_);
-    const uint64_t id = next_id_++;
-    watched_[id] = Watched{context, deadline, false};
-    ++changes_;
-    return id;
-  }
-  // Stops watching `id`; returns whether its deadline had passed (then its
-  // stream was cancelled).
-  bool Disarm(uint64_t id) {
-    absl::MutexLock l(&mu_);
-    auto it = watched_.find(id);
-    const bool fired = it != watched_.end() && it->second.fired;
-    if (it != watched_.end()) watched_.erase(it);
-    return fired;
-  }
-
- private:
-  struct Watched {
-    grpc::ServerContext* context;
-    absl::Time deadline;
-    bool fired;
-  };
-  void Loop() {
-    absl::MutexLock l(&mu_);
-    while (!stop_) {
-      absl::Time next = absl::InfiniteFuture();
-      const absl::Time now = absl::Now();
-      for (auto& [id, w] : watched_) {
-        if (w.fired) continue;
-        if (w.deadline <= now) {
-          w.fired = true;
-          w.context->TryCancel();
-        } else {
-          next = std::min(next, w.deadline);
-        }
-      }
-      const uint64_t seen = changes_;
-      auto wake = [this, seen]()
-                      ABSL_NO_THREAD_SAFETY_ANALYSIS { return stop_ || changes_ != seen; };
-      mu_.AwaitWithDeadline(absl::Condition(&wake), next);
-    }
-  }
-
-  absl::Mutex mu_;
-  std::map<uint64_t, Watched> watched_ ABSL_GUARDED_BY(mu_);
-  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t changes_ ABSL_GUARDED_BY(mu_) = 0;
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;
-};
-
 // One stream's place in the per-peer and total counts, while it is held.
 class PeerService::StreamSlot {
  public:
@@ -336,7 +268,7 @@ void CoordinatorRegistry::Loop() {
 }
 
 PeerService::PeerService(CoordinatorRegistry* registry, PeerServiceLimits limits)
-    : registry_(registry), limits_(limits), auth_watch_(std::make_unique<AuthWatch>()) {}
+    : registry_(registry), limits_(limits), auth_watch_(std::make_unique<CallDeadlines>()) {}
 
 PeerService::~PeerService() = default;
 

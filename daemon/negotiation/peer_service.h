@@ -26,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/call_deadlines.h"
 #include "daemon/negotiation/coordinator.h"
 #include "proto/kolo/v1/peer.grpc.pb.h"
 
@@ -114,7 +115,6 @@ class PeerService final : public kolo::v1::Peer::Service {
 
  private:
   class StreamSlot;
-  class AuthWatch;
   // Reads and checks the first message (Hello) within the auth deadline.
   grpc::Status ReadHello(
       grpc::ServerContext* context,
@@ -123,7 +123,7 @@ class PeerService final : public kolo::v1::Peer::Service {
 
   CoordinatorRegistry* const registry_;
   const PeerServiceLimits limits_;
-  std::unique_ptr<AuthWatch> auth_watch_;
+  std::unique_ptr<CallDeadlines> auth_watch_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, int> streams_by_peer_ ABSL_GUARDED_BY(mu_);
   int streams_ ABSL_GUARDED_BY(mu_) = 0;

@@ -105,16 +105,14 @@ absl::StatusOr<NodeService::Admitted> NodeService::Admit(
     ++mine;
   }
   kolo::v1::ClientMessage first;
-  bool got;
-  {
-    auto armed = deadlines_.Arm(context, absl::Now() + options_.policy.attach_timeout);
-    got = stream->Read(&first);
-  }
+  const uint64_t watch = deadlines_.Arm(context, absl::Now() + options_.policy.attach_timeout);
+  const bool got = stream->Read(&first);
+  const bool late = deadlines_.Disarm(watch);
   {
     absl::MutexLock l(&mu_);
     if (--pending_attaches_[uid] == 0) pending_attaches_.erase(uid);
   }
-  if (context->IsCancelled()) {
+  if (late) {
     return absl::DeadlineExceededError(absl::StrCat(
         "no AttachRequest within ", absl::FormatDuration(options_.policy.attach_timeout)));
   }

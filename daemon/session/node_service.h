@@ -14,8 +14,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "common/call_deadlines.h"
 #include "daemon/job/job_registry.h"
-#include "daemon/session/attach_deadline.h"
 #include "daemon/session/handoff_table.h"
 #include "daemon/session/session.h"
 #include "proto/kolo/v1/node.grpc.pb.h"
@@ -79,7 +79,7 @@ class NodeService final : public kolo::v1::Node::Service {
   JobRegistry* const registry_;
   HandoffTable* const handoffs_;
   const NodeServiceOptions options_;
-  AttachDeadlines deadlines_;
+  CallDeadlines deadlines_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Entry>> sessions_ ABSL_GUARDED_BY(mu_);
   int reserved_ ABSL_GUARDED_BY(mu_) = 0;

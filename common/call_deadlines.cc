@@ -1,0 +1,57 @@
+#include "common/call_deadlines.h"
+
+#include <grpcpp/server_context.h>
+
+#include <algorithm>
+
+namespace kolo {
+
+CallDeadlines::CallDeadlines() : thread_([this] { Loop(); }) {}
+
+CallDeadlines::~CallDeadlines() {
+  {
+    absl::MutexLock l(&mu_);
+    stop_ = true;
+  }
+  thread_.join();
+}
+
+uint64_t CallDeadlines::Arm(grpc::ServerContext* context, absl::Time deadline) {
+  absl::MutexLock l(&mu_);
+  const uint64_t id = next_id_++;
+  watched_[id] = Watched{context, deadline, false};
+  ++changes_;
+  return id;
+}
+
+bool CallDeadlines::Disarm(uint64_t id) {
+  absl::MutexLock l(&mu_);
+  auto it = watched_.find(id);
+  const bool fired = it != watched_.end() && it->second.fired;
+  if (it != watched_.end()) watched_.erase(it);
+  return fired;
+}
+
+void CallDeadlines::Loop() {
+  absl::MutexLock l(&mu_);
+  while (!stop_) {
+    absl::Time next = absl::InfiniteFuture();
+    const absl::Time now = absl::Now();
+    for (auto& [id, w] : watched_) {
+      if (w.fired) continue;
+      if (w.deadline <= now) {
+        // Under mu_: the call cannot end (Disarm takes mu_) while it is
+        // cancelled.
+        w.fired = true;
+        w.context->TryCancel();
+      } else {
+        next = std::min(next, w.deadline);
+      }
+    }
+    const uint64_t seen = changes_;
+    auto wake = [this, seen]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stop_ || changes_ != seen; };
+    mu_.AwaitWithDeadline(absl::Condition(&wake), next);
+  }
+}
+
+}  // namespace kolo
