@@ -70,8 +70,8 @@ ABSL_FLAG(std::string, peer_tls_cert, "",
 ABSL_FLAG(std::string, peer_tls_key, "", "PEM file: the private key of --peer_tls_cert");
 ABSL_FLAG(bool, peer_plaintext, false,
           "run the Peer plane without TLS (trusted networks and tests only); "
-          "without TLS files or this flag, a non-default --peer_address is "
-          "refused and the default one leaves multi-node jobs off");
+          "without TLS files or this flag, a non-loopback --peer_address is "
+          "refused and a loopback one leaves multi-node jobs off");
 ABSL_FLAG(int, response_cache, 1024,
           "names a coordinator remembers as cache bits (multi-node jobs)");
 ABSL_FLAG(int, max_job_ranks, 65536, "largest job (ranks in all) a client may attach to");

@@ -31,7 +31,9 @@ Then, per case: kolod creates its socket; `koloctl status` answers over it;
 the admin token is written with mode 0600 (and, on Kubernetes, outside every
 volume that holds the socket, since training pods mount that one); every
 enabled listener answers (Status over gRPC, Peer over TCP and TLS when the TLS
-flags are in force, metrics over HTTP); every exec probe or HEALTHCHECK of
+flags are in force, metrics over HTTP), except a loopback --peer_address
+without TLS or --peer_plaintext, where the Peer plane must be off (nothing
+listens, and kolod's log says so); every exec probe or HEALTHCHECK of
 the manifest succeeds; declared ports match listeners; SIGTERM makes kolod
 exit 0 and remove its socket.
 
@@ -620,6 +622,21 @@ class Run:
 
     def check_peer_address(self, addr):
         host, _, port = addr.rpartition(":")
+        if self.peer_plane_off(host):
+            # kolod leaves the Peer plane off on a loopback address without
+            # TLS or --peer_plaintext: nothing listens, and its log says so.
+            try:
+                with socket.create_connection((host, int(port)), timeout=5):
+                    pass
+            except ConnectionRefusedError:
+                pass
+            else:
+                raise CaseError(f"--peer_address {addr}: loopback without TLS or "
+                                f"--peer_plaintext, yet something listens there")
+            if "the Peer plane is off" not in open(self.log).read():
+                raise CaseError("kolod's log does not say that the Peer plane is off")
+            ok(f"--peer_address {addr}: loopback without TLS, the Peer plane is off")
+            return
         with socket.create_connection((host, int(port)), timeout=5):
             pass
         if self.tls is None or "peer_tls_ca" not in self.effective:
@@ -628,13 +645,26 @@ class Run:
         cmd = ["openssl", "s_client", "-connect", addr, "-alpn", "h2", "-verify_return_error",
                "-CAfile", self.tls["ca"], "-cert", self.tls["client_cert"],
                "-key", self.tls["client_key"]]
-        out = subprocess.run(cmd, input="", capture_output=True, text=True, timeout=30)
+        # After the handshake the server's first HTTP/2 frames are printed as
+        # they come: binary, so undecodable bytes are replaced.
+        out = subprocess.run(cmd, input="", capture_output=True, text=True, errors="replace",
+                             timeout=30)
         # The exit status also reflects how the server closed the connection
         # after the handshake; the handshake's verdict is the line checked.
         if "Verify return code: 0 (ok)" not in out.stdout:
             raise CaseError(f"--peer_address {addr}: no TLS handshake with a certificate "
                             f"of the test CA:\n{out.stdout[-2000:]}{out.stderr[-2000:]}")
         ok(f"--peer_address {addr}: TLS, server certificate verified by the test CA")
+
+    def peer_plane_off(self, host):
+        """Whether kolod leaves the Peer plane off (see ResolvePeerPlane)."""
+        if "peer_tls_ca" in self.effective:
+            return False
+        plaintext = self.effective.get("peer_plaintext")
+        if plaintext is not None and (plaintext.value is None or
+                                      plaintext.value.lower() in ("true", "t", "yes", "y", "1")):
+            return False
+        return is_loopback(host)
 
     def check_metrics_address(self, addr):
         with urllib.request.urlopen(f"http://{addr}/metrics", timeout=5) as r:
