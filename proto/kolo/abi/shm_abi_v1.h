@@ -1,7 +1,8 @@
 // The shared-memory ABI between libkolo and kolod, version 1.
 //
 // One segment per session, created by the client as a sealed memfd (it cannot
-// shrink or grow once attached) and opened by kolod through /proc/PID/fd/FD.
+// shrink or grow once attached) and handed to kolod over its handoff socket
+// (common/handoff.h).
 // Layout, every offset 4 KiB aligned:
 //
 //   [SegmentHeader][SubmitSlot x submit_capacity][CompletionSlot x completion_capacity][arena]
