@@ -209,7 +209,7 @@ grpc::Status NodeService::Attach(
   absl::Mutex write_mu;
   absl::Mutex failure_mu;
   absl::Status failure;
-  (*session)->Start(*job, [&](const absl::Status& status) {
+  absl::Status started = (*session)->Start(*job, [&](const absl::Status& status) {
     {
       absl::MutexLock l(&failure_mu);
       if (!failure.ok()) return;
@@ -227,6 +227,15 @@ grpc::Status NodeService::Attach(
     }
     context->TryCancel();
   });
+  if (!started.ok()) {
+    spdlog::warn("job {} rank {}: attach refused: {}", req.job_id(), req.rank(),
+                 started.ToString());
+    (*session)->Close();
+    registry_->Leave(*job, req.rank(), /*clean=*/false, started);
+    absl::MutexLock l(&mu_);
+    sessions_.erase(identity.session_id);
+    return ToGrpcStatus(started);
+  }
 
   kolo::v1::DaemonMessage hello;
   auto* attached = hello.mutable_attached();

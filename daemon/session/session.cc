@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -98,14 +99,21 @@ Session::Session(SessionIdentity identity, SharedSegment segment, const SessionL
 
 Session::~Session() { Close(); }
 
-void Session::Start(std::shared_ptr<RequestSink> job,
-                    std::function<void(const absl::Status&)> on_failure) {
+absl::Status Session::Start(std::shared_ptr<RequestSink> job,
+                            std::function<void(const absl::Status&)> on_failure) {
   job_ = std::move(job);
   {
     absl::MutexLock l(&failure_mu_);
     on_failure_ = std::move(on_failure);
   }
-  ingress_ = std::thread([this] { IngressLoop(); });
+  try {
+    ingress_ = std::thread([this] { IngressLoop(); });
+  } catch (const std::system_error& e) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("rank ", identity_.rank, ": kolod cannot start a thread for this session (",
+                     e.what(), ")"));
+  }
+  return absl::OkStatus();
 }
 
 void Session::Close() {

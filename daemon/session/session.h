@@ -61,7 +61,10 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // Starts ingress into `job`. `on_failure` is called once, from the ingress
   // thread, if the client breaks the protocol.
-  void Start(std::shared_ptr<RequestSink> job, std::function<void(const absl::Status&)> on_failure);
+  // RESOURCE_EXHAUSTED when the ingress thread cannot be made (the session
+  // fails, not kolod).
+  absl::Status Start(std::shared_ptr<RequestSink> job,
+                     std::function<void(const absl::Status&)> on_failure);
   // Stops ingress and tells the client the session is over. Idempotent.
   void Close();
 
