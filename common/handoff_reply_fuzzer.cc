@@ -12,22 +12,18 @@
 namespace kolo {
 namespace {
 
-void Check(bool ok) {
-  if (!ok) std::abort();
-}
-
 void Run(fuzz::FuzzInput& in) {
   const uint8_t mode = in.Take<uint8_t>();
   if (mode % 3 == 0) {
     absl::StatusOr<std::string> r = ParseHandoffReply(in.TakeRest());
-    if (r.ok()) Check(r->size() == kHandoffTicketChars);
+    if (r.ok()) fuzz::Require(r->size() == kHandoffTicketChars);
     return;
   }
   if (mode % 3 == 1) {
     std::string ticket = in.TakeString(kHandoffTicketChars);
     absl::StatusOr<std::string> r = ParseHandoffReply(HandoffOkReply(ticket));
-    Check(r.ok() == (ticket.size() == kHandoffTicketChars));
-    if (r.ok()) Check(*r == ticket);
+    fuzz::Require(r.ok() == (ticket.size() == kHandoffTicketChars));
+    if (r.ok()) fuzz::Require(*r == ticket);
     return;
   }
   // An error: any code but OK, any message.
@@ -35,17 +31,13 @@ void Run(fuzz::FuzzInput& in) {
   std::string message = in.TakeRest();
   absl::Status sent(static_cast<absl::StatusCode>(code), message);
   absl::StatusOr<std::string> r = ParseHandoffReply(HandoffErrorReply(sent));
-  Check(!r.ok());
-  Check(r.status().code() == sent.code());
-  Check(absl::StartsWith(message, r.status().message()) ||
-        absl::StrContains(r.status().message(), "malformed"));
+  fuzz::Require(!r.ok());
+  fuzz::Require(r.status().code() == sent.code());
+  fuzz::Require(absl::StartsWith(message, r.status().message()) ||
+                absl::StrContains(r.status().message(), "malformed"));
 }
 
 }  // namespace
 }  // namespace kolo
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  kolo::fuzz::FuzzInput in(data, size);
-  kolo::Run(in);
-  return 0;
-}
+KOLO_FUZZ_TARGET(kolo::Run)

@@ -21,10 +21,6 @@ struct Slot {
 
 enum Op : uint8_t { kPush, kPop, kSetTail, kSetHead, kQuery, kOpCount };
 
-void Check(bool ok) {
-  if (!ok) std::abort();
-}
-
 void Run(fuzz::FuzzInput& in) {
   const uint32_t capacity = uint32_t{1} << (in.Take<uint8_t>() % 7);  // 1..64
   auto tail = std::make_unique<abi::v1::RingIndex>();
@@ -34,7 +30,7 @@ void Run(fuzz::FuzzInput& in) {
   head->value.store(start);
   auto slots = std::make_unique<Slot[]>(capacity);
   SpscRing<Slot> ring(tail.get(), head.get(), slots.get(), capacity);
-  Check(ring.capacity() == capacity);
+  fuzz::Require(ring.capacity() == capacity);
 
   bool tampered = false;  // once the peer wrote an index, contents are its own
   uint64_t next_push = 0;
@@ -50,11 +46,11 @@ void Run(fuzz::FuzzInput& in) {
         in.TakeBytes(s.payload, 4);
         RingResult r = ring.TryPush(s);
         if (used > capacity) {
-          Check(r == RingResult::kCorrupt);
+          fuzz::Require(r == RingResult::kCorrupt);
         } else if (used == capacity) {
-          Check(r == RingResult::kEmptyOrFull);
+          fuzz::Require(r == RingResult::kEmptyOrFull);
         } else {
-          Check(r == RingResult::kOk && tail->value.load() == t + 1);
+          fuzz::Require(r == RingResult::kOk && tail->value.load() == t + 1);
           ++next_push;
         }
         break;
@@ -63,12 +59,12 @@ void Run(fuzz::FuzzInput& in) {
         Slot s{};
         RingResult r = ring.TryPop(&s);
         if (used > capacity) {
-          Check(r == RingResult::kCorrupt);
+          fuzz::Require(r == RingResult::kCorrupt);
         } else if (used == 0) {
-          Check(r == RingResult::kEmptyOrFull);
+          fuzz::Require(r == RingResult::kEmptyOrFull);
         } else {
-          Check(r == RingResult::kOk && head->value.load() == h + 1);
-          if (!tampered) Check(s.seq == next_pop);
+          fuzz::Require(r == RingResult::kOk && head->value.load() == h + 1);
+          if (!tampered) fuzz::Require(s.seq == next_pop);
           ++next_pop;
         }
         break;
@@ -82,8 +78,8 @@ void Run(fuzz::FuzzInput& in) {
         tampered = true;
         break;
       case kQuery:
-        Check(ring.HasData() == (t != h));
-        Check(ring.HasSpace() == (used < capacity));
+        fuzz::Require(ring.HasData() == (t != h));
+        fuzz::Require(ring.HasSpace() == (used < capacity));
         break;
     }
   }
@@ -92,8 +88,4 @@ void Run(fuzz::FuzzInput& in) {
 }  // namespace
 }  // namespace kolo
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  kolo::fuzz::FuzzInput in(data, size);
-  kolo::Run(in);
-  return 0;
-}
+KOLO_FUZZ_TARGET(kolo::Run)

@@ -14,10 +14,6 @@
 namespace kolo::daemon {
 namespace {
 
-void Check(bool ok) {
-  if (!ok) std::abort();
-}
-
 constexpr const char* kVariables[] = {
     "KOLO_FUSION_THRESHOLD", "KOLO_LOG_LEVEL",       "KOLO_NCCL_INIT_TIMEOUT_S",
     "KOLO_NCCL_TIMEOUT_S",   "KOLO_PEER_TIMEOUT_S",  "KOLO_SOCKET",
@@ -28,8 +24,8 @@ void Run(fuzz::FuzzInput& in) {
   const std::string text = in.TakeString(64);
   absl::StatusOr<uint64_t> bytes = ParseBytes(text);
   absl::StatusOr<absl::Duration> seconds = ParseSeconds(text);
-  if (seconds.ok()) Check(*seconds >= absl::ZeroDuration());
-  if (bytes.ok()) Check(!text.empty());
+  if (seconds.ok()) fuzz::Require(*seconds >= absl::ZeroDuration());
+  if (bytes.ok()) fuzz::Require(!text.empty());
 
   // The environment: each variable set (to fuzzed text, NUL-free) or unset.
   for (const char* name : kVariables) {
@@ -46,10 +42,10 @@ void Run(fuzz::FuzzInput& in) {
   }
   DaemonConfig config;
   if (ApplyEnvironment(&config).ok()) {
-    Check(config.spin >= absl::ZeroDuration());
-    Check(config.peer_timeout >= absl::ZeroDuration());
-    Check(config.stall_timeout >= absl::ZeroDuration());
-    Check(config.stall_warning >= absl::ZeroDuration());
+    fuzz::Require(config.spin >= absl::ZeroDuration());
+    fuzz::Require(config.peer_timeout >= absl::ZeroDuration());
+    fuzz::Require(config.stall_timeout >= absl::ZeroDuration());
+    fuzz::Require(config.stall_warning >= absl::ZeroDuration());
   }
   for (const char* name : kVariables) unsetenv(name);
 
@@ -62,9 +58,9 @@ void Run(fuzz::FuzzInput& in) {
   absl::StatusOr<PeerPlane> resolved = ResolvePeerPlane(config);
   const bool loopback = IsLoopbackAddress(config.peer_address);
   if (resolved.ok()) {
-    if (config.peer_address.empty()) Check(*resolved == PeerPlane::kOff);
-    if (*resolved == PeerPlane::kOff && !config.peer_address.empty()) Check(loopback);
-    if (*resolved == PeerPlane::kPlaintext) Check(config.peer_plaintext);
+    if (config.peer_address.empty()) fuzz::Require(*resolved == PeerPlane::kOff);
+    if (*resolved == PeerPlane::kOff && !config.peer_address.empty()) fuzz::Require(loopback);
+    if (*resolved == PeerPlane::kPlaintext) fuzz::Require(config.peer_plaintext);
   }
   (void)IsLoopbackAddress(in.TakeRest());
 }
@@ -72,8 +68,4 @@ void Run(fuzz::FuzzInput& in) {
 }  // namespace
 }  // namespace kolo::daemon
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  kolo::fuzz::FuzzInput in(data, size);
-  kolo::daemon::Run(in);
-  return 0;
-}
+KOLO_FUZZ_TARGET(kolo::daemon::Run)

@@ -17,15 +17,11 @@
 namespace kolo::daemon {
 namespace {
 
-void Check(bool ok) {
-  if (!ok) std::abort();
-}
-
 struct CheckingSink : MemberSink {
   void Send(const kolo::v1::CoordinatorMessage& m) override {
-    Check(!lost);
+    fuzz::Require(!lost);
     if (m.has_plan()) {
-      Check(m.plan().sequence() == next_sequence);
+      fuzz::Require(m.plan().sequence() == next_sequence);
       ++next_sequence;
     }
   }
@@ -112,8 +108,4 @@ void Run(fuzz::FuzzInput& in) {
 }  // namespace
 }  // namespace kolo::daemon
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  kolo::fuzz::FuzzInput in(data, size);
-  kolo::daemon::Run(in);
-  return 0;
-}
+KOLO_FUZZ_TARGET(kolo::daemon::Run)

@@ -4,14 +4,7 @@
 #include <string>
 
 namespace kolo::daemon {
-namespace {
-
-// A small value most of the time; with `raw`, any 64-bit value.
-int64_t Small(fuzz::FuzzInput& in, bool raw) {
-  return raw ? in.Take<int64_t>() : static_cast<int64_t>(in.Take<int8_t>());
-}
-
-}  // namespace
+namespace {}  // namespace
 
 kolo::v1::TensorMeta TensorMetaFrom(fuzz::FuzzInput& in, int job_size) {
   kolo::v1::TensorMeta m;
@@ -24,22 +17,22 @@ kolo::v1::TensorMeta TensorMetaFrom(fuzz::FuzzInput& in, int job_size) {
   const int ndim = in.Take<uint8_t>() % 4;
   uint64_t elements = 1;
   for (int d = 0; d < ndim; ++d) {
-    int64_t dim = Small(in, raw & 2);
+    int64_t dim = in.TakeSmall(raw & 2);
     m.add_shape(dim);
     elements *= static_cast<uint64_t>(dim);
   }
   m.set_bytes((raw & 2) ? in.Take<uint64_t>() : elements * 4);
   m.set_prescale((raw & 4) ? in.Take<double>() : 1.0);
   m.set_postscale((raw & 4) ? in.Take<double>() : 1.0);
-  m.set_root_rank(static_cast<int32_t>(Small(in, raw & 8)));
+  m.set_root_rank(static_cast<int32_t>(in.TakeSmall(raw & 8)));
   const int rows = in.Take<uint8_t>() % (job_size + 2);
-  for (int i = 0; i < rows; ++i) m.add_rows(Small(in, raw & 16));
+  for (int i = 0; i < rows; ++i) m.add_rows(in.TakeSmall(raw & 16));
   const int splits = in.Take<uint8_t>() % (job_size * job_size + 2);
-  for (int i = 0; i < splits; ++i) m.add_splits(Small(in, raw & 16));
+  for (int i = 0; i < splits; ++i) m.add_splits(in.TakeSmall(raw & 16));
   const uint8_t misc = in.Take<uint8_t>();
   m.set_process_set((raw & 32) ? in.Take<int32_t>() : misc % 3);
   const int aux = (misc >> 2) % 5;
-  for (int i = 0; i < aux; ++i) m.add_aux(Small(in, raw & 32));
+  for (int i = 0; i < aux; ++i) m.add_aux(in.TakeSmall(raw & 32));
   m.set_joined((raw & 64) ? in.Take<int32_t>() : (misc >> 5) % 3);
   m.set_group_size((raw & 64) ? in.Take<uint32_t>() : 0);
   m.set_compression((raw & 64) ? in.Take<uint32_t>() : 0);

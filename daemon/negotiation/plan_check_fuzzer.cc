@@ -17,10 +17,6 @@
 namespace kolo::daemon {
 namespace {
 
-int64_t Small(fuzz::FuzzInput& in, bool raw) {
-  return raw ? in.Take<int64_t>() : static_cast<int64_t>(in.Take<int8_t>());
-}
-
 // One parked set of `kind` for this node's `ranks` (none when `empty`).
 ReadySet ParkedFrom(fuzz::FuzzInput& in, CollectiveKind kind, const std::vector<int>& ranks,
                     bool empty) {
@@ -40,7 +36,7 @@ ReadySet ParkedFrom(fuzz::FuzzInput& in, CollectiveKind kind, const std::vector<
       elements *= static_cast<uint64_t>(dim);
     }
     q.bytes = elements * DTypeSize(q.dtype);
-    for (int a = in.Take<uint8_t>() % 10; a > 0; --a) q.aux.push_back(Small(in, raw & 4));
+    for (int a = in.Take<uint8_t>() % 10; a > 0; --a) q.aux.push_back(in.TakeSmall(raw & 4));
     set.requests.push_back(std::move(q));
   }
   set.set_size = in.Take<uint8_t>() % 10;
@@ -75,16 +71,16 @@ void Run(fuzz::FuzzInput& in) {
   PlannedEntry entry;
   for (const ReadySet& s : sets) entry.names.push_back("0:" + s.name);
   const uint8_t raw = in.Take<uint8_t>();
-  entry.last_joined = static_cast<int>(Small(in, false));
+  entry.last_joined = static_cast<int>(in.TakeSmall(false));
   for (int i = in.Take<uint8_t>() % 4; i > 0; --i) entry.joined_nodes.push_back(in.Take<int8_t>());
   if (raw & 1) entry.error = absl::InvalidArgumentError("disagreed");
   const size_t rows =
       (raw & 2) ? in.Take<uint8_t>() % 12 : (kind == CollectiveKind::kAllgather ? job_size : 0);
-  for (size_t i = 0; i < rows; ++i) entry.rows.push_back(Small(in, raw & 4));
+  for (size_t i = 0; i < rows; ++i) entry.rows.push_back(in.TakeSmall(raw & 4));
   const size_t n = have_set_ranks ? set_ranks.size() : job_size;
   const size_t splits =
       (raw & 8) ? in.Take<uint8_t>() % 70 : (kind == CollectiveKind::kAlltoall ? n * n : 0);
-  for (size_t i = 0; i < splits; ++i) entry.splits.push_back(Small(in, raw & 16));
+  for (size_t i = 0; i < splits; ++i) entry.splits.push_back(in.TakeSmall(raw & 16));
   (void)CheckPlannedEntry(entry, sets, job_size, have_set_ranks ? &set_ranks : nullptr, nodes);
 
   for (int i = in.Take<uint8_t>() % 3; i > 0; --i) {
@@ -106,8 +102,4 @@ void Run(fuzz::FuzzInput& in) {
 }  // namespace
 }  // namespace kolo::daemon
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  kolo::fuzz::FuzzInput in(data, size);
-  kolo::daemon::Run(in);
-  return 0;
-}
+KOLO_FUZZ_TARGET(kolo::daemon::Run)

@@ -23,10 +23,6 @@
 namespace kolo::daemon {
 namespace {
 
-void Check(bool ok) {
-  if (!ok) std::abort();
-}
-
 int OpenDescriptors() {
   int n = 0;
   DIR* dir = opendir("/proc/self/fd");
@@ -81,12 +77,13 @@ void Run(fuzz::FuzzInput& in) {
           std::string request = (op & 0x20) ? in.TakeString() : std::string(kHandoffRequest);
           UniqueFd segment = (op & 0x40) ? SegmentFrom(in) : UniqueFd();
           std::string reply = AnswerHandoff(caller, request, std::move(segment), &table, now);
-          Check(reply.size() <= kMaxHandoffMessageBytes);
+          fuzz::Require(reply.size() <= kMaxHandoffMessageBytes);
           absl::StatusOr<std::string> parsed = ParseHandoffReply(reply);
           // An error reply carries its status; only a malformed one fails to.
-          Check(parsed.ok() || parsed.status().message().find("malformed") == std::string::npos);
+          fuzz::Require(parsed.ok() ||
+                        parsed.status().message().find("malformed") == std::string::npos);
           if (parsed.ok()) {
-            Check(parsed->size() == kHandoffTicketChars);
+            fuzz::Require(parsed->size() == kHandoffTicketChars);
             tickets.push_back(*parsed);
           }
           break;
@@ -95,27 +92,23 @@ void Run(fuzz::FuzzInput& in) {
           if (tickets.empty()) break;
           std::string ticket = tickets[in.Take<uint8_t>() % tickets.size()];
           (void)table.Redeem(ticket, now);
-          Check(!table.Redeem(ticket, now).ok());
+          fuzz::Require(!table.Redeem(ticket, now).ok());
           break;
         }
         case 2:  // a forged ticket
-          Check(!table.Redeem(in.TakeString(), now).ok() || !tickets.empty());
+          fuzz::Require(!table.Redeem(in.TakeString(), now).ok() || !tickets.empty());
           break;
         case 3:
           (void)table.Identify(tickets.empty() ? in.TakeString() : tickets.back(), now);
           break;
       }
-      Check(table.waiting() <= limits.max_waiting);
+      fuzz::Require(table.waiting() <= limits.max_waiting);
     }
   }
-  Check(OpenDescriptors() == descriptors_before);
+  fuzz::Require(OpenDescriptors() == descriptors_before);
 }
 
 }  // namespace
 }  // namespace kolo::daemon
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  kolo::fuzz::FuzzInput in(data, size);
-  kolo::daemon::Run(in);
-  return 0;
-}
+KOLO_FUZZ_TARGET(kolo::daemon::Run)

@@ -16,10 +16,6 @@ using abi::v1::CompletionSlot;
 using abi::v1::SegmentHeader;
 using abi::v1::SubmitSlot;
 
-void Check(bool ok) {
-  if (!ok) std::abort();
-}
-
 // [offset, offset + bytes) lies inside [0, total) without overflow.
 bool Inside(uint64_t offset, uint64_t bytes, uint64_t total) {
   return offset <= total && bytes <= total - offset;
@@ -81,27 +77,26 @@ void Run(fuzz::FuzzInput& in) {
   }
   if (!CheckSegmentHeader(h, segment_bytes, limits).ok()) return;
 
-  Check(h.magic == abi::v1::kMagic && h.version == abi::v1::kVersion);
-  Check(h.submit_capacity > 0 && (h.submit_capacity & (h.submit_capacity - 1)) == 0);
-  Check(h.completion_capacity > 0 && (h.completion_capacity & (h.completion_capacity - 1)) == 0);
-  Check(h.submit_capacity <= limits.max_submit_capacity);
-  Check(h.completion_capacity <= limits.max_completion_capacity);
-  Check(h.submit_offset >= sizeof(SegmentHeader));
-  Check(Inside(h.submit_offset, uint64_t{h.submit_capacity} * sizeof(SubmitSlot), segment_bytes));
-  Check(h.completion_offset >= h.submit_offset + uint64_t{h.submit_capacity} * sizeof(SubmitSlot));
-  Check(Inside(h.completion_offset, uint64_t{h.completion_capacity} * sizeof(CompletionSlot),
-               segment_bytes));
-  Check(h.arena_offset >=
-        h.completion_offset + uint64_t{h.completion_capacity} * sizeof(CompletionSlot));
-  Check(Inside(h.arena_offset, h.arena_bytes, segment_bytes));
-  Check(h.result_bytes <= h.arena_bytes && h.result_bytes % 64 == 0);
+  fuzz::Require(h.magic == abi::v1::kMagic && h.version == abi::v1::kVersion);
+  fuzz::Require(h.submit_capacity > 0 && (h.submit_capacity & (h.submit_capacity - 1)) == 0);
+  fuzz::Require(h.completion_capacity > 0 &&
+                (h.completion_capacity & (h.completion_capacity - 1)) == 0);
+  fuzz::Require(h.submit_capacity <= limits.max_submit_capacity);
+  fuzz::Require(h.completion_capacity <= limits.max_completion_capacity);
+  fuzz::Require(h.submit_offset >= sizeof(SegmentHeader));
+  fuzz::Require(
+      Inside(h.submit_offset, uint64_t{h.submit_capacity} * sizeof(SubmitSlot), segment_bytes));
+  fuzz::Require(h.completion_offset >=
+                h.submit_offset + uint64_t{h.submit_capacity} * sizeof(SubmitSlot));
+  fuzz::Require(Inside(h.completion_offset,
+                       uint64_t{h.completion_capacity} * sizeof(CompletionSlot), segment_bytes));
+  fuzz::Require(h.arena_offset >=
+                h.completion_offset + uint64_t{h.completion_capacity} * sizeof(CompletionSlot));
+  fuzz::Require(Inside(h.arena_offset, h.arena_bytes, segment_bytes));
+  fuzz::Require(h.result_bytes <= h.arena_bytes && h.result_bytes % 64 == 0);
 }
 
 }  // namespace
 }  // namespace kolo::daemon
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  kolo::fuzz::FuzzInput in(data, size);
-  kolo::daemon::Run(in);
-  return 0;
-}
+KOLO_FUZZ_TARGET(kolo::daemon::Run)

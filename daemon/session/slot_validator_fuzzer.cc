@@ -20,10 +20,6 @@ using abi::v1::SubmitSlot;
 
 constexpr uint64_t kArenaBytes = 4096;
 
-void Check(bool ok) {
-  if (!ok) std::abort();
-}
-
 SubmitSlot Template(uint8_t which) {
   SubmitSlot s;
   std::memset(&s, 0, sizeof(s));
@@ -89,19 +85,19 @@ void Run(fuzz::FuzzInput& in) {
   absl::StatusOr<Request> r = ValidateSlot(slot, ArenaBounds{arena.get(), kArenaBytes}, job_size);
   if (!r.ok()) return;
 
-  Check(r->name.size() == slot.name_length && r->name.size() <= abi::v1::kMaxNameBytes);
-  Check(r->aux.size() == slot.aux_count);
+  fuzz::Require(r->name.size() == slot.name_length && r->name.size() <= abi::v1::kMaxNameBytes);
+  fuzz::Require(r->aux.size() == slot.aux_count);
   if (r->device.has_value()) {
-    Check(r->input == nullptr && r->output == nullptr);
+    fuzz::Require(r->input == nullptr && r->output == nullptr);
     return;
   }
   uint64_t sum = 0;
   if (r->input != nullptr) {
-    Check(r->input >= arena.get() && r->input <= arena.get() + kArenaBytes);
+    fuzz::Require(r->input >= arena.get() && r->input <= arena.get() + kArenaBytes);
     for (uint64_t i = 0; i < r->bytes; ++i) sum += r->input[i];
   }
   if (r->output != nullptr) {
-    Check(r->output >= arena.get() && r->output <= arena.get() + kArenaBytes);
+    fuzz::Require(r->output >= arena.get() && r->output <= arena.get() + kArenaBytes);
     std::memset(r->output, static_cast<int>(sum), r->bytes);
   }
 }
@@ -109,8 +105,4 @@ void Run(fuzz::FuzzInput& in) {
 }  // namespace
 }  // namespace kolo::daemon
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  kolo::fuzz::FuzzInput in(data, size);
-  kolo::daemon::Run(in);
-  return 0;
-}
+KOLO_FUZZ_TARGET(kolo::daemon::Run)

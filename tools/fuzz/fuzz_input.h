@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <type_traits>
@@ -48,6 +49,12 @@ class FuzzInput {
     return s;
   }
 
+  // A small signed value (one byte) most of the time; with `raw`, any 64-bit
+  // value.
+  int64_t TakeSmall(bool raw) {
+    return raw ? Take<int64_t>() : static_cast<int64_t>(Take<int8_t>());
+  }
+
   // Everything left, as a string.
   std::string TakeRest() {
     std::string s(reinterpret_cast<const char*>(data_ + pos_), remaining());
@@ -61,4 +68,19 @@ class FuzzInput {
   size_t pos_ = 0;
 };
 
+// A target's oracle: a violated property aborts, which libFuzzer (and the
+// corpus replay) reports as a crash with the input that caused it.
+inline void Require(bool property) {
+  if (!property) std::abort();
+}
+
 }  // namespace kolo::fuzz
+
+// Defines the libFuzzer entry point to run `run(kolo::fuzz::FuzzInput&)` on
+// each input.
+#define KOLO_FUZZ_TARGET(run)                                               \
+  extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) { \
+    ::kolo::fuzz::FuzzInput in(data, size);                                 \
+    run(in);                                                                \
+    return 0;                                                               \
+  }
