@@ -8,13 +8,17 @@
 #   scripts/fuzz.sh [SECONDS_PER_TARGET]
 #   KOLO_FUZZ_TARGETS="//common:spsc_ring_fuzzer" scripts/fuzz.sh 10
 #
-# Bazel options may be added through $KOLO_BAZEL_STARTUP (e.g.
-# --output_base=...) and $KOLO_BAZEL_FLAGS (e.g. --jobs=2).
+# --config=fuzz builds with another compiler into the same output paths, so
+# it gets its own output base (else the next ordinary build starts over):
+# by default one per checkout under ~/.cache/kolo-fuzz; $KOLO_BAZEL_STARTUP
+# replaces the startup options, $KOLO_BAZEL_FLAGS adds build flags (e.g.
+# --jobs=2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
 [[ "$seconds" =~ ^[0-9]+$ ]] || { echo "usage: $0 [SECONDS_PER_TARGET]" >&2; exit 2; }
-read -r -a startup <<<"${KOLO_BAZEL_STARTUP:-}"
+default_base="${XDG_CACHE_HOME:-$HOME/.cache}/kolo-fuzz/$(pwd | cksum | cut -d' ' -f1)"
+read -r -a startup <<<"${KOLO_BAZEL_STARTUP:---output_base=$default_base}"
 read -r -a flags <<<"${KOLO_BAZEL_FLAGS:-}"
 bazel=(bazel "${startup[@]}")
 
