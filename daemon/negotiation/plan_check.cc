@@ -126,9 +126,11 @@ absl::Status CheckPlannedEntry(const PlannedEntry& entry, const std::vector<Read
         absl::StrCat("the plan says rank ", entry.last_joined, " joined last, of ", job_size));
   }
   if (sets.empty() || !entry.error.ok()) return absl::OkStatus();
-  const CollectiveKind kind = sets.front().requests.front().kind;
   for (const ReadySet& set : sets) {
     if (set.requests.empty()) return absl::InternalError("a parked set without requests");
+  }
+  const CollectiveKind kind = sets.front().requests.front().kind;
+  for (const ReadySet& set : sets) {
     if (set.requests.front().kind != kind) {
       return Bad(set, absl::StrCat("the plan fuses it with ", CollectiveKindName(kind), " \"",
                                    sets.front().name, "\""));

@@ -61,6 +61,15 @@ TEST(PlanCheckTest, AlltoallSplitsPastTheBufferAreRefused) {
   EXPECT_FALSE(CheckPlannedEntry(Entry({}, {2, 2, -1, 4}), sets, 2, nullptr, 2).ok());
 }
 
+TEST(PlanCheckTest, ParkedSetWithoutRequestsIsAnErrorNotACrash) {
+  // Found by plan_check_fuzzer: the first set's kind was read before any set
+  // was checked for requests.
+  std::vector<ReadySet> sets(1);
+  sets[0].name = "t";
+  absl::Status s = CheckPlannedEntry(Entry({}, {}), sets, 2, nullptr, 2);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
+}
+
 TEST(PlanCheckTest, AllgatherRowsMustBeThisNodesOwn) {
   std::vector<ReadySet> sets;
   sets.push_back(Parked(CollectiveKind::kAllgather, {0}, 5));

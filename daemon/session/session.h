@@ -31,16 +31,10 @@
 #include "common/shared_segment.h"
 #include "common/spsc_ring.h"
 #include "daemon/job/request.h"
+#include "daemon/session/segment_check.h"
 #include "proto/kolo/abi/shm_abi_v1.h"
 
 namespace kolo::daemon {
-
-struct SessionLimits {
-  uint32_t max_submit_capacity = 4096;
-  uint32_t max_completion_capacity = 16384;
-  uint64_t max_segment_bytes = uint64_t{64} << 30;
-  absl::Duration spin = absl::Microseconds(50);
-};
 
 struct SessionIdentity {
   std::string session_id;
