@@ -11,13 +11,12 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
+#include "common/job_token_rule.h"
 #include "common/random_id.h"
 #include "common/unique_fd.h"
 
 namespace kolo {
 namespace {
-
-constexpr size_t kMinTokenChars = 32;
 
 absl::StatusOr<std::string> ReadToken(const std::string& path) {
   UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
@@ -33,9 +32,9 @@ absl::StatusOr<std::string> ReadToken(const std::string& path) {
   ssize_t n = read(fd.get(), buf, sizeof(buf));
   if (n < 0) return ErrnoToStatus(errno, absl::StrCat("read ", path));
   std::string token(absl::StripAsciiWhitespace(absl::string_view(buf, static_cast<size_t>(n))));
-  if (token.size() < kMinTokenChars || token.size() > 256) {
+  if (token.size() < kMinJobTokenChars || token.size() > 256) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "job token file ", path, " holds no token of ", kMinTokenChars, " to 256 characters"));
+        "job token file ", path, " holds no token of ", kMinJobTokenChars, " to 256 characters"));
   }
   return token;
 }

@@ -118,7 +118,9 @@ Daemon::Daemon(const DaemonConfig& config) : config_(config) {}
 //      inspector, metrics HTTP, Status);
 //   5. serve gRPC, then tell the service manager we are ready.
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& config) {
-  if (absl::Status s = ClaimSocketPath(config.socket_path); !s.ok()) return s;
+  for (const std::string& path : {config.socket_path, HandoffSocketPath(config.socket_path)}) {
+    if (absl::Status s = ClaimSocketPath(path); !s.ok()) return s;
+  }
   std::unique_ptr<Daemon> d(new Daemon(config));
   const std::string token_file = AdminTokenFile(config);
   auto token = LoadOrCreateAdminToken(token_file);

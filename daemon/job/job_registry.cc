@@ -56,16 +56,12 @@ absl::StatusOr<std::shared_ptr<Job>> JobRegistry::Join(const JoinRequest& reques
   return job;
 }
 
-void JobRegistry::Leave(const std::shared_ptr<Job>& job, int rank, bool clean,
+void JobRegistry::Leave(const std::shared_ptr<Job>& job, uid_t uid, int rank, bool clean,
                         const absl::Status& why) {
   absl::MutexLock l(&mu_);
   if (job->RankLeft(rank, clean, why) == 0) {
-    for (auto it = jobs_.begin(); it != jobs_.end(); ++it) {
-      if (it->second == job) {
-        jobs_.erase(it);
-        break;
-      }
-    }
+    auto it = jobs_.find(Key(uid, job->id()));
+    if (it != jobs_.end() && it->second == job) jobs_.erase(it);
   }
 }
 

@@ -53,8 +53,10 @@ class JobRegistry {
   // Creates the job on its first rank, or joins it: the token and size must
   // match the job's, and the rank must be free.
   absl::StatusOr<std::shared_ptr<Job>> Join(const JoinRequest& request);
-  // The rank's session ended; the job is dropped when its last rank leaves.
-  void Leave(const std::shared_ptr<Job>& job, int rank, bool clean, const absl::Status& why);
+  // The rank's session ended; the job (of `uid`, which joined it) is dropped
+  // when its last rank leaves.
+  void Leave(const std::shared_ptr<Job>& job, uid_t uid, int rank, bool clean,
+             const absl::Status& why);
 
   struct OwnedJob {
     uid_t uid = 0;

@@ -3,7 +3,6 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/un.h>
 
 #include <cerrno>
@@ -53,14 +52,6 @@ absl::StatusOr<std::unique_ptr<HandoffServer>> HandoffServer::Start(HandoffServe
         "handoff socket path must be 1 to ", sizeof(addr.sun_path) - 1, " bytes: ", options.path));
   }
   std::memcpy(addr.sun_path, options.path.data(), options.path.size());
-  struct stat st {};
-  if (lstat(options.path.c_str(), &st) == 0) {
-    if (!S_ISSOCK(st.st_mode)) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(options.path, " exists and is not a socket"));
-    }
-    unlink(options.path.c_str());
-  }
   UniqueFd listener(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!listener.valid()) return ErrnoToStatus(errno, "socket");
   if (bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {

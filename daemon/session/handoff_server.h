@@ -18,7 +18,7 @@
 namespace kolo::daemon {
 
 struct HandoffServerOptions {
-  std::string path;  // the socket file; a stale one is replaced
+  std::string path;  // the socket file; must not exist (the caller claims it)
   absl::Duration handshake_timeout = absl::Seconds(5);
   int max_connections = 256;
 };

@@ -45,27 +45,20 @@ TEST(HandoffTableTest, TicketIsOneTimeAndExpires) {
   EXPECT_EQ(table.waiting(), 0);
 }
 
+// An identity-only handoff of `uid`, deposited now.
+absl::StatusCode DepositAs(HandoffTable& table, uid_t uid, absl::Time now) {
+  Handoff h;
+  h.caller.uid = uid;
+  return table.Deposit(std::move(h), now).status().code();
+}
+
 TEST(HandoffTableTest, BoundedPerUidAndInTotal) {
   HandoffTable table(HandoffLimits{absl::Seconds(30), 5, 3});
   const absl::Time now = absl::Now();
-  for (int i = 0; i < 3; ++i) {
-    Handoff h;
-    h.caller.uid = 7;
-    ASSERT_TRUE(table.Deposit(std::move(h), now).ok());
-  }
-  Handoff more;
-  more.caller.uid = 7;
-  EXPECT_EQ(table.Deposit(std::move(more), now).status().code(),
-            absl::StatusCode::kResourceExhausted);
-  for (int i = 0; i < 2; ++i) {
-    Handoff h;
-    h.caller.uid = 8;
-    ASSERT_TRUE(table.Deposit(std::move(h), now).ok());
-  }
-  Handoff full;
-  full.caller.uid = 9;
-  EXPECT_EQ(table.Deposit(std::move(full), now).status().code(),
-            absl::StatusCode::kResourceExhausted);
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(DepositAs(table, 7, now), absl::StatusCode::kOk);
+  EXPECT_EQ(DepositAs(table, 7, now), absl::StatusCode::kResourceExhausted);
+  for (int i = 0; i < 2; ++i) ASSERT_EQ(DepositAs(table, 8, now), absl::StatusCode::kOk);
+  EXPECT_EQ(DepositAs(table, 9, now), absl::StatusCode::kResourceExhausted);
 }
 
 TEST(HandoffServerTest, SegmentAndIdentityComeFromTheKernel) {

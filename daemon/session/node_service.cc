@@ -134,7 +134,6 @@ absl::Status NodeService::Reserve(uid_t uid) {
   }
   int& mine = per_uid_[uid];
   if (mine >= options_.policy.max_sessions_per_uid) {
-    if (mine == 0) per_uid_.erase(uid);
     return absl::ResourceExhaustedError(absl::StrCat("uid ", uid, " has ", mine,
                                                      " sessions, the limit per user (kolod "
                                                      "--max_sessions_per_uid)"));
@@ -231,7 +230,7 @@ grpc::Status NodeService::Attach(
     spdlog::warn("job {} rank {}: attach refused: {}", req.job_id(), req.rank(),
                  started.ToString());
     (*session)->Close();
-    registry_->Leave(*job, req.rank(), /*clean=*/false, started);
+    registry_->Leave(*job, caller.uid, req.rank(), /*clean=*/false, started);
     absl::MutexLock l(&mu_);
     sessions_.erase(identity.session_id);
     return ToGrpcStatus(started);
@@ -270,7 +269,7 @@ grpc::Status NodeService::Attach(
     why = absl::UnavailableError(
         absl::StrCat("its session ended without detaching (pid ", caller.pid, ")"));
   }
-  registry_->Leave(*job, req.rank(), clean, why);
+  registry_->Leave(*job, caller.uid, req.rank(), clean, why);
   {
     absl::MutexLock l(&mu_);
     sessions_.erase(identity.session_id);

@@ -15,6 +15,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "common/call_deadlines.h"
+#include "common/job_token_rule.h"
 #include "daemon/job/job_registry.h"
 #include "daemon/session/handoff_table.h"
 #include "daemon/session/session.h"
@@ -33,7 +34,7 @@ struct AttachPolicy {
   absl::Duration attach_timeout = absl::Seconds(10);
   // A job token must have at least this many characters (32 hex digits are
   // 128 bits) unless weak tokens are allowed (a single-user node).
-  size_t min_job_token_chars = 32;
+  size_t min_job_token_chars = kMinJobTokenChars;
   bool allow_weak_job_tokens = false;
 };
 

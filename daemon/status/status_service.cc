@@ -90,6 +90,16 @@ absl::StatusOr<Viewer> StatusService::ViewerOf(const grpc::ServerContext& contex
   return sources_.viewers->Resolve(context);
 }
 
+grpc::Status StatusService::MaySeeEverything(const grpc::ServerContext& context) const {
+  auto viewer = ViewerOf(context);
+  if (!viewer.ok()) return ToGrpcStatus(viewer.status());
+  if (!viewer->everything) {
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        "the timeline records every job: it needs the admin token or root");
+  }
+  return grpc::Status::OK;
+}
+
 grpc::Status StatusService::GetStatus(grpc::ServerContext* context,
                                       const kolo::v1::GetStatusRequest*,
                                       kolo::v1::GetStatusResponse* response) {
@@ -170,12 +180,7 @@ grpc::Status StatusService::GetMetrics(grpc::ServerContext*, const kolo::v1::Get
 grpc::Status StatusService::StartTimeline(grpc::ServerContext* context,
                                           const kolo::v1::StartTimelineRequest* request,
                                           kolo::v1::StartTimelineResponse*) {
-  auto viewer = ViewerOf(*context);
-  if (!viewer.ok()) return ToGrpcStatus(viewer.status());
-  if (!viewer->everything) {
-    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                        "the timeline records every job: it needs the admin token or root");
-  }
+  if (grpc::Status s = MaySeeEverything(*context); !s.ok()) return s;
   if (request->max_events() > kMaxTimelineEvents) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         absl::StrCat("max_events ", request->max_events(), " is over the limit of ",
@@ -190,12 +195,7 @@ grpc::Status StatusService::StartTimeline(grpc::ServerContext* context,
 grpc::Status StatusService::StopTimeline(grpc::ServerContext* context,
                                          const kolo::v1::StopTimelineRequest*,
                                          kolo::v1::StopTimelineResponse* response) {
-  auto viewer = ViewerOf(*context);
-  if (!viewer.ok()) return ToGrpcStatus(viewer.status());
-  if (!viewer->everything) {
-    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                        "the timeline records every job: it needs the admin token or root");
-  }
+  if (grpc::Status s = MaySeeEverything(*context); !s.ok()) return s;
   if (!sources_.timeline->recording()) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         "no timeline is being recorded (start one first)");

@@ -84,6 +84,19 @@ class SharedNodeTest : public ::testing::Test {
 
   void ExpectDaemonServesAJob() { kolo::testing::ExpectDaemonServesAJob(*daemon_); }
 
+  // Attaches rank 0 of a two-rank job `job_id` whose rank 1 never comes, so
+  // the job stays (and a name submitted to it waits).
+  std::unique_ptr<RawSession> HoldHalfAJob(const std::string& job_id) {
+    RawAttachOptions options;
+    options.job_id = job_id;
+    options.size = 2;
+    kolo::v1::DaemonMessage reply;
+    bool ok = false;
+    auto held = Attach(options, &reply, &ok);
+    EXPECT_TRUE(ok) << job_id;
+    return ok ? std::move(held) : nullptr;
+  }
+
   std::string dir_;
   std::optional<DaemonProcess> daemon_;
   std::shared_ptr<grpc::Channel> channel_;
@@ -129,13 +142,8 @@ TEST_F(SharedNodeTest, AnotherUsersJobOfTheSameIdIsSeparate) {
   StartDaemon({"--socket_mode=0666"});
   ASSERT_EQ(chmod(dir_.c_str(), 0755), 0);
   // Root holds rank 0 of "shared-id" with a pending name.
-  RawAttachOptions mine;
-  mine.job_id = "shared-id";
-  mine.size = 2;
-  kolo::v1::DaemonMessage reply;
-  bool ok = false;
-  auto held = Attach(mine, &reply, &ok);
-  ASSERT_TRUE(ok);
+  auto held = HoldHalfAJob("shared-id");
+  ASSERT_NE(held, nullptr);
   held->Push(AllreduceSlot(1, "grad/held"));
   // Another user runs a whole job named "shared-id" with its own token.
   const std::string log_dir = MakeTempDir();
@@ -316,13 +324,8 @@ TEST_F(SharedNodeTest, PtyAndFifoAreRefusedAndHangupIsIgnored) {
 // and a bounded size.
 TEST_F(SharedNodeTest, StatusOverTcpNeedsTheAdminToken) {
   StartDaemon();
-  RawAttachOptions options;
-  options.job_id = "private-job";
-  options.size = 2;
-  kolo::v1::DaemonMessage reply;
-  bool ok = false;
-  auto held = Attach(options, &reply, &ok);
-  ASSERT_TRUE(ok);
+  auto held = HoldHalfAJob("private-job");
+  ASSERT_NE(held, nullptr);
   auto unix_stub = kolo::v1::Status::NewStub(channel_);
   kolo::v1::GetStatusResponse facts;
   {
