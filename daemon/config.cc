@@ -51,6 +51,7 @@ absl::Status ApplyEnvironment(DaemonConfig* config) {
   for (auto [name, field] : {std::pair{"KOLO_STALL_WARNING_S", &config->stall_warning},
                              std::pair{"KOLO_STALL_TIMEOUT_S", &config->stall_timeout},
                              std::pair{"KOLO_PEER_TIMEOUT_S", &config->peer_timeout},
+                             std::pair{"KOLO_TRANSFER_TIMEOUT_S", &config->transfer_timeout},
                              std::pair{"KOLO_NCCL_INIT_TIMEOUT_S", &config->nccl_init_timeout},
                              std::pair{"KOLO_NCCL_TIMEOUT_S", &config->nccl_timeout}}) {
     const char* v = std::getenv(name);

@@ -31,6 +31,10 @@ struct DaemonConfig {
   std::string peer_address = "127.0.0.1:7371";
   std::string node_name;                            // default: hostname:peer port
   absl::Duration peer_timeout = absl::Seconds(10);  // KOLO_PEER_TIMEOUT_S
+  // How long data transfers with another node may all stay in flight, none
+  // completing, before the job fails naming that node (the heartbeats of the
+  // Peer plane travel apart and cannot see a stalled data link). 0: never.
+  absl::Duration transfer_timeout = absl::Seconds(60);  // KOLO_TRANSFER_TIMEOUT_S
   uint32_t response_cache_capacity = 1024;
   absl::Duration stall_warning = absl::Seconds(60);     // KOLO_STALL_WARNING_S
   absl::Duration stall_timeout = absl::ZeroDuration();  // KOLO_STALL_TIMEOUT_S

@@ -173,7 +173,9 @@ int Daemon::MakeJobResources() {
   backend_ = std::make_unique<CpuBackend>(pool_.get());
   device_backends_ = MakeDeviceBackendFactory(
       DeviceBackendLimits{config_.nccl_init_timeout, config_.nccl_timeout});
-  transports_ = MakeUcxTransportFactory();
+  UcxOptions ucx;
+  ucx.stall_timeout = config_.transfer_timeout;
+  transports_ = MakeUcxTransportFactory(ucx);
   return workers;
 }
 

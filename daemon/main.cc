@@ -54,6 +54,10 @@ ABSL_FLAG(std::string, node_name, "", "this node's name in messages (default hos
 ABSL_FLAG(std::string, peer_timeout_s, "",
           "seconds of silence after which a peer daemon counts as lost and its "
           "jobs are aborted (env KOLO_PEER_TIMEOUT_S; default 10)");
+ABSL_FLAG(std::string, transfer_timeout_s, "",
+          "seconds data transfers with another node may make no progress "
+          "before the job fails naming that node; 0 = never (env "
+          "KOLO_TRANSFER_TIMEOUT_S; default 60)");
 ABSL_FLAG(std::string, nccl_init_timeout_s, "",
           "device tensors: seconds joining a job's NCCL communicator may take "
           "(env KOLO_NCCL_INIT_TIMEOUT_S; default 120)");
@@ -145,6 +149,7 @@ int main(int argc, char** argv) {
        {std::tuple{&FLAGS_stall_warning_s, &config.stall_warning, "--stall_warning_s"},
         std::tuple{&FLAGS_stall_timeout_s, &config.stall_timeout, "--stall_timeout_s"},
         std::tuple{&FLAGS_peer_timeout_s, &config.peer_timeout, "--peer_timeout_s"},
+        std::tuple{&FLAGS_transfer_timeout_s, &config.transfer_timeout, "--transfer_timeout_s"},
         std::tuple{&FLAGS_nccl_init_timeout_s, &config.nccl_init_timeout, "--nccl_init_timeout_s"},
         std::tuple{&FLAGS_nccl_timeout_s, &config.nccl_timeout, "--nccl_timeout_s"}}) {
     std::string v = absl::GetFlag(*flag);

@@ -9,8 +9,6 @@
 // once instead of leaving the other one waiting in NCCL. Joining: a node
 // that arrives before rank 0's node waits for it, and cannot choose the
 // job's token.
-#include <grpcpp/grpcpp.h>
-
 #include <memory>
 #include <string>
 #include <thread>
@@ -22,7 +20,7 @@
 #include "daemon/backend/fake_backend.h"
 #include "daemon/backend/fake_device_backend.h"
 #include "daemon/job/job.h"
-#include "daemon/negotiation/peer_service.h"
+#include "daemon/negotiation/loopback_coordinator.h"
 #include "daemon/negotiation/peer_tls.h"
 #include "daemon/session/loopback_session.h"
 #include "daemon/transport/in_process_transport.h"
@@ -50,16 +48,8 @@ class MultiNodeJobTest : public ::testing::Test {
     if (coordinator_ids != nullptr) {
       options.new_device_comm_id = [coordinator_ids] { return coordinator_ids->NewCommId(); };
     }
-    registry_ =
-        std::make_unique<CoordinatorRegistry>(options, absl::Milliseconds(200), absl::Seconds(10));
-    service_ = std::make_unique<PeerService>(registry_.get());
-    grpc::ServerBuilder builder;
-    int port = 0;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    builder.RegisterService(service_.get());
-    server_ = builder.BuildAndStart();
-    ASSERT_NE(server_, nullptr);
-    ASSERT_GT(port, 0);
+    coordinator_ = std::make_unique<LoopbackCoordinator>(options);
+    ASSERT_TRUE(coordinator_->ok());
 
     for (int r = 0; r < 2; ++r) {
       auto s = LoopbackSession::Create("job-mn", r);
@@ -69,13 +59,13 @@ class MultiNodeJobTest : public ::testing::Test {
     JobLayout a;
     a.local_size = 1;
     a.env.node_name = "nodeA";
-    a.env.coordinators = registry_.get();
+    a.env.coordinators = coordinator_->registry();
     a.env.peer_timeout = absl::Seconds(10);
     a.env.transports = &transports_;
     a.env.peer_credentials = kPlaintext;
     JobLayout b;
     b.local_size = 1;
-    b.coordinator = absl::StrCat("127.0.0.1:", port);
+    b.coordinator = coordinator_->address();
     b.env.node_name = "nodeB";
     b.env.peer_timeout = absl::Seconds(10);
     b.env.transports = &transports_;
@@ -90,7 +80,7 @@ class MultiNodeJobTest : public ::testing::Test {
     if (b_first) {
       // Node B's Hello waits in the Peer service until node A's job starts.
       std::thread b([this] { jobs_[1]->MaybeStart(); });
-      EXPECT_TRUE(registry_->AwaitWaiters(1, absl::Seconds(10)));
+      EXPECT_TRUE(coordinator_->registry()->AwaitWaiters(1, absl::Seconds(10)));
       jobs_[0]->MaybeStart();
       b.join();
     } else {
@@ -101,10 +91,7 @@ class MultiNodeJobTest : public ::testing::Test {
 
   void TearDown() override {
     jobs_.clear();  // before the coordinator's service goes
-    if (server_) server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
-    server_.reset();
-    service_.reset();
-    registry_.reset();
+    coordinator_.reset();
   }
 
   Request MakeRequest(int rank, const std::string& name, int device,
@@ -128,9 +115,7 @@ class MultiNodeJobTest : public ::testing::Test {
   InProcessFabric fabric_{2};
   InProcessTransportFactory transports_{&fabric_};
   FakeDeviceBackendFactory factories_[2];  // node A's, node B's
-  std::unique_ptr<CoordinatorRegistry> registry_;
-  std::unique_ptr<PeerService> service_;
-  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<LoopbackCoordinator> coordinator_;
   std::vector<std::unique_ptr<LoopbackSession>> sessions_;
   std::vector<std::unique_ptr<Job>> jobs_;  // declared last: destroyed first
   uint64_t next_request_id_ = 1;

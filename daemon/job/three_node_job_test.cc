@@ -4,8 +4,6 @@
 // loopback), the real host multi-node backend, and an in-process fabric for
 // the data (injected through the TransportFactory seam). Every collective
 // runs across the nodes and every rank's result is checked.
-#include <grpcpp/grpcpp.h>
-
 #include <cstring>
 #include <memory>
 #include <numeric>
@@ -16,7 +14,7 @@
 #include "absl/time/clock.h"
 #include "daemon/backend/fake_backend.h"
 #include "daemon/job/job.h"
-#include "daemon/negotiation/peer_service.h"
+#include "daemon/negotiation/loopback_coordinator.h"
 #include "daemon/negotiation/peer_tls.h"
 #include "daemon/session/loopback_session.h"
 #include "daemon/transport/in_process_transport.h"
@@ -41,15 +39,8 @@ struct Tensor {
 class ThreeNodeJobTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    registry_ = std::make_unique<CoordinatorRegistry>(CoordinatorOptions{}, absl::Milliseconds(200),
-                                                      absl::Seconds(10));
-    service_ = std::make_unique<PeerService>(registry_.get());
-    grpc::ServerBuilder builder;
-    int port = 0;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    builder.RegisterService(service_.get());
-    server_ = builder.BuildAndStart();
-    ASSERT_NE(server_, nullptr);
+    coordinator_ = std::make_unique<LoopbackCoordinator>();
+    ASSERT_TRUE(coordinator_->ok());
     for (int r = 0; r < kSize; ++r) {
       auto s = LoopbackSession::Create("job-3", r, kResultBytes);
       ASSERT_TRUE(s.ok()) << s.status();
@@ -63,9 +54,9 @@ class ThreeNodeJobTest : public ::testing::Test {
       layout.env.transports = &transports_;
       layout.env.peer_credentials = kPlaintext;
       if (n == 0) {
-        layout.env.coordinators = registry_.get();
+        layout.env.coordinators = coordinator_->registry();
       } else {
-        layout.coordinator = absl::StrCat("127.0.0.1:", port);
+        layout.coordinator = coordinator_->address();
       }
       jobs_.push_back(std::make_unique<Job>("job-3", "token", kSize, &host_, uint64_t{64} << 20,
                                             JobObservers{}, layout));
@@ -78,10 +69,7 @@ class ThreeNodeJobTest : public ::testing::Test {
 
   void TearDown() override {
     jobs_.clear();  // before the coordinator's service goes
-    if (server_) server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
-    server_.reset();
-    service_.reset();
-    registry_.reset();
+    coordinator_.reset();
   }
 
   Job& job(int rank) { return *jobs_[rank / kRanksPerNode]; }
@@ -139,9 +127,7 @@ class ThreeNodeJobTest : public ::testing::Test {
     return out;
   }
 
-  std::unique_ptr<CoordinatorRegistry> registry_;
-  std::unique_ptr<PeerService> service_;
-  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<LoopbackCoordinator> coordinator_;
   InProcessFabric fabric_{kNodes};
   InProcessTransportFactory transports_{&fabric_};
   FakeBackend host_;  // one-node host backend: never used across nodes

@@ -457,10 +457,10 @@ bool PeerNegotiator::Settled(const PlannedEntry& entry, const absl::Status& abor
     runner_->Run(std::move(step));
     return true;
   }
-  if (!aborted.ok() && IsControl(sets.front().requests.front().kind)) {
-    runner_->Fail(std::move(sets), aborted);  // the job is over: nothing more to agree on
-    return true;
-  }
+  // A control step (a join done, a process set change) planned before the
+  // job ended still completes: every node got it before the end, in the
+  // same order, and it moves no data. Failing it would turn the last join
+  // of ranks that finished cleanly into an error on the slower nodes.
   return false;
 }
 

@@ -5,8 +5,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
-#include <cstdlib>
 #include <string>
 
 #include "absl/strings/str_format.h"
@@ -22,10 +20,6 @@ constexpr int kMaxNodes = 1 << (64 - kTransportTagBits);
 constexpr ucp_tag_t kFullTagMask = ~ucp_tag_t{0};
 // UCX calls made per burst before the progress thread looks at new work.
 constexpr int kProgressBurst = 64;
-// How long a Wait gives cancelled transfers to be retired. They are retired
-// within a few progress passes; running out means UCX may still own the
-// caller's buffer, which is not survivable.
-constexpr absl::Duration kRetireGrace = absl::Seconds(30);
 // Longest sleep with transfers in flight: a backstop should a wakeup be lost.
 constexpr int kInFlightSleepMs = 100;
 
@@ -65,6 +59,10 @@ struct UcxTransport::Peer {
   int node = 0;
   UcxEndpoint ep;
   absl::Status failure;  // non-OK once the link is closed
+  // The stall watch: transfers with this peer not yet retired, and when one
+  // last completed (or the first of them started).
+  int in_flight = 0;
+  absl::Time last_progress;
 };
 
 absl::StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(const UcxOptions& options) {
@@ -259,12 +257,18 @@ absl::Status UcxTransport::Wait(absl::Span<const Ticket> tickets, absl::Time dea
       }
     }
     Wake();
-    if (!mu_.AwaitWithDeadline(absl::Condition(&all_done), absl::Now() + kRetireGrace)) {
-      std::fprintf(stderr,
-                   "kolo: node %d: UCX did not release cancelled transfers "
-                   "within %s; their buffers may still be written\n",
-                   node(), absl::FormatDuration(kRetireGrace).c_str());
-      std::abort();
+    if (!mu_.AwaitWithDeadline(absl::Condition(&all_done), absl::Now() + options_.retire_grace)) {
+      // UCX may still write the callers' buffers: take the worker down, after
+      // which it cannot, and leave the transport aborted for good.
+      const absl::Status gone = absl::AbortedError(absl::StrFormat(
+          "node %d: UCX did not release withdrawn transfers within %s; the transport was shut "
+          "down",
+          node(), absl::FormatDuration(options_.retire_grace)));
+      if (abort_status_.ok()) abort_status_ = gone;
+      shut_down_worker_ = true;
+      Wake();
+      mu_.Await(absl::Condition(&worker_gone_));
+      if (result.ok()) result = gone;
     }
     if (result.ok()) {
       result = absl::DeadlineExceededError(
@@ -313,12 +317,19 @@ void UcxTransport::Run() {
     std::vector<std::pair<Ticket, absl::Status>> cancellations;
     absl::Status abort;
     bool stopping;
+    bool shut_down;
     {
       absl::MutexLock lock(&mu_);
       submissions.swap(submissions_);
       cancellations.swap(cancellations_);
       abort = abort_status_;
       stopping = stopping_;
+      shut_down = shut_down_worker_;
+    }
+    if (shut_down) {
+      for (auto& op : submissions) in_flight_.emplace(op->ticket, std::move(op));
+      ShutDownWorker();
+      return;
     }
     bool busy = !submissions.empty() || !cancellations.empty();
     for (auto& op : submissions) Start(std::move(op));
@@ -333,6 +344,7 @@ void UcxTransport::Run() {
     HandleEndpointErrors();
     busy = busy || !completed_.empty();
     Retire();
+    CheckStalls();
 
     if (stopping) {
       if (stop_deadline == absl::InfiniteFuture()) {
@@ -380,6 +392,7 @@ void UcxTransport::Start(std::unique_ptr<Op> owned) {
   Op* op = owned.get();
   in_flight_.emplace(op->ticket, std::move(owned));
   Peer* peer = peers_[op->peer].get();
+  if (peer->in_flight++ == 0) peer->last_progress = absl::Now();
   if (!fail_all_status_.ok() || !peer->failure.ok()) {
     // Racing an abort or a closed link: fail without touching UCX.
     op->completed = true;
@@ -515,7 +528,12 @@ void UcxTransport::Retire() {
   }
   std::vector<std::pair<Ticket, absl::Status>> results;
   results.reserve(completed_.size());
+  const absl::Time now = absl::Now();
   for (Op* op : completed_) {
+    if (Peer* peer = peers_[op->peer].get(); peer != nullptr) {
+      --peer->in_flight;
+      peer->last_progress = now;
+    }
     absl::Status status;
     if (!op->verdict.ok() && (op->ucs != UCS_OK || op->request == nullptr)) {
       // Kolo failed it before UCX saw it, or withdrew it: that reason beats
@@ -540,6 +558,59 @@ void UcxTransport::Retire() {
     it->second.done = true;
     it->second.status = std::move(status);
   }
+}
+
+void UcxTransport::CheckStalls() {
+  if (options_.stall_timeout <= absl::ZeroDuration() || !fail_all_status_.ok()) return;
+  const absl::Time now = absl::Now();
+  for (const auto& peer : peers_) {
+    if (peer == nullptr || peer->in_flight == 0 || !peer->failure.ok() ||
+        now - peer->last_progress < options_.stall_timeout) {
+      continue;
+    }
+    absl::Status abort;
+    {
+      absl::MutexLock lock(&mu_);
+      if (abort_status_.ok()) {
+        abort_status_ = absl::AbortedError(absl::StrFormat(
+            "node %d: the data link to node %d stalled: %d transfers with it in flight and none "
+            "completed for %s",
+            node(), peer->node, peer->in_flight, absl::FormatDuration(now - peer->last_progress)));
+      }
+      abort = abort_status_;
+    }
+    FailAll(abort);
+    return;
+  }
+}
+
+void UcxTransport::ShutDownWorker() {
+  // Every link closes by force (UCX completes what it can as cancelled), then
+  // the worker goes: after ucp_worker_destroy no callback runs and no buffer
+  // is written, so the operations are dropped without ucp_request_free.
+  absl::Status why;
+  {
+    absl::MutexLock lock(&mu_);
+    why = abort_status_;
+  }
+  if (fail_all_status_.ok()) FailAll(why);
+  for (int i = 0; i < kProgressBurst && ucp_worker_progress(worker_.get()); ++i) {
+  }
+  peers_.clear();
+  worker_ = UcxWorker();
+  completed_.clear();
+  endpoint_errors_.clear();
+  std::vector<Ticket> abandoned;
+  for (const auto& [ticket, op] : in_flight_) abandoned.push_back(ticket);
+  in_flight_.clear();
+  absl::MutexLock lock(&mu_);
+  for (Ticket t : abandoned) {
+    auto it = tickets_.find(t);
+    if (it == tickets_.end() || it->second.done) continue;
+    it->second.done = true;
+    it->second.status = why;
+  }
+  worker_gone_ = true;
 }
 
 void UcxTransport::CloseEndpoints() {

@@ -26,6 +26,13 @@
 //     transfer of the Wait failed) force-closes the endpoint to its peer:
 //     later transfers with that peer fail, and the peer sees the connection
 //     drop. A deadline is a failed collective, which fails the job anyway.
+//   - A stalled data link (transfers with a peer in flight, none completing
+//     for options.stall_timeout, while the connection looks alive) aborts
+//     the transport with DEADLINE_EXCEEDED-turned-ABORTED naming the peer.
+//   - Should UCX keep a withdrawn transfer past options.retire_grace, the
+//     Wait shuts the worker down (the progress thread destroys endpoints and
+//     worker, after which UCX writes no buffer) and the transport stays
+//     aborted: the job fails, the daemon does not.
 //
 // Thread-safety: all Transport methods are thread-safe. Create, Connect and
 // the destructor are called by the owner, once each; destroying the
@@ -62,6 +69,14 @@ struct UcxOptions {
   // Empty progress passes the progress thread makes, while transfers are in
   // flight, before it sleeps on the worker's event fd. Trades CPU for latency.
   int spin_passes = 16;
+  // How long transfers with one peer may be in flight without any of them
+  // completing before the data link to it counts as stalled: the transport
+  // aborts with an error naming the peer. The Peer plane's heartbeats cannot
+  // see this (they travel on another connection). Zero turns the watch off.
+  absl::Duration stall_timeout = absl::Seconds(60);
+  // How long a Wait gives withdrawn transfers to be released by UCX before
+  // it shuts the worker down so that no buffer can be written any more.
+  absl::Duration retire_grace = absl::Seconds(30);
 };
 
 class UcxTransport final : public JobTransport {
@@ -115,6 +130,8 @@ class UcxTransport final : public JobTransport {
   void Retire();
   void Sleep();
   void CloseEndpoints();
+  void CheckStalls();
+  void ShutDownWorker();
   static void OnSendDone(void* request, ucs_status_t status, void* user_data);
   static void OnRecvDone(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info,
                          void* user_data);
@@ -145,6 +162,10 @@ class UcxTransport final : public JobTransport {
   absl::Mutex mu_;
   bool connected_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Set by a Wait whose withdrawn transfers UCX did not release: the progress
+  // thread destroys the worker and exits; `worker_gone_` says it did.
+  bool shut_down_worker_ ABSL_GUARDED_BY(mu_) = false;
+  bool worker_gone_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status abort_status_ ABSL_GUARDED_BY(mu_);
   Ticket next_ticket_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<Ticket, TicketState> tickets_ ABSL_GUARDED_BY(mu_);

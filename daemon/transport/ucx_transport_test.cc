@@ -126,6 +126,61 @@ TEST(UcxTransportTest, AbortFailsPendingAndFutureTransfers) {
   EXPECT_EQ(c.node(0).PostSend(1, 1, b.data(), 1).status().code(), absl::StatusCode::kAborted);
 }
 
+TEST(UcxTransportTest, AStalledLinkAbortsNamingThePeerLongBeforeTheDeadline) {
+  // Node 1 is alive (its worker progresses) but never takes part: node 0's
+  // receive and its large send (rendezvous) stay in flight with nothing
+  // completing, as when the data link stalls while heartbeats go on.
+  UcxOptions options;
+  options.stall_timeout = absl::Milliseconds(300);
+  absl::StatusOr<UcxLoopbackCluster> c = UcxLoopbackCluster::Create(2, options);
+  ASSERT_TRUE(c.ok()) << c.status();
+  PingOnce(c->node(0), c->node(1), 1, std::vector<char>(64, 'x'));
+  std::vector<char> b(4 << 20);
+  auto r = c->node(0).PostRecv(1, 4, b.data(), 8);
+  auto s = c->node(0).PostSend(1, 5, b.data(), b.size());
+  ASSERT_TRUE(r.ok() && s.ok());
+  const absl::Time start = absl::Now();
+  absl::Status waited = c->node(0).Wait({*r, *s}, start + absl::Minutes(5));
+  EXPECT_LT(absl::Now() - start, absl::Minutes(1));  // the watch, not the deadline
+  EXPECT_EQ(waited.code(), absl::StatusCode::kAborted) << waited;
+  EXPECT_NE(waited.message().find("data link to node 1 stalled"), std::string::npos) << waited;
+  EXPECT_EQ(c->node(0).PostSend(1, 1, b.data(), 1).status().code(), absl::StatusCode::kAborted);
+}
+
+TEST(UcxTransportTest, AnIdleLinkIsNotAStalledOne) {
+  UcxOptions options;
+  options.stall_timeout = absl::Milliseconds(50);
+  absl::StatusOr<UcxLoopbackCluster> c = UcxLoopbackCluster::Create(2, options);
+  ASSERT_TRUE(c.ok()) << c.status();
+  PingOnce(c->node(0), c->node(1), 1, std::vector<char>(64, 'x'));
+  // Nothing in flight for several stall timeouts: the watch has nothing to
+  // time, and the link still works.
+  absl::SleepFor(absl::Milliseconds(200));
+  PingOnce(c->node(1), c->node(0), 2, std::vector<char>(64, 'y'));
+}
+
+TEST(UcxTransportTest, TransfersUcxDoesNotReleaseShutTheTransportDownNotTheProcess) {
+  // With no grace at all, the withdrawn receive cannot have been released
+  // when the Wait looks (the progress thread needs the lock the Wait holds):
+  // the path taken when UCX keeps a buffer. The worker goes, the Wait
+  // returns, and the transport stays aborted.
+  UcxOptions options;
+  options.retire_grace = absl::ZeroDuration();
+  absl::StatusOr<UcxLoopbackCluster> c = UcxLoopbackCluster::Create(2, options);
+  ASSERT_TRUE(c.ok()) << c.status();
+  std::vector<char> b(1 << 20);
+  auto r = c->node(0).PostRecv(1, 4, b.data(), b.size());
+  auto s = c->node(0).PostSend(1, 5, b.data(), b.size());
+  ASSERT_TRUE(r.ok() && s.ok());
+  absl::Status waited = c->node(0).Wait({*r, *s}, absl::Now() + absl::Milliseconds(50));
+  EXPECT_EQ(waited.code(), absl::StatusCode::kAborted) << waited;
+  EXPECT_NE(waited.message().find("shut down"), std::string::npos) << waited;
+  absl::StatusOr<Transport::Ticket> later = c->node(0).PostRecv(1, 6, b.data(), 8);
+  EXPECT_EQ(later.status().code(), absl::StatusCode::kAborted);
+  // The other node carries on with its own worker.
+  EXPECT_EQ(c->node(1).nodes(), 2);
+}
+
 TEST(UcxTransportTest, DestroyedPeerAbortsTheOthers) {
   UcxLoopbackCluster c = MakeCluster(3);
   // Make sure the links are up before the crash.
