@@ -21,8 +21,7 @@ namespace kolo::daemon {
 class LoopbackCoordinator {
  public:
   explicit LoopbackCoordinator(CoordinatorOptions options = {})
-      : registry_(std::make_unique<CoordinatorRegistry>(std::move(options),
-                                                        absl::Milliseconds(200),
+      : registry_(std::make_unique<CoordinatorRegistry>(std::move(options), absl::Milliseconds(200),
                                                         absl::Seconds(10))),
         service_(std::make_unique<PeerService>(registry_.get())) {
     grpc::ServerBuilder builder;

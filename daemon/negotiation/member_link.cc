@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/start_thread.h"
 #include "proto/kolo/v1/peer.grpc.pb.h"
 
 namespace kolo::daemon {
@@ -167,8 +168,15 @@ absl::StatusOr<std::unique_ptr<MemberLink>> MemberLink::Start(std::unique_ptr<Pe
     absl::MutexLock l(&link->mu_);
     link->last_heard_ = absl::Now();
   }
-  link->reader_ = std::thread([p = link.get()] { p->ReadLoop(); });
-  link->writer_ = std::thread([p = link.get()] { p->WriteLoop(); });
+  // A link without both threads is closed again by its destructor.
+  absl::StatusOr<std::thread> reader =
+      StartThread("the coordinator link's reader", [p = link.get()] { p->ReadLoop(); });
+  if (!reader.ok()) return reader.status();
+  link->reader_ = std::move(*reader);
+  absl::StatusOr<std::thread> writer =
+      StartThread("the coordinator link's writer", [p = link.get()] { p->WriteLoop(); });
+  if (!writer.ok()) return writer.status();
+  link->writer_ = std::move(*writer);
   return link;
 }
 

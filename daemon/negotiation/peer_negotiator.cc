@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/start_thread.h"
 #include "daemon/negotiation/plan_check.h"
 #include "daemon/plan/tensor_meta.h"
 #include "spdlog/spdlog.h"
@@ -92,8 +93,14 @@ absl::Status PeerNegotiator::Start(std::vector<int> local_ranks) {
   link.hello.set_ucx_address(transport_->address());
   link.peer_timeout = options_.peer_timeout;
   link.coordinator_name = coordinator_name;
-  executor_ = std::thread([this] { ExecuteLoop(); });
-  transport_aborter_ = std::thread([this] { AbortTransportLoop(); });
+  absl::StatusOr<std::thread> executor =
+      StartThread(absl::StrCat("job ", options_.job_id, "'s plan"), [this] { ExecuteLoop(); });
+  if (!executor.ok()) return executor.status();
+  executor_ = std::move(*executor);
+  absl::StatusOr<std::thread> aborter = StartThread(
+      absl::StrCat("job ", options_.job_id, "'s transport"), [this] { AbortTransportLoop(); });
+  if (!aborter.ok()) return aborter.status();
+  transport_aborter_ = std::move(*aborter);
   auto l = MemberLink::Start(std::move(channel), std::move(link), this);
   if (!l.ok()) return l.status();
   std::string ended;

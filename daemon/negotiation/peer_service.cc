@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
+#include "common/start_thread.h"
 #include "spdlog/spdlog.h"
 
 namespace kolo::daemon {
@@ -22,10 +23,16 @@ using PeerStream = grpc::ServerReaderWriter<kolo::v1::CoordinatorMessage, kolo::
 // stream cancelled); the handler then reports it lost, which aborts its job.
 class QueuedStreamSink : public MemberSink {
  public:
-  // `context` and `stream` must stay valid until Close.
+  // `context` and `stream` must stay valid until Close. Start the writer
+  // before the first Send.
   QueuedStreamSink(grpc::ServerContext* context, PeerStream* stream, size_t max_queued)
-      : context_(context), stream_(stream), max_queued_(max_queued) {
-    writer_ = std::thread([this] { WriteLoop(); });
+      : context_(context), stream_(stream), max_queued_(max_queued) {}
+  absl::Status StartWriter() {
+    absl::StatusOr<std::thread> writer =
+        StartThread("a member's coordinator stream", [this] { WriteLoop(); });
+    if (!writer.ok()) return writer.status();
+    writer_ = std::move(*writer);
+    return absl::OkStatus();
   }
   ~QueuedStreamSink() override { Close(); }
 
@@ -89,7 +96,7 @@ class QueuedStreamSink : public MemberSink {
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
   size_t overflowed_ ABSL_GUARDED_BY(mu_) = 0;
-  std::thread writer_;  // last: started by the constructor
+  std::thread writer_;  // last: started by StartWriter
 };
 
 // "ipv4:10.0.0.7:51234" -> "ipv4:10.0.0.7": streams are counted per host.
@@ -341,6 +348,10 @@ grpc::Status PeerService::Negotiate(grpc::ServerContext* context, PeerStream* st
   }
   std::shared_ptr<Coordinator> coordinator = *std::move(found);
   auto sink = std::make_shared<QueuedStreamSink>(context, stream, limits_.max_queued_messages);
+  if (absl::Status s = sink->StartWriter(); !s.ok()) {
+    spdlog::warn("job {}: node {} refused: {}", hello.job_id(), NodeOf(hello), s.ToString());
+    return ToGrpcStatus(s);
+  }
   auto id = coordinator->AddMember(hello, sink);
   if (!id.ok()) {
     sink->Close();

@@ -4,11 +4,11 @@
 
 #include <algorithm>
 #include <cstring>
-#include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/futex.h"
+#include "common/start_thread.h"
 #include "daemon/session/segment_check.h"
 #include "daemon/session/slot_validator.h"
 
@@ -73,13 +73,10 @@ absl::Status Session::Start(std::shared_ptr<RequestSink> job,
     absl::MutexLock l(&failure_mu_);
     on_failure_ = std::move(on_failure);
   }
-  try {
-    ingress_ = std::thread([this] { IngressLoop(); });
-  } catch (const std::system_error& e) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("rank ", identity_.rank, ": kolod cannot start a thread for this session (",
-                     e.what(), ")"));
-  }
+  absl::StatusOr<std::thread> ingress =
+      StartThread(absl::StrCat("the session of rank ", identity_.rank), [this] { IngressLoop(); });
+  if (!ingress.ok()) return ingress.status();
+  ingress_ = std::move(*ingress);
   return absl::OkStatus();
 }
 

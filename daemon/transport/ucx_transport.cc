@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/errno_status.h"
+#include "common/start_thread.h"
 #include "daemon/transport/ucx_status.h"
 
 namespace kolo::daemon {
@@ -153,7 +154,14 @@ absl::Status UcxTransport::Connect(std::vector<std::string> peer_addresses, int 
     absl::MutexLock lock(&mu_);
     connected_ = true;
   }
-  progress_thread_ = std::thread([this] { Run(); });
+  absl::StatusOr<std::thread> progress =
+      StartThread(absl::StrFormat("node %d's UCX progress", self), [this] { Run(); });
+  if (!progress.ok()) {
+    absl::MutexLock lock(&mu_);
+    abort_status_ = AbortedTransferStatus(progress.status());
+    return progress.status();
+  }
+  progress_thread_ = std::move(*progress);
   return absl::OkStatus();
 }
 
