@@ -36,6 +36,10 @@ import time
 ADDR_A, ADDR_B = "10.254.78.1", "10.254.78.2"  # a private /30 inside our namespaces
 PEER_PORT = 7371
 RSS_TOLERANCE_KIB = 8 * 1024  # allocator caches and gRPC buffers settle at this scale
+# gRPC starts a few threads lazily (its timer threads, the first time a job is
+# aborted by a timeout): one more thread than before a row is not a leak; a
+# leak grows every row and shows on the next one.
+THREAD_TOLERANCE = 1
 LINE = re.compile(r"^FAULT_RANK (\w+) (.*)$")
 
 
@@ -300,7 +304,7 @@ def check_observers(row, ranks, t0, code, names, bound, timing):
             row.observed = f"{err.get('code')}: {err.get('msg', '')}"
         if err.get("code") not in codes:
             row.problems.append(f"rank {k.rank}: {err.get('code')} instead of {'/'.join(codes)}")
-        if names and not any(n in err.get("msg", "") for n in names):
+        if names and not any(re.search(n, err.get("msg", "")) for n in names):
             row.problems.append(f"rank {k.rank}: message names none of {names}")
         worst = max(worst, float(err["t"]) - t0)
     if worst > 0:
@@ -315,6 +319,11 @@ def exit_time(victim):
         t = job.ranks[victim].events().get("exiting", {}).get("t")
         return float(t) if t else None
     return t0
+
+
+def rank_named(r):
+    """A pattern for a message naming rank `r` ("rank 3", "ranks 1, 3")."""
+    return rf"\branks? ([0-9]+, )*{r}\b"
 
 
 class Matrix:
@@ -416,7 +425,8 @@ class Matrix:
                     continue
                 fds, threads, rss = d.sample()
                 b = before[d.name]
-                if fds > b[0] or threads > b[1] or rss > b[2] + RSS_TOLERANCE_KIB:
+                if fds > b[0] or threads > b[1] + THREAD_TOLERANCE or \
+                        rss > b[2] + RSS_TOLERANCE_KIB:
                     return False
             return shm_entries() <= shm_before
 
@@ -427,7 +437,7 @@ class Matrix:
             (f0, t0, r0), (f1, t1, r1) = before[d.name], d.sample()
             if f1 > f0:
                 found.append(f"{d.name} fds {f0}->{f1}")
-            if t1 > t0:
+            if t1 > t0 + THREAD_TOLERANCE:
                 found.append(f"{d.name} threads {t0}->{t1}")
             if r1 > r0 + RSS_TOLERANCE_KIB:
                 found.append(f"{d.name} rss {r0 // 1024}->{r1 // 1024} MiB")
@@ -442,16 +452,16 @@ class Matrix:
         for fault, sig in (("trainer SIGKILL", signal.SIGKILL), ("trainer SIGTERM", signal.SIGTERM)):
             row = Row(fault, "1 node", "rank 0: ABORTED naming rank 1, <= 2 s")
             self.run_row(row, [d], [], lambda job, s=sig: os.kill(job.ranks[1].proc.pid, s),
-                         lambda job: job.ranks[:1], "ABORTED", ["rank 1"], 2)
+                         lambda job: job.ranks[:1], "ABORTED", [rank_named(1)], 2)
             self.rows.append(row)
         row = Row("trainer SIGSTOP", "1 node",
                   f"rank 0: DEADLINE_EXCEEDED naming rank 1, <= stall timeout {stall:g} s + 2 s")
         self.run_row(row, [d], [], lambda job: os.kill(job.ranks[1].proc.pid, signal.SIGSTOP),
-                     lambda job: job.ranks[:1], "DEADLINE_EXCEEDED", ["rank 1"], stall + 2)
+                     lambda job: job.ranks[:1], "DEADLINE_EXCEEDED", [rank_named(1)], stall + 2)
         self.rows.append(row)
         row = Row("trainer exit(3)", "1 node", "rank 0: ABORTED naming rank 1, <= 2 s")
         self.run_row(row, [d], [], lambda job: None, lambda job: job.ranks[:1], "ABORTED",
-                     ["rank 1"], 2, job_args=["--exit_rank=1", "--exit_at=50", "--exit_code=3"],
+                     [rank_named(1)], 2, job_args=["--exit_rank=1", "--exit_at=50", "--exit_code=3"],
                      t0_from=exit_time(1))
         self.rows.append(row)
         self.rows.append(self.no_drain_row())
@@ -532,15 +542,15 @@ class Matrix:
         for fault, sig in (("trainer SIGKILL", signal.SIGKILL), ("trainer SIGTERM", signal.SIGTERM)):
             row = Row(fault, where, f"ranks 0-2: ABORTED naming rank 3, <= peer timeout {pt:g} s")
             self.run_row(row, [a, b], [], lambda job, s=sig: os.kill(job.ranks[3].proc.pid, s),
-                         others, "ABORTED", ["rank 3"], pt)
+                         others, "ABORTED", [rank_named(3)], pt)
             self.rows.append(row)
         row = Row("trainer SIGSTOP", where,
                   f"ranks 0-2: DEADLINE_EXCEEDED naming rank 3, <= stall {st:g} s + {pt:g} s")
         self.run_row(row, [a, b], [], lambda job: os.kill(job.ranks[3].proc.pid, signal.SIGSTOP),
-                     others, "DEADLINE_EXCEEDED", ["rank 3"], st + pt)
+                     others, "DEADLINE_EXCEEDED", [rank_named(3)], st + pt)
         self.rows.append(row)
         row = Row("trainer exit(3)", where, f"ranks 0-2: ABORTED naming rank 3, <= {pt:g} s")
-        self.run_row(row, [a, b], [], lambda job: None, others, "ABORTED", ["rank 3"], pt,
+        self.run_row(row, [a, b], [], lambda job: None, others, "ABORTED", [rank_named(3)], pt,
                      job_args=["--exit_rank=3", "--exit_at=50", "--exit_code=3"],
                      t0_from=exit_time(3))
         self.rows.append(row)

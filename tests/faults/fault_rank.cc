@@ -31,6 +31,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "kolo/kolo.h"
 #include "tests/integration/raw_session.h"
@@ -41,10 +42,11 @@ constexpr int kExitError = 20;
 constexpr int kExitWrong = 21;
 constexpr int kExitAttach = 22;
 
-double MonotonicSeconds() {
+// Seconds of CLOCK_MONOTONIC, to the microsecond.
+std::string MonotonicSeconds() {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9;
+  return absl::StrFormat("%d.%06d", ts.tv_sec, ts.tv_nsec / 1000);
 }
 
 // Prints one report line and flushes it, so that a SIGKILL of this process
