@@ -561,7 +561,11 @@ class Matrix:
 
     def daemon_rows(self, a, b, pt):
         where = "2 nodes"
-        for role, victim, other, lost in (("member", b, a, "nodeB"), ("coordinator", a, b, "nodeA")):
+        # A node is named by its name, its index in the job ("node 1") or, for
+        # the coordinator, the address the ranks were given (KOLO_COORDINATOR).
+        for role, victim, other, lost, names in (
+                ("member", b, a, "nodeB", ["nodeB", r"\bnode 1\b"]),
+                ("coordinator", a, b, "nodeA", ["nodeA", r"\bnode 0\b", re.escape(ADDR_A)])):
             own = (lambda job: job.ranks[2:]) if victim is b else (lambda job: job.ranks[:2])
             rest = (lambda job: job.ranks[:2]) if victim is b else (lambda job: job.ranks[2:])
             row = Row(f"{role} kolod SIGKILL", where,
@@ -575,7 +579,7 @@ class Matrix:
                 row.problems += [f"own ranks: {p}" for p in probe.problems]
 
             self.run_row(row, [a, b], [victim], lambda job, v=victim: v.kill(), rest, "ABORTED",
-                         [lost], pt, after=own_unavailable)
+                         names, pt, after=own_unavailable)
             self.rows.append(row)
             row = Row(f"{role} kolod SIGSTOP", where,
                       f"ranks on {other.name}: ABORTED naming {lost}, <= {pt:g} s + 2 s; "
@@ -591,7 +595,7 @@ class Matrix:
                                      f"{ev.get('code')}: {ev.get('msg')}")
 
             self.run_row(row, [a, b], [victim], lambda job, v=victim: v.signal(signal.SIGSTOP),
-                         rest, "ABORTED", [lost], pt + 2, after=own_end,
+                         rest, "ABORTED", names, pt + 2, after=own_end,
                          undo=lambda v=victim: v.signal(signal.SIGCONT))
             self.rows.append(row)
 
@@ -608,12 +612,13 @@ class Matrix:
 
         def b_side(job, t0):
             probe = Row("", "", "")
-            check_observers(probe, job.ranks[2:], t0, "ABORTED", ["nodeA"], pt + 2,
+            check_observers(probe, job.ranks[2:], t0, "ABORTED",
+                            ["nodeA", r"\bnode 0\b", re.escape(ADDR_A)], pt + 2,
                             self.ctx.args.timing)
             row.problems += [f"B's ranks: {p}" for p in probe.problems]
 
         self.run_row(row, [self.a, self.b], [], down, lambda job: job.ranks[:2], "ABORTED",
-                     ["nodeB"], pt + 2, undo=up, after=b_side)
+                     ["nodeB", r"\bnode 1\b"], pt + 2, undo=up, after=b_side)
         return row
 
     def netem_row(self):
