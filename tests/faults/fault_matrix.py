@@ -265,9 +265,12 @@ class Row:
         return "FAIL" if self.problems else "PASS"
 
 
+SHM_PREFIX = ""  # --shm_prefix: count only the /dev/shm entries with this prefix
+
+
 def shm_entries():
     try:
-        return len(os.listdir("/dev/shm"))
+        return len([n for n in os.listdir("/dev/shm") if n.startswith(SHM_PREFIX)])
     except OSError:
         return 0
 
@@ -714,7 +717,11 @@ def main():
     p.add_argument("--cross_stall_timeout_s", type=float, default=8)
     p.add_argument("--ucx_stall_bound_s", type=float, default=60)
     p.add_argument("--keep", action="store_true", help="keep the logs' folder")
+    p.add_argument("--shm_prefix", default="",
+                   help="count only these /dev/shm entries (a machine with other users)")
     args = p.parse_args()
+    global SHM_PREFIX
+    SHM_PREFIX = args.shm_prefix
     ctx = Context(args)
     m = Matrix(ctx)
     try:
