@@ -21,9 +21,10 @@ StallInspector::~StallInspector() {
 }
 
 void StallInspector::Loop() {
-  // Often enough that a report comes within a quarter of the warning.
+  // Often enough that a report or an abort comes within a quarter of its
+  // threshold.
   const absl::Duration period =
-      std::clamp(policy_.warning / 4, absl::Milliseconds(50), absl::Seconds(1));
+      std::clamp(Threshold() / 4, absl::Milliseconds(50), absl::Seconds(1));
   absl::MutexLock l(&mu_);
   while (!stop_) {
     mu_.AwaitWithTimeout(absl::Condition(&stop_), period);
@@ -34,10 +35,18 @@ void StallInspector::Loop() {
   }
 }
 
+absl::Duration StallInspector::Threshold() const {
+  if (policy_.timeout > absl::ZeroDuration()) return std::min(policy_.warning, policy_.timeout);
+  return policy_.warning;
+}
+
 void StallInspector::InspectOnce(absl::Time now) {
   absl::flat_hash_set<std::string> seen;
   for (const auto& job : registry_->Jobs()) {
-    for (const StallView& stall : job->Stalls(now, policy_.warning)) {
+    for (const StallView& stall : job->Stalls(now, Threshold())) {
+      const bool timed_out =
+          policy_.timeout > absl::ZeroDuration() && stall.waiting >= policy_.timeout;
+      if (stall.waiting < policy_.warning && !timed_out) continue;
       std::string key =
           absl::StrCat(job->id(), "\n", stall.name, "\n", absl::ToUnixNanos(stall.since));
       seen.insert(key);
@@ -50,7 +59,7 @@ void StallInspector::InspectOnce(absl::Time now) {
         spdlog::warn("job {}: stall: {}", job->id(), stall.message);
         if (metrics_ != nullptr) metrics_->RecordStall();
       }
-      if (policy_.timeout > absl::ZeroDuration() && stall.waiting >= policy_.timeout) {
+      if (timed_out) {
         spdlog::error("job {}: aborting after the stall timeout of {} s: {}", job->id(),
                       absl::ToInt64Seconds(policy_.timeout), stall.message);
         job->Abort(absl::DeadlineExceededError(

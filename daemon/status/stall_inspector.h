@@ -2,7 +2,8 @@
 // hang explain itself. A tensor waiting longer than the warning is logged once
 // (which ranks it waits for, which submitted, or that it is stuck executing)
 // and counted; with a timeout set, a tensor waiting that long aborts its job
-// with DEADLINE_EXCEEDED on every rank.
+// with DEADLINE_EXCEEDED on every rank, also when the timeout is shorter than
+// the warning.
 //
 // Thread-safety: thread-safe; its thread only reads jobs through their locks.
 #pragma once
@@ -39,6 +40,8 @@ class StallInspector {
 
  private:
   void Loop();
+  // The shortest wait that matters: the warning, or a shorter timeout.
+  absl::Duration Threshold() const;
 
   JobRegistry* const registry_;
   Metrics* const metrics_;

@@ -145,5 +145,18 @@ TEST_F(StallInspectorTest, TimeoutAbortsTheJobWithDeadlineExceeded) {
   EXPECT_EQ(StallsLine(), "kolo_stalls_total 1");
 }
 
+// A timeout shorter than the warning (--stall_timeout_s=3 with the default
+// warning of 60 s) aborts at the timeout, not once the warning is reached.
+TEST_F(StallInspectorTest, TimeoutShorterThanTheWarningAbortsAtTheTimeout) {
+  StallInspector inspector(registry_.get(), &metrics_,
+                           StallPolicy{absl::Hours(3), absl::Minutes(30)});
+  StallOn("grad/w1");
+  inspector.InspectOnce(absl::Now());
+  JobSnapshot snap = job_->Snapshot();
+  ASSERT_TRUE(snap.aborted) << "an hour of waiting is past the 30-minute timeout";
+  EXPECT_TRUE(absl::StrContains(snap.error, "aborted by the stall timeout (1800 s)")) << snap.error;
+  EXPECT_EQ(StallsLine(), "kolo_stalls_total 1");
+}
+
 }  // namespace
 }  // namespace kolo::daemon

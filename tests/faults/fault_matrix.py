@@ -1,0 +1,749 @@
+#!/usr/bin/env python3
+"""Kolo's fault matrix: every fault of issue 13 against real kolod and rank
+processes, one row each, printed as a table.
+
+Each row, in order:
+  1. samples the surviving daemons (fds, threads, RSS) and /dev/shm;
+  2. starts a job of fault_rank processes that loop on checked allreduces
+     and waits until every rank has finished its first step;
+  3. injects the fault and notes the time (CLOCK_MONOTONIC, as the ranks);
+  4. waits, bounded, for the ranks that must see an error, and reads the
+     status code, the message and the time each one printed;
+  5. ends what is left of the job, undoes the fault (restarts a killed
+     daemon, raises the link, removes the filter), samples again;
+  6. runs a short job of the same shape ("next job served").
+A row passes when every observing rank saw the expected code, its message
+names the lost rank or node, it came within the row's bound, the daemons
+that were not the victim are alive, the next job succeeded and nothing
+leaked. Cross-node rows run two daemons in network namespaces joined by a
+veth pair; they are skipped, with the reason, where that is not possible.
+
+Python standard library only. Exit status 0 when no row failed.
+"""
+
+import argparse
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+ADDR_A, ADDR_B = "10.254.78.1", "10.254.78.2"  # a private /30 inside our namespaces
+PEER_PORT = 7371
+RSS_TOLERANCE_KIB = 8 * 1024  # allocator caches and gRPC buffers settle at this scale
+# gRPC starts a few threads lazily (its timer threads, the first time a job is
+# aborted by a timeout): one more thread than before a row is not a leak; a
+# leak grows every row and shows on the next one.
+THREAD_TOLERANCE = 1
+LINE = re.compile(r"^FAULT_RANK (\w+) (.*)$")
+
+
+def monotonic():
+    return time.clock_gettime(time.CLOCK_MONOTONIC)
+
+
+def wait_until(predicate, timeout, period=0.05):
+    """Polls `predicate` until it holds or `timeout` seconds pass."""
+    end = monotonic() + timeout
+    while monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(period)
+    return predicate()
+
+
+class Namespaces:
+    """Two network namespaces joined by a veth pair; removed on close."""
+
+    def __init__(self, tag):
+        self.a, self.b = f"kfm-{tag}-a", f"kfm-{tag}-b"
+        self.dev_a, self.dev_b = f"kfm{tag}a"[:15], f"kfm{tag}b"[:15]
+        self.made = False
+
+    @staticmethod
+    def run(*args, check=True):
+        return subprocess.run(list(args), capture_output=True, text=True, check=check)
+
+    def create(self):
+        """None on success, else why namespaces cannot be used here."""
+        if os.geteuid() != 0:
+            return "network namespaces need root"
+        if shutil.which("ip") is None:
+            return "ip (iproute2) is not installed"
+        r = self.run("ip", "netns", "add", self.a, check=False)
+        if r.returncode != 0:
+            return f"cannot create network namespaces: {r.stderr.strip()}"
+        self.made = True
+        self.run("ip", "netns", "add", self.b)
+        self.run("ip", "link", "add", self.dev_a, "type", "veth", "peer", "name", self.dev_b)
+        for ns, dev, addr in ((self.a, self.dev_a, ADDR_A), (self.b, self.dev_b, ADDR_B)):
+            self.run("ip", "link", "set", dev, "netns", ns)
+            self.run("ip", "-n", ns, "addr", "add", f"{addr}/30", "dev", dev)
+            self.run("ip", "-n", ns, "link", "set", "lo", "up")
+            self.run("ip", "-n", ns, "link", "set", dev, "up")
+        return None
+
+    def sides(self):
+        return ((self.a, self.dev_a), (self.b, self.dev_b))
+
+    def tc(self, ns, *args, check=True):
+        return self.run("ip", "netns", "exec", ns, "tc", *args, check=check)
+
+    def clear_qdiscs(self):
+        for ns, dev in self.sides():
+            self.tc(ns, "qdisc", "del", "dev", dev, "root", check=False)
+
+    def close(self):
+        if self.made:
+            self.run("ip", "netns", "del", self.a, check=False)
+            self.run("ip", "netns", "del", self.b, check=False)
+
+
+class Kolod:
+    """One kolod process, optionally inside a network namespace."""
+
+    def __init__(self, binary, workdir, name, netns=None, peer=None, args=()):
+        self.binary, self.name, self.netns, self.peer = binary, name, netns, peer
+        self.socket = os.path.join(workdir, f"{name}.sock")
+        self.log = os.path.join(workdir, f"{name}.log")
+        self.args = list(args)
+        self.proc = None
+
+    def command(self):
+        cmd = [self.binary, f"--socket={self.socket}", "--status_address=", "--workers=1",
+               f"--node_name={self.name}"] + self.args
+        cmd.append(f"--peer_address={self.peer}:{PEER_PORT}" if self.peer else "--peer_address=")
+        if self.peer:
+            cmd.append("--peer_plaintext")
+        return (["ip", "netns", "exec", self.netns] if self.netns else []) + cmd
+
+    def start(self):
+        env = dict(os.environ, UCX_TLS="tcp")
+        with open(self.log, "a") as log:
+            self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
+                                         env=env)
+        if not wait_until(lambda: self.serving() or self.proc.poll() is not None, 15):
+            raise RuntimeError(f"kolod {self.name} did not create its socket")
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"kolod {self.name} exited {self.proc.returncode}: "
+                               + open(self.log).read()[-400:])
+
+    def serving(self):
+        """Whether something accepts connections on the socket (a stale file does not)."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            try:
+                s.connect(self.socket)
+                return True
+            except OSError:
+                return False
+
+    def alive(self):
+        if self.proc is None or self.proc.poll() is not None:
+            return False
+        try:
+            with open(f"/proc/{self.proc.pid}/stat") as f:
+                return f.read().split(") ")[1][0] not in "ZX"
+        except OSError:
+            return False
+
+    def signal(self, sig):
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+
+    def kill(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def sample(self):
+        """(fds, threads, rss KiB) of the live process."""
+        pid = self.proc.pid
+        fds = len(os.listdir(f"/proc/{pid}/fd"))
+        threads = len(os.listdir(f"/proc/{pid}/task"))
+        rss = 0
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    rss = int(line.split()[1])
+        return fds, threads, rss
+
+
+class Rank:
+    """One fault_rank process and what it printed."""
+
+    def __init__(self, rank, daemon, proc, log):
+        self.rank, self.daemon, self.proc, self.log = rank, daemon, proc, log
+
+    def events(self):
+        out = {}
+        try:
+            text = open(self.log).read()
+        except OSError:
+            return out
+        for line in text.splitlines():
+            m = LINE.match(line)
+            if not m:
+                continue
+            kind, rest = m.groups()
+            fields = {}
+            msg = rest.split(" msg=", 1)
+            for part in msg[0].split():
+                if "=" in part:
+                    k, v = part.split("=", 1)
+                    fields[k] = v
+            if len(msg) == 2:
+                fields["msg"] = msg[1]
+            out.setdefault(kind, fields)
+        return out
+
+    def ended(self):
+        return self.proc.poll() is not None
+
+    def end(self):
+        if self.proc.poll() is None:
+            try:
+                os.kill(self.proc.pid, signal.SIGCONT)
+            except OSError:
+                pass
+            self.proc.kill()
+        self.proc.wait(10)
+
+
+class Job:
+    """The ranks of one job, spread over daemons (rank order follows `daemons`)."""
+
+    def __init__(self, ctx, name, daemons, ranks_per_daemon, args, mode="loop"):
+        self.ranks = []
+        size = len(daemons) * ranks_per_daemon
+        coordinator = f"{daemons[0].peer}:{PEER_PORT}" if len(daemons) > 1 else ""
+        r = 0
+        for d in daemons:
+            for local in range(ranks_per_daemon):
+                env = dict(os.environ, UCX_TLS="tcp", KOLO_SOCKET=d.socket, KOLO_JOB_ID=name,
+                           KOLO_JOB_TOKEN=ctx.token, KOLO_RANK=str(r), KOLO_SIZE=str(size),
+                           KOLO_LOCAL_RANK=str(local), KOLO_LOCAL_SIZE=str(ranks_per_daemon))
+                if coordinator:
+                    env["KOLO_COORDINATOR"] = coordinator
+                log = os.path.join(ctx.workdir, f"{name}.{r}.log")
+                cmd = (["ip", "netns", "exec", d.netns] if d.netns else []) + \
+                      [ctx.rank_binary, mode] + list(args)
+                with open(log, "w") as f:
+                    proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env)
+                self.ranks.append(Rank(r, d, proc, log))
+                r += 1
+
+    def wait_ready(self, timeout=30):
+        return wait_until(lambda: all("ready" in k.events() or k.ended() for k in self.ranks)
+                          and all("ready" in k.events() for k in self.ranks), timeout)
+
+    def wait_ended(self, ranks, timeout):
+        return wait_until(lambda: all(k.ended() for k in ranks), timeout)
+
+    def end(self):
+        for k in self.ranks:
+            k.end()
+
+    def output(self):
+        return "\n".join(f"--- rank {k.rank}:\n" + open(k.log).read()[-600:] for k in self.ranks)
+
+
+class Row:
+    def __init__(self, fault, where, expected):
+        self.fault, self.where, self.expected = fault, where, expected
+        self.observed, self.seconds, self.alive, self.next_job, self.leaks = "-", "-", "-", "-", "-"
+        self.problems, self.notes, self.skipped = [], [], None
+
+    @property
+    def result(self):
+        if self.skipped:
+            return "SKIP"
+        return "FAIL" if self.problems else "PASS"
+
+
+SHM_PREFIX = ""  # --shm_prefix: count only the /dev/shm entries with this prefix
+
+
+def shm_entries():
+    try:
+        return len([n for n in os.listdir("/dev/shm") if n.startswith(SHM_PREFIX)])
+    except OSError:
+        return 0
+
+
+class Context:
+    def __init__(self, args):
+        self.args = args
+        self.kolod_binary = os.path.abspath(args.kolod)
+        self.rank_binary = os.path.abspath(args.rank)
+        self.workdir = tempfile.mkdtemp(prefix="kolo-faults-")
+        self.token = secrets.token_hex(16)
+        self.jobs = 0
+
+    def job_name(self, what):
+        self.jobs += 1
+        return f"fm-{self.jobs}-{what}"
+
+
+def check_observers(row, ranks, t0, code, names, bound, timing):
+    """Checks that each of `ranks` ended with `code` (one code or a tuple of
+    them) naming one of `names` within `bound` seconds of `t0`; fills the
+    row's observed columns."""
+    codes = (code,) if isinstance(code, str) else tuple(code)
+    worst = 0.0
+    for k in ranks:
+        ev = k.events()
+        err = ev.get("error")
+        if err is None:
+            what = "finished" if "done" in ev else ("no error (hang)" if not k.ended()
+                                                    else f"exit {k.proc.returncode}, no error")
+            row.problems.append(f"rank {k.rank}: {what}")
+            continue
+        if row.observed == "-":
+            row.observed = f"{err.get('code')}: {err.get('msg', '')}"
+        if err.get("code") not in codes:
+            row.problems.append(f"rank {k.rank}: {err.get('code')} instead of {'/'.join(codes)}")
+        if names and not any(re.search(n, err.get("msg", "")) for n in names):
+            row.problems.append(f"rank {k.rank}: message names none of {names}")
+        worst = max(worst, float(err["t"]) - t0)
+    if worst > 0:
+        row.seconds = f"{worst:.2f}"
+        if timing and worst > bound:
+            row.problems.append(f"took {worst:.2f} s, bound {bound:g} s")
+
+
+def exit_time(victim):
+    """For rows whose victim exits by itself: the time it said it exits."""
+    def t0(job):
+        t = job.ranks[victim].events().get("exiting", {}).get("t")
+        return float(t) if t else None
+    return t0
+
+
+def rank_named(r):
+    """A pattern for a message naming rank `r` ("rank 3", "ranks 1, 3")."""
+    return rf"\branks? ([0-9]+, )*{r}\b"
+
+
+class Matrix:
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.rows = []
+        self.single = None
+        self.ns = None
+        self.ns_reason = None
+        self.a = self.b = None
+
+    # --- daemons -------------------------------------------------------
+    def start_single(self):
+        self.single = Kolod(self.ctx.kolod_binary, self.ctx.workdir, "node1",
+                            args=[f"--stall_timeout_s={self.ctx.args.stall_timeout_s}"])
+        self.single.start()
+        self.warm([self.single])
+
+    def start_pair(self):
+        self.ns = Namespaces(str(os.getpid() % 100000))
+        self.ns_reason = self.ns.create()
+        if self.ns_reason:
+            return
+        cross_args = [f"--peer_timeout_s={self.ctx.args.peer_timeout_s}",
+                      f"--stall_timeout_s={self.ctx.args.cross_stall_timeout_s}"]
+        self.a = Kolod(self.ctx.kolod_binary, self.ctx.workdir, "nodeA", self.ns.a, ADDR_A,
+                       cross_args)
+        self.b = Kolod(self.ctx.kolod_binary, self.ctx.workdir, "nodeB", self.ns.b, ADDR_B,
+                       cross_args)
+        self.a.start()
+        self.b.start()
+        self.warm([self.a, self.b])
+
+    def warm(self, daemons):
+        """One job first, so that lazily made resources are not counted as leaks."""
+        if not self.next_job(daemons):
+            raise RuntimeError("the first job on fresh daemons failed")
+
+    def next_job(self, daemons, steps=20):
+        job = Job(self.ctx, self.ctx.job_name("next"), daemons, 2, [f"--steps={steps}"])
+        ok = job.wait_ended(job.ranks, 60)
+        job.end()
+        return ok and all(k.proc.returncode == 0 for k in job.ranks)
+
+    def ensure(self, daemons):
+        for d in daemons:
+            if not d.alive():
+                d.kill()
+                d.start()
+
+    # --- the row skeleton ----------------------------------------------
+    def run_row(self, row, daemons, victims, inject, observers_of, code, names, bound,
+                undo=None, job_args=(), after=None, t0_from=None):
+        """The common lifecycle; `inject(job)` faults, `observers_of(job)` are the
+        ranks that must report `code` naming one of `names` within `bound`."""
+        survivors = [d for d in daemons if d not in victims]
+        before = {d.name: d.sample() for d in survivors}
+        shm_before = shm_entries()
+        job = Job(self.ctx, self.ctx.job_name(row.fault.split()[0]), daemons, 2,
+                  ["--steps=0"] + list(job_args))
+        try:
+            if not job.wait_ready():
+                row.problems.append("job did not start")
+                row.notes.append(job.output())
+                return
+            t0 = monotonic()
+            inject(job)
+            observers = observers_of(job)
+            job.wait_ended(observers, bound + 15)
+            if t0_from:
+                t0 = t0_from(job) or t0
+            check_observers(row, observers, t0, code, names, bound, self.ctx.args.timing)
+            if after:
+                after(job, t0)
+        finally:
+            if undo:
+                undo()
+            job.end()
+        self.finish_row(row, daemons, survivors, before, shm_before)
+
+    def finish_row(self, row, daemons, survivors, before, shm_before):
+        row.alive = "yes" if all(d.alive() for d in survivors) else "NO"
+        if row.alive != "yes":
+            row.problems.append("a daemon that was not the victim died")
+        row.leaks = self.leaks(survivors, before, shm_before)
+        if row.leaks != "none":
+            row.problems.append(f"leak: {row.leaks}")
+        self.ensure(daemons)
+        row.next_job = "yes" if self.next_job(daemons) else "NO"
+        if row.next_job != "yes":
+            row.problems.append("the next job failed")
+
+    def leaks(self, survivors, before, shm_before):
+        found = []
+
+        def settled():
+            for d in survivors:
+                if not d.alive():
+                    continue
+                fds, threads, rss = d.sample()
+                b = before[d.name]
+                if fds > b[0] or threads > b[1] + THREAD_TOLERANCE or \
+                        rss > b[2] + RSS_TOLERANCE_KIB:
+                    return False
+            return shm_entries() <= shm_before
+
+        wait_until(settled, 10, period=0.2)
+        for d in survivors:
+            if not d.alive():
+                continue
+            (f0, t0, r0), (f1, t1, r1) = before[d.name], d.sample()
+            if f1 > f0:
+                found.append(f"{d.name} fds {f0}->{f1}")
+            if t1 > t0 + THREAD_TOLERANCE:
+                found.append(f"{d.name} threads {t0}->{t1}")
+            if r1 > r0 + RSS_TOLERANCE_KIB:
+                found.append(f"{d.name} rss {r0 // 1024}->{r1 // 1024} MiB")
+        if shm_entries() > shm_before:
+            found.append(f"/dev/shm {shm_before}->{shm_entries()}")
+        return ", ".join(found) or "none"
+
+    # --- rows on one node ----------------------------------------------
+    def single_node_rows(self):
+        d = self.single
+        stall = self.ctx.args.stall_timeout_s
+        for fault, sig in (("trainer SIGKILL", signal.SIGKILL), ("trainer SIGTERM", signal.SIGTERM)):
+            row = Row(fault, "1 node", "rank 0: ABORTED naming rank 1, <= 2 s")
+            self.run_row(row, [d], [], lambda job, s=sig: os.kill(job.ranks[1].proc.pid, s),
+                         lambda job: job.ranks[:1], "ABORTED", [rank_named(1)], 2)
+            self.rows.append(row)
+        row = Row("trainer SIGSTOP", "1 node",
+                  f"rank 0: DEADLINE_EXCEEDED naming rank 1, <= stall timeout {stall:g} s + 2 s")
+        self.run_row(row, [d], [], lambda job: os.kill(job.ranks[1].proc.pid, signal.SIGSTOP),
+                     lambda job: job.ranks[:1], "DEADLINE_EXCEEDED", [rank_named(1)], stall + 2)
+        self.rows.append(row)
+        row = Row("trainer exit(3)", "1 node", "rank 0: ABORTED naming rank 1, <= 2 s")
+        self.run_row(row, [d], [], lambda job: None, lambda job: job.ranks[:1], "ABORTED",
+                     [rank_named(1)], 2, job_args=["--exit_rank=1", "--exit_at=50", "--exit_code=3"],
+                     t0_from=exit_time(1))
+        self.rows.append(row)
+        self.rows.append(self.no_drain_row())
+        self.rows.append(self.restart_row())
+
+    def no_drain_row(self):
+        d = self.single
+        row = Row("client never drains its completion ring", "1 node",
+                  "that client: INVALID_ARGUMENT naming rank 0, <= 2 s; a job beside it finishes")
+        before = {d.name: d.sample()}
+        shm_before = shm_entries()
+        bystander = Job(self.ctx, self.ctx.job_name("bystander"), [d], 2,
+                        ["--steps=100", "--step_ms=40"])
+        bystander.wait_ready()
+        rogue = Job(self.ctx, self.ctx.job_name("nodrain"), [d], 1, [], mode="no_drain")
+        try:
+            rogue.wait_ended(rogue.ranks, 30)
+            t0 = float(rogue.ranks[0].events().get("ready", {}).get("t", monotonic()))
+            check_observers(row, rogue.ranks, t0, "INVALID_ARGUMENT", ["rank 0"], 2,
+                            self.ctx.args.timing)
+            bystander.wait_ended(bystander.ranks, 60)
+            if not all(k.proc.returncode == 0 for k in bystander.ranks):
+                row.problems.append("the job beside it failed")
+                row.notes.append(bystander.output())
+        finally:
+            rogue.end()
+            bystander.end()
+        self.finish_row(row, [d], [d], before, shm_before)
+        return row
+
+    def restart_row(self):
+        d = self.single
+        row = Row("kolod SIGKILL + restart", "1 node",
+                  "ranks: UNAVAILABLE, <= 2 s; a new kolod starts on the stale socket")
+        shm_before = shm_entries()
+        job = Job(self.ctx, self.ctx.job_name("restart"), [d], 2, ["--steps=0"])
+        try:
+            job.wait_ready()
+            t0 = monotonic()
+            d.kill()
+            job.wait_ended(job.ranks, 17)
+            check_observers(row, job.ranks, t0, "UNAVAILABLE", [], 2, self.ctx.args.timing)
+        finally:
+            job.end()
+        stale = [p for p in (d.socket, d.socket + ".handoff") if os.path.exists(p)]
+        row.notes.append(f"left by the dead kolod: {', '.join(stale) or 'nothing'}")
+        try:
+            d.start()
+        except RuntimeError as e:
+            row.problems.append(f"restart failed: {e}")
+        row.alive = "restarted" if d.alive() else "NO"
+        row.leaks = "none" if shm_entries() <= shm_before else \
+            f"/dev/shm {shm_before}->{shm_entries()}"
+        if row.leaks != "none":
+            row.problems.append(f"leak: {row.leaks}")
+        row.next_job = "yes" if d.alive() and self.next_job([d]) else "NO"
+        if row.next_job != "yes":
+            row.problems.append("the next job failed")
+        return row
+
+    # --- rows across nodes ---------------------------------------------
+    def cross_rows(self):
+        where = "2 nodes"
+        if self.ns_reason:
+            for fault in ("trainer SIGKILL", "trainer SIGTERM", "trainer SIGSTOP",
+                          "trainer exit(3)", "member kolod SIGKILL", "member kolod SIGSTOP",
+                          "coordinator kolod SIGKILL", "coordinator kolod SIGSTOP",
+                          "coordinator link cut", "link 1% loss + 50 ms delay",
+                          "UCX transfer stalls, heartbeats go on"):
+                row = Row(fault, where, "-")
+                row.skipped = self.ns_reason
+                self.rows.append(row)
+            return
+        a, b = self.a, self.b
+        pt = self.ctx.args.peer_timeout_s
+        st = self.ctx.args.cross_stall_timeout_s
+        others = lambda job: job.ranks[:3]  # noqa: E731 -- ranks 0, 1 on A, 2 on B
+        for fault, sig in (("trainer SIGKILL", signal.SIGKILL), ("trainer SIGTERM", signal.SIGTERM)):
+            row = Row(fault, where, f"ranks 0-2: ABORTED naming rank 3, <= peer timeout {pt:g} s")
+            self.run_row(row, [a, b], [], lambda job, s=sig: os.kill(job.ranks[3].proc.pid, s),
+                         others, "ABORTED", [rank_named(3)], pt)
+            self.rows.append(row)
+        row = Row("trainer SIGSTOP", where,
+                  f"ranks 0-2: DEADLINE_EXCEEDED naming rank 3, <= stall {st:g} s + {pt:g} s")
+        self.run_row(row, [a, b], [], lambda job: os.kill(job.ranks[3].proc.pid, signal.SIGSTOP),
+                     others, "DEADLINE_EXCEEDED", [rank_named(3)], st + pt)
+        self.rows.append(row)
+        row = Row("trainer exit(3)", where, f"ranks 0-2: ABORTED naming rank 3, <= {pt:g} s")
+        self.run_row(row, [a, b], [], lambda job: None, others, "ABORTED", [rank_named(3)], pt,
+                     job_args=["--exit_rank=3", "--exit_at=50", "--exit_code=3"],
+                     t0_from=exit_time(3))
+        self.rows.append(row)
+        self.daemon_rows(a, b, pt)
+        self.rows.append(self.link_cut_row(pt))
+        self.rows.append(self.netem_row())
+        self.rows.append(self.ucx_stall_row())
+
+    def daemon_rows(self, a, b, pt):
+        where = "2 nodes"
+        # A node is named by its name, its index in the job ("node 1") or, for
+        # the coordinator, the address the ranks were given (KOLO_COORDINATOR).
+        for role, victim, other, lost, names in (
+                ("member", b, a, "nodeB", ["nodeB", r"\bnode 1\b"]),
+                ("coordinator", a, b, "nodeA", ["nodeA", r"\bnode 0\b", re.escape(ADDR_A)])):
+            own = (lambda job: job.ranks[2:]) if victim is b else (lambda job: job.ranks[:2])
+            rest = (lambda job: job.ranks[:2]) if victim is b else (lambda job: job.ranks[2:])
+            row = Row(f"{role} kolod SIGKILL", where,
+                      f"ranks on {other.name}: ABORTED naming {lost}, <= {pt:g} s; "
+                      f"its own ranks: UNAVAILABLE")
+
+            def own_unavailable(job, t0, row=row, own=own):
+                job.wait_ended(own(job), 5)
+                probe = Row("", "", "")
+                check_observers(probe, own(job), t0, "UNAVAILABLE", [], 2, False)
+                row.problems += [f"own ranks: {p}" for p in probe.problems]
+
+            self.run_row(row, [a, b], [victim], lambda job, v=victim: v.kill(), rest, "ABORTED",
+                         names, pt, after=own_unavailable)
+            self.rows.append(row)
+            row = Row(f"{role} kolod SIGSTOP", where,
+                      f"ranks on {other.name}: ABORTED naming {lost}, <= {pt:g} s + 2 s; "
+                      f"after SIGCONT its own ranks end")
+
+            def own_end(job, t0, row=row, own=own, victim=victim):
+                victim.signal(signal.SIGCONT)
+                if not job.wait_ended(own(job), pt + 10):
+                    row.problems.append(f"after SIGCONT the ranks on {victim.name} hang")
+                else:
+                    ev = own(job)[0].events().get("error", {})
+                    row.notes.append(f"after SIGCONT {victim.name}'s ranks saw "
+                                     f"{ev.get('code')}: {ev.get('msg')}")
+
+            self.run_row(row, [a, b], [victim], lambda job, v=victim: v.signal(signal.SIGSTOP),
+                         rest, "ABORTED", names, pt + 2, after=own_end,
+                         undo=lambda v=victim: v.signal(signal.SIGCONT))
+            self.rows.append(row)
+
+    def link_cut_row(self, pt):
+        row = Row("coordinator link cut", "2 nodes",
+                  f"A's ranks: ABORTED naming nodeB, B's naming nodeA, <= {pt:g} s + 2 s")
+        ns = self.ns
+        down = lambda job: ns.run("ip", "-n", ns.a, "link", "set", ns.dev_a, "down")  # noqa: E731
+
+        def up():
+            ns.run("ip", "-n", ns.a, "link", "set", ns.dev_a, "up")
+            wait_until(lambda: "LOWER_UP" in ns.run("ip", "-n", ns.a, "link", "show",
+                                                    ns.dev_a).stdout, 5)
+
+        def b_side(job, t0):
+            probe = Row("", "", "")
+            check_observers(probe, job.ranks[2:], t0, "ABORTED",
+                            ["nodeA", r"\bnode 0\b", re.escape(ADDR_A)], pt + 2,
+                            self.ctx.args.timing)
+            row.problems += [f"B's ranks: {p}" for p in probe.problems]
+
+        self.run_row(row, [self.a, self.b], [], down, lambda job: job.ranks[:2], "ABORTED",
+                     ["nodeB", r"\bnode 1\b"], pt + 2, undo=up, after=b_side)
+        return row
+
+    def netem_row(self):
+        row = Row("link 1% loss + 50 ms delay", "2 nodes",
+                  "all ranks finish 30 checked steps (exit 0)")
+        ns = self.ns
+        for n, dev in ns.sides():
+            r = ns.tc(n, "qdisc", "add", "dev", dev, "root", "netem", "delay", "50ms", "loss",
+                      "1%", check=False)
+            if r.returncode != 0:
+                ns.clear_qdiscs()
+                row.skipped = f"tc netem is unavailable in this kernel: {r.stderr.strip()}"
+                return row
+        before = {d.name: d.sample() for d in (self.a, self.b)}
+        shm_before = shm_entries()
+        job = Job(self.ctx, self.ctx.job_name("netem"), [self.a, self.b], 2, ["--steps=30"])
+        t0 = monotonic()
+        try:
+            if not job.wait_ended(job.ranks, 180):
+                row.problems.append("not finished in 180 s")
+            bad = [k.rank for k in job.ranks if k.proc.returncode != 0]
+            row.observed = "all finished" if not bad else f"ranks {bad} failed"
+            row.seconds = f"{monotonic() - t0:.1f} (run)"
+            if bad:
+                row.problems.append(row.observed)
+                row.notes.append(job.output())
+        finally:
+            job.end()
+            ns.clear_qdiscs()
+        self.finish_row(row, [self.a, self.b], [self.a, self.b], before, shm_before)
+        return row
+
+    def ucx_stall_row(self):
+        """Every TCP packet that is not Peer-plane traffic goes to an htb class of
+        8 bit/s on both veths: UCX's TCP connections stall while the daemons'
+        heartbeats (to and from the peer port) flow."""
+        bound = self.ctx.args.ucx_stall_bound_s
+        row = Row("UCX transfer stalls, heartbeats go on", "2 nodes",
+                  f"all ranks: ABORTED/DEADLINE_EXCEEDED naming a node or rank, <= {bound:g} s; "
+                  "kolod alive")
+        ns = self.ns
+
+        def stall(job):
+            for n, dev in ns.sides():
+                ns.tc(n, "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "10")
+                ns.tc(n, "class", "add", "dev", dev, "parent", "1:", "classid", "1:10", "htb",
+                      "rate", "1gbit")
+                ns.tc(n, "class", "add", "dev", dev, "parent", "1:", "classid", "1:20", "htb",
+                      "rate", "8bit", "ceil", "8bit")
+                for match in ("sport", "dport"):
+                    ns.tc(n, "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip",
+                          "prio", "1", "u32", "match", "ip", match, str(PEER_PORT), "0xffff",
+                          "flowid", "1:10")
+                ns.tc(n, "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio",
+                      "2", "u32", "match", "ip", "protocol", "6", "0xff", "flowid", "1:20")
+
+        # 1 MiB per step, so every step moves data over UCX.
+        self.run_row(row, [self.a, self.b], [], stall, lambda job: job.ranks,
+                     ("ABORTED", "DEADLINE_EXCEEDED"), ["node", "rank"], bound,
+                     undo=ns.clear_qdiscs,
+                     job_args=["--floats=262144"])
+        return row
+
+
+def print_table(rows, out):
+    cols = ("fault", "where", "expected", "observed error", "s to error", "daemon alive",
+            "next job", "leaks", "result")
+    cells = [(r.fault, r.where, r.expected, r.observed[:90], r.seconds, r.alive, r.next_job,
+              r.leaks, r.result) for r in rows]
+    out.write("| " + " | ".join(cols) + " |\n")
+    out.write("|" + "|".join("---" for _ in cols) + "|\n")
+    for c in cells:
+        out.write("| " + " | ".join(str(x).replace("|", "/") for x in c) + " |\n")
+    out.write("\n")
+    for r in rows:
+        for p in r.problems:
+            out.write(f"FAIL {r.fault} ({r.where}): {p}\n")
+        if r.skipped:
+            out.write(f"SKIP {r.fault} ({r.where}): {r.skipped}\n")
+        for n in r.notes:
+            out.write(f"note {r.fault} ({r.where}): {n}\n")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--kolod", required=True)
+    p.add_argument("--rank", required=True, help="the fault_rank binary")
+    p.add_argument("--single_node_only", action="store_true")
+    p.add_argument("--no_timing", dest="timing", action="store_false",
+                   help="report seconds but do not fail rows on them (loaded machines)")
+    p.add_argument("--stall_timeout_s", type=float, default=3)
+    p.add_argument("--peer_timeout_s", type=float, default=5)
+    p.add_argument("--cross_stall_timeout_s", type=float, default=8)
+    p.add_argument("--ucx_stall_bound_s", type=float, default=60)
+    p.add_argument("--keep", action="store_true", help="keep the logs' folder")
+    p.add_argument("--shm_prefix", default="",
+                   help="count only these /dev/shm entries (a machine with other users)")
+    args = p.parse_args()
+    global SHM_PREFIX
+    SHM_PREFIX = args.shm_prefix
+    ctx = Context(args)
+    m = Matrix(ctx)
+    try:
+        m.start_single()
+        m.single_node_rows()
+        if not args.single_node_only:
+            m.start_pair()
+            m.cross_rows()
+    finally:
+        for d in (m.single, m.a, m.b):
+            if d is not None:
+                d.signal(signal.SIGCONT)
+                d.kill()
+        if m.ns is not None:
+            m.ns.close()
+        print_table(m.rows, sys.stdout)
+        if args.keep:
+            print(f"logs: {ctx.workdir}")
+        else:
+            shutil.rmtree(ctx.workdir, ignore_errors=True)
+    return 1 if any(r.result == "FAIL" for r in m.rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
