@@ -2,7 +2,7 @@
 # soak.sh: does kolod hold steady under long load and many jobs?
 #   phase 1: one kolod; two concurrent jobs of 3 ranks (tests/soak/soak_rank)
 #     run mixed collectives (allreduce with every op, broadcast from varying
-#     roots, allgather, reducescatter, alltoall; every dtype; 4 B to 8 MiB;
+#     roots, allgather, reducescatter, alltoall; every dtype; 1 to 512 Ki elements, up to 4 MiB;
 #     several in flight), every result checked, for --duration_s and at least
 #     --min_collectives between them; then --short_jobs jobs of 3 ranks, one
 #     after another, each attaching, running one collective and detaching.
@@ -16,7 +16,7 @@
 #
 # usage: scripts/soak.sh [--duration_s=600] [--min_collectives=100000]
 #          [--short_jobs=1000] [--phases=1,2] [--inflight=8]
-#          [--max_elements=1048576] [--bin_dir=DIR] [--report_only]
+#          [--max_elements=524288] [--bin_dir=DIR] [--report_only]
 #   --bin_dir: take daemon/kolod, koloctl/koloctl and tests/soak/soak_rank from
 #   DIR instead of building them with bazel.
 #   --report_only: print the table and tolerances but fail only on a failed
@@ -27,7 +27,7 @@ min_collectives=${SOAK_MIN_COLLECTIVES:-100000}
 short_jobs=${SOAK_SHORT_JOBS:-1000}
 phases=${SOAK_PHASES:-1,2}
 inflight=8
-max_elements=1048576
+max_elements=524288
 bin_dir=""
 report_only=""
 for a in "$@"; do
@@ -45,16 +45,22 @@ for a in "$@"; do
   esac
 done
 
-# Tolerances. Under load (start -> middle -> end): the allocator's caches and
-# the mix of sizes in flight move resident memory a little, so it may grow by
-# at most 8 MiB plus 5% of the start; fds and threads may differ by the few a
-# connection being set up or torn down holds. Idle (after the jobs, after the
-# short jobs): fds and threads exactly back to the idle baseline, resident
-# memory within 8 MiB of the end of the load (1,000 jobs leaking 8 KiB each
-# would exceed it). /dev/shm: never an entry more than the idle baseline.
+# Tolerances. VmRSS counts the pages of the clients' segments kolod has
+# touched, which belong to the jobs and go when they detach; kolod's own
+# memory is RssAnon. Under load (start -> middle -> end) RssAnon may grow by
+# at most 8 MiB plus 5% of the start (the allocator's caches and the sizes in
+# flight at the moment of the sample move it a little); fds and threads may
+# differ by the few a connection being set up or torn down holds. Idle (after
+# the jobs, after the short jobs): fds exactly as idle; threads at most 2
+# above idle (gRPC's synchronous server keeps a few of the threads a burst of
+# streams made) and after the short jobs as after the jobs; VmRSS after the
+# jobs within 8 MiB + 5% of idle, and after the short jobs within 8 MiB of
+# after the jobs (1,000 jobs leaking 8 KiB each would exceed it). /dev/shm:
+# never an entry more than idle.
 rss_tol_kb=8192
 rss_tol_pct=5
 busy_fd_tol=4
+idle_thread_tol=2
 busy_thread_tol=4
 
 if [[ -z "$bin_dir" ]]; then
@@ -255,8 +261,10 @@ if [[ ",$phases," == *,1,* ]]; then
 fi
 if [[ ",$phases," == *,2,* ]]; then
   export UCX_TLS=tcp
-  start_daemon n0 --peer_address=127.0.0.1:0 --peer_plaintext --node_name=n0
-  start_daemon n1 --peer_address=127.0.0.1:0 --peer_plaintext --node_name=n1
+  # A generous peer timeout: on a loaded machine a daemon may be starved of
+  # the CPU for seconds, which is not what this run looks for.
+  start_daemon n0 --peer_address=127.0.0.1:0 --peer_plaintext --node_name=n0 --peer_timeout_s=60
+  start_daemon n1 --peer_address=127.0.0.1:0 --peer_plaintext --node_name=n1 --peer_timeout_s=60
   peer_n0=$(peer_of n0)
   peer_n1=$(peer_of n1)
   [[ -n "$peer_n0" && -n "$peer_n1" ]] || { echo "FAIL: no peer address"; exit 1; }
@@ -273,38 +281,43 @@ while read -r phase label name rss anon fds threads shm; do
     "$fds" "$threads" "$shm"
 done <"$dir/samples"
 echo
-echo "tolerances: under load (middle, end vs start): VmRSS +${rss_tol_kb} KiB + ${rss_tol_pct}%," \
-  "fds and threads +-${busy_fd_tol}; after the jobs and after the short jobs: fds and threads" \
-  "equal to idle, VmRSS after the short jobs within +${rss_tol_kb} KiB of after the jobs," \
-  "after the jobs within the load tolerance of start; /dev/shm never above idle"
+echo "tolerances: under load (middle, end vs start): RssAnon +${rss_tol_kb} KiB + ${rss_tol_pct}%," \
+  "fds and threads +-${busy_fd_tol}; after-jobs: VmRSS within +${rss_tol_kb} KiB + ${rss_tol_pct}%" \
+  "of idle; after-short: VmRSS within +${rss_tol_kb} KiB of after-jobs, threads as after-jobs;" \
+  "both: fds as idle, threads at most idle + ${idle_thread_tol}; /dev/shm never above idle"
 if [[ -n "$report_only" ]]; then
   echo "(--report_only: the tolerances are not checked)"
 elif ! awk -v tol="$rss_tol_kb" -v pct="$rss_tol_pct" -v busy="$busy_fd_tol" \
-    -v busy_t="$busy_thread_tol" '
+    -v idle_t="$idle_thread_tol" '
   function abs(x) { return x < 0 ? -x : x }
   function bad(msg) { print "FAIL: " msg; failed = 1 }
-  { k = $1 " " $3; rss[k, $2] = $4; fds[k, $2] = $6; thr[k, $2] = $7; shm[k, $2] = $8
-    seen[k] = 1; has[k, $2] = 1 }
+  { k = "phase " $1 " " $3; rss[k, $2] = $4; anon[k, $2] = $5; fds[k, $2] = $6
+    thr[k, $2] = $7; shm[k, $2] = $8; seen[k] = 1; has[k, $2] = 1 }
   END {
     for (k in seen) {
-      limit = rss[k, "start"] + tol + rss[k, "start"] * pct / 100
-      for (i = 1; i <= 3; ++i) {
-        s = i == 1 ? "middle" : i == 2 ? "end" : "after-jobs"
+      limit = anon[k, "start"] + tol + anon[k, "start"] * pct / 100
+      for (i = 1; i <= 2; ++i) {
+        s = i == 1 ? "middle" : "end"
         if (!has[k, s]) continue
-        if (rss[k, s] > limit) bad(k ": VmRSS " s " " rss[k, s] " KiB > " int(limit))
-        if (s != "after-jobs" && abs(fds[k, s] - fds[k, "start"]) > busy)
+        if (anon[k, s] > limit) bad(k ": RssAnon " s " " anon[k, s] " KiB > " int(limit))
+        if (abs(fds[k, s] - fds[k, "start"]) > busy)
           bad(k ": fds " s " " fds[k, s] " vs start " fds[k, "start"])
-        if (s != "after-jobs" && abs(thr[k, s] - thr[k, "start"]) > busy_t)
+        if (abs(thr[k, s] - thr[k, "start"]) > busy)
           bad(k ": threads " s " " thr[k, s] " vs start " thr[k, "start"])
       }
+      limit = rss[k, "idle"] + tol + rss[k, "idle"] * pct / 100
+      if (has[k, "after-jobs"] && rss[k, "after-jobs"] > limit)
+        bad(k ": VmRSS after-jobs " rss[k, "after-jobs"] " KiB > " int(limit))
       if (has[k, "after-short"] && rss[k, "after-short"] > rss[k, "after-jobs"] + tol)
         bad(k ": VmRSS after-short " rss[k, "after-short"] " KiB > after-jobs + " tol)
+      if (has[k, "after-short"] && thr[k, "after-short"] != thr[k, "after-jobs"])
+        bad(k ": threads after-short " thr[k, "after-short"] " != after-jobs " thr[k, "after-jobs"])
       for (i = 1; i <= 2; ++i) {
         s = i == 1 ? "after-jobs" : "after-short"
         if (!has[k, s]) continue
         if (fds[k, s] != fds[k, "idle"]) bad(k ": fds " s " " fds[k, s] " != idle " fds[k, "idle"])
-        if (thr[k, s] != thr[k, "idle"])
-          bad(k ": threads " s " " thr[k, s] " != idle " thr[k, "idle"])
+        if (thr[k, s] > thr[k, "idle"] + idle_t)
+          bad(k ": threads " s " " thr[k, s] " > idle " thr[k, "idle"] " + " idle_t)
       }
     }
     for (key in shm) {

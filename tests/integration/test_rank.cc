@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "kernels/cpu/half.h"
 #include "kolo/kolo.h"
 #include "tests/integration/tensor_values.h"
 

@@ -18,11 +18,12 @@ using testing::InputValue;
 using testing::Load;
 using testing::Store;
 
-// Element counts of the size classes and how often each is drawn (of 96):
-// most collectives are small, a few move several MiB.
-constexpr int64_t kClassElements[] = {1, 8, 100, 1000, 10000, 100000, int64_t{1} << 20};
-constexpr int kClassWeight[] = {20, 20, 20, 16, 12, 6, 2};
-constexpr int kWeightTotal = 96;
+// Element counts of the size classes and how often each is drawn (of 100):
+// most collectives are small, as a training step's are; one in a hundred
+// moves up to 4 MiB (float64).
+constexpr int64_t kClassElements[] = {1, 8, 100, 1000, 10000, 100000, int64_t{1} << 19};
+constexpr int kClassWeight[] = {30, 30, 20, 12, 5, 2, 1};
+constexpr int kWeightTotal = 100;
 
 uint64_t Mix(uint64_t x) {  // splitmix64's finaliser
   x += 0x9e3779b97f4a7c15ULL;

@@ -30,7 +30,7 @@ ABSL_FLAG(int64_t, min_collectives, 0, "load: and at least this many collectives
 ABSL_FLAG(double, max_duration_s, 0,
           "load: fail if the minimum is not reached by then (0: 2 x --duration_s + 60)");
 ABSL_FLAG(int, inflight, 8, "load: collectives in flight at once");
-ABSL_FLAG(int64_t, max_elements, int64_t{1} << 20, "largest tensor, in elements");
+ABSL_FLAG(int64_t, max_elements, int64_t{1} << 19, "largest tensor, in elements");
 ABSL_FLAG(double, progress_s, 60, "load: seconds between progress lines");
 ABSL_FLAG(uint64_t, seed, 1, "the collectives' sequence (the same on every rank)");
 ABSL_FLAG(uint64_t, index, 0, "short: which collective of the sequence");
