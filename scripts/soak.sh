@@ -61,7 +61,6 @@ rss_tol_kb=8192
 rss_tol_pct=5
 busy_fd_tol=4
 idle_thread_tol=2
-busy_thread_tol=4
 
 if [[ -z "$bin_dir" ]]; then
   repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
