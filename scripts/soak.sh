@@ -189,10 +189,12 @@ reap_ranks() {  # what logs...
 run_short_jobs() {
   local phase=$1 count=$2 label=$3; shift 3
   local log="$dir/p$phase-$label"
+  short_done=0
   for j in $(seq 1 "$count"); do
     rank_pids=()
     place_job "p$phase-$label-$j" "$log" "$@" --mode=short --index="$j" --seed=3
     reap_ranks "phase $phase short job $j" "$log.0" "$log.1" "$log.2" || return 1
+    short_done=$j
   done
 }
 
@@ -236,7 +238,7 @@ run_phase() {
   local s0; s0=$(date +%s)
   run_short_jobs "$phase" "$short_jobs" short "${place_a[@]}" ||
     fail "phase $phase: a short job failed"
-  echo "phase $phase: $short_jobs short jobs in $(($(date +%s) - s0)) s"
+  echo "phase $phase: $short_done of $short_jobs short jobs completed in $(($(date +%s) - s0)) s"
   sample "$phase" after-short "${daemons[@]}"
   for name in "${daemons[@]}"; do
     [[ -d "/proc/$(eval echo "\$pid_$name")" ]] || fail "phase $phase: kolod $name died"
