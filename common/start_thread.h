@@ -19,8 +19,7 @@ namespace kolo {
 
 // Runs `body` on a new thread; `what` names it in the error ("the session
 // of rank 3").
-inline absl::StatusOr<std::thread> StartThread(absl::string_view what,
-                                               std::function<void()> body) {
+inline absl::StatusOr<std::thread> StartThread(absl::string_view what, std::function<void()> body) {
   try {
     return std::thread(std::move(body));
   } catch (const std::system_error& e) {

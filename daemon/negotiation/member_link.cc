@@ -11,7 +11,11 @@
 #include "proto/kolo/v1/peer.grpc.pb.h"
 
 namespace kolo::daemon {
+
 namespace {
+
+// A cache entry the coordinator has not (or will never) put an id on.
+constexpr uint32_t kNoCacheId = UINT32_MAX;
 
 // The coordinator is on another daemon: a gRPC stream.
 class GrpcPeerChannel : public PeerChannel {
@@ -206,7 +210,11 @@ void MemberLink::ReportReady(const kolo::v1::TensorMeta& meta,
   }
   const std::string key = PeerKey(meta.process_set(), meta.name());
   auto it = cache_.find(key);
-  if (it != cache_.end() && it->second.second.SerializeAsString() == meta.SerializeAsString()) {
+  // Only an id the coordinator assigned may stand for the metadata: a name it
+  // never caches (an allgather, an alltoall, a full cache) keeps kNoCacheId
+  // and goes in full every time.
+  if (it != cache_.end() && it->second.first != kNoCacheId &&
+      it->second.second.SerializeAsString() == meta.SerializeAsString()) {
     uint32_t id = it->second.first;
     std::string* bits = ready_.mutable_cached_bits();
     if (bits->size() <= id / 8) bits->resize(id / 8 + 1, '\0');
@@ -214,8 +222,8 @@ void MemberLink::ReportReady(const kolo::v1::TensorMeta& meta,
   } else {
     *ready_.add_tensors() = meta;
     // Remember what we said, for when the coordinator assigns it an id.
-    cache_.try_emplace(key, UINT32_MAX, meta);
-    if (it != cache_.end() && it->second.first == UINT32_MAX) it->second.second = meta;
+    cache_.try_emplace(key, kNoCacheId, meta);
+    if (it != cache_.end() && it->second.first == kNoCacheId) it->second.second = meta;
   }
   ready_dirty_ = true;
 }
