@@ -1,4 +1,5 @@
 #include "daemon/job/job.h"
+#include "daemon/negotiation/abort_status.h"
 
 #include <algorithm>
 #include <optional>
@@ -170,12 +171,11 @@ int Job::RankLeft(int rank, bool clean, const absl::Status& why) {
     remaining = attached_;
   }
   if (remaining > 0) {
-    absl::Status status =
-        clean ? absl::AbortedError(absl::StrCat("job ", id_, ": rank ", rank,
-                                                " has shut down; collectives that need it "
-                                                "cannot run"))
-              : absl::AbortedError(
-                    absl::StrCat("job ", id_, ": rank ", rank, " died: ", why.message()));
+    absl::Status status = clean ? PlannedMayFinish(absl::AbortedError(absl::StrCat(
+                                      "job ", id_, ": rank ", rank,
+                                      " has shut down; collectives that need it cannot run")))
+                                : absl::AbortedError(absl::StrCat("job ", id_, ": rank ", rank,
+                                                                  " died: ", why.message()));
     Abort(status);
   }
   // After its pending requests failed: the session's IPC mappings go (those

@@ -1,4 +1,5 @@
 #include "daemon/negotiation/coordinator.h"
+#include "daemon/negotiation/abort_status.h"
 
 #include <algorithm>
 #include <optional>
@@ -622,14 +623,14 @@ absl::StatusOr<kolo::v1::DeviceComm> Coordinator::MakeDeviceCommLocked() {
   return comm;
 }
 
-void Coordinator::AbortLocked(const std::string& reason, Outbox* out) {
+void Coordinator::AbortLocked(const absl::Status& why, Outbox* out) {
   if (aborted_) return;
   aborted_ = true;
   aborted_flag_.store(true);
   for (const auto& [id, m] : members_) {
     if (!m.connected) continue;
     kolo::v1::CoordinatorMessage msg;
-    msg.mutable_abort()->set_reason(reason);
+    ToPeerAbort(why, msg.mutable_abort());
     out->push_back({m.sink, std::move(msg)});
   }
 }
@@ -642,14 +643,15 @@ void Coordinator::MemberLost(int member, const std::string& why) {
   it->second.connected = false;
   std::string who =
       absl::StrCat("ranks ", FormatRankRanges(it->second.ranks), " (node ", it->second.node, ")");
-  AbortLocked(absl::StrCat("job ", job_id_, ": ", who, " left the job: ", why), &out);
+  AbortLocked(absl::AbortedError(absl::StrCat("job ", job_id_, ": ", who, " left the job: ", why)),
+              &out);
   Deliver(l, &out);
 }
 
-void Coordinator::OnAbort(int member, const std::string& reason) {
+void Coordinator::OnAbort(int member, const absl::Status& why) {
   Outbox out;
   absl::ReleasableMutexLock l(&mu_);
-  AbortLocked(reason, &out);
+  AbortLocked(why, &out);
   Deliver(l, &out);
 }
 
@@ -665,9 +667,10 @@ bool Coordinator::Tick(absl::Time now, absl::Duration timeout) {
   for (const auto& [id, m] : members_) {
     if (aborted_) break;
     if (m.connected && now - m.last_heard > timeout) {
-      AbortLocked(absl::StrCat("job ", job_id_, ": ranks ", FormatRankRanges(m.ranks), " (node ",
-                               m.node, ") sent nothing for ", absl::ToInt64Seconds(timeout),
-                               " s: its daemon is stopped, hung or cut off"),
+      AbortLocked(absl::AbortedError(absl::StrCat(
+                      "job ", job_id_, ": ranks ", FormatRankRanges(m.ranks), " (node ", m.node,
+                      ") sent nothing for ", absl::ToInt64Seconds(timeout),
+                      " s: its daemon is stopped, hung or cut off")),
                   &out);
     }
   }

@@ -70,7 +70,7 @@ class Coordinator {
   void OnReady(int member, const kolo::v1::Ready& ready);
   // A member's stream ended or fell silent: the job is aborted everywhere.
   void MemberLost(int member, const std::string& why);
-  void OnAbort(int member, const std::string& reason);
+  void OnAbort(int member, const absl::Status& why);
   void Heartbeat(int member);
 
   // Sends heartbeats, and aborts the job if a member has been silent longer
@@ -166,7 +166,7 @@ class Coordinator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The job's device communicator, from every node's DeviceLayout.
   absl::StatusOr<kolo::v1::DeviceComm> MakeDeviceCommLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void AbortLocked(const std::string& reason, Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AbortLocked(const absl::Status& why, Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string DescribeNode(int node_index) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Releases `state` and sends `out`, in the order the state changed.
   void Deliver(absl::ReleasableMutexLock& state, Outbox* out) ABSL_UNLOCK_FUNCTION(mu_);

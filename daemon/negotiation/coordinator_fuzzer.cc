@@ -90,7 +90,7 @@ void Run(fuzz::FuzzInput& in) {
         break;
       case 4:
         if (op & 0x10) {
-          c.OnAbort(member, "fuzz");  // its stream stays open
+          c.OnAbort(member, absl::AbortedError("fuzz"));  // its stream stays open
         } else {
           members[pick].sink->lost = true;
           c.MemberLost(member, "fuzz");

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/start_thread.h"
+#include "daemon/negotiation/abort_status.h"
 #include "proto/kolo/v1/peer.grpc.pb.h"
 
 namespace kolo::daemon {
@@ -77,7 +78,7 @@ class LocalPeerChannel : public PeerChannel {
         coordinator_->Heartbeat(member_);
         return absl::OkStatus();
       case kolo::v1::MemberMessage::kAbort:
-        coordinator_->OnAbort(member_, message.abort().reason());
+        coordinator_->OnAbort(member_, FromPeerAbort(message.abort()));
         return absl::OkStatus();
       default:
         return absl::InvalidArgumentError("empty peer message");
@@ -228,9 +229,9 @@ void MemberLink::ReportReady(const kolo::v1::TensorMeta& meta,
   ready_dirty_ = true;
 }
 
-void MemberLink::Abort(const std::string& reason) {
+void MemberLink::Abort(const absl::Status& why) {
   kolo::v1::MemberMessage m;
-  m.mutable_abort()->set_reason(reason);
+  ToPeerAbort(why, m.mutable_abort());
   Enqueue(std::move(m));
 }
 
@@ -273,10 +274,10 @@ void MemberLink::WriteLoop() {
       (void)channel_->Send(m);
     }
     if (silent) {
-      listener_->OnLinkAbort(absl::StrCat("lost the coordinator ", options_.coordinator_name,
-                                          ": it sent nothing for ",
-                                          absl::ToInt64Seconds(options_.peer_timeout),
-                                          " s (its daemon is stopped, hung or cut off)"));
+      listener_->OnLinkAbort(absl::AbortedError(
+          absl::StrCat("lost the coordinator ", options_.coordinator_name, ": it sent nothing for ",
+                       absl::ToInt64Seconds(options_.peer_timeout),
+                       " s (its daemon is stopped, hung or cut off)")));
     }
   }
 }
@@ -357,7 +358,7 @@ void MemberLink::ReadLoop() {
           }
         }
         if (!link_error.empty()) {
-          listener_->OnLinkAbort(link_error);
+          listener_->OnLinkAbort(absl::AbortedError(link_error));
           break;
         }
         listener_->OnPlan(std::move(plan));
@@ -368,7 +369,7 @@ void MemberLink::ReadLoop() {
           absl::MutexLock l(&mu_);
           ended_ = true;
         }
-        listener_->OnLinkAbort(msg.abort().reason());
+        listener_->OnLinkAbort(FromPeerAbort(msg.abort()));
         break;
       }
       default:
@@ -382,8 +383,8 @@ void MemberLink::ReadLoop() {
     ended_ = true;
   }
   if (notify) {
-    listener_->OnLinkAbort(
-        absl::StrCat("lost the coordinator ", options_.coordinator_name, ": ", why));
+    listener_->OnLinkAbort(absl::AbortedError(
+        absl::StrCat("lost the coordinator ", options_.coordinator_name, ": ", why)));
   }
 }
 

@@ -61,8 +61,9 @@ class LinkListener {
   virtual ~LinkListener() = default;
   virtual void OnWelcome(const kolo::v1::Welcome& welcome) = 0;
   virtual void OnPlan(std::vector<PlannedEntry> plan) = 0;
-  // The job is over: `reason` names who or what ended it.
-  virtual void OnLinkAbort(const std::string& reason) = 0;
+  // The job is over: `why` names who or what ended it (see abort_status.h
+  // for whether planned responses may still finish).
+  virtual void OnLinkAbort(const absl::Status& why) = 0;
 };
 
 // The member's end of the negotiation stream.
@@ -109,7 +110,7 @@ class MemberLink {
   void ReportReady(const kolo::v1::TensorMeta& meta,
                    const kolo::v1::DeviceLayout* devices = nullptr);
   // Tells the coordinator the job is over (it relays to every node).
-  void Abort(const std::string& reason);
+  void Abort(const absl::Status& why);
 
  private:
   MemberLink(std::unique_ptr<PeerChannel> channel, MemberLinkOptions options,

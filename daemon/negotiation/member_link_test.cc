@@ -48,7 +48,7 @@ class NullListener final : public LinkListener {
  public:
   void OnWelcome(const kolo::v1::Welcome&) override {}
   void OnPlan(std::vector<PlannedEntry>) override {}
-  void OnLinkAbort(const std::string&) override {}
+  void OnLinkAbort(const absl::Status&) override {}
 };
 
 // The tensors and cache bits of every Ready the member sent so far.

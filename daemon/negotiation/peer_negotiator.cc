@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/start_thread.h"
+#include "daemon/negotiation/abort_status.h"
 #include "daemon/negotiation/plan_check.h"
 #include "daemon/plan/tensor_meta.h"
 #include "spdlog/spdlog.h"
@@ -103,16 +104,16 @@ absl::Status PeerNegotiator::Start(std::vector<int> local_ranks) {
   transport_aborter_ = std::move(*aborter);
   auto l = MemberLink::Start(std::move(channel), std::move(link), this);
   if (!l.ok()) return l.status();
-  std::string ended;
+  absl::Status ended;
   MemberLink* started;
   {
     absl::MutexLock lock(&mu_);
     link_ = std::move(*l);
     started = link_.get();
-    if (!aborted_.ok()) ended = std::string(aborted_.message());
+    ended = aborted_;
   }
   // The job ended while this node was joining: the others learn it now.
-  if (!ended.empty()) started->Abort(ended);
+  if (!ended.ok()) started->Abort(ended);
   return absl::OkStatus();
 }
 
@@ -181,7 +182,7 @@ void PeerNegotiator::Abort(const absl::Status& why) {
     aborted_ = why;
     link = link_.get();
   }
-  if (link != nullptr) link->Abort(std::string(why.message()));
+  if (link != nullptr) link->Abort(why);
 }
 
 void PeerNegotiator::AbortTransportLoop() {
@@ -191,13 +192,16 @@ void PeerNegotiator::AbortTransportLoop() {
     auto ended = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stop_ || !aborted_.ok(); };
     mu_.Await(absl::Condition(&ended));
     if (stop_) return;
-    // The plan received so far may still complete: when another node ends
-    // the job because its ranks finished, they had everything they needed,
-    // and this node's last responses need only the nodes still running.
-    auto idle = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      return stop_ || (!executing_ && plan_.empty());
-    };
-    mu_.AwaitWithTimeout(absl::Condition(&idle), kAbortGrace);
+    // When the job ended because ranks finished and left, the plan received
+    // so far may still complete: they had everything they needed, and this
+    // node's last responses need only the nodes still running. Any other end
+    // (a node lost, a rank dead, a stall) stops the transfers at once.
+    if (IsPlannedMayFinish(aborted_)) {
+      auto idle = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return stop_ || (!executing_ && plan_.empty());
+      };
+      mu_.AwaitWithTimeout(absl::Condition(&idle), kAbortGrace);
+    }
     why = aborted_;
   }
   transport_->Abort(why);
@@ -215,8 +219,8 @@ void PeerNegotiator::OnWelcome(const kolo::v1::Welcome& welcome) {
   // and only once it is consistent with this node.
   if (absl::Status s = CheckWelcome(welcome, options_.size, local_ranks_, transport_->address());
       !s.ok()) {
-    OnLinkAbort(absl::StrCat("node ", options_.node_name,
-                             ": the coordinator's Welcome is unusable: ", s.message()));
+    OnLinkAbort(absl::AbortedError(absl::StrCat(
+        "node ", options_.node_name, ": the coordinator's Welcome is unusable: ", s.message())));
     return;
   }
   std::vector<std::string> addresses;
@@ -228,8 +232,8 @@ void PeerNegotiator::OnWelcome(const kolo::v1::Welcome& welcome) {
     }
   }
   if (absl::Status s = transport_->Connect(addresses, welcome.node_index()); !s.ok()) {
-    OnLinkAbort(
-        absl::StrCat("node ", options_.node_name, " could not reach the others: ", s.message()));
+    OnLinkAbort(absl::AbortedError(
+        absl::StrCat("node ", options_.node_name, " could not reach the others: ", s.message())));
     return;
   }
   absl::MutexLock l(&mu_);
@@ -245,8 +249,7 @@ void PeerNegotiator::OnPlan(std::vector<PlannedEntry> plan) {
   for (auto& e : plan) plan_.push_back(std::move(e));
 }
 
-void PeerNegotiator::OnLinkAbort(const std::string& reason) {
-  absl::Status why = absl::AbortedError(reason);
+void PeerNegotiator::OnLinkAbort(const absl::Status& why) {
   MemberLink* link;
   {
     absl::MutexLock l(&mu_);
@@ -254,10 +257,10 @@ void PeerNegotiator::OnLinkAbort(const std::string& reason) {
     aborted_ = why;
     link = link_.get();
   }
-  spdlog::warn("job {}: {}", options_.job_id, reason);
+  spdlog::warn("job {}: {}", options_.job_id, std::string(why.message()));
   // The coordinator relays it to the other nodes (when it was the one that
   // ended the job, it ignores this).
-  if (link != nullptr) link->Abort(reason);
+  if (link != nullptr) link->Abort(why);
   runner_->AbortJob(why);
 }
 

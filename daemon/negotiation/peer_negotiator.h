@@ -81,7 +81,7 @@ class PeerNegotiator final : public Negotiator, public LinkListener {
 
   void OnWelcome(const kolo::v1::Welcome& welcome) override;
   void OnPlan(std::vector<PlannedEntry> plan) override;
-  void OnLinkAbort(const std::string& reason) override;
+  void OnLinkAbort(const absl::Status& why) override;
 
  private:
   void ExecuteLoop();

@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
 #include "common/start_thread.h"
+#include "daemon/negotiation/abort_status.h"
 #include "spdlog/spdlog.h"
 
 namespace kolo::daemon {
@@ -371,7 +372,7 @@ grpc::Status PeerService::Negotiate(grpc::ServerContext* context, PeerStream* st
         coordinator->Heartbeat(*id);
         break;
       case kolo::v1::MemberMessage::kAbort:
-        coordinator->OnAbort(*id, msg.abort().reason());
+        coordinator->OnAbort(*id, FromPeerAbort(msg.abort()));
         break;
       default:
         break;
