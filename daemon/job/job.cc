@@ -656,6 +656,7 @@ std::vector<StallView> Job::Stalls(absl::Time now, absl::Duration warning) const
       if (!found) continue;
       StallView& s = *found;
       const absl::Duration waiting = s.waiting;
+      s.remote = true;
       s.submitted = local_ranks_;
       for (int r = 0; r < size_; ++r) {
         if (!std::binary_search(local_ranks_.begin(), local_ranks_.end(), r)) {

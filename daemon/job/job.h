@@ -56,6 +56,8 @@ struct StallView {
   std::vector<int> missing;
   absl::Duration waiting;
   bool executing = false;
+  // Every rank of this node submitted it: it waits for other nodes only.
+  bool remote = false;
   absl::Time since;  // identifies this stall across inspections
   // e.g. allreduce "grad/w1" waiting 61 s for ranks 3,7 (submitted: 0-2,4-6)
   std::string message;

@@ -44,8 +44,12 @@ void StallInspector::InspectOnce(absl::Time now) {
   absl::flat_hash_set<std::string> seen;
   for (const auto& job : registry_->Jobs()) {
     for (const StallView& stall : job->Stalls(now, Threshold())) {
-      const bool timed_out =
-          policy_.timeout > absl::ZeroDuration() && stall.waiting >= policy_.timeout;
+      // A name that waits only for other nodes gets twice the timeout: the
+      // node hosting the missing rank times out first and names that rank
+      // (its end reaches every node); this node's own is the backstop should
+      // that daemon have no stall timeout.
+      const absl::Duration limit = stall.remote ? 2 * policy_.timeout : policy_.timeout;
+      const bool timed_out = policy_.timeout > absl::ZeroDuration() && stall.waiting >= limit;
       if (stall.waiting < policy_.warning && !timed_out) continue;
       std::string key =
           absl::StrCat(job->id(), "\n", stall.name, "\n", absl::ToUnixNanos(stall.since));

@@ -351,7 +351,8 @@ class Matrix:
         if self.ns_reason:
             return
         cross_args = [f"--peer_timeout_s={self.ctx.args.peer_timeout_s}",
-                      f"--stall_timeout_s={self.ctx.args.cross_stall_timeout_s}"]
+                      f"--stall_timeout_s={self.ctx.args.cross_stall_timeout_s}",
+                      f"--transfer_timeout_s={self.ctx.args.transfer_timeout_s}"]
         self.a = Kolod(self.ctx.kolod_binary, self.ctx.workdir, "nodeA", self.ns.a, ADDR_A,
                        cross_args)
         self.b = Kolod(self.ctx.kolod_binary, self.ctx.workdir, "nodeB", self.ns.b, ADDR_B,
@@ -715,7 +716,9 @@ def main():
     p.add_argument("--stall_timeout_s", type=float, default=3)
     p.add_argument("--peer_timeout_s", type=float, default=5)
     p.add_argument("--cross_stall_timeout_s", type=float, default=8)
-    p.add_argument("--ucx_stall_bound_s", type=float, default=60)
+    p.add_argument("--transfer_timeout_s", type=float, default=4,
+                   help="kolod's --transfer_timeout_s across nodes (a stalled data link)")
+    p.add_argument("--ucx_stall_bound_s", type=float, default=15)
     p.add_argument("--keep", action="store_true", help="keep the logs' folder")
     p.add_argument("--shm_prefix", default="",
                    help="count only these /dev/shm entries (a machine with other users)")
