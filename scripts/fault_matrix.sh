@@ -6,9 +6,16 @@
 # (e.g. --single_node_only, --peer_timeout_s=10, --keep).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bazel build --jobs="${KOLO_BUILD_JOBS:-2}" //daemon:kolod //tests/faults:fault_rank \
-  ${KOLO_BAZEL_FLAGS:-}
+targets=(//daemon:kolod //tests/faults:fault_rank)
+# The lossy-link row where the kernel has no tc netem: iptables and an
+# NFQUEUE delayer (Debian: iptables, libnetfilter-queue-dev).
+nfq=()
+if [[ -f /usr/include/libnetfilter_queue/libnetfilter_queue.h ]]; then
+  targets+=(//tests/faults:nfq_delay)
+fi
+bazel build --jobs="${KOLO_BUILD_JOBS:-2}" "${targets[@]}" ${KOLO_BAZEL_FLAGS:-}
 bin=$(bazel info bazel-bin 2>/dev/null)
+[[ ${#targets[@]} -eq 3 ]] && nfq=(--nfq_delay "$bin/tests/faults/nfq_delay")
 export PATH="$PATH:/usr/sbin:/sbin"
 exec python3 tests/faults/fault_matrix.py --kolod "$bin/daemon/kolod" \
-  --rank "$bin/tests/faults/fault_rank" "$@"
+  --rank "$bin/tests/faults/fault_rank" "${nfq[@]}" "$@"

@@ -615,6 +615,8 @@ class Matrix:
                                                     ns.dev_a).stdout, 5)
 
         def b_side(job, t0):
+            # A's ranks may end first (a stalled transfer): give B's theirs.
+            job.wait_ended(job.ranks[2:], max(0.0, t0 + pt + 5 - monotonic()))
             probe = Row("", "", "")
             check_observers(probe, job.ranks[2:], t0, "ABORTED",
                             ["nodeA", r"\bnode 0\b", re.escape(ADDR_A)], pt + 2,
@@ -625,17 +627,64 @@ class Matrix:
                      ["nodeB", r"\bnode 1\b"], pt + 2, undo=up, after=b_side)
         return row
 
-    def netem_row(self):
-        row = Row("link 1% loss + 50 ms delay", "2 nodes",
-                  "all ranks finish 30 checked steps (exit 0)")
+    def lossy_slow_link(self):
+        """1% loss and 50 ms delay each way on the veth: with tc netem, or where
+        the kernel has none, with iptables (statistic match for the loss) and
+        an NFQUEUE that nfq_delay holds for 50 ms. Returns (how, undo) or
+        (None, why not)."""
         ns = self.ns
         for n, dev in ns.sides():
             r = ns.tc(n, "qdisc", "add", "dev", dev, "root", "netem", "delay", "50ms", "loss",
                       "1%", check=False)
             if r.returncode != 0:
-                ns.clear_qdiscs()
-                row.skipped = f"tc netem is unavailable in this kernel: {r.stderr.strip()}"
-                return row
+                break
+        else:
+            return "tc netem", ns.clear_qdiscs
+        ns.clear_qdiscs()
+        netem_error = r.stderr.strip()
+        delay = self.ctx.args.nfq_delay
+        if not delay or not shutil.which("iptables"):
+            return None, (f"tc netem is unavailable in this kernel ({netem_error}), and the "
+                          "fallback needs iptables and the nfq_delay helper "
+                          "(scripts/fault_matrix.sh builds it where libnetfilter-queue-dev is "
+                          "installed)")
+        delayers = []
+
+        def undo():
+            for d in delayers:
+                d.terminate()
+            for d in delayers:
+                try:
+                    d.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    d.kill()
+            for n, _ in ns.sides():
+                ns.run("ip", "netns", "exec", n, "iptables", "-F", "INPUT", check=False)
+
+        # On the receiving side: held packets then do not count against the
+        # sender's socket (TCP small queues would throttle it to a trickle).
+        for n, dev in ns.sides():
+            for rule in (["-m", "statistic", "--mode", "random", "--probability", "0.01", "-j",
+                          "DROP"],
+                         ["-j", "NFQUEUE", "--queue-num", "7", "--queue-bypass"]):
+                r = ns.run("ip", "netns", "exec", n, "iptables", "-A", "INPUT", "-i", dev, *rule,
+                           check=False)
+                if r.returncode != 0:
+                    undo()
+                    return None, (f"tc netem is unavailable ({netem_error}) and iptables "
+                                  f"failed: {r.stderr.strip()}")
+            delayers.append(subprocess.Popen(["ip", "netns", "exec", n, delay, "7", "50", "600"],
+                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        return "iptables statistic + NFQUEUE delay", undo
+
+    def netem_row(self):
+        row = Row("link 1% loss + 50 ms delay", "2 nodes",
+                  "all ranks finish 30 checked steps (exit 0)")
+        how, undo = self.lossy_slow_link()
+        if how is None:
+            row.skipped = undo
+            return row
+        row.notes.append(f"loss and delay made with {how}")
         before = {d.name: d.sample() for d in (self.a, self.b)}
         shm_before = shm_entries()
         job = Job(self.ctx, self.ctx.job_name("netem"), [self.a, self.b], 2, ["--steps=30"])
@@ -651,7 +700,7 @@ class Matrix:
                 row.notes.append(job.output())
         finally:
             job.end()
-            ns.clear_qdiscs()
+            undo()
         self.finish_row(row, [self.a, self.b], [self.a, self.b], before, shm_before)
         return row
 
@@ -720,6 +769,8 @@ def main():
                    help="kolod's --transfer_timeout_s across nodes (a stalled data link)")
     p.add_argument("--ucx_stall_bound_s", type=float, default=15)
     p.add_argument("--keep", action="store_true", help="keep the logs' folder")
+    p.add_argument("--nfq_delay", default="",
+                   help="the nfq_delay helper, for loss and delay where tc netem is missing")
     p.add_argument("--shm_prefix", default="",
                    help="count only these /dev/shm entries (a machine with other users)")
     args = p.parse_args()
