@@ -229,6 +229,11 @@ void MemberLink::ReportReady(const kolo::v1::TensorMeta& meta,
   ready_dirty_ = true;
 }
 
+size_t MemberLink::remembered_names() {
+  absl::MutexLock l(&mu_);
+  return cache_.size();
+}
+
 void MemberLink::Abort(const absl::Status& why) {
   kolo::v1::MemberMessage m;
   ToPeerAbort(why, m.mutable_abort());
@@ -326,6 +331,11 @@ void MemberLink::ReadLoop() {
                                                                      : std::string());
               } else {
                 e.names.push_back(PeerKey(r.process_set(), m.name()));
+                // Planned without an id: the coordinator does not cache it
+                // (its kind, a full cache, a failure). Forget its metadata,
+                // or names used once would pile up here for the job's life.
+                auto it = cache_.find(e.names.back());
+                if (it != cache_.end() && it->second.first == kNoCacheId) cache_.erase(it);
               }
             }
             e.rows.assign(r.rows().begin(), r.rows().end());

@@ -111,6 +111,9 @@ class MemberLink {
                    const kolo::v1::DeviceLayout* devices = nullptr);
   // Tells the coordinator the job is over (it relays to every node).
   void Abort(const absl::Status& why);
+  // Names whose metadata the link keeps for the response cache (reported and
+  // not yet planned, or given a cache id).
+  size_t remembered_names();
 
  private:
   MemberLink(std::unique_ptr<PeerChannel> channel, MemberLinkOptions options,

@@ -9,8 +9,8 @@
  * after LIMIT_S seconds (and on SIGTERM), letting every held packet go. */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <linux/netfilter.h>
 #include <libnetfilter_queue/libnetfilter_queue.h>
+#include <linux/netfilter.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdint.h>
@@ -106,8 +106,10 @@ int main(int argc, char** argv) {
     struct pollfd p = {.fd = fd, .events = POLLIN, .revents = 0};
     if (poll(&p, 1, timeout_ms) > 0) {
       ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
-      if (n > 0) nfq_handle_packet(h, buf, (int)n);
-      else if (n < 0 && errno == ENOBUFS) fprintf(stderr, "nfq_delay: queue overrun\n");
+      if (n > 0)
+        nfq_handle_packet(h, buf, (int)n);
+      else if (n < 0 && errno == ENOBUFS)
+        fprintf(stderr, "nfq_delay: queue overrun\n");
     }
   }
   release(q, 1e300);
