@@ -1,4 +1,5 @@
 // kolod: the per-node Kolo daemon.
+#include <malloc.h>
 #include <signal.h>
 
 #include <cstdio>
@@ -97,9 +98,17 @@ int Fail(const std::string& message) {
   return 2;
 }
 
+// kolod's threads come and go with jobs (a job's negotiator, link and UCX
+// progress threads); glibc gives such threads arenas of their own, and the
+// memory a finished job freed there stayed resident (the two-daemon soak:
+// +18 MiB over 1,000 short jobs). A few shared arenas keep it flat (+2 MiB);
+// MALLOC_ARENA_MAX in the environment still decides where it is set.
+constexpr int kMallocArenas = 4;
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (std::getenv("MALLOC_ARENA_MAX") == nullptr) mallopt(M_ARENA_MAX, kMallocArenas);
   absl::SetProgramUsageMessage("kolod: the Kolo node daemon.\n  kolod --socket PATH [flags]");
   absl::ParseCommandLine(argc, argv);
 

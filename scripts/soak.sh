@@ -16,11 +16,12 @@
 #
 # usage: scripts/soak.sh [--duration_s=600] [--min_collectives=100000]
 #          [--short_jobs=1000] [--phases=1,2] [--inflight=8]
-#          [--max_elements=524288] [--bin_dir=DIR] [--report_only]
+#          [--max_elements=524288] [--bin_dir=DIR] [--report_only] [--keep]
 #   --bin_dir: take daemon/kolod, koloctl/koloctl and tests/soak/soak_rank from
 #   DIR instead of building them with bazel.
 #   --report_only: print the table and tolerances but fail only on a failed
 #   collective or job (for runs too short for the figures to mean anything).
+#   --keep: keep the run's folder (the daemons' logs) and print where it is.
 set -euo pipefail
 duration_s=${SOAK_DURATION_S:-600}
 min_collectives=${SOAK_MIN_COLLECTIVES:-100000}
@@ -30,6 +31,7 @@ inflight=8
 max_elements=524288
 bin_dir=""
 report_only=""
+keep=""
 for a in "$@"; do
   case "$a" in
     --duration_s=*) duration_s="${a#*=}" ;;
@@ -40,6 +42,7 @@ for a in "$@"; do
     --max_elements=*) max_elements="${a#*=}" ;;
     --bin_dir=*) bin_dir="${a#*=}" ;;
     --report_only) report_only=1 ;;
+    --keep) keep=1 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "soak.sh: unknown argument $a" >&2; exit 2 ;;
   esac
@@ -81,7 +84,7 @@ if [[ -z "${SOAK_PRIVATE_SHM:-}" && $(id -u) -eq 0 ]] && unshare -m true 2>/dev/
      else export SOAK_PRIVATE_SHM=0; fi; exec "$@"' soak "$0" \
     --duration_s="$duration_s" --min_collectives="$min_collectives" --short_jobs="$short_jobs" \
     --phases="$phases" --inflight="$inflight" --max_elements="$max_elements" \
-    --bin_dir="$bin_dir" ${report_only:+--report_only}
+    --bin_dir="$bin_dir" ${report_only:+--report_only} ${keep:+--keep}
 fi
 shm_note="private /dev/shm"
 [[ "${SOAK_PRIVATE_SHM:-}" == 1 ]] || shm_note="/dev/shm shared with the rest of the machine"
@@ -95,7 +98,7 @@ cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   sleep 0.2
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  rm -rf "$dir"
+  if [[ -n "$keep" ]]; then echo "soak: logs kept in $dir"; else rm -rf "$dir"; fi
 }
 trap cleanup EXIT
 # Every rank ends by then (the load ranks stop themselves well before).
@@ -105,7 +108,7 @@ fail() { echo "FAIL: $*"; failed=1; }
 
 start_daemon() {  # name extra-flags...
   local name=$1; shift
-  "$kolod" --socket "$dir/$name.sock" --status_address= --log_level=warn "$@" \
+  "$kolod" --socket "$dir/$name.sock" --status_address= --log_level="${SOAK_LOG_LEVEL:-warn}" "$@" \
     >"$dir/$name.log" 2>&1 &
   pids+=($!)
   eval "pid_$name=$!"

@@ -91,6 +91,24 @@ Job::Job(std::string id, std::string token, int size, Backend* backend,
 }
 
 Job::~Job() {
+  // A node whose ranks all finished and left says so before its link to the
+  // coordinator closes: what is already planned then completes on the other
+  // nodes (their last transfers with this one are done or in flight) instead
+  // of failing on a lost stream, and what needs these ranks fails naming them.
+  if (SpansNodes(size_, layout_)) {
+    bool finished;
+    std::vector<int> local;
+    {
+      absl::MutexLock l(&mu_);
+      finished = started_ && abort_status_.ok() && !unclean_leave_;
+      local = local_ranks_;
+    }
+    if (finished) {
+      negotiator_->Abort(PlannedMayFinish(absl::AbortedError(absl::StrCat(
+          "job ", id_, ": ranks ", FormatRankRanges(local), " (node ", layout_.env.node_name,
+          ") finished and left; collectives that need them cannot run"))));
+    }
+  }
   // The negotiator's threads run the executor, which calls the job.
   live_negotiator_.store(nullptr);
   negotiator_.reset();
@@ -170,6 +188,7 @@ int Job::RankLeft(int rank, bool clean, const absl::Status& why) {
     absl::MutexLock l(&mu_);
     RankSnapshot& r = ranks_[rank];
     session_id = r.session_id;
+    if (!clean) unclean_leave_ = true;
     if (r.attached) {
       r.attached = false;
       --attached_;

@@ -247,6 +247,8 @@ class Job final : public JobState, public RequestSink {
   std::vector<int> local_ranks_ ABSL_GUARDED_BY(mu_);
   bool starting_ ABSL_GUARDED_BY(mu_) = false;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
+  // A rank left without detaching (it died): the job did not end cleanly.
+  bool unclean_leave_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace kolo::daemon

@@ -17,6 +17,8 @@ namespace {
 
 // A cache entry the coordinator has not (or will never) put an id on.
 constexpr uint32_t kNoCacheId = UINT32_MAX;
+// How long closing the link waits for queued messages to go out.
+constexpr absl::Duration kFlushOnClose = absl::Seconds(1);
 
 // The coordinator is on another daemon: a gRPC stream.
 class GrpcPeerChannel : public PeerChannel {
@@ -189,6 +191,10 @@ MemberLink::~MemberLink() {
   {
     absl::MutexLock l(&mu_);
     stop_ = true;
+    // The last words (an Abort saying this node's ranks finished) go out
+    // before the stream is cancelled, unless the link cannot take them.
+    auto flushed = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return outbox_.empty() && !writing_; };
+    mu_.AwaitWithTimeout(absl::Condition(&flushed), kFlushOnClose);
   }
   channel_->Close();
   if (writer_.joinable()) writer_.join();
@@ -262,6 +268,7 @@ void MemberLink::WriteLoop() {
       }
       for (auto& m : outbox_) batch.push_back(std::move(m));
       outbox_.clear();
+      writing_ = !batch.empty();
       absl::Time now = absl::Now();
       if (now >= next_beat) {
         beat = true;
@@ -273,6 +280,10 @@ void MemberLink::WriteLoop() {
       }
     }
     for (const auto& m : batch) (void)channel_->Send(m);
+    if (!batch.empty()) {
+      absl::MutexLock l(&mu_);
+      writing_ = false;
+    }
     if (beat) {
       kolo::v1::MemberMessage m;
       m.mutable_heartbeat();

@@ -129,6 +129,7 @@ class MemberLink {
   absl::Mutex mu_;
   std::vector<kolo::v1::MemberMessage> outbox_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;  // the writer is sending a batch
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time last_heard_ ABSL_GUARDED_BY(mu_);
   // Cache ids the coordinator assigned, with the metadata they stand for.
