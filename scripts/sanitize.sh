@@ -8,8 +8,8 @@
 #   scripts/sanitize.sh [asan|tsan|all] [extra bazel test args]
 #   scripts/sanitize.sh asan //common/... //daemon/plan/...
 #
-# Extra arguments that start with "//" replace the target pattern //...;
-# the others are added to the bazel command.
+# Extra arguments that start with "//" replace the target pattern //...
+# (all top-level folders); the others are added to the bazel command.
 #
 # Each configuration builds with clang into the same output paths as the gcc
 # build, so each gets its own output base (by default one per checkout and
@@ -36,7 +36,16 @@ extra=()
 for arg in "$@"; do
   if [[ "$arg" == //* || "$arg" == -//* ]]; then targets+=("$arg"); else extra+=("$arg"); fi
 done
-[[ ${#targets[@]} -gt 0 ]] || targets=(//...)
+if [[ ${#targets[@]} -eq 0 ]]; then
+  # //..., spelled as its top-level folders: the ordinary build's bazel-*
+  # links point into another output base, which this one would walk into.
+  for dir in */; do
+    dir=${dir%/}
+    [[ -L "$dir" ]] && continue
+    [[ -n $(find "$dir" \( -name BUILD -o -name BUILD.bazel \) -print -quit) ]] &&
+      targets+=("//$dir/...")
+  done
+fi
 
 base_root="${XDG_CACHE_HOME:-$HOME/.cache}/kolo-sanitize/$(pwd | cksum | cut -d' ' -f1)"
 
