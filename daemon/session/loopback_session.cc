@@ -28,12 +28,7 @@ absl::StatusOr<std::unique_ptr<LoopbackSession>> LoopbackSession::Create(const s
   std::unique_ptr<LoopbackSession> s(new LoopbackSession());
   s->segment_ = std::move(*segment);
   uint8_t* base = s->segment_.data();
-  abi::v1::SegmentHeader* h =
-      abi::v1::InitSegmentHeader(base, kSubmitCapacity, kCompletionCapacity, arena, results);
-  s->completions_ = SpscRing<abi::v1::CompletionSlot>(
-      &h->completion_tail, &h->completion_head,
-      reinterpret_cast<abi::v1::CompletionSlot*>(base + layout.completion_offset),
-      kCompletionCapacity);
+  abi::v1::InitSegmentHeader(base, kSubmitCapacity, kCompletionCapacity, arena, results);
   SessionIdentity identity;
   identity.session_id = absl::StrCat("loopback-", job_id, "-", rank);
   identity.job_id = job_id;
@@ -44,6 +39,17 @@ absl::StatusOr<std::unique_ptr<LoopbackSession>> LoopbackSession::Create(const s
                                layout.total_bytes, SessionLimits{});
   if (!session.ok()) return session.status();
   s->session_ = std::move(*session);
+  // The segment is mapped twice in this process: here, and by the Session.
+  // Completions are read through the Session's mapping, the addresses its
+  // pushes (and the results written before them) use, so that the ring's
+  // release and acquire fall on one address and ThreadSanitizer sees the
+  // order they give. (Two processes, as in production, are beyond TSan.)
+  uint8_t* session_view = s->session_->arena_base() - layout.arena_offset;
+  auto* header = reinterpret_cast<abi::v1::SegmentHeader*>(session_view);
+  s->completions_ = SpscRing<abi::v1::CompletionSlot>(
+      &header->completion_tail, &header->completion_head,
+      reinterpret_cast<abi::v1::CompletionSlot*>(session_view + layout.completion_offset),
+      kCompletionCapacity);
   return s;
 }
 

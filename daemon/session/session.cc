@@ -170,7 +170,9 @@ void Session::Complete(absl::Span<const Completion> completions) {
       absl::string_view msg = c.status.message();
       slot.message_length =
           static_cast<uint32_t>(std::min<size_t>(msg.size(), abi::v1::kMaxMessageBytes));
-      std::memcpy(slot.message, msg.data(), slot.message_length);
+      // An OK status's message is empty with a null data(): memcpy may not
+      // be handed a null pointer, even for zero bytes.
+      if (slot.message_length > 0) std::memcpy(slot.message, msg.data(), slot.message_length);
       if (completion_ring_.TryPush(slot) != RingResult::kOk) {
         // The client keeps at most completion_capacity requests in flight,
         // so a full ring means it broke the protocol.

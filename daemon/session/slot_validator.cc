@@ -265,7 +265,10 @@ absl::Status CheckOptions(const abi::v1::SubmitSlot& slot, const ArenaBounds& ar
                                               " entries) outside the arena or misaligned"));
   }
   r->aux.resize(slot.aux_count);
-  std::memcpy(r->aux.data(), arena.base + slot.aux_offset, slot.aux_count * 8);
+  // An empty vector's data() may be null, which memcpy may not be handed.
+  if (slot.aux_count > 0) {
+    std::memcpy(r->aux.data(), arena.base + slot.aux_offset, slot.aux_count * 8);
+  }
   return absl::OkStatus();
 }
 

@@ -28,7 +28,6 @@ namespace {
 using abi::v1::SegmentHeader;
 using abi::v1::SubmitSlot;
 
-constexpr uint32_t kCompletionCap = kRawCompletionCap;
 constexpr uint64_t kArena = kRawArena;
 
 class HostileClientTest : public ::testing::Test {

@@ -105,7 +105,8 @@ absl::Status HostMultinodeBackend::ReduceLocalRanks(const Response& response) {
   for (size_t i = 0; i < members.size(); ++i) {
     const uint64_t end = members[i].offset + members[i].set.requests.front().bytes;
     const uint64_t next = i + 1 < members.size() ? members[i + 1].offset : total;
-    std::memset(fusion_buffer_.data() + end, 0, next - end);
+    // (A zero-byte response leaves the buffer empty, its data() null.)
+    if (next > end) std::memset(fusion_buffer_.data() + end, 0, next - end);
   }
   std::vector<uint8_t> zeros;
   for (const FusedMember& m : members) {
