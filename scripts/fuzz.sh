@@ -25,7 +25,10 @@ bazel=(bazel "${startup[@]}")
 if [[ -n "${KOLO_FUZZ_TARGETS:-}" ]]; then
   read -r -a targets <<<"$KOLO_FUZZ_TARGETS"
 else
-  mapfile -t targets < <("${bazel[@]}" query 'attr(tags, "\bfuzz\b", kind(cc_binary, //...))' 2>/dev/null)
+  mapfile -t packages < <(scripts/top_packages.sh)
+  universe=$(printf '%s + ' "${packages[@]}")
+  universe=${universe% + }
+  mapfile -t targets < <("${bazel[@]}" query "attr(tags, \"\\bfuzz\\b\", kind(cc_binary, $universe))" 2>/dev/null)
 fi
 [[ ${#targets[@]} -gt 0 ]] || { echo "fuzz.sh: no fuzz targets found" >&2; exit 1; }
 

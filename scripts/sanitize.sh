@@ -37,14 +37,7 @@ for arg in "$@"; do
   if [[ "$arg" == //* || "$arg" == -//* ]]; then targets+=("$arg"); else extra+=("$arg"); fi
 done
 if [[ ${#targets[@]} -eq 0 ]]; then
-  # //..., spelled as its top-level folders: the ordinary build's bazel-*
-  # links point into another output base, which this one would walk into.
-  for dir in */; do
-    dir=${dir%/}
-    [[ -L "$dir" ]] && continue
-    [[ -n $(find "$dir" \( -name BUILD -o -name BUILD.bazel \) -print -quit) ]] &&
-      targets+=("//$dir/...")
-  done
+  mapfile -t targets < <(scripts/top_packages.sh)
 fi
 
 base_root="${XDG_CACHE_HOME:-$HOME/.cache}/kolo-sanitize/$(pwd | cksum | cut -d' ' -f1)"

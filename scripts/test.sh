@@ -25,6 +25,22 @@ else
 fi
 export KOLO_PYTEST_XML="$pyxml"
 
+# CI only (.ci/run sets KOLO_CI=1): the fuzz targets for a short budget, and
+# ASan+UBSan over the code that reads untrusted input (the whole suite under
+# ASan takes about half an hour more on two cores; scripts/sanitize.sh runs
+# it). Each builds in its own output base; their verdicts count below.
+extra_log=$(mktemp)
+trap 'rm -f "$log" "$pyxml" "$extra_log"' EXIT
+if [[ "${KOLO_CI:-}" == 1 ]]; then
+  KOLO_BAZEL_FLAGS="${KOLO_BAZEL_FLAGS:---jobs=2}" \
+    scripts/fuzz.sh "${KOLO_CI_FUZZ_SECONDS:-10}" 2>&1 | tee -a "$extra_log"
+  [[ ${PIPESTATUS[0]} -eq 0 ]] || { rc=1; echo "EXTRA_STAGE_FAILED fuzz" >>"$extra_log"; }
+  read -r -a asan_targets <<<"${KOLO_CI_ASAN_TARGETS:-//common/... //daemon/session/... //daemon/negotiation/... //daemon/transport/... //daemon:config_test}"
+  scripts/sanitize.sh asan "${asan_targets[@]}" 2>&1 | sed 's/^\(\/\/[^ ]*\)/asan \1/' | tee -a "$extra_log"
+  [[ ${PIPESTATUS[0]} -eq 0 ]] || { rc=1; echo "EXTRA_STAGE_FAILED asan" >>"$extra_log"; }
+fi
+export KOLO_EXTRA_LOG="$extra_log"
+
 python3 - <<'PY'
 # Counts test cases from the reports of the targets this run tested; a target
 # without a report (it failed to build, or the build stopped) counts as one
@@ -80,6 +96,33 @@ if pyxml:
                 passed += 1
     except (OSError, ET.ParseError):
         failed += 1
+# The CI stages: one case per fuzz target ("//t  ok: ...") and per target
+# under ASan ("asan //t  PASSED"); a stage that failed without naming a
+# target (its build broke) counts as one failure.
+extra = os.environ.get("KOLO_EXTRA_LOG")
+if extra and os.path.exists(extra):
+    named = set()
+    with open(extra, errors="replace") as f:
+        for line in f:
+            m = re.match(r"^(//\S+)\s+(ok|FAILED)\b", line)
+            if m:
+                named.add("fuzz")
+                if m.group(2) == "ok":
+                    passed += 1
+                else:
+                    failed += 1
+                continue
+            m = re.match(r"^asan (//\S+)\s+(\(cached\) )?(PASSED|FLAKY|FAILED|TIMEOUT|NO STATUS|FAILED TO BUILD|INCOMPLETE)", line)
+            if m:
+                named.add("asan")
+                if m.group(3) in ("PASSED", "FLAKY"):
+                    passed += 1
+                else:
+                    failed += 1
+                continue
+            m = re.match(r"^EXTRA_STAGE_FAILED (\w+)", line)
+            if m and m.group(1) not in named:
+                failed += 1
 line = f"{passed} passed, {failed} failed"
 if skipped:
     line += f", {skipped} skipped"
