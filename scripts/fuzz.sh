@@ -33,7 +33,9 @@ fi
 [[ ${#targets[@]} -gt 0 ]] || { echo "fuzz.sh: no fuzz targets found" >&2; exit 1; }
 
 build_start=$SECONDS
-"${bazel[@]}" build --config=fuzz "${flags[@]}" "${targets[@]}"
+# Its own output base must not take over the workspace's bazel-* links.
+"${bazel[@]}" build --config=fuzz --experimental_convenience_symlinks=ignore "${flags[@]}" \
+  "${targets[@]}"
 bin=$("${bazel[@]}" info --config=fuzz "${flags[@]}" bazel-bin 2>/dev/null)
 echo "fuzz.sh: built ${#targets[@]} targets in $((SECONDS - build_start)) s"
 
