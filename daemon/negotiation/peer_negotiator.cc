@@ -118,12 +118,17 @@ absl::Status PeerNegotiator::Start(std::vector<int> local_ranks) {
 }
 
 PeerNegotiator::~PeerNegotiator() {
+  bool busy;
   {
     absl::MutexLock l(&mu_);
     stop_ = true;
+    busy = executing_ || !(aborted_.ok() || IsPlannedMayFinish(aborted_));
     if (aborted_.ok()) aborted_ = absl::CancelledError("the job ended on this node");
   }
-  if (transport_) transport_->Abort(absl::CancelledError("the job ended on this node"));
+  // A job that ended cleanly with nothing running leaves its transport to
+  // close flushed (see AbortTransportLoop); anything else stops it now, so
+  // that the executor can be joined.
+  if (transport_ && busy) transport_->Abort(absl::CancelledError("the job ended on this node"));
   if (transport_aborter_.joinable()) transport_aborter_.join();
   if (executor_.joinable()) executor_.join();
   std::unique_ptr<MemberLink> link;
@@ -194,13 +199,16 @@ void PeerNegotiator::AbortTransportLoop() {
     if (stop_) return;
     // When the job ended because ranks finished and left, the plan received
     // so far may still complete: they had everything they needed, and this
-    // node's last responses need only the nodes still running. Any other end
-    // (a node lost, a rank dead, a stall) stops the transfers at once.
+    // node's last responses need only the nodes still running. Once idle the
+    // transport stays up: closing it by force would drop this node's last
+    // bytes still on their way to the others; it closes, flushed, with the
+    // job. Any other end (a node lost, a rank dead, a stall) stops the
+    // transfers at once.
     if (IsPlannedMayFinish(aborted_)) {
       auto idle = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
         return stop_ || (!executing_ && plan_.empty());
       };
-      mu_.AwaitWithTimeout(absl::Condition(&idle), kAbortGrace);
+      if (mu_.AwaitWithTimeout(absl::Condition(&idle), kAbortGrace)) return;
     }
     why = aborted_;
   }
