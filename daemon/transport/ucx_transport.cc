@@ -265,7 +265,13 @@ absl::Status UcxTransport::Wait(absl::Span<const Ticket> tickets, absl::Time dea
       }
     }
     Wake();
-    if (!mu_.AwaitWithDeadline(absl::Condition(&all_done), absl::Now() + options_.retire_grace)) {
+    // (No grace at all means not waiting: the cancellations just queued
+    // cannot have been taken while this thread holds the lock.)
+    const bool released =
+        options_.retire_grace > absl::ZeroDuration()
+            ? mu_.AwaitWithDeadline(absl::Condition(&all_done), absl::Now() + options_.retire_grace)
+            : all_done();
+    if (!released) {
       // UCX may still write the callers' buffers: take the worker down, after
       // which it cannot, and leave the transport aborted for good.
       const absl::Status gone = absl::AbortedError(absl::StrFormat(

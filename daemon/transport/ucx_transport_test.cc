@@ -160,9 +160,9 @@ TEST(UcxTransportTest, AnIdleLinkIsNotAStalledOne) {
 }
 
 TEST(UcxTransportTest, TransfersUcxDoesNotReleaseShutTheTransportDownNotTheProcess) {
-  // With no grace at all, the withdrawn receive cannot have been released
-  // when the Wait looks (the progress thread needs the lock the Wait holds):
-  // the path taken when UCX keeps a buffer. The worker goes, the Wait
+  // With no grace at all the Wait does not wait for the withdrawn transfers
+  // to be released (the progress thread cannot take the cancellations while
+  // the Wait holds the lock): the path taken when UCX keeps a buffer. The worker goes, the Wait
   // returns, and the transport stays aborted.
   UcxOptions options;
   options.retire_grace = absl::ZeroDuration();
