@@ -1,8 +1,11 @@
 """Finds the CUDA toolkit and NCCL, and describes them as the repository @local_cuda.
 
 @local_cuda//:defs.bzl exports CUDA_FOUND; @local_cuda//:cuda is a cc_library of
-the runtime and NCCL (empty where CUDA is absent), so CUDA targets can be built
-where the toolkit exists and left out cleanly where it does not.
+the CUDA runtime and @local_cuda//:nccl adds NCCL (both empty where CUDA is
+absent), so CUDA targets can be built where the toolkit exists and left out
+cleanly where it does not. Only kolod's NCCL backend links NCCL: libkolo (and
+so kolo._core in a training process) must not, or the process would bind the
+NCCL its framework loads (PyTorch's, a newer one) to this one by soname.
 """
 
 def _cuda_configure_impl(ctx):
@@ -24,13 +27,19 @@ cc_library(
     name = "cuda",
     hdrs = glob(["include/**/*.h", "include/**/*.hpp", "include/**/*.cuh"], allow_empty = True),
     includes = ["include"],
-    linkopts = ["-L{root}/lib64", "-Wl,-rpath,{root}/lib64", "-lcudart"{nccl}],
+    linkopts = ["-L{root}/lib64", "-Wl,-rpath,{root}/lib64", "-lcudart"],
 )
-""".format(root = root, nccl = ', "-lnccl"' if nccl else "")
+cc_library(
+    name = "nccl",
+    linkopts = [{nccl}],
+    deps = [":cuda"],
+)
+""".format(root = root, nccl = '"-lnccl"' if nccl else "")
     else:
         build = """
 package(default_visibility = ["//visibility:public"])
 cc_library(name = "cuda")
+cc_library(name = "nccl")
 """
     ctx.file("BUILD.bazel", build)
 
