@@ -120,6 +120,43 @@ ResultCopy WaitAndCopy(uint64_t h, bool alltoall) {
   return res;
 }
 
+// A collective's result copied once, straight from the session's shared
+// memory into a buffer the caller's `alloc(shape)` returns (a framework
+// tensor's memory): the sink runs on the waiting thread, which takes the GIL
+// back only to call `alloc`.
+struct ResultInto {
+  py::function alloc;
+  size_t itemsize = 0;
+  py::object buffer;  // keeps the destination alive until the copy is done
+  std::vector<int64_t> splits;
+  std::string error;
+
+  static void* Sink(void* self, const int64_t* shape, int ndim, const int64_t* splits,
+                    int nsplits) {
+    auto* r = static_cast<ResultInto*>(self);
+    r->splits.assign(splits, splits + nsplits);
+    py::gil_scoped_acquire gil;
+    try {
+      std::vector<int64_t> dims(shape, shape + ndim);
+      r->buffer = r->alloc(dims);
+      py::buffer_info info = Request(py::reinterpret_borrow<py::buffer>(r->buffer), true);
+      size_t want = r->itemsize;
+      for (int64_t d : dims) want *= static_cast<size_t>(d);
+      if (static_cast<size_t>(info.size) * static_cast<size_t>(info.itemsize) != want) {
+        r->error = "the buffer for the collective's output has the wrong size";
+        return nullptr;
+      }
+      // A zero-element result: any non-null address, nothing is copied.
+      return info.ptr != nullptr ? info.ptr : static_cast<void*>(r);
+    } catch (const py::error_already_set& e) {
+      r->error = e.what();
+    } catch (const StatusError& e) {
+      r->error = e.message;
+    }
+    return nullptr;
+  }
+};
+
 std::vector<uint64_t> Ids(const std::vector<Handle>& hs) {
   std::vector<uint64_t> ids;
   for (const Handle& h : hs) ids.push_back(h.id);
@@ -284,6 +321,27 @@ PYBIND11_MODULE(_core, m) {
     ResultCopy res = WaitAndCopy(h, true);
     py::tuple t = res.ToPython(itemsize);
     return py::make_tuple(t[0], t[1], res.splits);
+  });
+  // Waits for an allgather/reducescatter (alltoall = false) or alltoall
+  // handle and copies its result once into alloc(shape), a writable
+  // C-contiguous buffer of `itemsize`-byte elements; returns the rows
+  // received from each rank (alltoall) or an empty list.
+  m.def("wait_output_into", [](uint64_t h, bool alltoall, size_t itemsize, py::function alloc) {
+    ResultInto res;
+    res.alloc = std::move(alloc);
+    res.itemsize = itemsize;
+    char err[2048] = {0};
+    int rc;
+    {
+      py::gil_scoped_release nogil;
+      rc =
+          PyApiTable()->wait_output(h, alltoall ? 1 : 0, &ResultInto::Sink, &res, err, sizeof(err));
+    }
+    if (!res.error.empty()) {
+      throw StatusError{static_cast<int>(absl::StatusCode::kInvalidArgument), res.error};
+    }
+    if (rc != 0) throw StatusError{rc, err};
+    return res.splits;
   });
   // True once complete (a later wait returns at once); the handle stays valid.
   m.def("test", [](uint64_t h) {

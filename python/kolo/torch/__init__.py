@@ -1,0 +1,126 @@
+"""kolo.torch: Kolo's collectives for PyTorch, as a drop-in for programs
+written against the horovod.torch API.
+
+    import kolo.torch as hvd
+    hvd.init()
+    opt = hvd.DistributedOptimizer(torch.optim.Adam(model.parameters(), 1e-3 * hvd.size()),
+                                   named_parameters=model.named_parameters())
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    hvd.broadcast_optimizer_state(opt, root_rank=0)
+
+Launch with `kolorun -np N -- python train.py`. Collectives take CPU and CUDA
+tensors (see kolo/torch/mpi_ops.py for the copies each path makes); a failed
+collective raises the kolo.KoloError subclass of its status code with kolod's
+message.
+"""
+
+import kolo._api as _api
+from kolo._api import (  # noqa: F401
+    Average, Sum, Min, Max, Product, ReduceOp, ProcessSet, global_process_set,
+    shutdown, is_initialized, rank, size, local_rank, local_size,
+    add_process_set, remove_process_set,
+)
+from kolo.errors import KoloError  # noqa: F401
+from kolo.torch.compression import Compression  # noqa: F401
+from kolo.torch.mpi_ops import (  # noqa: F401
+    Handle, poll, synchronize,
+    allreduce, allreduce_, allreduce_async, allreduce_async_,
+    grouped_allreduce, grouped_allreduce_, grouped_allreduce_async, grouped_allreduce_async_,
+    allgather, allgather_async, grouped_allgather, grouped_allgather_async,
+    broadcast, broadcast_, broadcast_async, broadcast_async_,
+    alltoall, alltoall_async,
+    reducescatter, reducescatter_async, grouped_reducescatter, grouped_reducescatter_async,
+    barrier, join,
+)
+from kolo.torch.functions import (  # noqa: F401
+    broadcast_parameters, broadcast_optimizer_state, broadcast_object, allgather_object,
+)
+from kolo.torch.optimizer import DistributedOptimizer  # noqa: F401
+from kolo.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401
+
+
+def init(comm=None, process_sets=None):
+    """Attaches this process to kolod as the rank its KOLO_* environment names
+    (a job of one rank without it), then registers `process_sets` (a list of
+    ProcessSet, the same on every rank; "dynamic" or None registers none:
+    add_process_set works at any time). `comm` (an MPI communicator in other
+    runtimes) must be None: kolorun and kolod define the job."""
+    if comm is not None and comm != []:
+        raise ValueError("kolo.torch.init takes no communicator: the job's ranks are the "
+                         "processes kolorun started")
+    _api.init()
+    if process_sets is None or process_sets == "dynamic":
+        return
+    for ps in process_sets:
+        if not isinstance(ps, ProcessSet):
+            raise TypeError(f"process_sets takes ProcessSet objects, not {type(ps).__name__}")
+        if ps.process_set_id is None:
+            add_process_set(ps)
+
+
+def cross_size():
+    """The number of nodes the job spans (ranks divided by ranks per node)."""
+    return max(1, _api.size() // max(1, _api.local_size()))
+
+
+def cross_rank():
+    """The index of this rank's node."""
+    return _api.rank() // max(1, _api.local_size())
+
+
+def is_homogeneous():
+    """Whether every node runs the same number of ranks."""
+    return _api.size() % max(1, _api.local_size()) == 0
+
+
+def mpi_threads_supported():
+    return False
+
+
+def mpi_enabled():
+    return False
+
+
+def mpi_built():
+    return False
+
+
+def gloo_enabled():
+    return False
+
+
+def gloo_built():
+    return False
+
+
+def nccl_built():
+    """Whether kolod's GPU path (NCCL) can serve CUDA tensors: kolod decides
+    per node; the client library always accepts them."""
+    return True
+
+
+def ddl_built():
+    return False
+
+
+def ccl_built():
+    return False
+
+
+def cuda_built():
+    return True
+
+
+def rocm_built():
+    return False
+
+
+def start_timeline(file_path, mark_cycles=False):
+    raise NotImplementedError(
+        "kolod records the timeline of every job on its node, so an operator starts it, "
+        "not a rank: `koloctl timeline start`, then `koloctl timeline stop --out FILE`")
+
+
+def stop_timeline():
+    raise NotImplementedError(
+        "kolod's timeline is stopped by `koloctl timeline stop --out FILE`, not by a rank")

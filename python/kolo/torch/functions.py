@@ -1,0 +1,148 @@
+"""Broadcasting a model's parameters and optimizer state, and Python objects
+(horovod.torch's broadcast_parameters, broadcast_optimizer_state,
+broadcast_object and allgather_object)."""
+
+import io
+import pickle
+
+import torch
+
+import kolo._api as _api
+from kolo._api import global_process_set
+from kolo.torch import mpi_ops
+
+
+def _named(params):
+    if isinstance(params, dict):
+        return sorted(params.items())
+    items = list(params)
+    if items and not (isinstance(items[0], tuple) and len(items[0]) == 2):
+        raise ValueError("broadcast_parameters takes a state_dict or named_parameters(), "
+                         "a list of (name, tensor) pairs")
+    return items
+
+
+def broadcast_parameters(params, root_rank, process_set=global_process_set):
+    """Overwrites every tensor of `params` (model.state_dict() or
+    model.named_parameters()) with root_rank's, in place."""
+    handles = []
+    for name, p in _named(params):
+        if p is None:
+            continue
+        if not isinstance(p, torch.Tensor):
+            raise TypeError(f"parameter {name} is a {type(p).__name__}, not a tensor")
+        handles.append(mpi_ops.broadcast_async_(p.data, root_rank,
+                                                name=f"broadcast_parameters.{name}",
+                                                process_set=process_set))
+    mpi_ops._wait_all(handles)
+
+
+class _TensorSlot:
+    """Where a tensor stood in root's optimizer state (shape and dtype)."""
+
+    def __init__(self, index, tensor):
+        self.index = index
+        self.shape = tuple(tensor.shape)
+        self.dtype = str(tensor.dtype).replace("torch.", "")
+
+
+def _strip(value, tensors):
+    """`value` with each tensor replaced by a _TensorSlot (collected in order)."""
+    if isinstance(value, torch.Tensor):
+        tensors.append(value)
+        return _TensorSlot(len(tensors) - 1, value)
+    if isinstance(value, dict):
+        return {k: _strip(v, tensors) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_strip(v, tensors) for v in value)
+    return value
+
+
+def _fill(value, tensors):
+    if isinstance(value, _TensorSlot):
+        return tensors[value.index]
+    if isinstance(value, dict):
+        return {k: _fill(v, tensors) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_fill(v, tensors) for v in value)
+    return value
+
+
+def broadcast_optimizer_state(optimizer, root_rank, process_set=global_process_set):
+    """Makes every rank's optimizer state (hyper-parameters of each group and
+    per-parameter state such as Adam's moments) equal to root_rank's.
+
+    The state's structure and scalars travel as one pickled object; its
+    tensors are broadcast in place of tensors allocated to root's shapes, so
+    a rank whose optimizer has not stepped yet receives root's full state."""
+    if isinstance(optimizer, torch.optim.LBFGS):
+        raise ValueError("cannot broadcast torch.optim.LBFGS state")
+    state = optimizer.state_dict()
+    tensors = []
+    skeleton = _strip(state, tensors)
+    is_root = mpi_ops._rank_in(process_set) == root_rank
+    skeleton = broadcast_object(skeleton if is_root else None, root_rank,
+                                name="broadcast_optimizer_state.skeleton",
+                                process_set=process_set)
+    slots = []
+    _collect_slots(skeleton, slots)
+    slots.sort(key=lambda s: s.index)
+    if is_root:
+        buffers = [t.detach().contiguous() for t in tensors]
+    else:
+        buffers = [torch.empty(s.shape, dtype=getattr(torch, s.dtype)) for s in slots]
+    handles = [mpi_ops.broadcast_async_(b.cpu() if b.device.type != "cpu" else b, root_rank,
+                                        name=f"broadcast_optimizer_state.{i}",
+                                        process_set=process_set)
+               for i, b in enumerate(buffers)]
+    received = mpi_ops._wait_all(handles)
+    if not is_root:
+        optimizer.load_state_dict(_fill(skeleton, received))
+
+
+def _collect_slots(value, out):
+    if isinstance(value, _TensorSlot):
+        out.append(value)
+    elif isinstance(value, dict):
+        for v in value.values():
+            _collect_slots(v, out)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _collect_slots(v, out)
+
+
+def _dumps(obj):
+    buf = io.BytesIO()
+    pickle.dump(obj, buf, protocol=pickle.HIGHEST_PROTOCOL)
+    return torch.frombuffer(bytearray(buf.getvalue()), dtype=torch.uint8)
+
+
+def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
+    """root_rank's `obj` (any picklable object) on every rank; the other
+    ranks' `obj` is ignored (None will do)."""
+    name = _api._name("broadcast_object", name)
+    if mpi_ops._rank_in(process_set) == root_rank:
+        data = _dumps(obj)
+        length = torch.tensor([data.numel()], dtype=torch.int64)
+    else:
+        data, length = None, torch.zeros(1, dtype=torch.int64)
+    mpi_ops.broadcast_(length, root_rank, name=f"{name}.length", process_set=process_set)
+    if data is None:
+        data = torch.empty(int(length[0]), dtype=torch.uint8)
+    mpi_ops.broadcast_(data, root_rank, name=f"{name}.data", process_set=process_set)
+    return pickle.loads(data.numpy().tobytes())
+
+
+def allgather_object(obj, name=None, process_set=global_process_set):
+    """Every rank's `obj` (any picklable object), as a list in rank order."""
+    name = _api._name("allgather_object", name)
+    data = _dumps(obj)
+    lengths = mpi_ops.allgather_async(torch.tensor([data.numel()], dtype=torch.int64),
+                                      name=f"{name}.lengths", process_set=process_set).wait()
+    gathered = mpi_ops.allgather_async(data, name=f"{name}.data",
+                                       process_set=process_set).wait().numpy()
+    out, offset = [], 0
+    for n in lengths.tolist():
+        out.append(pickle.loads(gathered[offset:offset + n].tobytes()))
+        offset += n
+    return out

@@ -1,0 +1,675 @@
+"""Kolo's collectives on torch tensors, with horovod.torch's signatures.
+
+CPU tensors: kolo reads and writes the tensor's own memory (a NumPy view of
+it, no copy) and libkolo moves the bytes through the session's shared memory:
+one copy in, one copy out, and results of allgather, reducescatter and
+alltoall are copied once from shared memory into a new tensor. A
+non-contiguous tensor is made contiguous first (one more copy, and one back
+for the in-place forms).
+
+CUDA tensors: allreduce and broadcast run on the GPU in kolod (CUDA IPC,
+ordered with the tensor's current stream); allgather, reducescatter and
+alltoall of CUDA tensors go through host memory (a copy to the host and the
+result back to the tensor's device), since kolod has no device path for
+collectives whose output size is known only at run time.
+
+A failed collective raises the kolo.KoloError subclass of its status code
+(FailedPreconditionError when ranks disagree on shapes or dtypes, with kolod's
+message naming the ranks and values).
+"""
+
+import threading
+
+import torch
+
+import kolo._api as _api
+from kolo._api import ReduceOp, Average, Sum, Min, Max, Product, global_process_set  # noqa: F401
+from kolo._native import core
+from kolo.torch.compression import Compression, wire_code
+
+# The element types kolod knows (values of proto/kolo/abi/types.h).
+_DTYPE_CODES = {
+    torch.uint8: 0, torch.int8: 1, torch.int32: 2, torch.int64: 3,
+    torch.float16: 4, torch.bfloat16: 5, torch.float32: 6, torch.float64: 7,
+    torch.int16: 8, torch.bool: 9,
+}
+
+
+def _code(tensor):
+    code = _DTYPE_CODES.get(tensor.dtype)
+    if code is None:
+        raise TypeError(f"kolo.torch does not support dtype {tensor.dtype}; supported: "
+                        + ", ".join(str(t).replace("torch.", "") for t in _DTYPE_CODES))
+    return code
+
+
+def _host(tensor):
+    """A NumPy array over `tensor`'s memory (a contiguous CPU tensor): the
+    buffer libkolo reads or writes. bfloat16, which NumPy lacks, is viewed as
+    int16 of the same bytes (kolod is told the real dtype)."""
+    t = tensor.detach()
+    if t.dtype == torch.bfloat16:
+        t = t.view(torch.int16)
+    return t.numpy()
+
+
+def _check_tensor(tensor, what):
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"{what} takes a torch.Tensor, not {type(tensor).__name__}")
+    if tensor.is_sparse:
+        raise TypeError(f"{what} takes a dense tensor; DistributedOptimizer handles "
+                        "sparse gradients (sparse_as_dense=True or allgather)")
+    _code(tensor)
+
+
+def _is_cuda(tensor):
+    return tensor.device.type == "cuda"
+
+
+def _stream(tensor):
+    return torch.cuda.current_stream(tensor.device).cuda_stream
+
+
+class Handle:
+    """A submitted collective; synchronize(handle) (or handle.wait()) returns
+    its result and poll(handle) tells whether it completed."""
+
+    def __init__(self, hid, finish, keep):
+        self._id = hid
+        self._finish = finish  # hid -> result, raising KoloError
+        self._keep = keep      # tensors the collective reads or writes
+        self._done = False
+        self._result = None
+        self._error = None
+        self._lock = threading.Lock()
+
+    def poll(self):
+        with self._lock:
+            return self._done or core.test(self._id)
+
+    def wait(self):
+        with self._lock:
+            if not self._done:
+                try:
+                    self._result = self._finish(self._id)
+                except Exception as e:  # noqa: BLE001 - raised again on every wait
+                    self._error = e
+                finally:
+                    self._done = True
+                    self._finish = self._keep = None
+            if self._error is not None:
+                raise self._error
+            return self._result
+
+
+class _Done:
+    """A collective that finished without kolod (one made of others)."""
+
+    def __init__(self, wait_fn):
+        self._wait_fn = wait_fn
+        self._lock = threading.Lock()
+        self._done, self._result, self._error = False, None, None
+
+    def poll(self):
+        return True if self._done else all(h.poll() for h in getattr(self, "parts", []))
+
+    def wait(self):
+        with self._lock:
+            if not self._done:
+                try:
+                    self._result = self._wait_fn()
+                except Exception as e:  # noqa: BLE001
+                    self._error = e
+                finally:
+                    self._done = True
+            if self._error is not None:
+                raise self._error
+            return self._result
+
+
+def poll(handle):
+    """True once the collective behind `handle` completed."""
+    return handle.poll()
+
+
+def synchronize(handle):
+    """Waits for `handle` and returns its collective's output tensor."""
+    return handle.wait()
+
+
+def _wait_plain(result, after=None):
+    def finish(hid):
+        core.wait(hid)
+        if after is not None:
+            after()
+        return result
+    return finish
+
+
+def _wait_output(dtype, alltoall=False, device=None):
+    """Finishes an allgather/reducescatter/alltoall: the result is copied once
+    from shared memory into a new tensor of `dtype`."""
+    itemsize = torch.empty((), dtype=dtype).element_size()
+
+    def finish(hid):
+        box = []
+
+        def alloc(shape):
+            box.append(torch.empty([int(d) for d in shape], dtype=dtype))
+            return _host(box[0])
+
+        splits = core.wait_output_into(hid, alltoall, itemsize, alloc)
+        out = box[0] if box else torch.empty([0], dtype=dtype)
+        if device is not None:
+            out = out.to(device)
+        if alltoall:
+            return out, torch.tensor(splits, dtype=torch.int32)
+        return out
+    return finish
+
+
+# ---------------------------------------------------------------- allreduce
+
+def _allreduce_start(tensor, output, name, op, prescale, postscale, wire, process_set):
+    """Reduces `tensor` into `output` (the same tensor for the in-place forms)."""
+    _check_tensor(tensor, "allreduce")
+    op_code = int(op)
+    name = _api._name("allreduce", name)
+    ps = _api._ps_id(process_set)
+    if _is_cuda(tensor):
+        if output is not tensor:
+            output.copy_(tensor)
+        work = output if output.is_contiguous() else output.contiguous()
+        hid = core.allreduce_device_async(
+            work.data_ptr(), list(work.shape), _code(work), work.device.index, _stream(work),
+            name, op_code, float(prescale), float(postscale), int(wire), ps)
+        after = None if work is output else (lambda: output.copy_(work))
+        return Handle(hid, _wait_plain(output, after), (work, output))
+    src = tensor if tensor.is_contiguous() else tensor.contiguous()
+    work = output if output.is_contiguous() else torch.empty_like(output,
+                                                                  memory_format=torch.contiguous_format)
+    after = None if work is output else (lambda: output.copy_(work))
+    hid = core.allreduce_async(_host(src), _host(work), _code(src), name, op_code,
+                               float(prescale), float(postscale), int(wire), ps)
+    return Handle(hid, _wait_plain(output, after), (src, work, output))
+
+
+def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+                     postscale_factor=1.0, process_set=global_process_set):
+    """Starts reducing `tensor` in place over the ranks (default op Average);
+    synchronize() returns it."""
+    return _allreduce_start(tensor, tensor, name, _api._op_code(op, average),
+                            prescale_factor, postscale_factor, 0, process_set)
+
+
+def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+               postscale_factor=1.0, process_set=global_process_set):
+    """Reduces `tensor` in place over the ranks and returns it."""
+    return allreduce_async_(tensor, average, name, op, prescale_factor, postscale_factor,
+                            process_set).wait()
+
+
+def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+                    postscale_factor=1.0, process_set=global_process_set):
+    """Starts reducing `tensor` over the ranks into a new tensor."""
+    _check_tensor(tensor, "allreduce")
+    output = torch.empty_like(tensor, memory_format=torch.contiguous_format)
+    return _allreduce_start(tensor, output, name, _api._op_code(op, average),
+                            prescale_factor, postscale_factor, 0, process_set)
+
+
+def _compressed_allreduce(tensor, average, name, compression, op, prescale, postscale,
+                          process_set):
+    compressed, ctx = compression.compress(tensor)
+    output = torch.empty_like(compressed, memory_format=torch.contiguous_format)
+    handle = _allreduce_start(compressed, output, name, _api._op_code(op, average), prescale,
+                              postscale, wire_code(compression, compressed), process_set)
+    return compression.decompress(handle.wait(), ctx)
+
+
+class _AllreduceFn(torch.autograd.Function):
+    """Allreduce with a gradient: the gradient is allreduced with the same op
+    and scale factors."""
+
+    @staticmethod
+    def forward(ctx, tensor, average, name, compression, op, prescale, postscale, process_set):
+        ctx.args = (average, op, prescale, postscale, process_set)
+        return _compressed_allreduce(tensor, average, name, compression, op, prescale,
+                                     postscale, process_set)
+
+    @staticmethod
+    def backward(ctx, grad):
+        average, op, prescale, postscale, process_set = ctx.args
+        reduced = allreduce_async(grad.contiguous(), average, None, op, prescale, postscale,
+                                  process_set).wait()
+        return reduced, None, None, None, None, None, None, None
+
+
+def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None,
+              prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
+    """The reduction of `tensor` over the ranks (default op Average), as a new
+    tensor; differentiable."""
+    _check_tensor(tensor, "allreduce")
+    return _AllreduceFn.apply(tensor, average, name, compression, op, prescale_factor,
+                              postscale_factor, process_set)
+
+
+def _grouped_names(kind, name, n):
+    base = _api._name(kind, name)
+    return [f"{base}.{i}" for i in range(n)]
+
+
+def _grouped_allreduce_start(tensors, outputs, name, op, prescale, postscale, wire,
+                             process_set):
+    for t in tensors:
+        _check_tensor(t, "grouped_allreduce")
+    names = _grouped_names("grouped_allreduce", name, len(tensors))
+    if any(_is_cuda(t) for t in tensors):
+        # Device tensors: one device allreduce each (negotiated one by one).
+        parts = [_allreduce_start(t, o, n, op, prescale, postscale, wire, process_set)
+                 for t, o, n in zip(tensors, outputs, names)]
+        group = _Done(lambda: [p.wait() for p in parts])
+        group.parts = parts
+        return group
+    srcs = [t if t.is_contiguous() else t.contiguous() for t in tensors]
+    works = [o if o.is_contiguous() else torch.empty_like(o, memory_format=torch.contiguous_format)
+             for o in outputs]
+    ids = core.grouped_allreduce_async([_host(s) for s in srcs], [_host(w) for w in works],
+                                       [_code(s) for s in srcs], names, int(op),
+                                       float(prescale), float(postscale), int(wire),
+                                       _api._ps_id(process_set))
+    parts = []
+    for hid, s, w, o in zip(ids, srcs, works, outputs):
+        after = None if w is o else (lambda w=w, o=o: o.copy_(w))
+        parts.append(Handle(hid, _wait_plain(o, after), (s, w, o)))
+    group = _Done(lambda: _wait_all(parts))
+    group.parts = parts
+    return group
+
+
+def _wait_all(handles):
+    """Every handle's result; the first error is raised once all finished."""
+    results, first = [], None
+    for h in handles:
+        try:
+            results.append(h.wait())
+        except Exception as e:  # noqa: BLE001
+            first = first or e
+            results.append(None)
+    if first is not None:
+        raise first
+    return results
+
+
+def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                             postscale_factor=1.0, process_set=global_process_set):
+    """Starts reducing several tensors in place, negotiated as one group."""
+    return _grouped_allreduce_start(list(tensors), list(tensors), name,
+                                    _api._op_code(op, average), prescale_factor,
+                                    postscale_factor, 0, process_set)
+
+
+def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                       postscale_factor=1.0, process_set=global_process_set):
+    return grouped_allreduce_async_(tensors, average, name, op, prescale_factor,
+                                    postscale_factor, process_set).wait()
+
+
+def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                            postscale_factor=1.0, process_set=global_process_set):
+    tensors = list(tensors)
+    for t in tensors:
+        _check_tensor(t, "grouped_allreduce")
+    outputs = [torch.empty_like(t, memory_format=torch.contiguous_format) for t in tensors]
+    return _grouped_allreduce_start(tensors, outputs, name, _api._op_code(op, average),
+                                    prescale_factor, postscale_factor, 0, process_set)
+
+
+class _GroupedAllreduceFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, average, name, compression, op, prescale, postscale, process_set,
+                *tensors):
+        ctx.args = (average, op, prescale, postscale, process_set)
+        pairs = [compression.compress(t) for t in tensors]
+        outputs = [torch.empty_like(c, memory_format=torch.contiguous_format) for c, _ in pairs]
+        wire = wire_code(compression, pairs[0][0]) if pairs and all(
+            c.dtype == torch.float32 for c, _ in pairs) else 0
+        results = _grouped_allreduce_start([c for c, _ in pairs], outputs, name,
+                                           _api._op_code(op, average), prescale, postscale,
+                                           wire, process_set).wait()
+        return tuple(compression.decompress(r, c) for r, (_, c) in zip(results, pairs))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        average, op, prescale, postscale, process_set = ctx.args
+        reduced = grouped_allreduce_async([g.contiguous() for g in grads], average, None, op,
+                                          prescale, postscale, process_set).wait()
+        return (None,) * 7 + tuple(reduced)
+
+
+def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None,
+                      prescale_factor=1.0, postscale_factor=1.0,
+                      process_set=global_process_set):
+    """The reductions of several tensors, negotiated and fused as one unit;
+    differentiable."""
+    tensors = list(tensors)
+    for t in tensors:
+        _check_tensor(t, "grouped_allreduce")
+    if not tensors:
+        return []
+    return list(_GroupedAllreduceFn.apply(average, name, compression, op, prescale_factor,
+                                          postscale_factor, process_set, *tensors))
+
+
+# ---------------------------------------------------------------- broadcast
+
+def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
+    """Starts replacing `tensor` in place with root_rank's."""
+    _check_tensor(tensor, "broadcast")
+    name = _api._name("broadcast", name)
+    ps = _api._ps_id(process_set)
+    work = tensor if tensor.is_contiguous() else tensor.contiguous()
+    after = None if work is tensor else (lambda: tensor.copy_(work))
+    if _is_cuda(work):
+        hid = core.broadcast_device_async(work.data_ptr(), list(work.shape), _code(work),
+                                          work.device.index, _stream(work), name,
+                                          int(root_rank), ps)
+    else:
+        hid = core.broadcast_async(_host(work), _code(work), name, int(root_rank), ps)
+    return Handle(hid, _wait_plain(tensor, after), (work, tensor))
+
+
+def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
+    """Replaces `tensor` in place with root_rank's and returns it."""
+    return broadcast_async_(tensor, root_rank, name, process_set).wait()
+
+
+def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
+    """Starts a broadcast from root_rank into a copy of `tensor`."""
+    _check_tensor(tensor, "broadcast")
+    return broadcast_async_(tensor.detach().clone(memory_format=torch.contiguous_format),
+                            root_rank, name, process_set)
+
+
+class _BroadcastFn(torch.autograd.Function):
+    """Broadcast with a gradient: the root receives the sum of every rank's
+    gradient, the others zero."""
+
+    @staticmethod
+    def forward(ctx, tensor, root_rank, name, process_set):
+        ctx.root_rank, ctx.process_set = root_rank, process_set
+        return broadcast_async(tensor, root_rank, name, process_set).wait()
+
+    @staticmethod
+    def backward(ctx, grad):
+        reduced = allreduce_async(grad.contiguous(), op=Sum, process_set=ctx.process_set).wait()
+        if _rank_in(ctx.process_set) != ctx.root_rank:
+            reduced.zero_()
+        return reduced, None, None, None
+
+
+def _rank_in(process_set):
+    """This rank's number in `process_set` (root_rank counts in it)."""
+    if process_set is None or _api._ps_id(process_set) == 0:
+        return _api.rank()
+    return core.process_set_rank(_api._ps_id(process_set))
+
+
+def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
+    """root_rank's `tensor` on every rank, as a new tensor; differentiable."""
+    _check_tensor(tensor, "broadcast")
+    return _BroadcastFn.apply(tensor, root_rank, name, process_set)
+
+
+# ---------------------------------------------------------------- allgather
+
+def _host_input(tensor):
+    """(contiguous CPU tensor to read, device to return the result to)."""
+    device = tensor.device if _is_cuda(tensor) else None
+    t = tensor.detach()
+    if device is not None:
+        t = t.cpu()
+    return (t if t.is_contiguous() else t.contiguous()), device
+
+
+def allgather_async(tensor, name=None, process_set=global_process_set):
+    _check_tensor(tensor, "allgather")
+    src, device = _host_input(tensor)
+    if src.dim() == 0:
+        src = src.reshape(1)
+    hid = core.allgather_async(_host(src), _code(src), _api._name("allgather", name),
+                               _api._ps_id(process_set))
+    return Handle(hid, _wait_output(src.dtype, device=device), (src,))
+
+
+class _AllgatherFn(torch.autograd.Function):
+    """Allgather with a gradient: the sum of every rank's gradient, this
+    rank's rows of it."""
+
+    @staticmethod
+    def forward(ctx, tensor, name, process_set):
+        ctx.rows = tensor.shape[0] if tensor.dim() > 0 else 1
+        ctx.process_set = process_set
+        return allgather_async(tensor, name, process_set).wait()
+
+    @staticmethod
+    def backward(ctx, grad):
+        reduced = allreduce_async(grad.contiguous(), op=Sum, process_set=ctx.process_set).wait()
+        rows = allgather_async(torch.tensor([ctx.rows], dtype=torch.int64),
+                               process_set=ctx.process_set).wait()
+        offset = int(rows[:_rank_in(ctx.process_set)].sum())
+        return reduced.narrow(0, offset, ctx.rows), None, None
+
+
+def allgather(tensor, name=None, process_set=global_process_set):
+    """Every rank's `tensor` concatenated along the first dimension in rank
+    order (the first dimension may differ per rank); differentiable."""
+    _check_tensor(tensor, "allgather")
+    return _AllgatherFn.apply(tensor, name, process_set)
+
+
+def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
+    tensors = list(tensors)
+    for t in tensors:
+        _check_tensor(t, "grouped_allgather")
+    prepared = [_host_input(t) for t in tensors]
+    srcs = [s.reshape(1) if s.dim() == 0 else s for s, _ in prepared]
+    ids = core.grouped_allgather_async([_host(s) for s in srcs], [_code(s) for s in srcs],
+                                       _grouped_names("grouped_allgather", name, len(srcs)),
+                                       _api._ps_id(process_set))
+    parts = [Handle(h, _wait_output(s.dtype, device=d), (s,))
+             for h, s, (_, d) in zip(ids, srcs, prepared)]
+    group = _Done(lambda: _wait_all(parts))
+    group.parts = parts
+    return group
+
+
+class _GroupedAllgatherFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, process_set, *tensors):
+        ctx.rows = [t.shape[0] if t.dim() > 0 else 1 for t in tensors]
+        ctx.process_set = process_set
+        return tuple(grouped_allgather_async(tensors, name, process_set).wait())
+
+    @staticmethod
+    def backward(ctx, *grads):
+        reduced = grouped_allreduce_async([g.contiguous() for g in grads], op=Sum,
+                                          process_set=ctx.process_set).wait()
+        rows = allgather_async(torch.tensor(ctx.rows, dtype=torch.int64).reshape(1, -1),
+                               process_set=ctx.process_set).wait()
+        offsets = rows[:_rank_in(ctx.process_set)].sum(0)
+        return (None, None) + tuple(r.narrow(0, int(o), n)
+                                    for r, o, n in zip(reduced, offsets, ctx.rows))
+
+
+def grouped_allgather(tensors, name=None, process_set=global_process_set):
+    """allgather of several tensors, negotiated as one group; differentiable."""
+    tensors = list(tensors)
+    if not tensors:
+        return []
+    return list(_GroupedAllgatherFn.apply(name, process_set, *tensors))
+
+
+# ---------------------------------------------------------------- reducescatter
+
+def _scatter_op(op):
+    op = ReduceOp(int(Average if op is None else op))
+    if op not in (ReduceOp.SUM, ReduceOp.AVERAGE):
+        raise ValueError(f"reducescatter supports op Sum and Average, not {op.name}")
+    return op
+
+
+def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set,
+                        prescale_factor=1.0, postscale_factor=1.0):
+    _check_tensor(tensor, "reducescatter")
+    op = _scatter_op(op)
+    src, device = _host_input(tensor)
+    hid = core.reducescatter_async(_host(src), _code(src), _api._name("reducescatter", name),
+                                   int(op), float(prescale_factor), float(postscale_factor),
+                                   _api._ps_id(process_set))
+    return Handle(hid, _wait_output(src.dtype, device=device), (src,))
+
+
+def _scatter_grad(grad, op, prescale, postscale, process_set):
+    """The gradient of reducescatter: every rank's output gradient gathered
+    (each input row fed one output row), scaled as the forward was."""
+    full = allgather_async(grad.contiguous(), process_set=process_set).wait()
+    scale = float(prescale) * float(postscale)
+    if ReduceOp(int(op)) == ReduceOp.AVERAGE:
+        scale /= _size_of(process_set)
+    return full * scale if scale != 1.0 else full
+
+
+def _size_of(process_set):
+    if process_set is None or _api._ps_id(process_set) == 0:
+        return _api.size()
+    return core.process_set_size(_api._ps_id(process_set))
+
+
+class _ReducescatterFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, name, compression, op, process_set, prescale, postscale):
+        ctx.args = (op, prescale, postscale, process_set)
+        compressed, cctx = compression.compress(tensor)
+        out = reducescatter_async(compressed, name, op, process_set, prescale,
+                                  postscale).wait()
+        return compression.decompress(out, cctx)
+
+    @staticmethod
+    def backward(ctx, grad):
+        op, prescale, postscale, process_set = ctx.args
+        return (_scatter_grad(grad, op, prescale, postscale, process_set),
+                None, None, None, None, None, None)
+
+
+def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
+                  process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
+    """This rank's block of rows of the reduction of `tensor` (op Sum or
+    Average; lower ranks take one extra row when the rows do not divide);
+    differentiable."""
+    _check_tensor(tensor, "reducescatter")
+    return _ReducescatterFn.apply(tensor, name, compression, _scatter_op(op), process_set,
+                                  prescale_factor, postscale_factor)
+
+
+def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=global_process_set,
+                                prescale_factor=1.0, postscale_factor=1.0):
+    tensors = list(tensors)
+    for t in tensors:
+        _check_tensor(t, "grouped_reducescatter")
+    op = _scatter_op(op)
+    prepared = [_host_input(t) for t in tensors]
+    srcs = [s for s, _ in prepared]
+    ids = core.grouped_reducescatter_async(
+        [_host(s) for s in srcs], [_code(s) for s in srcs],
+        _grouped_names("grouped_reducescatter", name, len(srcs)), int(op),
+        float(prescale_factor), float(postscale_factor), _api._ps_id(process_set))
+    parts = [Handle(h, _wait_output(s.dtype, device=d), (s,))
+             for h, s, (_, d) in zip(ids, srcs, prepared)]
+    group = _Done(lambda: _wait_all(parts))
+    group.parts = parts
+    return group
+
+
+class _GroupedReducescatterFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, compression, op, process_set, prescale, postscale, *tensors):
+        ctx.args = (op, prescale, postscale, process_set)
+        pairs = [compression.compress(t) for t in tensors]
+        outs = grouped_reducescatter_async([c for c, _ in pairs], name, op, process_set,
+                                           prescale, postscale).wait()
+        return tuple(compression.decompress(o, c) for o, (_, c) in zip(outs, pairs))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        op, prescale, postscale, process_set = ctx.args
+        return (None,) * 6 + tuple(_scatter_grad(g, op, prescale, postscale, process_set)
+                                   for g in grads)
+
+
+def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
+                          process_set=global_process_set, prescale_factor=1.0,
+                          postscale_factor=1.0):
+    """reducescatter of several tensors, negotiated as one group;
+    differentiable."""
+    tensors = list(tensors)
+    if not tensors:
+        return []
+    return list(_GroupedReducescatterFn.apply(name, compression, _scatter_op(op), process_set,
+                                              prescale_factor, postscale_factor, *tensors))
+
+
+# ---------------------------------------------------------------- alltoall
+
+def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
+    _check_tensor(tensor, "alltoall")
+    src, device = _host_input(tensor)
+    if splits is None:
+        sp = []
+    else:
+        sp = [int(s) for s in (splits.tolist() if isinstance(splits, torch.Tensor)
+                               else splits)]
+    hid = core.alltoall_async(_host(src), _code(src), sp, _api._name("alltoall", name),
+                              _api._ps_id(process_set))
+    return Handle(hid, _wait_output(src.dtype, alltoall=True, device=device), (src,))
+
+
+class _AlltoallFn(torch.autograd.Function):
+    """Alltoall with a gradient: the output gradient sent back along the rows
+    each rank received."""
+
+    @staticmethod
+    def forward(ctx, tensor, splits, name, process_set):
+        out, received = alltoall_async(tensor, splits, name, process_set).wait()
+        ctx.received, ctx.process_set = received, process_set
+        ctx.mark_non_differentiable(received)
+        return out, received
+
+    @staticmethod
+    def backward(ctx, grad, _grad_splits):
+        back, _ = alltoall_async(grad.contiguous(), ctx.received,
+                                 process_set=ctx.process_set).wait()
+        return back, None, None, None
+
+
+def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
+    """Sends splits[j] rows of `tensor` to rank j (an even split when None);
+    returns (the received rows in rank order, the rows received from each
+    rank); differentiable."""
+    _check_tensor(tensor, "alltoall")
+    return _AlltoallFn.apply(tensor, splits, name, process_set)
+
+
+# ---------------------------------------------------------------- control
+
+def barrier(process_set=global_process_set):
+    """Returns once every rank of the process set has called it."""
+    core.barrier(_api._ps_id(process_set))
+
+
+def join(device=-1):
+    """Declares this rank out of data (it contributes zeros to the others'
+    allreduces meanwhile); returns the last rank to join once all have.
+    `device` is accepted for horovod.torch's signature: kolod needs none."""
+    del device
+    return int(core.join())

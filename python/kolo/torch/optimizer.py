@@ -1,0 +1,300 @@
+"""DistributedOptimizer: horovod.torch's optimizer wrapper.
+
+A hook on each parameter fires as soon as backward has accumulated the
+parameter's gradient and submits that gradient's allreduce at once (kolod
+negotiates by name and fuses what is ready), so communication overlaps the
+rest of the backward pass; step() waits for the results and then applies the
+wrapped optimizer's update.
+"""
+
+import contextlib
+import warnings
+
+import torch
+
+from kolo._api import Average, ReduceOp, global_process_set
+from kolo.torch import mpi_ops
+from kolo.torch.compression import Compression, wire_code
+
+
+class _DistributedOptimizer(torch.optim.Optimizer):
+    # The methods below are copied into a subclass of the wrapped optimizer's
+    # class (see DistributedOptimizer), so `super(self.__class__, self)` is
+    # that class.
+
+    def __init__(self, params, named_parameters, compression, backward_passes_per_step, op,
+                 gradient_predivide_factor, groups, sparse_as_dense, process_set):
+        super(self.__class__, self).__init__(params)
+        self._compression = compression
+        self.backward_passes_per_step = int(backward_passes_per_step)
+        if self.backward_passes_per_step < 1:
+            raise ValueError("backward_passes_per_step must be at least 1")
+        self.op = ReduceOp(int(op))
+        if gradient_predivide_factor != 1.0 and self.op != ReduceOp.AVERAGE:
+            raise ValueError("gradient_predivide_factor applies to op=Average only")
+        self.gradient_predivide_factor = float(gradient_predivide_factor)
+        self.sparse_as_dense = bool(sparse_as_dense)
+        self.process_set = process_set
+
+        all_params = [p for group in self.param_groups for p in group["params"]]
+        if named_parameters is not None:
+            named = list(named_parameters)
+            if named and not all(isinstance(n, tuple) and len(n) == 2 for n in named):
+                raise ValueError("named_parameters must be (name, parameter) pairs, as "
+                                 "model.named_parameters() gives")
+            names = [n for n, _ in named]
+            dups = sorted({n for n in names if names.count(n) > 1})
+            if dups:
+                raise ValueError(f"named_parameters has duplicate names: {', '.join(dups)}")
+            known = {id(p) for _, p in named}
+            unnamed = [p for p in all_params if id(p) not in known]
+            if unnamed:
+                raise ValueError("named_parameters was given, but "
+                                 f"{len(unnamed)} of the optimizer's parameters are not in it")
+            self._names = {id(p): f"allreduce.{n}" for n, p in named}
+        else:
+            self._names = {id(p): f"allreduce.noname.{i}" for i, p in enumerate(all_params)}
+
+        self._groups = self._make_groups(groups, all_params)
+        self._params = [p for p in all_params if p.requires_grad]
+        self._delay = {id(p): self.backward_passes_per_step for p in self._params}
+        self._handles = {}      # id(p) -> (handle, ctx, p)
+        self._group_ready = {}  # group index -> ids of its ready parameters
+        self._synchronized = False
+        self._should_synchronize = True
+        self._hook_handles = []
+        if mpi_ops._size_of(process_set) > 1 and self._included():
+            self._register_hooks()
+
+    # ------------------------------------------------------------ setup
+
+    @staticmethod
+    def _make_groups(groups, params):
+        """{id(p): group index} for `groups` (a number of groups, or lists
+        of parameters allreduced as one group each)."""
+        if groups is None:
+            return {}
+        if isinstance(groups, int):
+            if groups < 1:
+                raise ValueError("groups must be a positive number or lists of parameters")
+            trainable = [p for p in params if p.requires_grad]
+            per = -(-len(trainable) // groups)
+            return {id(p): i // per for i, p in enumerate(trainable)}
+        out = {}
+        for gi, group in enumerate(groups):
+            for p in group:
+                if id(p) in out:
+                    raise ValueError("a parameter appears in two groups")
+                out[id(p)] = gi
+        return out
+
+    def _included(self):
+        ps = self.process_set
+        return ps is None or not hasattr(ps, "included") or ps.included()
+
+    def _register_hooks(self):
+        for p in self._params:
+            if hasattr(p, "register_post_accumulate_grad_hook"):
+                self._hook_handles.append(
+                    p.register_post_accumulate_grad_hook(self._make_hook(p)))
+            else:  # older torch: the hook of the gradient accumulator node
+                acc = p.expand_as(p).grad_fn.next_functions[0][0]
+                self._hook_handles.append(acc.register_hook(self._make_hook(p)))
+                self._hook_handles.append(acc)  # keeps the node alive
+
+    def _make_hook(self, p):
+        key = id(p)
+
+        def hook(*_):
+            entry = self._handles.get(key)
+            if entry is not None and entry[0] is not None and self._delay[key] <= 0:
+                raise AssertionError(
+                    "gradients were computed more than backward_passes_per_step times "
+                    "before step(): raise backward_passes_per_step to accumulate more "
+                    "backward passes locally")
+            self._delay[key] -= 1
+            handle = ctx = None
+            if self._delay[key] == 0:
+                if key in self._groups:
+                    self._group_member_ready(p)
+                    return
+                handle, ctx = self._allreduce_grad_async(p)
+            self._handles[key] = (handle, ctx, p)
+        return hook
+
+    def _group_member_ready(self, p):
+        gi = self._groups[id(p)]
+        ready = self._group_ready.setdefault(gi, [])
+        ready.append(p)
+        members = [q for q in self._params if self._groups.get(id(q)) == gi]
+        self._handles[id(p)] = (None, None, p)
+        if len(ready) == len(members):
+            self._submit_group(gi, sorted(ready, key=lambda q: self._names[id(q)]))
+
+    def _submit_group(self, gi, params):
+        tensors, ctxs = [], []
+        for p in params:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+            grad = p.grad.to_dense() if p.grad.is_sparse else p.grad
+            compressed, ctx = self._compression.compress(grad)
+            tensors.append(compressed)
+            ctxs.append(ctx)
+        prescale, postscale = self._scales()
+        wire = wire_code(self._compression, tensors[0]) if all(
+            t.dtype == torch.float32 for t in tensors) else 0
+        group = mpi_ops._grouped_allreduce_start(
+            tensors, tensors, f"allreduce.group.{gi}", int(self.op), prescale, postscale, wire,
+            self.process_set)
+        for p, part, ctx in zip(params, group.parts, ctxs):
+            self._handles[id(p)] = (part, ctx, p)
+        self._group_ready.pop(gi, None)
+
+    def _scales(self):
+        if self.op == ReduceOp.AVERAGE:
+            # kolod divides by the number of ranks after the sum; the factor
+            # splits that division around it.
+            return 1.0 / self.gradient_predivide_factor, self.gradient_predivide_factor
+        return 1.0, 1.0
+
+    # ------------------------------------------------------------ allreduce
+
+    def _allreduce_grad_async(self, p):
+        name = self._names[id(p)]
+        if p.grad is None:
+            # No gradient this step (an unused parameter): other ranks may
+            # have one, so a zero gradient takes part.
+            p.grad = torch.zeros_like(p)
+        grad = p.grad
+        if grad.is_sparse:
+            if not self.sparse_as_dense:
+                return self._sparse_allreduce_async(p, name), "sparse"
+            grad = grad.to_dense()
+        compressed, ctx = self._compression.compress(grad)
+        if compressed is not p.grad:
+            ctx = (ctx, compressed)
+        prescale, postscale = self._scales()
+        handle = mpi_ops._allreduce_start(compressed, compressed, name, int(self.op), prescale,
+                                          postscale, wire_code(self._compression, compressed),
+                                          self.process_set)
+        return handle, ctx
+
+    def _sparse_allreduce_async(self, p, name):
+        """A sparse gradient: every rank's indices and values gathered, summed
+        (coalesced) and scaled as the op says."""
+        grad = p.grad.coalesce()
+        values = mpi_ops.allgather_async(grad._values(), name=f"{name}.values",
+                                         process_set=self.process_set)
+        indices = mpi_ops.allgather_async(grad._indices().t().contiguous(),
+                                          name=f"{name}.indices",
+                                          process_set=self.process_set)
+        size = mpi_ops._size_of(self.process_set)
+        op = self.op
+
+        def finish():
+            v, i = values.wait(), indices.wait()
+            out = torch.sparse_coo_tensor(i.t(), v, grad.size()).coalesce()
+            if op == ReduceOp.AVERAGE:
+                out = out / size
+            return out
+        done = mpi_ops._Done(finish)
+        done.parts = [values, indices]
+        return done
+
+    def synchronize(self):
+        """Waits for every gradient's allreduce (submitting those backward did
+        not produce) and writes the results into the parameters' .grad."""
+        if mpi_ops._size_of(self.process_set) <= 1 or not self._included():
+            self._synchronized = True
+            return
+        for p in self._params:
+            if id(p) not in self._handles:
+                self._handles[id(p)] = (None, None, p)
+        pending_groups = {self._groups[k] for k, (h, _, _) in self._handles.items()
+                          if h is None and k in self._groups}
+        for gi in sorted(pending_groups):
+            members = [q for q in self._params if self._groups.get(id(q)) == gi]
+            self._submit_group(gi, sorted(members, key=lambda q: self._names[id(q)]))
+        for key, (handle, ctx, p) in list(self._handles.items()):
+            if handle is None:
+                handle, ctx = self._allreduce_grad_async(p)
+                self._handles[key] = (handle, ctx, p)
+        errors = []
+        for key, (handle, ctx, p) in self._handles.items():
+            try:
+                output = handle.wait()
+            except Exception as e:  # noqa: BLE001 - raised below, after all finished
+                errors.append(e)
+                continue
+            finally:
+                self._delay[key] = self.backward_passes_per_step
+            if ctx == "sparse":
+                p.grad = output
+                continue
+            if isinstance(ctx, tuple):  # compressed into a new tensor
+                ctx, _ = ctx
+            result = self._compression.decompress(output, ctx)
+            if result is not p.grad:
+                if p.grad.is_sparse:
+                    p.grad = result.to(p.grad.dtype)
+                else:
+                    p.grad.copy_(result)
+        self._handles.clear()
+        self._group_ready.clear()
+        if errors:
+            raise errors[0]
+        self._synchronized = True
+
+    @contextlib.contextmanager
+    def skip_synchronize(self):
+        """Within it, step() does not synchronize (call synchronize() first,
+        e.g. to clip the averaged gradients)."""
+        self._should_synchronize = False
+        try:
+            yield
+        finally:
+            self._should_synchronize = True
+
+    def step(self, closure=None):
+        if self._should_synchronize:
+            if self._synchronized:
+                warnings.warn("optimizer.step() was called after optimizer.synchronize() "
+                              "without the optimizer.skip_synchronize() context: the "
+                              "gradients were allreduced twice")
+            self.synchronize()
+        self._synchronized = False
+        return super(self.__class__, self).step(closure)
+
+    def zero_grad(self, *args, **kwargs):
+        if any(h is not None for h, _, _ in self._handles.values()):
+            raise AssertionError(
+                "optimizer.zero_grad() was called after loss.backward() but before "
+                "optimizer.step() or optimizer.synchronize(): the pending allreduces "
+                "still write the gradients")
+        return super(self.__class__, self).zero_grad(*args, **kwargs)
+
+
+def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
+                         backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
+                         num_groups=0, groups=None, sparse_as_dense=False,
+                         process_set=global_process_set):
+    """Wraps a torch.optim optimizer so each step applies gradients averaged
+    (op=Average; Sum and the others too) over the ranks of `process_set`.
+
+    named_parameters: model.named_parameters(), naming each allreduce (needed
+    when ranks could produce gradients in different orders).
+    compression: Compression.none / fp16 / bf16 for the gradients on the wire.
+    backward_passes_per_step: local backward passes accumulated per allreduce.
+    gradient_predivide_factor: with op=Average, gradients are scaled by
+    1/factor before the sum and factor/size after it.
+    groups / num_groups: allreduce the parameters of a group as one
+    negotiated unit (a number of groups, or lists of parameters).
+    sparse_as_dense: send sparse gradients as dense tensors (else each rank's
+    indices and values are allgathered)."""
+    if num_groups and groups is None:
+        groups = int(num_groups)
+    cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
+               {k: v for k, v in _DistributedOptimizer.__dict__.items()
+                if k not in ("__dict__", "__weakref__")})
+    return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
+               op, gradient_predivide_factor, groups, sparse_as_dense, process_set)
