@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Installs Kolo's Python SDK (kolo, kolo.tensorflow) into a virtual
+# Installs Kolo's Python SDK (kolo, kolo.tensorflow, kolo.torch) into a virtual
 # environment: $KOLO_VENV, default .venv at the repository root.
 #
 #   scripts/install_python.sh && . .venv/bin/activate
 #
 # 1. Debian packages (scripts/install_deps.sh), then the venv with the pinned
-#    Python packages of python/requirements.txt (TensorFlow among them).
+#    Python packages of python/requirements.txt (TensorFlow and PyTorch among
+#    them), a complete list installed with --no-deps (see its header).
 # 2. Bazel builds kolo/_core.so (the extension over libkolo; Python's headers
 #    and pybind11 are found by third_party/python) and kolod/kolorun.
 # 3. g++ builds the TensorFlow op library against the venv's TensorFlow
@@ -23,7 +24,7 @@ if [[ ! -x "$venv/bin/python" ]]; then
   "$base_python" -m venv "$venv"
 fi
 py="$venv/bin/python"
-"$py" -m pip install -q -r python/requirements.txt
+"$py" -m pip install -q --no-deps -r python/requirements.txt
 
 bazel build //python:_core.so //daemon:kolod //client/kolorun:kolorun
 if [[ ! -f bazel-bin/python/_core.so ]]; then
@@ -43,4 +44,4 @@ g++ -shared -fPIC -O2 -Wall -Wno-deprecated-declarations "${tf_cflags[@]}" -I. \
 
 "$py" -m pip install -q --no-build-isolation --no-deps --force-reinstall ./python
 rm -rf python/build python/*.egg-info
-"$py" -c 'import kolo, kolo.tensorflow; print("kolo", kolo.__version__, "installed in '"$venv"'")' 2>/dev/null
+"$py" -c 'import kolo, kolo.tensorflow, kolo.torch; print("kolo", kolo.__version__, "installed in '"$venv"'")' 2>/dev/null

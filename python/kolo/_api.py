@@ -181,17 +181,20 @@ def _ps_id(process_set):
 
 
 # Names identify collectives across ranks: an unnamed one gets the next number
-# of its kind, the same on every rank that makes the same calls in order.
+# of its kind within its process set, the same on every member rank that makes
+# the same calls in order (ranks outside a set do not advance its numbers).
 _counters = {}
 _counters_lock = threading.Lock()
 
 
-def _name(kind, name):
+def _name(kind, name, process_set=None):
     if name is not None:
         return str(name)
+    ps = _ps_id(process_set)
     with _counters_lock:
-        counter = _counters.setdefault(kind, itertools.count())
-        return f"{kind}.noname.{next(counter)}"
+        counter = _counters.setdefault((kind, ps), itertools.count())
+        n = next(counter)
+    return f"{kind}.noname.{n}" if ps == 0 else f"{kind}.ps{ps}.noname.{n}"
 
 
 # ---------------------------------------------------------------- lifecycle
@@ -328,14 +331,14 @@ def allreduce_async_(tensor, average=None, name=None, op=None,
                 or not tensor.flags.writeable:
             raise ValueError("allreduce_ needs a writable C-contiguous array")
         code = _dtype_code(tensor)
-        hid = core.allreduce_async(tensor, tensor, code, _name("allreduce", name),
+        hid = core.allreduce_async(tensor, tensor, code, _name("allreduce", name, process_set),
                                    _op_code(op, average), float(prescale_factor),
                                    float(postscale_factor),
                                    _compression_code(compression), _ps_id(process_set))
         return Handle(hid, Handle._PLAIN, (tensor,), result=tensor)
     view = _CudaView(tensor, device)
     hid = core.allreduce_device_async(view.data, view.shape, view.dtype_code, view.device,
-                                      view.stream, _name("allreduce", name),
+                                      view.stream, _name("allreduce", name, process_set),
                                       _op_code(op, average), float(prescale_factor),
                                       float(postscale_factor),
                                       _compression_code(compression), _ps_id(process_set))
@@ -360,7 +363,7 @@ def allreduce_async(tensor, average=None, name=None, op=None,
     inp = _as_input(tensor)
     out = np.empty_like(inp)
     code = _dtype_code(inp)
-    hid = core.allreduce_async(inp, out, code, _name("allreduce", name),
+    hid = core.allreduce_async(inp, out, code, _name("allreduce", name, process_set),
                                _op_code(op, average), float(prescale_factor),
                                float(postscale_factor),
                                _compression_code(compression), _ps_id(process_set))
@@ -382,7 +385,7 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None,
     """Starts reducing several tensors negotiated and fused as one unit."""
     inputs = [_as_input(t) for t in tensors]
     outputs = [np.empty_like(t) for t in inputs]
-    base = _name("grouped_allreduce", name)
+    base = _name("grouped_allreduce", name, process_set)
     names = [f"{base}.{i}" for i in range(len(inputs))]
     ids = core.grouped_allreduce_async(
         inputs, outputs, [_dtype_code(t) for t in inputs], names,
@@ -407,13 +410,13 @@ def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_se
     if _is_cuda(tensor):
         view = _CudaView(tensor, device)
         hid = core.broadcast_device_async(view.data, view.shape, view.dtype_code, view.device,
-                                          view.stream, _name("broadcast", name),
+                                          view.stream, _name("broadcast", name, process_set),
                                           int(root_rank), _ps_id(process_set))
         return Handle(hid, Handle._PLAIN, (tensor,), result=tensor)
     if not isinstance(tensor, np.ndarray) or not tensor.flags.c_contiguous \
             or not tensor.flags.writeable:
         raise ValueError("broadcast_ needs a writable C-contiguous numpy array")
-    hid = core.broadcast_async(tensor, _dtype_code(tensor), _name("broadcast", name),
+    hid = core.broadcast_async(tensor, _dtype_code(tensor), _name("broadcast", name, process_set),
                                int(root_rank), _ps_id(process_set))
     return Handle(hid, Handle._PLAIN, (tensor,), result=tensor)
 
@@ -440,7 +443,7 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
     inp = _as_input(tensor)
     if inp.ndim == 0:
         inp = inp.reshape(1)
-    hid = core.allgather_async(inp, _dtype_code(inp), _name("allgather", name),
+    hid = core.allgather_async(inp, _dtype_code(inp), _name("allgather", name, process_set),
                                _ps_id(process_set))
     return Handle(hid, Handle._OUTPUT, (inp,), dtype=inp.dtype)
 
@@ -454,7 +457,7 @@ def allgather(tensor, name=None, process_set=global_process_set):
 def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     inputs = [_as_input(t) for t in tensors]
     inputs = [t.reshape(1) if t.ndim == 0 else t for t in inputs]
-    base = _name("grouped_allgather", name)
+    base = _name("grouped_allgather", name, process_set)
     ids = core.grouped_allgather_async(inputs, [_dtype_code(t) for t in inputs],
                                        [f"{base}.{i}" for i in range(len(inputs))],
                                        _ps_id(process_set))
@@ -469,7 +472,7 @@ def grouped_allgather(tensors, name=None, process_set=global_process_set):
 def reducescatter_async(tensor, name=None, op=Average, prescale_factor=1.0,
                         postscale_factor=1.0, process_set=global_process_set):
     inp = _as_input(tensor)
-    hid = core.reducescatter_async(inp, _dtype_code(inp), _name("reducescatter", name),
+    hid = core.reducescatter_async(inp, _dtype_code(inp), _name("reducescatter", name, process_set),
                                    _op_code(op), float(prescale_factor),
                                    float(postscale_factor), _ps_id(process_set))
     return Handle(hid, Handle._OUTPUT, (inp,), dtype=inp.dtype)
@@ -486,7 +489,7 @@ def reducescatter(tensor, name=None, op=Average, prescale_factor=1.0,
 def grouped_reducescatter_async(tensors, name=None, op=Average, prescale_factor=1.0,
                                 postscale_factor=1.0, process_set=global_process_set):
     inputs = [_as_input(t) for t in tensors]
-    base = _name("grouped_reducescatter", name)
+    base = _name("grouped_reducescatter", name, process_set)
     ids = core.grouped_reducescatter_async(
         inputs, [_dtype_code(t) for t in inputs],
         [f"{base}.{i}" for i in range(len(inputs))], _op_code(op),
@@ -504,7 +507,7 @@ def grouped_reducescatter(tensors, name=None, op=Average, prescale_factor=1.0,
 def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
     inp = _as_input(tensor)
     sp = [] if splits is None else [int(s) for s in np.asarray(splits).reshape(-1)]
-    hid = core.alltoall_async(inp, _dtype_code(inp), sp, _name("alltoall", name),
+    hid = core.alltoall_async(inp, _dtype_code(inp), sp, _name("alltoall", name, process_set),
                               _ps_id(process_set))
     return Handle(hid, Handle._ALLTOALL, (inp,), dtype=inp.dtype)
 

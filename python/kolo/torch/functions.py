@@ -120,7 +120,7 @@ def _dumps(obj):
 def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
     """root_rank's `obj` (any picklable object) on every rank; the other
     ranks' `obj` is ignored (None will do)."""
-    name = _api._name("broadcast_object", name)
+    name = _api._name("broadcast_object", name, process_set)
     if mpi_ops._rank_in(process_set) == root_rank:
         data = _dumps(obj)
         length = torch.tensor([data.numel()], dtype=torch.int64)
@@ -135,7 +135,7 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set
 
 def allgather_object(obj, name=None, process_set=global_process_set):
     """Every rank's `obj` (any picklable object), as a list in rank order."""
-    name = _api._name("allgather_object", name)
+    name = _api._name("allgather_object", name, process_set)
     data = _dumps(obj)
     lengths = mpi_ops.allgather_async(torch.tensor([data.numel()], dtype=torch.int64),
                                       name=f"{name}.lengths", process_set=process_set).wait()

@@ -174,7 +174,7 @@ def _allreduce_start(tensor, output, name, op, prescale, postscale, wire, proces
     """Reduces `tensor` into `output` (the same tensor for the in-place forms)."""
     _check_tensor(tensor, "allreduce")
     op_code = int(op)
-    name = _api._name("allreduce", name)
+    name = _api._name("allreduce", name, process_set)
     ps = _api._ps_id(process_set)
     if _is_cuda(tensor):
         if output is not tensor:
@@ -186,8 +186,8 @@ def _allreduce_start(tensor, output, name, op, prescale, postscale, wire, proces
         after = None if work is output else (lambda: output.copy_(work))
         return Handle(hid, _wait_plain(output, after), (work, output))
     src = tensor if tensor.is_contiguous() else tensor.contiguous()
-    work = output if output.is_contiguous() else torch.empty_like(output,
-                                                                  memory_format=torch.contiguous_format)
+    work = output if output.is_contiguous() else torch.empty_like(
+        output, memory_format=torch.contiguous_format)
     after = None if work is output else (lambda: output.copy_(work))
     hid = core.allreduce_async(_host(src), _host(work), _code(src), name, op_code,
                                float(prescale), float(postscale), int(wire), ps)
@@ -254,8 +254,8 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
                               postscale_factor, process_set)
 
 
-def _grouped_names(kind, name, n):
-    base = _api._name(kind, name)
+def _grouped_names(kind, name, n, process_set):
+    base = _api._name(kind, name, process_set)
     return [f"{base}.{i}" for i in range(n)]
 
 
@@ -263,7 +263,7 @@ def _grouped_allreduce_start(tensors, outputs, name, op, prescale, postscale, wi
                              process_set):
     for t in tensors:
         _check_tensor(t, "grouped_allreduce")
-    names = _grouped_names("grouped_allreduce", name, len(tensors))
+    names = _grouped_names("grouped_allreduce", name, len(tensors), process_set)
     if any(_is_cuda(t) for t in tensors):
         # Device tensors: one device allreduce each (negotiated one by one).
         parts = [_allreduce_start(t, o, n, op, prescale, postscale, wire, process_set)
@@ -366,7 +366,7 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
 def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
     """Starts replacing `tensor` in place with root_rank's."""
     _check_tensor(tensor, "broadcast")
-    name = _api._name("broadcast", name)
+    name = _api._name("broadcast", name, process_set)
     ps = _api._ps_id(process_set)
     work = tensor if tensor.is_contiguous() else tensor.contiguous()
     after = None if work is tensor else (lambda: tensor.copy_(work))
@@ -437,7 +437,8 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
     src, device = _host_input(tensor)
     if src.dim() == 0:
         src = src.reshape(1)
-    hid = core.allgather_async(_host(src), _code(src), _api._name("allgather", name),
+    hid = core.allgather_async(_host(src), _code(src),
+                               _api._name("allgather", name, process_set),
                                _api._ps_id(process_set))
     return Handle(hid, _wait_output(src.dtype, device=device), (src,))
 
@@ -474,9 +475,9 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
         _check_tensor(t, "grouped_allgather")
     prepared = [_host_input(t) for t in tensors]
     srcs = [s.reshape(1) if s.dim() == 0 else s for s, _ in prepared]
+    names = _grouped_names("grouped_allgather", name, len(srcs), process_set)
     ids = core.grouped_allgather_async([_host(s) for s in srcs], [_code(s) for s in srcs],
-                                       _grouped_names("grouped_allgather", name, len(srcs)),
-                                       _api._ps_id(process_set))
+                                       names, _api._ps_id(process_set))
     parts = [Handle(h, _wait_output(s.dtype, device=d), (s,))
              for h, s, (_, d) in zip(ids, srcs, prepared)]
     group = _Done(lambda: _wait_all(parts))
@@ -524,8 +525,9 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
     _check_tensor(tensor, "reducescatter")
     op = _scatter_op(op)
     src, device = _host_input(tensor)
-    hid = core.reducescatter_async(_host(src), _code(src), _api._name("reducescatter", name),
-                                   int(op), float(prescale_factor), float(postscale_factor),
+    hid = core.reducescatter_async(_host(src), _code(src),
+                                   _api._name("reducescatter", name, process_set), int(op),
+                                   float(prescale_factor), float(postscale_factor),
                                    _api._ps_id(process_set))
     return Handle(hid, _wait_output(src.dtype, device=device), (src,))
 
@@ -582,7 +584,7 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=glob
     srcs = [s for s, _ in prepared]
     ids = core.grouped_reducescatter_async(
         [_host(s) for s in srcs], [_code(s) for s in srcs],
-        _grouped_names("grouped_reducescatter", name, len(srcs)), int(op),
+        _grouped_names("grouped_reducescatter", name, len(srcs), process_set), int(op),
         float(prescale_factor), float(postscale_factor), _api._ps_id(process_set))
     parts = [Handle(h, _wait_output(s.dtype, device=d), (s,))
              for h, s, (_, d) in zip(ids, srcs, prepared)]
@@ -629,7 +631,8 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     else:
         sp = [int(s) for s in (splits.tolist() if isinstance(splits, torch.Tensor)
                                else splits)]
-    hid = core.alltoall_async(_host(src), _code(src), sp, _api._name("alltoall", name),
+    hid = core.alltoall_async(_host(src), _code(src), sp,
+                              _api._name("alltoall", name, process_set),
                               _api._ps_id(process_set))
     return Handle(hid, _wait_output(src.dtype, alltoall=True, device=device), (src,))
 

@@ -193,7 +193,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
         def finish():
             v, i = values.wait(), indices.wait()
-            out = torch.sparse_coo_tensor(i.t(), v, grad.size()).coalesce()
+            out = torch.sparse_coo_tensor(i.t(), v, grad.size(),
+                                          check_invariants=True).coalesce()
             if op == ReduceOp.AVERAGE:
                 out = out / size
             return out

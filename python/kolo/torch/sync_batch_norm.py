@@ -55,7 +55,7 @@ class SyncBatchNorm(_BatchNorm):
         stats = mpi_ops.allgather(local, process_set=self.process_set)
         counts, means, m2s = stats[:, :1], stats[:, 1:1 + channels], stats[:, 1 + channels:]
         total = counts.sum()
-        if float(total) <= 0:
+        if float(total.detach()) <= 0:
             raise ValueError("SyncBatchNorm got no elements on any rank")
         g_mean = (counts * means).sum(0) / total
         g_m2 = (m2s + counts * (means - g_mean) ** 2).sum(0)
@@ -63,7 +63,8 @@ class SyncBatchNorm(_BatchNorm):
 
         if self.track_running_stats and self.running_mean is not None:
             with torch.no_grad():
-                unbiased = var * (total / (total - 1)) if float(total) > 1 else var
+                n_all = float(total.detach())
+                unbiased = var * (n_all / (n_all - 1)) if n_all > 1 else var
                 self.running_mean.mul_(1 - factor).add_(g_mean.to(self.running_mean.dtype),
                                                         alpha=factor)
                 self.running_var.mul_(1 - factor).add_(unbiased.to(self.running_var.dtype),

@@ -1,0 +1,77 @@
+"""kolo.torch on 2 and 3 ranks (one launch per rank count): every collective
+against a one-process computation, their gradients, every dtype, errors
+raised on every rank, process sets, DistributedOptimizer, parameter and
+optimizer-state broadcast and SyncBatchNorm."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, worker
+
+pytest.importorskip("torch")
+
+CHECKS = [
+    "topology", "allreduce_every_dtype_and_op", "allreduce_average_is_default_and_average_flag",
+    "allreduce_in_place_async_and_handles", "allreduce_scale_factors_and_scalar",
+    "allreduce_compression", "grouped_allreduce_forms", "broadcast_forms_every_dtype",
+    "allgather_every_dtype_and_ragged", "reducescatter_sum_average_uneven_and_grouped",
+    "alltoall_even_and_with_splits", "barrier_and_objects", "gradient_of_allreduce",
+    "gradient_of_allgather_and_broadcast", "gradient_of_alltoall_and_reducescatter",
+    "mismatched_shapes_raise_on_every_rank", "mismatched_dtypes_raise_on_every_rank",
+    "unsupported_input_is_refused_locally", "process_sets",
+    "distributed_optimizer_matches_one_process",
+    "distributed_optimizer_adam_backward_passes_and_predivide",
+    "distributed_optimizer_compression_groups_and_sum",
+    "distributed_optimizer_synchronize_skip_and_zero_grad_rule",
+    "distributed_optimizer_sparse_gradients", "broadcast_parameters_and_optimizer_state",
+    "sync_batch_norm_matches_one_process", "join_last",
+]
+
+_runs = {}
+
+
+@pytest.fixture(params=[2, 3], ids=["np2", "np3"])
+def torch_run(request, launch):
+    n = request.param
+    if n not in _runs:
+        _runs[n] = launch(n, worker("torch_worker.py"), timeout=300)
+    return _runs[n]
+
+
+@pytest.mark.parametrize("name", CHECKS)
+def test_torch_collective(torch_run, name):
+    torch_run.check(name)
+
+
+def test_every_rank_exits_cleanly(torch_run):
+    assert torch_run.returncode == 0, torch_run.output[-3000:]
+
+
+def test_one_rank_without_kolorun_and_imports_in_either_order(tmp_path):
+    """kolo.torch beside TensorFlow and torch in any import order, on a job of
+    one rank (a kolod of its own, no kolorun)."""
+    kolod = os.path.join(REPO, "bazel-bin", "daemon", "kolod")
+    if not os.path.exists(kolod):
+        pytest.skip("kolod not built")
+    sock = str(tmp_path / "kolod.sock")
+    daemon = subprocess.Popen([kolod, "--socket", sock], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        for order in (("kolo.torch", "torch"), ("torch", "kolo.torch"),
+                      ("tensorflow", "kolo.torch"), ("kolo.torch", "tensorflow")):
+            code = "".join(f"import {m}\n" for m in order) + (
+                "import torch, kolo.torch as hvd\n"
+                "hvd.init()\n"
+                "assert hvd.size() == 1 and hvd.rank() == 0\n"
+                "print(float(hvd.allreduce(torch.ones(2))[0]))\n")
+            env = dict(os.environ, KOLO_SOCKET=sock, TF_CPP_MIN_LOG_LEVEL="2")
+            out = subprocess.run([sys.executable, "-c", code], env=env, text=True,
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+            assert out.returncode == 0 and out.stdout.strip().endswith("1.0"), \
+                f"{order}:\n{out.stdout[-2000:]}"
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=30)

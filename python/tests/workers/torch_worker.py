@@ -1,0 +1,577 @@
+"""Checks of kolo.torch run on every rank; each compares the collective's
+result with the same computation done in one process over every rank's input
+(every rank can rebuild every other rank's input from its rank number)."""
+
+import warnings
+
+import torch
+
+import kolo.torch as hvd
+from harness import check, run
+
+# Registered at init on every rank (np2 and np3 both have ranks 0 and 1).
+PAIR = hvd.ProcessSet([0, 1])
+hvd.init(process_sets=[PAIR])
+R, N = hvd.rank(), hvd.size()
+torch.manual_seed(1234)
+
+FLOATS = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+INTS = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
+ALL = FLOATS + INTS + [torch.bool]
+
+
+def expect(cond, msg):
+    if not cond:
+        raise AssertionError(msg)
+
+
+def close(a, b, tol=1e-5, what=""):
+    a, b = torch.as_tensor(a), torch.as_tensor(b)
+    expect(a.shape == b.shape, f"{what}: shape {tuple(a.shape)} != {tuple(b.shape)}")
+    expect(a.dtype == b.dtype, f"{what}: dtype {a.dtype} != {b.dtype}")
+    if a.dtype == torch.bool or not (a.dtype.is_floating_point):
+        expect(torch.equal(a, b), f"{what}: {a.tolist()} != {b.tolist()}")
+    else:
+        expect(torch.allclose(a.double(), b.double(), rtol=tol, atol=tol),
+               f"{what}: {a.tolist()} != {b.tolist()}")
+
+
+def tol_of(dtype):
+    return {torch.float16: 1e-2, torch.bfloat16: 5e-2}.get(dtype, 1e-5)
+
+
+def value(rank, shape, dtype, lo=-4, hi=5):
+    """Rank `rank`'s deterministic input."""
+    g = torch.Generator().manual_seed(1000 + rank)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=g).bool()
+    if dtype == torch.uint8:
+        lo = 0
+    t = torch.randint(lo, hi, shape, generator=g)
+    if dtype.is_floating_point:
+        t = t.double() / 2
+    return t.to(dtype)
+
+
+def reference(op, tensors, dtype):
+    """The reduction of `tensors` in one process."""
+    if dtype == torch.bool:
+        stack = torch.stack(tensors)
+        if op in (hvd.Sum, hvd.Max):
+            return stack.any(0)
+        return stack.all(0)
+    stack = torch.stack([t.double() if dtype.is_floating_point else t.long()
+                         for t in tensors])
+    if op == hvd.Sum:
+        out = stack.sum(0)
+    elif op == hvd.Average:
+        out = stack.sum(0) / len(tensors)
+        if not dtype.is_floating_point:
+            out = torch.trunc(out)
+    elif op == hvd.Min:
+        out = stack.min(0).values
+    elif op == hvd.Max:
+        out = stack.max(0).values
+    else:
+        out = stack.prod(0)
+    if not dtype.is_floating_point:
+        # Integer sums and products wrap in the tensor's width.
+        bits = torch.iinfo(dtype).bits
+        out = out.long() & ((1 << bits) - 1)
+        if dtype != torch.uint8 and bits < 64:
+            out = torch.where(out >= (1 << (bits - 1)), out - (1 << bits), out)
+    return out.to(dtype)
+
+
+def all_values(shape, dtype, **kw):
+    return [value(r, shape, dtype, **kw) for r in range(N)]
+
+
+# ---------------------------------------------------------------- basics
+
+@check
+def topology():
+    expect(hvd.is_initialized(), "not initialized")
+    expect(0 <= R < N and N in (2, 3), f"rank {R} size {N}")
+    expect(hvd.local_size() == N and hvd.local_rank() == R, "one node: local == global")
+    expect(hvd.cross_size() == 1 and hvd.cross_rank() == 0, "one node")
+    expect(hvd.is_homogeneous(), "homogeneous")
+
+
+@check
+def allreduce_every_dtype_and_op():
+    for dtype in ALL:
+        ops = [hvd.Sum, hvd.Min, hvd.Max, hvd.Product]
+        if dtype != torch.bool:
+            ops.append(hvd.Average)
+        for op in ops:
+            lo, hi = (-2, 3) if op == hvd.Product else (-4, 5)
+            mine = value(R, [3, 4], dtype, lo, hi)
+            got = hvd.allreduce(mine, op=op, name=f"ar.{dtype}.{int(op)}")
+            want = reference(op, all_values([3, 4], dtype, lo=lo, hi=hi), dtype)
+            close(got, want, tol_of(dtype), f"allreduce {dtype} op {int(op)}")
+            expect(torch.equal(mine, value(R, [3, 4], dtype, lo, hi)), "input changed")
+
+
+@check
+def allreduce_average_is_default_and_average_flag():
+    x = value(R, [5], torch.float32)
+    close(hvd.allreduce(x), reference(hvd.Average, all_values([5], torch.float32),
+                                      torch.float32), what="default op")
+    close(hvd.allreduce(x, average=False), reference(hvd.Sum, all_values([5], torch.float32),
+                                                     torch.float32), what="average=False")
+
+
+@check
+def allreduce_in_place_async_and_handles():
+    x = value(R, [4, 3], torch.float32)
+    want = reference(hvd.Sum, all_values([4, 3], torch.float32), torch.float32)
+    y = x.clone()
+    out = hvd.allreduce_(y, op=hvd.Sum)
+    expect(out is y, "allreduce_ returns its tensor")
+    close(y, want, what="allreduce_")
+    h = hvd.allreduce_async(x, op=hvd.Sum, name="async.out")
+    close(hvd.synchronize(h), want, what="allreduce_async")
+    y = x.clone()
+    h = hvd.allreduce_async_(y, op=hvd.Sum, name="async.inplace")
+    while not hvd.poll(h):
+        pass
+    close(hvd.synchronize(h), want, what="allreduce_async_")
+    close(y, want, what="allreduce_async_ in place")
+    # A non-contiguous tensor, reduced in place.
+    base = value(R, [3, 4], torch.float32)
+    t = base.t()
+    hvd.allreduce_(t, op=hvd.Sum, name="noncontig")
+    close(t, reference(hvd.Sum, all_values([3, 4], torch.float32), torch.float32).t(),
+          what="non-contiguous allreduce_")
+    close(base.t(), t, what="the base saw the in-place result")
+
+
+@check
+def allreduce_scale_factors_and_scalar():
+    x = value(R, [6], torch.float64)
+    want = reference(hvd.Sum, all_values([6], torch.float64), torch.float64) * 0.5 * 3.0
+    close(hvd.allreduce(x, op=hvd.Sum, prescale_factor=0.5, postscale_factor=3.0), want,
+          what="pre/postscale")
+    s = torch.tensor(float(R + 1))
+    close(hvd.allreduce(s, op=hvd.Sum), torch.tensor(float(N * (N + 1) // 2)), what="scalar")
+
+
+@check
+def allreduce_compression():
+    for dtype in (torch.float32, torch.float64):
+        for comp in (hvd.Compression.fp16, hvd.Compression.bf16):
+            x = value(R, [16], dtype)
+            got = hvd.allreduce(x, op=hvd.Sum, compression=comp)
+            expect(got.dtype == dtype, f"{comp}: result dtype {got.dtype}")
+            close(got, reference(hvd.Sum, all_values([16], dtype), dtype), 5e-2,
+                  f"compression {comp.__name__} {dtype}")
+
+
+@check
+def grouped_allreduce_forms():
+    dts = [torch.float32, torch.int64, torch.float64]
+    xs = [value(R, [i + 2], d) for i, d in enumerate(dts)]
+    wants = [reference(hvd.Sum, [value(r, [i + 2], d) for r in range(N)], d)
+             for i, d in enumerate(dts)]
+    for got, want in zip(hvd.grouped_allreduce(xs, op=hvd.Sum), wants):
+        close(got, want, what="grouped_allreduce")
+    for got, want in zip(hvd.synchronize(hvd.grouped_allreduce_async(xs, op=hvd.Sum)), wants):
+        close(got, want, what="grouped_allreduce_async")
+    ys = [x.clone() for x in xs]
+    hvd.grouped_allreduce_(ys, op=hvd.Sum)
+    for got, want in zip(ys, wants):
+        close(got, want, what="grouped_allreduce_")
+    ys = [x.clone() for x in xs]
+    hvd.synchronize(hvd.grouped_allreduce_async_(ys, op=hvd.Sum))
+    for got, want in zip(ys, wants):
+        close(got, want, what="grouped_allreduce_async_")
+
+
+@check
+def broadcast_forms_every_dtype():
+    root = N - 1
+    for dtype in ALL:
+        mine = value(R, [2, 3], dtype)
+        close(hvd.broadcast(mine, root), value(root, [2, 3], dtype), what=f"broadcast {dtype}")
+        expect(torch.equal(mine, value(R, [2, 3], dtype)), "broadcast changed its input")
+        t = mine.clone()
+        expect(hvd.broadcast_(t, root) is t, "broadcast_ returns its tensor")
+        close(t, value(root, [2, 3], dtype), what=f"broadcast_ {dtype}")
+    t = value(R, [4], torch.float32)
+    close(hvd.synchronize(hvd.broadcast_async(t, 0)), value(0, [4], torch.float32),
+          what="broadcast_async")
+    hvd.synchronize(hvd.broadcast_async_(t, 0))
+    close(t, value(0, [4], torch.float32), what="broadcast_async_")
+
+
+@check
+def allgather_every_dtype_and_ragged():
+    for dtype in ALL:
+        mine = value(R, [R + 1, 2], dtype)
+        want = torch.cat([value(r, [r + 1, 2], dtype) for r in range(N)])
+        close(hvd.allgather(mine), want, what=f"allgather {dtype}")
+    close(hvd.synchronize(hvd.allgather_async(torch.tensor([R]))), torch.arange(N),
+          what="allgather_async")
+    xs = [value(R, [R + 1], torch.float32), value(R, [1, 3], torch.int32)]
+    got = hvd.grouped_allgather(xs)
+    close(got[0], torch.cat([value(r, [r + 1], torch.float32) for r in range(N)]),
+          what="grouped_allgather 0")
+    close(got[1], torch.cat([value(r, [1, 3], torch.int32) for r in range(N)]),
+          what="grouped_allgather 1")
+
+
+@check
+def reducescatter_sum_average_uneven_and_grouped():
+    rows = 2 * N + 1  # does not divide: lower ranks take one extra row
+    counts = [rows // N + (1 if r < rows % N else 0) for r in range(N)]
+    start = sum(counts[:R])
+    for op in (hvd.Sum, hvd.Average):
+        mine = value(R, [rows, 3], torch.float32)
+        full = reference(op, all_values([rows, 3], torch.float32), torch.float32)
+        close(hvd.reducescatter(mine, op=op), full[start:start + counts[R]],
+              what=f"reducescatter op {int(op)}")
+    full = reference(hvd.Sum, all_values([rows, 3], torch.int64), torch.int64)
+    close(hvd.synchronize(hvd.reducescatter_async(value(R, [rows, 3], torch.int64),
+                                                  op=hvd.Sum)),
+          full[start:start + counts[R]], what="reducescatter_async")
+    got = hvd.grouped_reducescatter([value(R, [rows, 3], torch.float32),
+                                     value(R, [rows], torch.float64)], op=hvd.Sum)
+    close(got[0], reference(hvd.Sum, all_values([rows, 3], torch.float32),
+                            torch.float32)[start:start + counts[R]], what="grouped 0")
+    close(got[1], reference(hvd.Sum, all_values([rows], torch.float64),
+                            torch.float64)[start:start + counts[R]], what="grouped 1")
+    try:
+        hvd.reducescatter(value(R, [rows], torch.float32), op=hvd.Max)
+    except ValueError as e:
+        expect("Sum and Average" in str(e), str(e))
+    else:
+        raise AssertionError("reducescatter accepted op Max")
+
+
+@check
+def alltoall_even_and_with_splits():
+    # Even: each rank sends row j to rank j.
+    mine = torch.stack([torch.full([2], float(R * 10 + j)) for j in range(N)])
+    out, splits = hvd.alltoall(mine)
+    close(out, torch.stack([torch.full([2], float(r * 10 + R)) for r in range(N)]),
+          what="even alltoall")
+    close(splits, torch.ones(N, dtype=torch.int32), what="even splits")
+    # Splits: rank r sends j+1 rows to rank j, each row valued r*100+j.
+    sp = [j + 1 for j in range(N)]
+    data = torch.cat([torch.full([j + 1, 2], R * 100 + j, dtype=torch.int64) for j in range(N)])
+    out, splits = hvd.alltoall(data, splits=torch.tensor(sp, dtype=torch.int32))
+    want = torch.cat([torch.full([R + 1, 2], r * 100 + R, dtype=torch.int64) for r in range(N)])
+    close(out, want, what="alltoall with splits")
+    close(splits, torch.full([N], R + 1, dtype=torch.int32), what="received splits")
+    out, splits = hvd.synchronize(hvd.alltoall_async(data, splits=sp))
+    close(out, want, what="alltoall_async")
+
+
+@check
+def barrier_and_objects():
+    hvd.barrier()
+    obj = hvd.broadcast_object({"from": R, "list": [R] * 3} if R == 1 else None, root_rank=1)
+    expect(obj == {"from": 1, "list": [1, 1, 1]}, f"broadcast_object {obj}")
+    got = hvd.allgather_object({"r": R, "s": "x" * R})
+    expect(got == [{"r": r, "s": "x" * r} for r in range(N)], f"allgather_object {got}")
+
+
+# ---------------------------------------------------------------- gradients
+
+@check
+def gradient_of_allreduce():
+    for op, scale in ((hvd.Sum, 1.0), (hvd.Average, 1.0 / N)):
+        x = value(R, [4], torch.float64).requires_grad_()
+        y = hvd.allreduce(x * (R + 1), op=op)
+        y.sum().backward()
+        # d(sum over ranks of sum(y))/dx on rank R: (R+1) * N * scale.
+        close(x.grad, torch.full([4], (R + 1) * N * scale, dtype=torch.float64),
+              what=f"allreduce grad op {int(op)}")
+    xs = [torch.ones(2, requires_grad=True), torch.ones(3, requires_grad=True)]
+    outs = hvd.grouped_allreduce([xs[0] * 2, xs[1] * 3], op=hvd.Sum)
+    (outs[0].sum() + outs[1].sum()).backward()
+    close(xs[0].grad, torch.full([2], 2.0 * N), what="grouped grad 0")
+    close(xs[1].grad, torch.full([3], 3.0 * N), what="grouped grad 1")
+
+
+@check
+def gradient_of_allgather_and_broadcast():
+    x = torch.ones(R + 1, 2, dtype=torch.float64, requires_grad=True)
+    g = hvd.allgather(x)
+    weights = torch.arange(g.shape[0], dtype=torch.float64).reshape(-1, 1)
+    (g * weights).sum().backward()
+    # Every rank weighs row i by i: this rank's rows get N * i.
+    start = sum(r + 1 for r in range(R))
+    want = (N * torch.arange(start, start + R + 1, dtype=torch.float64)).reshape(-1, 1)
+    close(x.grad, want.expand(R + 1, 2), what="allgather grad")
+    x = torch.ones(3, dtype=torch.float64, requires_grad=True)
+    (hvd.broadcast(x * 2, root_rank=0) * (R + 1)).sum().backward()
+    root_grad = 2.0 * sum(r + 1 for r in range(N))
+    close(x.grad, torch.full([3], root_grad if R == 0 else 0.0, dtype=torch.float64),
+          what="broadcast grad")
+
+
+@check
+def gradient_of_alltoall_and_reducescatter():
+    x = torch.ones(N, 2, dtype=torch.float64, requires_grad=True)
+    out, _ = hvd.alltoall(x)
+    (out * (R + 1)).sum().backward()
+    # Row j went to rank j, which weighs it by j+1.
+    close(x.grad, torch.arange(1, N + 1, dtype=torch.float64).reshape(-1, 1).expand(N, 2),
+          what="alltoall grad")
+    x = torch.ones(N * 2, dtype=torch.float64, requires_grad=True)
+    y = hvd.reducescatter(x, op=hvd.Average)
+    (y * (R + 1)).sum().backward()
+    # Rows of block r are averaged into rank r, which weighs them by r+1.
+    want = torch.cat([torch.full([2], (r + 1) / N, dtype=torch.float64) for r in range(N)])
+    close(x.grad, want, what="reducescatter grad")
+
+
+# ---------------------------------------------------------------- errors
+
+@check
+def mismatched_shapes_raise_on_every_rank():
+    try:
+        hvd.allreduce(torch.ones(2 + R), name="torch.mismatch.shape")
+    except hvd.KoloError as e:
+        msg = str(e)
+        expect("torch.mismatch.shape" in msg, msg)
+        expect("rank" in msg, f"the message names no rank: {msg}")
+        expect(type(e).__name__ == "FailedPreconditionError", type(e).__name__)
+    else:
+        raise AssertionError("no error for mismatched shapes")
+
+
+@check
+def mismatched_dtypes_raise_on_every_rank():
+    dtype = torch.float32 if R == 0 else torch.float64
+    try:
+        hvd.allreduce(torch.ones(3, dtype=dtype), name="torch.mismatch.dtype")
+    except hvd.KoloError as e:
+        msg = str(e)
+        expect("float32" in msg and "float64" in msg, msg)
+    else:
+        raise AssertionError("no error for mismatched dtypes")
+
+
+@check
+def unsupported_input_is_refused_locally():
+    for bad, kind in ((torch.ones(2, dtype=torch.complex64), TypeError),
+                      (torch.ones(2).to_sparse(), TypeError), ([1.0, 2.0], TypeError)):
+        try:
+            hvd.allreduce(bad)
+        except kind:
+            pass
+        else:
+            raise AssertionError(f"allreduce accepted {type(bad)}")
+
+
+# ---------------------------------------------------------------- process sets
+
+@check
+def process_sets():
+    expect(PAIR.process_set_id is not None, "init(process_sets=) registered the set")
+    if PAIR.included():
+        x = torch.tensor([float(R + 1)])
+        close(hvd.allreduce(x, op=hvd.Sum, process_set=PAIR), torch.tensor([3.0]),
+              what="allreduce on ranks 0,1")
+        close(hvd.allgather(torch.tensor([R]), process_set=PAIR), torch.tensor([0, 1]),
+              what="allgather on ranks 0,1")
+        close(hvd.broadcast(torch.tensor([R]), 1, process_set=PAIR), torch.tensor([1]),
+              what="broadcast on ranks 0,1")
+        expect(PAIR.rank() == R and PAIR.size() == 2, "process set rank and size")
+    dyn = hvd.add_process_set([r for r in range(N) if r != 0])
+    if R != 0:
+        close(hvd.allreduce(torch.tensor([1.0]), op=hvd.Sum, process_set=dyn),
+              torch.tensor([float(N - 1)]), what="dynamic set")
+    hvd.remove_process_set(dyn)
+    hvd.barrier()
+
+
+# ---------------------------------------------------------------- training
+
+def _data(rank, n=8):
+    g = torch.Generator().manual_seed(77 + rank)
+    return torch.randn(n, 5, generator=g), torch.randn(n, 1, generator=g)
+
+
+def _model(seed=5):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(5, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
+
+
+def _reference_params(steps, make_opt, passes=1):
+    """The parameters one process reaches training on every rank's data with
+    the gradient averaged over ranks (equal batch sizes: the loss mean over
+    all ranks' data)."""
+    model = _model()
+    opt = make_opt(model.parameters())
+    for step in range(steps):
+        opt.zero_grad()
+        for p in range(passes):
+            xs, ys = zip(*[_data(r * 100 + step * 10 + p) for r in range(N)])
+            loss = torch.nn.functional.mse_loss(model(torch.cat(xs)), torch.cat(ys))
+            loss.backward()
+        opt.step()
+    return [p.detach().clone() for p in model.parameters()]
+
+
+def _train(steps, make_opt, passes=1, **kw):
+    model = _model()
+    opt = hvd.DistributedOptimizer(make_opt(model.parameters()),
+                                   named_parameters=model.named_parameters(), **kw)
+    for step in range(steps):
+        opt.zero_grad()
+        for p in range(passes):
+            x, y = _data(R * 100 + step * 10 + p)
+            torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+    return model, opt
+
+
+@check
+def distributed_optimizer_matches_one_process():
+    sgd = lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9)  # noqa: E731
+    model, _ = _train(3, sgd)
+    for got, want in zip(model.parameters(), _reference_params(3, sgd)):
+        close(got.detach(), want, 1e-5, "SGD parameters")
+
+
+@check
+def distributed_optimizer_adam_backward_passes_and_predivide():
+    adam = lambda ps: torch.optim.Adam(ps, lr=0.01)  # noqa: E731
+    model, _ = _train(2, adam, passes=2, backward_passes_per_step=2,
+                      gradient_predivide_factor=2.0)
+    for got, want in zip(model.parameters(), _reference_params(2, adam, passes=2)):
+        close(got.detach(), want, 1e-5, "Adam, 2 passes per step")
+
+
+@check
+def distributed_optimizer_compression_groups_and_sum():
+    sgd = lambda ps: torch.optim.SGD(ps, lr=0.05)  # noqa: E731
+    model, _ = _train(2, sgd, compression=hvd.Compression.fp16)
+    for got, want in zip(model.parameters(), _reference_params(2, sgd)):
+        close(got.detach(), want, 2e-3, "fp16 compression")
+    model, _ = _train(2, sgd, groups=2)
+    for got, want in zip(model.parameters(), _reference_params(2, sgd)):
+        close(got.detach(), want, 1e-5, "groups=2")
+    # op=Sum: the step uses N times the average gradient.
+    sgd_n = lambda ps: torch.optim.SGD(ps, lr=0.05 * N)  # noqa: E731
+    model, _ = _train(1, sgd, op=hvd.Sum)
+    for got, want in zip(model.parameters(), _reference_params(1, sgd_n)):
+        close(got.detach(), want, 1e-5, "op=Sum")
+
+
+@check
+def distributed_optimizer_synchronize_skip_and_zero_grad_rule():
+    model = _model()
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                   named_parameters=model.named_parameters())
+    x, y = _data(R)
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    try:
+        opt.zero_grad()
+    except AssertionError as e:
+        expect("zero_grad" in str(e), str(e))
+    else:
+        raise AssertionError("zero_grad during pending allreduces did not raise")
+    opt.synchronize()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+    with opt.skip_synchronize():
+        opt.step()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        opt.zero_grad()  # nothing pending now
+    names = [n for n, _ in model.named_parameters()]
+    try:
+        hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                 named_parameters=[(names[0], p) for p in model.parameters()])
+    except ValueError as e:
+        expect("duplicate" in str(e), str(e))
+    else:
+        raise AssertionError("duplicate names accepted")
+
+
+@check
+def distributed_optimizer_sparse_gradients():
+    for as_dense in (False, True):
+        torch.manual_seed(3)
+        emb = torch.nn.Embedding(10, 3, sparse=True)
+        ref = torch.nn.Embedding(10, 3, sparse=True)
+        ref.load_state_dict(emb.state_dict())
+        opt = hvd.DistributedOptimizer(torch.optim.SGD(emb.parameters(), lr=0.5),
+                                       named_parameters=emb.named_parameters(),
+                                       sparse_as_dense=as_dense)
+        emb(torch.tensor([R, R + 1, 7])).sum().backward()
+        opt.step()
+        ids = torch.cat([torch.tensor([r, r + 1, 7]) for r in range(N)])
+        (ref(ids).sum() / N).backward()
+        with torch.no_grad():
+            ref.weight -= 0.5 * ref.weight.grad.to_dense()
+        close(emb.weight.detach(), ref.weight.detach(), 1e-6, f"sparse_as_dense={as_dense}")
+
+
+@check
+def broadcast_parameters_and_optimizer_state():
+    torch.manual_seed(100 + R)  # every rank starts elsewhere
+    model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.BatchNorm1d(3))
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    if R == 0:  # only the root has stepped: its Adam state exists
+        model(torch.randn(4, 3)).sum().backward()
+        opt.step()
+        opt.param_groups[0]["lr"] = 0.123
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    hvd.broadcast_optimizer_state(opt, root_rank=0)
+    flat = torch.cat([t.detach().double().reshape(-1) for t in model.state_dict().values()])
+    gathered = hvd.allgather(flat.reshape(1, -1))
+    expect(all(torch.equal(gathered[0], gathered[r]) for r in range(N)),
+           "parameters differ after broadcast_parameters")
+    expect(opt.param_groups[0]["lr"] == 0.123, f"lr {opt.param_groups[0]['lr']}")
+    state = opt.state_dict()["state"]
+    expect(len(state) == 4, f"optimizer state has {len(state)} entries")
+    moments = torch.cat([state[k]["exp_avg"].reshape(-1) for k in sorted(state)])
+    gathered = hvd.allgather(moments.reshape(1, -1))
+    expect(all(torch.equal(gathered[0], gathered[r]) for r in range(N)),
+           "Adam moments differ after broadcast_optimizer_state")
+    hvd.broadcast_parameters(list(model.named_parameters()), root_rank=N - 1)
+
+
+@check
+def sync_batch_norm_matches_one_process():
+    for dims in ([4, 3], [2, 3, 5]):
+        torch.manual_seed(9)
+        bn = hvd.SyncBatchNorm(3, momentum=0.3).double()
+        ref = torch.nn.BatchNorm1d(3, momentum=0.3).double()
+        with torch.no_grad():
+            bn.weight.copy_(torch.tensor([1.0, 2.0, 0.5]))
+            ref.weight.copy_(bn.weight)
+        xs = [value(r, [r + 2] + dims[1:], torch.float64).requires_grad_() for r in range(N)]
+        mine = xs[R].detach().clone().requires_grad_()
+        y = bn(mine)
+        (y * torch.arange(y.numel(), dtype=torch.float64).reshape(y.shape)).sum().backward()
+        yr = ref(torch.cat(xs))
+        weights = torch.cat([torch.arange(x.numel(), dtype=torch.float64).reshape(x.shape)
+                             for x in xs])
+        (yr * weights).sum().backward()
+        start = sum(r + 2 for r in range(R))
+        close(y.detach(), yr.detach()[start:start + R + 2], 1e-6, f"SyncBN output {dims}")
+        close(mine.grad, xs[R].grad, 1e-6, f"SyncBN input grad {dims}")
+        close(bn.running_mean, ref.running_mean, 1e-6, f"running mean {dims}")
+        close(bn.running_var, ref.running_var, 1e-6, f"running var {dims}")
+        bn.eval()
+        ref.eval()
+        close(bn(mine.detach()), ref(mine.detach()), 1e-6, "eval mode")
+
+
+@check
+def join_last():
+    if R != 0:
+        close(hvd.allreduce(torch.ones(2), op=hvd.Sum, name="torch.after.join"),
+              torch.full([2], float(N - 1)), what="allreduce beside a joined rank")
+    last = hvd.join()
+    expect(0 <= last < N, f"{last}")
+
+
+run(hvd.rank)
+hvd.shutdown()
