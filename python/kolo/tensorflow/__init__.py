@@ -20,6 +20,10 @@ from kolo._api import (  # noqa: F401
     add_process_set, remove_process_set,
 )
 from kolo.errors import KoloError  # noqa: F401
+from kolo._topology import (  # noqa: F401
+    cross_size, cross_rank, is_homogeneous, mpi_threads_supported, mpi_enabled, mpi_built,
+    gloo_enabled, gloo_built,
+)
 from kolo.tensorflow.compression import Compression  # noqa: F401
 from kolo.tensorflow.functions import (  # noqa: F401
     allreduce, grouped_allreduce, broadcast, allgather, grouped_allgather,
@@ -41,32 +45,6 @@ def init(*args, **kwargs):
     it). Arguments of other runtimes' init (communicators, process sets) are
     accepted and ignored."""
     _api.init()
-
-
-def cross_size():
-    """The number of nodes (ranks divided by ranks per node)."""
-    return max(1, _api.size() // max(1, _api.local_size()))
-
-
-def cross_rank():
-    """This rank's node index."""
-    return _api.rank() // max(1, _api.local_size())
-
-
-def is_homogeneous():
-    return _api.size() % max(1, _api.local_size()) == 0
-
-
-def mpi_threads_supported():
-    return False
-
-
-def mpi_enabled():
-    return False
-
-
-def gloo_enabled():
-    return False
 
 
 def nccl_built():

@@ -8,24 +8,7 @@ dtypes travel as they are.
 
 import tensorflow as tf
 
-
-class Compressor:
-    """compress(tensor) -> (tensor, ctx); decompress(tensor, ctx) -> tensor.
-    `kolo_code` is the native wire format used for float32 tensors."""
-
-    kolo_code = 0
-
-    @staticmethod
-    def compress(tensor):
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        return tensor
-
-
-class NoneCompressor(Compressor):
-    pass
+from kolo._compression import Compressor, NoneCompressor  # noqa: F401
 
 
 class FP16Compressor(Compressor):

@@ -21,6 +21,10 @@ from kolo._api import (  # noqa: F401
     add_process_set, remove_process_set,
 )
 from kolo.errors import KoloError  # noqa: F401
+from kolo._topology import (  # noqa: F401
+    cross_size, cross_rank, is_homogeneous, mpi_threads_supported, mpi_enabled, mpi_built,
+    gloo_enabled, gloo_built,
+)
 from kolo.torch.compression import Compression  # noqa: F401
 from kolo.torch.mpi_ops import (  # noqa: F401
     Handle, poll, synchronize,
@@ -56,41 +60,6 @@ def init(comm=None, process_sets=None):
             raise TypeError(f"process_sets takes ProcessSet objects, not {type(ps).__name__}")
         if ps.process_set_id is None:
             add_process_set(ps)
-
-
-def cross_size():
-    """The number of nodes the job spans (ranks divided by ranks per node)."""
-    return max(1, _api.size() // max(1, _api.local_size()))
-
-
-def cross_rank():
-    """The index of this rank's node."""
-    return _api.rank() // max(1, _api.local_size())
-
-
-def is_homogeneous():
-    """Whether every node runs the same number of ranks."""
-    return _api.size() % max(1, _api.local_size()) == 0
-
-
-def mpi_threads_supported():
-    return False
-
-
-def mpi_enabled():
-    return False
-
-
-def mpi_built():
-    return False
-
-
-def gloo_enabled():
-    return False
-
-
-def gloo_built():
-    return False
 
 
 def nccl_built():

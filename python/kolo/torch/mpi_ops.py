@@ -103,15 +103,17 @@ class Handle:
 
 
 class _Done:
-    """A collective that finished without kolod (one made of others)."""
+    """A handle over other handles (`parts`): a grouped collective, or one
+    made of several; `wait_fn` waits for them and returns the result."""
 
-    def __init__(self, wait_fn):
+    def __init__(self, wait_fn, parts=()):
         self._wait_fn = wait_fn
+        self.parts = list(parts)
         self._lock = threading.Lock()
         self._done, self._result, self._error = False, None, None
 
     def poll(self):
-        return True if self._done else all(h.poll() for h in getattr(self, "parts", []))
+        return self._done or all(h.poll() for h in self.parts)
 
     def wait(self):
         with self._lock:
@@ -268,9 +270,7 @@ def _grouped_allreduce_start(tensors, outputs, name, op, prescale, postscale, wi
         # Device tensors: one device allreduce each (negotiated one by one).
         parts = [_allreduce_start(t, o, n, op, prescale, postscale, wire, process_set)
                  for t, o, n in zip(tensors, outputs, names)]
-        group = _Done(lambda: [p.wait() for p in parts])
-        group.parts = parts
-        return group
+        return _group(parts)
     srcs = [t if t.is_contiguous() else t.contiguous() for t in tensors]
     works = [o if o.is_contiguous() else torch.empty_like(o, memory_format=torch.contiguous_format)
              for o in outputs]
@@ -282,9 +282,7 @@ def _grouped_allreduce_start(tensors, outputs, name, op, prescale, postscale, wi
     for hid, s, w, o in zip(ids, srcs, works, outputs):
         after = None if w is o else (lambda w=w, o=o: o.copy_(w))
         parts.append(Handle(hid, _wait_plain(o, after), (s, w, o)))
-    group = _Done(lambda: _wait_all(parts))
-    group.parts = parts
-    return group
+    return _group(parts)
 
 
 def _wait_all(handles):
@@ -299,6 +297,17 @@ def _wait_all(handles):
     if first is not None:
         raise first
     return results
+
+
+def _group(parts):
+    """One handle over several; its wait returns their results in order."""
+    return _Done(lambda: _wait_all(parts), parts)
+
+
+def _output_group(ids, srcs, devices):
+    """The handle of a grouped allgather or reducescatter."""
+    return _group([Handle(h, _wait_output(s.dtype, device=d), (s,))
+                   for h, s, d in zip(ids, srcs, devices)])
 
 
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
@@ -478,11 +487,7 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     names = _grouped_names("grouped_allgather", name, len(srcs), process_set)
     ids = core.grouped_allgather_async([_host(s) for s in srcs], [_code(s) for s in srcs],
                                        names, _api._ps_id(process_set))
-    parts = [Handle(h, _wait_output(s.dtype, device=d), (s,))
-             for h, s, (_, d) in zip(ids, srcs, prepared)]
-    group = _Done(lambda: _wait_all(parts))
-    group.parts = parts
-    return group
+    return _output_group(ids, srcs, [d for _, d in prepared])
 
 
 class _GroupedAllgatherFn(torch.autograd.Function):
@@ -586,11 +591,7 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=glob
         [_host(s) for s in srcs], [_code(s) for s in srcs],
         _grouped_names("grouped_reducescatter", name, len(srcs), process_set), int(op),
         float(prescale_factor), float(postscale_factor), _api._ps_id(process_set))
-    parts = [Handle(h, _wait_output(s.dtype, device=d), (s,))
-             for h, s, (_, d) in zip(ids, srcs, prepared)]
-    group = _Done(lambda: _wait_all(parts))
-    group.parts = parts
-    return group
+    return _output_group(ids, srcs, [d for _, d in prepared])
 
 
 class _GroupedReducescatterFn(torch.autograd.Function):

@@ -198,9 +198,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             if op == ReduceOp.AVERAGE:
                 out = out / size
             return out
-        done = mpi_ops._Done(finish)
-        done.parts = [values, indices]
-        return done
+        return mpi_ops._Done(finish, [values, indices])
 
     def synchronize(self):
         """Waits for every gradient's allreduce (submitting those backward did

@@ -1,0 +1,42 @@
+"""The job's shape beyond rank and size, and what this runtime is built
+with, as horovod's framework modules report them (shared by kolo.tensorflow
+and kolo.torch)."""
+
+from kolo import _api
+
+
+def cross_size():
+    """The number of nodes the job spans (ranks divided by ranks per node)."""
+    return max(1, _api.size() // max(1, _api.local_size()))
+
+
+def cross_rank():
+    """The index of this rank's node."""
+    return _api.rank() // max(1, _api.local_size())
+
+
+def is_homogeneous():
+    """Whether every node runs the same number of ranks."""
+    return _api.size() % max(1, _api.local_size()) == 0
+
+
+# Kolo moves data through kolod (shared memory, UCX between nodes, NCCL for
+# CUDA tensors), never through MPI or Gloo in the training process.
+def mpi_threads_supported():
+    return False
+
+
+def mpi_enabled():
+    return False
+
+
+def mpi_built():
+    return False
+
+
+def gloo_enabled():
+    return False
+
+
+def gloo_built():
+    return False
