@@ -25,6 +25,19 @@ struct kolo_tensor {
 
 namespace {
 
+// The C enum is the ABI's DType, value for value.
+static_assert(KOLO_UINT8 == static_cast<int>(kolo::DType::kUint8));
+static_assert(KOLO_INT8 == static_cast<int>(kolo::DType::kInt8));
+static_assert(KOLO_INT16 == static_cast<int>(kolo::DType::kInt16));
+static_assert(KOLO_INT32 == static_cast<int>(kolo::DType::kInt32));
+static_assert(KOLO_INT64 == static_cast<int>(kolo::DType::kInt64));
+static_assert(KOLO_FLOAT16 == static_cast<int>(kolo::DType::kFloat16));
+static_assert(KOLO_BFLOAT16 == static_cast<int>(kolo::DType::kBFloat16));
+static_assert(KOLO_FLOAT32 == static_cast<int>(kolo::DType::kFloat32));
+static_assert(KOLO_FLOAT64 == static_cast<int>(kolo::DType::kFloat64));
+static_assert(KOLO_BOOL == static_cast<int>(kolo::DType::kBool));
+static_assert(KOLO_BOOL + 1 == static_cast<int>(kolo::kNumDTypes));
+
 thread_local std::string last_error;
 
 kolo::AllreduceOptions ToOptions(const kolo_allreduce_options* o) {

@@ -246,6 +246,19 @@ absl::Status CheckSpec(const SubmitSpec& spec) {
   if (static_cast<uint32_t>(input.dtype) >= kNumDTypes) {
     return absl::InvalidArgumentError("unknown dtype");
   }
+  if (spec.kind == CollectiveKind::kAllreduce || spec.kind == CollectiveKind::kReducescatter) {
+    const AllreduceOptions& o = spec.reduce;
+    if (!ReducesWith(input.dtype, o.op)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(CollectiveKindName(spec.kind), " \"", name, "\": ", DTypeName(input.dtype),
+                       " has no ", ReduceOpName(o.op), " (sum, min, max, product)"));
+    }
+    if (!Scalable(input.dtype) && (o.prescale != 1.0 || o.postscale != 1.0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          CollectiveKindName(spec.kind), " \"", name, "\": ", DTypeName(input.dtype),
+          " takes no scale factor (prescale ", o.prescale, ", postscale ", o.postscale, ")"));
+    }
+  }
   for (int64_t d : input.shape) {
     if (d < 0) return absl::InvalidArgumentError("negative dimension");
   }

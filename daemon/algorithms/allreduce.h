@@ -11,7 +11,8 @@
 //   - `buffer` is aligned to the element size.
 //   - Every node ends with bit-identical results. Elements are combined in a
 //     fixed order, so integer-valued floating-point data (while exactly
-//     representable) gives exactly the plain sequential sum.
+//     representable) gives exactly the plain sequential sum. bool results
+//     are bytes of 0 or 1, on a single node too (kernels::Reduce).
 //   - On error (a transfer failed, the transport was aborted, `deadline`
 //     passed) the buffer's contents are unspecified and no transfer of this
 //     call is left outstanding.

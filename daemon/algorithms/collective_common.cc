@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
+#include "kernels/cpu/reduce.h"
 
 namespace kolo::daemon {
 
@@ -38,6 +39,13 @@ absl::Status CheckReduction(const Transport& transport, const char* what, DType 
                         transport.node(), ReduceOpName(op)));
   }
   return absl::OkStatus();
+}
+
+absl::Status ReduceOnOneNode(void* buffer, size_t count, DType dtype, ReduceOp op) {
+  if (count == 0) return absl::OkStatus();
+  const void* srcs[] = {buffer};
+  void* dsts[] = {buffer};
+  return kernels::Reduce(dtype, op, srcs, dsts, count);
 }
 
 PendingTransfers::~PendingTransfers() {

@@ -59,6 +59,12 @@ absl::Status CheckCollectiveArgs(const Transport& transport, const char* what, c
 // reduces with kSum and scales).
 absl::Status CheckReduction(const Transport& transport, const char* what, DType dtype, ReduceOp op);
 
+// The allreduce of a single node: its own `count` elements, written as a
+// reduction writes them (kernels::Reduce of one source in place). That
+// leaves every dtype's bits as they are except bool's, whose bytes become
+// 0 or 1 as on more nodes.
+absl::Status ReduceOnOneNode(void* buffer, size_t count, DType dtype, ReduceOp op);
+
 // The transfers an algorithm has posted and not yet waited on. On
 // destruction, whatever is still outstanding is cancelled and retired (a Wait
 // with a past deadline), so an algorithm that returns early on an error never

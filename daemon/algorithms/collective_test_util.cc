@@ -61,6 +61,13 @@ std::vector<std::byte> TestData(DType dtype, ReduceOp op, int node, size_t count
       case DType::kFloat64:
         Put(o, k, static_cast<double>(v));
         break;
+      case DType::kInt16:
+        Put(o, k, static_cast<int16_t>(v));
+        break;
+      case DType::kBool:
+        // True as the byte of v (1..255 for v != 0), not only as 1.
+        Put(o, k, static_cast<uint8_t>(v));
+        break;
     }
   }
   return out;

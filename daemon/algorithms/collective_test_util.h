@@ -16,7 +16,8 @@ namespace kolo::daemon {
 
 // `count` elements of `dtype` for `node`: small integers (nonzero for
 // kProduct), so sums, products, minima and maxima over up to 8 nodes are
-// exact in every dtype, in any order.
+// exact in every dtype, in any order. A bool is true where the integer is
+// not zero, as that integer's low byte (so true bytes other than 1 occur).
 std::vector<std::byte> TestData(DType dtype, ReduceOp op, int node, size_t count);
 
 // The reduction of TestData over nodes 0 .. nodes-1, computed serially.

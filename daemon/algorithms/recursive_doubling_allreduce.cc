@@ -45,7 +45,8 @@ absl::Status RecursiveDoublingAllreduce(Transport& transport, void* buffer, size
       CheckCollectiveArgs(transport, kWhat, buffer, count * esize, tag_base, chunk_bytes));
   const int n = transport.nodes();
   const int r = transport.node();
-  if (n == 1 || count == 0) return absl::OkStatus();
+  if (n == 1) return ReduceOnOneNode(buffer, count, dtype, op);
+  if (count == 0) return absl::OkStatus();
 
   int p = 1;
   while (p * 2 <= n) p *= 2;

@@ -137,7 +137,8 @@ absl::Status RingAllreduce(Transport& transport, void* buffer, size_t count, DTy
                                            tag_base, chunk_bytes));
   const size_t n = transport.nodes();
   const size_t r = transport.node();
-  if (n == 1 || count == 0) return absl::OkStatus();
+  if (n == 1) return ReduceOnOneNode(buffer, count, dtype, op);
+  if (count == 0) return absl::OkStatus();
 
   // Scratch for kWindow chunks, no larger than the largest segment needs.
   const size_t chunk_elems =

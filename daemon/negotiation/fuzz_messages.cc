@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <string>
 
+#include "proto/kolo/abi/types.h"
+
 namespace kolo::daemon {
 namespace {}  // namespace
 
@@ -12,7 +14,8 @@ kolo::v1::TensorMeta TensorMetaFrom(fuzz::FuzzInput& in, int job_size) {
   const uint8_t name = in.Take<uint8_t>();
   m.set_name(name < 250 ? std::string(1, static_cast<char>('a' + name % 3)) : in.TakeString(32));
   m.set_kind((raw & 1) ? in.Take<uint32_t>() : 1 + in.Take<uint8_t>() % 9);
-  m.set_dtype((raw & 1) ? in.Take<uint32_t>() : in.Take<uint8_t>() % 12);
+  // Every dtype and two values past them.
+  m.set_dtype((raw & 1) ? in.Take<uint32_t>() : in.Take<uint8_t>() % (kNumDTypes + 2));
   m.set_op((raw & 1) ? in.Take<uint32_t>() : in.Take<uint8_t>() % 6);
   const int ndim = in.Take<uint8_t>() % 4;
   uint64_t elements = 1;

@@ -145,6 +145,16 @@ absl::Status CheckCollective(const abi::v1::SubmitSlot& slot, int job_size, Requ
     }
     r->prescale = slot.prescale;
     r->postscale = slot.postscale;
+    if (!ReducesWith(r->dtype, r->op)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(CollectiveKindName(r->kind), " \"", name, "\": ", DTypeName(r->dtype),
+                       " has no ", ReduceOpName(r->op), " (sum, min, max, product)"));
+    }
+    if (!Scalable(r->dtype) && (r->prescale != 1.0 || r->postscale != 1.0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          CollectiveKindName(r->kind), " \"", name, "\": ", DTypeName(r->dtype),
+          " takes no scale factor (prescale ", r->prescale, ", postscale ", r->postscale, ")"));
+    }
     if (r->kind == CollectiveKind::kReducescatter && r->op != ReduceOp::kSum &&
         r->op != ReduceOp::kAverage) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -141,7 +141,7 @@ TEST_F(SlotValidatorTest, RejectsUnknownCollectiveKind) {
 TEST_F(SlotValidatorTest, RejectsUnknownDtype) {
   SubmitSlot s = AllreduceSlot();
   s.dtype = kNumDTypes;
-  ExpectRejected(s, "unknown dtype 8");
+  ExpectRejected(s, "unknown dtype 10");
   s.dtype = 0xffffffffu;
   ExpectRejected(s, "unknown dtype");
 }
@@ -318,6 +318,64 @@ TEST_F(SlotValidatorTest, RejectsNonFiniteScaleFactors) {
     s.postscale = bad;
     ExpectRejected(s, "finite");
   }
+}
+
+TEST_F(SlotValidatorTest, Int16AndBoolHaveTheirSizes) {
+  SubmitSlot s = AllreduceSlot();  // [4,4]
+  s.dtype = static_cast<uint32_t>(DType::kInt16);
+  s.byte_length = 4 * 4 * 2;
+  absl::StatusOr<Request> r = ValidateSlot(s, arena_, kJobSize);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->dtype, DType::kInt16);
+  EXPECT_EQ(r->bytes, 32u);
+  s.byte_length = 4 * 4 * 4;
+  ExpectRejected(s, "byte length 64 but shape and int16 need 32");
+
+  s = AllreduceSlot();
+  s.dtype = static_cast<uint32_t>(DType::kBool);
+  s.reduce_op = static_cast<uint32_t>(ReduceOp::kMax);
+  s.prescale = 1.0;
+  s.postscale = 1.0;
+  s.byte_length = 4 * 4;
+  r = ValidateSlot(s, arena_, kJobSize);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->dtype, DType::kBool);
+  EXPECT_EQ(r->bytes, 16u);
+}
+
+TEST_F(SlotValidatorTest, BoolReductionsHaveNoAverageAndNoScaling) {
+  SubmitSlot s = AllreduceSlot();
+  s.dtype = static_cast<uint32_t>(DType::kBool);
+  s.byte_length = 4 * 4;
+  s.prescale = 1.0;
+  s.postscale = 1.0;
+  s.reduce_op = static_cast<uint32_t>(ReduceOp::kAverage);
+  ExpectRejected(s, "allreduce \"grad/w1\": bool has no average");
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
+    s.reduce_op = static_cast<uint32_t>(op);
+    EXPECT_TRUE(ValidateSlot(s, arena_, kJobSize).ok()) << ReduceOpName(op);
+  }
+  s.reduce_op = static_cast<uint32_t>(ReduceOp::kSum);
+  s.prescale = 2.0;
+  ExpectRejected(s, "bool takes no scale factor (prescale 2, postscale 1)");
+  s.prescale = 1.0;
+  s.postscale = 0.5;
+  ExpectRejected(s, "bool takes no scale factor (prescale 1, postscale 0.5)");
+  // Reducescatter checks the same.
+  s.kind = static_cast<uint32_t>(CollectiveKind::kReducescatter);
+  ExpectRejected(s, "reducescatter \"grad/w1\": bool takes no scale factor");
+  s.postscale = 1.0;
+  s.reduce_op = static_cast<uint32_t>(ReduceOp::kAverage);
+  ExpectRejected(s, "reducescatter \"grad/w1\": bool has no average");
+  // A broadcast carries no op: its scale fields are not read.
+  s.kind = static_cast<uint32_t>(CollectiveKind::kBroadcast);
+  s.postscale = 3.0;
+  EXPECT_TRUE(ValidateSlot(s, arena_, kJobSize).ok());
+  // Average and scaling of int16 are fine.
+  s = AllreduceSlot();
+  s.dtype = static_cast<uint32_t>(DType::kInt16);
+  s.byte_length = 4 * 4 * 2;
+  EXPECT_TRUE(ValidateSlot(s, arena_, kJobSize).ok());
 }
 
 TEST_F(SlotValidatorTest, AcceptsTensorWithAZeroDimension) {

@@ -1,5 +1,5 @@
 // Argument checking and routing for reduce.h. The kernels themselves live in
-// reduce_float.cc (SIMD) and reduce_int.cc.
+// reduce_float.cc (SIMD) and reduce_int.cc (integers and bool).
 
 #include "kernels/cpu/reduce.h"
 
@@ -40,7 +40,8 @@ absl::Status CheckPointer(const void* p, size_t elem_size, const char* role, siz
 
 // Everything Reduce() promises to reject, checked before anything is written.
 absl::Status Validate(DType dtype, ReduceOp op, absl::Span<const void* const> srcs,
-                      absl::Span<void* const> dsts, size_t count) {
+                      absl::Span<void* const> dsts, size_t count, double prescale,
+                      double postscale) {
   const size_t elem_size = DTypeSize(dtype);
   if (elem_size == 0) {
     return absl::InvalidArgumentError(
@@ -59,6 +60,11 @@ absl::Status Validate(DType dtype, ReduceOp op, absl::Span<const void* const> sr
     default:
       return absl::InvalidArgumentError(
           absl::StrCat("reduce: invalid op ", static_cast<uint32_t>(op)));
+  }
+  if (!Scalable(dtype) && (prescale != 1.0 || postscale != 1.0)) {
+    return absl::InvalidArgumentError(absl::StrCat("reduce: ", DTypeName(dtype),
+                                                   " takes no scale factor (prescale ", prescale,
+                                                   ", postscale ", postscale, ")"));
   }
   if (srcs.empty() || dsts.empty()) {
     return absl::InvalidArgumentError(
@@ -107,10 +113,13 @@ void CopyToAll(const void* src, absl::Span<void* const> dsts, size_t bytes) {
 
 absl::Status Reduce(DType dtype, ReduceOp op, absl::Span<const void* const> srcs,
                     absl::Span<void* const> dsts, size_t count, double prescale, double postscale) {
-  if (absl::Status s = Validate(dtype, op, srcs, dsts, count); !s.ok()) return s;
+  if (absl::Status s = Validate(dtype, op, srcs, dsts, count, prescale, postscale); !s.ok()) {
+    return s;
+  }
   if (count == 0) return absl::OkStatus();
-  if (srcs.size() == 1 && prescale == 1.0 && postscale == 1.0) {
-    // Every op over one source is the identity: copy, keeping every bit.
+  if (srcs.size() == 1 && prescale == 1.0 && postscale == 1.0 && dtype != DType::kBool) {
+    // Every op over one source is the identity: copy, keeping every bit
+    // (bool is not copied: its result bytes are 0 or 1 whatever came in).
     CopyToAll(srcs[0], dsts, count * DTypeSize(dtype));
     return absl::OkStatus();
   }
@@ -125,7 +134,9 @@ absl::Status Reduce(DType dtype, ReduceOp op, absl::Span<const void* const> srcs
       .prescale = prescale,
       .postscale = postscale,
   };
-  if (IsFloatingPoint(dtype)) {
+  if (dtype == DType::kBool) {
+    internal::ReduceBool(args);
+  } else if (IsFloatingPoint(dtype)) {
     internal::ReduceFloat(args);
   } else {
     internal::ReduceInteger(args);
@@ -136,6 +147,14 @@ absl::Status Reduce(DType dtype, ReduceOp op, absl::Span<const void* const> srcs
 absl::Status ScaleCopy(DType dtype, const void* src, absl::Span<void* const> dsts, size_t count,
                        double scale) {
   const void* const srcs[] = {src};
+  if (scale == 1.0) {
+    // A plain copy of every bit, for every dtype (bool bytes included).
+    if (absl::Status s = Validate(dtype, ReduceOp::kSum, srcs, dsts, count, 1.0, 1.0); !s.ok()) {
+      return s;
+    }
+    if (count > 0) CopyToAll(src, dsts, count * DTypeSize(dtype));
+    return absl::OkStatus();
+  }
   return Reduce(dtype, ReduceOp::kSum, srcs, dsts, count, /*prescale=*/1.0,
                 /*postscale=*/scale);
 }

@@ -34,6 +34,10 @@ namespace kolo::kernels {
 //   - Integers: sum and product wrap (two's complement). Scaling is computed
 //     in double, rounded toward zero, then saturated to the type's range (a
 //     NaN product gives 0).
+//   - bool: an input byte that is not zero is true; every output byte is 0
+//     or 1, even with one source. kSum and kMax are a logical or, kProduct
+//     and kMin a logical and. Any scale other than 1.0 is rejected with
+//     INVALID_ARGUMENT.
 // Sources are combined left to right (src0 op src1 op ...), so the result
 // does not depend on the CPU's vector width. Min/max propagate NaN: if any
 // input is NaN, the result is NaN. min(-0, +0) may be either zero.
@@ -49,7 +53,9 @@ absl::Status Reduce(DType dtype, ReduceOp op, absl::Span<const void* const> srcs
 
 // dst[i] = src[i] * scale for every dst: broadcast or copy with a postscale.
 // Scaling follows Reduce() (it is a one-source reduction with postscale
-// `scale`); a scale of 1.0 is a plain memcpy to each dst, bit for bit. A dst
+// `scale`); a scale of 1.0 is a plain memcpy to each dst, bit for bit, for
+// every dtype (bool bytes are copied as they are; bool rejects any other
+// scale with INVALID_ARGUMENT). A dst
 // may be `src` itself; other overlaps and the argument rules are as for
 // Reduce().
 absl::Status ScaleCopy(DType dtype, const void* src, absl::Span<void* const> dsts, size_t count,

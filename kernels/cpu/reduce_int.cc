@@ -1,4 +1,4 @@
-// Integer reduction kernels: portable C++ over cache-sized blocks.
+// Integer and bool reduction kernels: portable C++ over cache-sized blocks.
 //
 // Each block (kBlockBytes of output) is accumulated in a local buffer from
 // every source in turn, then copied to every destination. The inner loops are
@@ -9,6 +9,9 @@
 // Sum and product wrap: they are done in the unsigned type of the same width,
 // whose conversion back is modular (two's complement) by definition. Scaling
 // goes through double, truncates toward zero and saturates (NaN becomes 0).
+//
+// bool reads a byte that is not zero as true and writes 0 or 1: sum and max
+// are a logical or, product and min a logical and (it is never scaled).
 
 #include <algorithm>
 #include <cmath>
@@ -30,7 +33,7 @@ constexpr size_t kBlockBytes = 8192;
 
 // Reduce() validates dtype and op, so reaching this is a bug: stop loudly.
 [[noreturn]] void Unreachable(const char* what, const ReduceArgs& args) {
-  std::fprintf(stderr, "kolo::kernels::ReduceInteger: unexpected %s (dtype %u, op %u)\n", what,
+  std::fprintf(stderr, "kolo::kernels::internal reduce: unexpected %s (dtype %u, op %u)\n", what,
                static_cast<unsigned>(args.dtype), static_cast<unsigned>(args.op));
   std::abort();
 }
@@ -136,7 +139,45 @@ void ReduceWithType(const ReduceArgs& args) {
   Unreachable("op", args);
 }
 
+// Logical or (kOr) or and of bool bytes into 0/1 bytes.
+template <bool kOr>
+void ReduceBoolBlocks(const ReduceArgs& args) {
+  uint8_t acc[kBlockBytes];
+  for (size_t base = 0; base < args.count; base += kBlockBytes) {
+    const size_t n = std::min(kBlockBytes, args.count - base);
+    const uint8_t* src0 = static_cast<const uint8_t*>(args.srcs[0]) + base;
+    for (size_t j = 0; j < n; ++j) acc[j] = src0[j] != 0;
+    for (size_t k = 1; k < args.num_srcs; ++k) {
+      const uint8_t* src = static_cast<const uint8_t*>(args.srcs[k]) + base;
+      if constexpr (kOr) {
+        for (size_t j = 0; j < n; ++j) acc[j] |= static_cast<uint8_t>(src[j] != 0);
+      } else {
+        for (size_t j = 0; j < n; ++j) acc[j] &= static_cast<uint8_t>(src[j] != 0);
+      }
+    }
+    for (size_t k = 0; k < args.num_dsts; ++k) {
+      std::memcpy(static_cast<uint8_t*>(args.dsts[k]) + base, acc, n);
+    }
+  }
+}
+
 }  // namespace
+
+void ReduceBool(const ReduceArgs& args) {
+  if (args.dtype != DType::kBool) Unreachable("dtype", args);
+  if (args.prescale != 1.0 || args.postscale != 1.0) Unreachable("bool scale", args);
+  switch (args.op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kMax:
+      return ReduceBoolBlocks<true>(args);
+    case ReduceOp::kProduct:
+    case ReduceOp::kMin:
+      return ReduceBoolBlocks<false>(args);
+    case ReduceOp::kAverage:
+      break;
+  }
+  Unreachable("op", args);
+}
 
 void ReduceInteger(const ReduceArgs& args) {
   switch (args.dtype) {
@@ -144,6 +185,8 @@ void ReduceInteger(const ReduceArgs& args) {
       return ReduceWithType<uint8_t>(args);
     case DType::kInt8:
       return ReduceWithType<int8_t>(args);
+    case DType::kInt16:
+      return ReduceWithType<int16_t>(args);
     case DType::kInt32:
       return ReduceWithType<int32_t>(args);
     case DType::kInt64:

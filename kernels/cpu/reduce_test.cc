@@ -98,8 +98,20 @@ struct IntModel {
 
 using Uint8Model = IntModel<uint8_t, DType::kUint8>;
 using Int8Model = IntModel<int8_t, DType::kInt8>;
+using Int16Model = IntModel<int16_t, DType::kInt16>;
 using Int32Model = IntModel<int32_t, DType::kInt32>;
 using Int64Model = IntModel<int64_t, DType::kInt64>;
+
+// bool: one byte, true when it is not zero. The reference computes on C++
+// bool, where the integer reference's sum and product (of 0/1 values, never
+// more than 8 at once) and std::min/max are exactly or, and, and, or.
+struct BoolModel {
+  static constexpr DType kDType = DType::kBool;
+  using S = uint8_t;
+  using C = bool;
+  static C Decode(S s) { return s != 0; }
+  static C Narrow(C c) { return c; }
+};
 
 // Scaling as the contract states it: floats multiply in C; integers go
 // through double, truncate, and clamp.
@@ -187,7 +199,13 @@ bool SameResult(C got, C want) {
 template <class M>
 typename M::S RandomInput(std::mt19937_64& rng, ReduceOp op, bool specials) {
   using S = typename M::S;
-  if constexpr (std::is_integral_v<typename M::C>) {
+  if constexpr (std::is_same_v<typename M::C, bool>) {
+    // Any byte: true ones are 1..255. Or-like ops see mostly false, and-like
+    // ops mostly true, so over up to 8 sources both results are common.
+    const bool or_like = op == ReduceOp::kSum || op == ReduceOp::kMax;
+    const bool is_false = or_like ? rng() % 8 != 0 : rng() % 8 == 0;
+    return is_false ? S{0} : static_cast<S>(1 + rng() % 255);
+  } else if constexpr (std::is_integral_v<typename M::C>) {
     return static_cast<S>(rng());  // Full range: exercises wrap/saturation.
   } else {
     if (specials && rng() % 16 == 0) {
@@ -256,8 +274,11 @@ void CheckOneCall(ReduceOp op, size_t count, size_t num_srcs, Layout layout, dou
   for (void* dst : dst_ptrs) {
     const S* out = static_cast<const S*>(dst);
     for (size_t i = 0; i < count; ++i) {
+      if constexpr (std::is_same_v<C, bool>) {
+        ASSERT_LE(out[i], 1) << "element " << i << ": a bool result byte that is not 0 or 1";
+      }
       const C got = M::Decode(out[i]);
-      ASSERT_TRUE(SameResult(got, want[i]))
+      ASSERT_TRUE(SameResult<C>(got, want[i]))
           << "element " << i << ": got " << +got << ", want " << +want[i];
     }
   }
@@ -332,6 +353,10 @@ TEST(ReduceMatrixTest, Float16) { CheckFloatType<HalfModel>(); }
 TEST(ReduceMatrixTest, BFloat16) { CheckFloatType<BFloat16Model>(); }
 TEST(ReduceMatrixTest, Uint8) { CheckIntType<Uint8Model>(); }
 TEST(ReduceMatrixTest, Int8) { CheckIntType<Int8Model>(); }
+TEST(ReduceMatrixTest, Int16) { CheckIntType<Int16Model>(); }
+TEST(ReduceMatrixTest, Bool) {
+  for (ReduceOp op : kOps) CheckMatrix<BoolModel>(op, {{1.0, 1.0}}, false);
+}
 TEST(ReduceMatrixTest, Int32) { CheckIntType<Int32Model>(); }
 TEST(ReduceMatrixTest, Int64) { CheckIntType<Int64Model>(); }
 
@@ -518,6 +543,139 @@ TEST(ReduceIntegerTest, ScalingTruncatesAndSaturates) {
   void* sdsts[] = {sum.data()};
   ASSERT_TRUE(Reduce(DType::kInt8, ReduceOp::kSum, srcs, sdsts, 2, 2.0).ok());
   EXPECT_EQ(sum, (std::vector<int8_t>{-2, -1}));  // 127+127 wraps; 127-128.
+}
+
+TEST(ReduceIntegerTest, Int16WrapsTruncatesAndSaturates) {
+  constexpr int16_t kMax = std::numeric_limits<int16_t>::max();
+  constexpr int16_t kMin = std::numeric_limits<int16_t>::min();
+  std::vector<int16_t> a = {kMax, kMin, 300, -7, 181, 5};
+  std::vector<int16_t> b = {1, -1, 300, 9, 181, -5};
+  std::vector<int16_t> out(6);
+  const void* srcs[] = {a.data(), b.data()};
+  void* dsts[] = {out.data()};
+  ASSERT_TRUE(Reduce(DType::kInt16, ReduceOp::kSum, srcs, dsts, 6).ok());
+  EXPECT_EQ(out, (std::vector<int16_t>{kMin, kMax, 600, 2, 362, 0}));
+  // 300 * 300 = 90000 = 65536 + 24464; 181 * 181 = 32761; 7 * 9 = 63.
+  ASSERT_TRUE(Reduce(DType::kInt16, ReduceOp::kProduct, srcs, dsts, 6).ok());
+  EXPECT_EQ(out, (std::vector<int16_t>{kMax, kMin, 24464, -63, 32761, -25}));
+  ASSERT_TRUE(Reduce(DType::kInt16, ReduceOp::kMin, srcs, dsts, 6).ok());
+  EXPECT_EQ(out, (std::vector<int16_t>{1, kMin, 300, -7, 181, -5}));
+  ASSERT_TRUE(Reduce(DType::kInt16, ReduceOp::kMax, srcs, dsts, 6).ok());
+  EXPECT_EQ(out, (std::vector<int16_t>{kMax, -1, 300, 9, 181, 5}));
+  // Scaling goes through double, truncates toward zero and saturates; an
+  // average is a sum with postscale 1/n.
+  ASSERT_TRUE(ScaleCopy(DType::kInt16, a.data(), dsts, 6, 2.0).ok());
+  EXPECT_EQ(out, (std::vector<int16_t>{kMax, kMin, 600, -14, 362, 10}));
+  ASSERT_TRUE(ScaleCopy(DType::kInt16, a.data(), dsts, 6, -0.5).ok());
+  EXPECT_EQ(out, (std::vector<int16_t>{-16383, 16384, -150, 3, -90, -2}));
+  ASSERT_TRUE(Reduce(DType::kInt16, ReduceOp::kSum, srcs, dsts, 6, 1.0, 0.5).ok());
+  EXPECT_EQ(out, (std::vector<int16_t>{-16384, 16383, 300, 1, 181, 0}));
+  ASSERT_TRUE(Reduce(DType::kInt16, ReduceOp::kSum, srcs, dsts, 6, 200.0, 1.0).ok());
+  // Each input saturates first (kMax*200 -> kMax, 1*200 = 200), then the
+  // sum wraps: kMax + 200 = kMin + 199.
+  EXPECT_EQ(out, (std::vector<int16_t>{kMin + 199, kMax - 199, -2, 400, -2, 0}));
+  // In place, three sources.
+  std::vector<int16_t> x = {1000, -2}, y = {1000, 3}, z = {1000, -4};
+  const void* three[] = {x.data(), y.data(), z.data()};
+  void* self[] = {x.data()};
+  ASSERT_TRUE(Reduce(DType::kInt16, ReduceOp::kSum, three, self, 2).ok());
+  EXPECT_EQ(x, (std::vector<int16_t>{3000, -3}));
+}
+
+// Bytes of bool inputs: anything but 0 is true.
+constexpr uint8_t kT1 = 1, kT2 = 2, kT80 = 0x80, kTFF = 0xFF;
+
+TEST(ReduceBoolTest, EveryOpReadsNonZeroAsTrueAndWritesZeroOrOne) {
+  // Columns: (F,F) (F,T) (T,F) (T,T), the trues spelled in several bytes.
+  std::vector<uint8_t> a = {0, 0, kT2, kT80, 0, kTFF, kT1, 0x7F};
+  std::vector<uint8_t> b = {0, kTFF, 0, kT2, 0, 0, kT80, 0x10};
+  std::vector<uint8_t> out(8, 0x5A), out2(8, 0x5A);
+  const void* srcs[] = {a.data(), b.data()};
+  void* dsts[] = {out.data(), out2.data()};
+  const std::vector<uint8_t> any = {0, 1, 1, 1, 0, 1, 1, 1};
+  const std::vector<uint8_t> all = {0, 0, 0, 1, 0, 0, 1, 1};
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
+    SCOPED_TRACE(ReduceOpName(op));
+    ASSERT_TRUE(Reduce(DType::kBool, op, srcs, dsts, 8).ok());
+    EXPECT_EQ(out, any);
+    EXPECT_EQ(out2, any);
+  }
+  for (ReduceOp op : {ReduceOp::kProduct, ReduceOp::kMin}) {
+    SCOPED_TRACE(ReduceOpName(op));
+    ASSERT_TRUE(Reduce(DType::kBool, op, srcs, dsts, 8).ok());
+    EXPECT_EQ(out, all);
+    EXPECT_EQ(out2, all);
+  }
+  // Sum is a logical or, not an addition: 0x80 + 0x80 would wrap to 0.
+  std::vector<uint8_t> c = {kT80, kT80}, d = {kT80, 0}, sum(2);
+  const void* cd[] = {c.data(), d.data()};
+  void* sum_dst[] = {sum.data()};
+  ASSERT_TRUE(Reduce(DType::kBool, ReduceOp::kSum, cd, sum_dst, 2).ok());
+  EXPECT_EQ(sum, (std::vector<uint8_t>{1, 1}));
+  // Product is a logical and: 2 * 0x80 would wrap to 0.
+  std::vector<uint8_t> e = {kT2, kT2}, f = {kT80, 0};
+  const void* ef[] = {e.data(), f.data()};
+  ASSERT_TRUE(Reduce(DType::kBool, ReduceOp::kProduct, ef, sum_dst, 2).ok());
+  EXPECT_EQ(sum, (std::vector<uint8_t>{1, 0}));
+}
+
+TEST(ReduceBoolTest, OneSourceInPlaceAndManySources) {
+  // One source still normalizes: a reduction's bool bytes are 0 or 1.
+  std::vector<uint8_t> a = {0, kT2, kTFF, kT1, kT80};
+  void* self[] = {a.data()};
+  const void* one[] = {a.data()};
+  ASSERT_TRUE(Reduce(DType::kBool, ReduceOp::kMax, one, self, 5).ok());
+  EXPECT_EQ(a, (std::vector<uint8_t>{0, 1, 1, 1, 1}));
+  // Eight sources, in place into the last one, over more than one block.
+  constexpr size_t kCount = 20000;
+  std::vector<std::vector<uint8_t>> srcs(8, std::vector<uint8_t>(kCount));
+  for (size_t k = 0; k < srcs.size(); ++k) {
+    for (size_t i = 0; i < kCount; ++i) {
+      // Element i is true in source k when bit k of i is set, as byte k+1.
+      srcs[k][i] = ((i >> k) & 1) ? static_cast<uint8_t>(0x11 * (k + 1)) : 0;
+    }
+  }
+  const std::vector<std::vector<uint8_t>> original = srcs;
+  auto pointers = [&srcs] {
+    std::vector<const void*> ptrs;
+    for (auto& s : srcs) ptrs.push_back(s.data());
+    return ptrs;
+  };
+  std::vector<uint8_t> copy(kCount);
+  void* last_and_copy[] = {srcs.back().data(), copy.data()};
+  ASSERT_TRUE(Reduce(DType::kBool, ReduceOp::kMin, pointers(), last_and_copy, kCount).ok());
+  for (size_t i = 0; i < kCount; ++i) {
+    const uint8_t want = (i & 0xFF) == 0xFF;
+    ASSERT_EQ(copy[i], want) << i;
+    ASSERT_EQ(srcs.back()[i], want) << i;
+  }
+  for (size_t k = 0; k + 1 < srcs.size(); ++k) EXPECT_EQ(srcs[k], original[k]);
+  srcs = original;
+  void* first[] = {srcs.front().data()};
+  ASSERT_TRUE(Reduce(DType::kBool, ReduceOp::kSum, pointers(), first, kCount).ok());
+  for (size_t i = 0; i < kCount; ++i) ASSERT_EQ(srcs.front()[i], (i & 0xFF) != 0) << i;
+}
+
+TEST(ReduceBoolTest, RejectsAverageAndScalesButCopiesBitsAtScaleOne) {
+  std::vector<uint8_t> a = {0, kT2, kTFF}, b = {kT1, 0, kT80}, out = {9, 9, 9};
+  const void* srcs[] = {a.data(), b.data()};
+  void* dsts[] = {out.data()};
+  EXPECT_EQ(Reduce(DType::kBool, ReduceOp::kAverage, srcs, dsts, 3).code(),
+            absl::StatusCode::kInvalidArgument);
+  const absl::Status pre = Reduce(DType::kBool, ReduceOp::kSum, srcs, dsts, 3, 2.0, 1.0);
+  EXPECT_EQ(pre.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(pre.message().find("bool"), std::string::npos) << pre;
+  EXPECT_EQ(Reduce(DType::kBool, ReduceOp::kMax, srcs, dsts, 3, 1.0, 0.5).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ScaleCopy(DType::kBool, a.data(), dsts, 3, -1.0).code(),
+            absl::StatusCode::kInvalidArgument);
+  // Even with nothing to touch.
+  EXPECT_EQ(Reduce(DType::kBool, ReduceOp::kSum, srcs, dsts, 0, 1.0, 2.0).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(out, (std::vector<uint8_t>{9, 9, 9}));  // nothing written
+  // A scale of 1.0 is a copy (a broadcast moves bytes as they are).
+  ASSERT_TRUE(ScaleCopy(DType::kBool, a.data(), dsts, 3, 1.0).ok());
+  EXPECT_EQ(out, a);
 }
 
 TEST(ReduceScaleTest, PrescaleAndPostscaleFloat) {

@@ -108,6 +108,9 @@ __global__ void __launch_bounds__(kThreads)
 
 int BatchedCopyAsync(DType dtype, const CopySegment* device_segments, uint32_t num_segments,
                      uint64_t total_chunks, double scale, void* stream) {
+  if (dtype == DType::kBool && scale != 1.0) {
+    return cudaErrorInvalidValue;  // bool takes no scale factor
+  }
   if (num_segments == 0 || total_chunks == 0) return cudaSuccess;
   if (device_segments == nullptr) return cudaErrorInvalidValue;
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
@@ -116,6 +119,8 @@ int BatchedCopyAsync(DType dtype, const CopySegment* device_segments, uint32_t n
     if (scale == 1.0) {
       BatchedCopyKernel<T, false><<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(
           device_segments, num_segments, total_chunks, scale);
+    } else if constexpr (!device::kScalable<T>) {
+      return cudaErrorInvalidValue;  // refused above; no scaling kernel exists for it
     } else {
       BatchedCopyKernel<T, true><<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(
           device_segments, num_segments, total_chunks, scale);

@@ -11,7 +11,8 @@
 // vectors; otherwise it copies element by element (still coalesced).
 //
 // Scaling follows kernels::ScaleCopy (kernels/cpu/reduce.h) bit for bit; a
-// scale of exactly 1.0 is a plain copy.
+// scale of exactly 1.0 is a plain copy (of bool bytes too; any other scale
+// of bool is refused with cudaErrorInvalidValue).
 //
 // Built by nvcc where the CUDA toolkit exists; this header needs no CUDA
 // header. Thread-safety: stateless; launches on distinct streams may overlap

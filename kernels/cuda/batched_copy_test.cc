@@ -60,6 +60,20 @@ void PackUnpackRoundTrip(DType dtype, const std::vector<uint64_t>& counts, doubl
   pack_desc.Upload(pack.data(), n * sizeof(CopySegment));
   unpack_desc.Upload(unpack.data(), n * sizeof(CopySegment));
 
+  if (!Scalable(dtype) && (prescale != 1.0 || postscale != 1.0)) {
+    // bool takes no scale factor: refused, as ScaleCopy refuses it.
+    const double scale = prescale != 1.0 ? prescale : postscale;
+    EXPECT_EQ(BatchedCopyAsync(dtype, reinterpret_cast<const CopySegment*>(pack_desc.get()),
+                               static_cast<uint32_t>(n), pack_chunks, scale, nullptr),
+              cudaErrorInvalidValue);
+    std::vector<uint8_t> host_out(host_in.front().size());
+    void* dst = host_out.data();
+    EXPECT_EQ(
+        ScaleCopy(dtype, host_in.front().data(), absl::MakeSpan(&dst, 1), counts.front(), scale)
+            .code(),
+        absl::StatusCode::kInvalidArgument);
+    return;
+  }
   ASSERT_EQ(BatchedCopyAsync(dtype, reinterpret_cast<const CopySegment*>(pack_desc.get()),
                              static_cast<uint32_t>(n), pack_chunks, prescale, nullptr),
             0);

@@ -8,6 +8,9 @@
 //     never contracted into a fused multiply-add, whatever nvcc's -fmad says;
 //   - integers: sum and product wrap (computed unsigned); scaling goes
 //     through double, truncates toward zero and saturates (NaN gives 0);
+//   - bool (stored as Bool8) loads a byte that is not zero as true and
+//     stores 0 or 1; sum and max are a logical or, product and min a
+//     logical and; it is never scaled (the launchers refuse a scale);
 //   - min/max give NaN when either operand is NaN.
 //
 // Thread-safety: pure device functions.
@@ -24,6 +27,13 @@
 #include "proto/kolo/abi/types.h"
 
 namespace kolo::kernels::cuda::device {
+
+// The storage of a Kolo bool: one byte, true when it is not zero (a type of
+// its own, so that dispatch can tell it from uint8).
+struct Bool8 {
+  uint8_t value;
+};
+static_assert(sizeof(Bool8) == 1 && alignof(Bool8) == 1);
 
 // How an element type is stored and in which type it is computed.
 template <typename T>
@@ -44,9 +54,20 @@ struct Element<__nv_bfloat16> {
   __device__ static float Load(__nv_bfloat16 v) { return __bfloat162float(v); }
   __device__ static __nv_bfloat16 Store(float v) { return __float2bfloat16_rn(v); }
 };
+template <>
+struct Element<Bool8> {
+  using Compute = bool;
+  __device__ static bool Load(Bool8 v) { return v.value != 0; }
+  __device__ static Bool8 Store(bool v) { return Bool8{static_cast<uint8_t>(v ? 1 : 0)}; }
+};
+
+// Whether elements of storage type T may be scaled (not bool).
+template <typename T>
+inline constexpr bool kScalable = !::cuda::std::is_same_v<T, Bool8>;
 
 template <typename C>
 __device__ inline C ApplyScale(C v, double scale) {
+  static_assert(!::cuda::std::is_same_v<C, bool>, "bool takes no scale factor");
   if constexpr (::cuda::std::is_same_v<C, float>) {
     return __fmul_rn(v, static_cast<float>(scale));
   } else if constexpr (::cuda::std::is_same_v<C, double>) {
@@ -69,7 +90,9 @@ __device__ inline C ApplyScale(C v, double scale) {
 template <typename C>
 struct SumOp {
   __device__ static C Apply(C a, C b) {
-    if constexpr (::cuda::std::is_same_v<C, float>) {
+    if constexpr (::cuda::std::is_same_v<C, bool>) {
+      return a || b;
+    } else if constexpr (::cuda::std::is_same_v<C, float>) {
       return __fadd_rn(a, b);
     } else if constexpr (::cuda::std::is_same_v<C, double>) {
       return __dadd_rn(a, b);
@@ -82,7 +105,9 @@ struct SumOp {
 template <typename C>
 struct ProductOp {
   __device__ static C Apply(C a, C b) {
-    if constexpr (::cuda::std::is_same_v<C, float>) {
+    if constexpr (::cuda::std::is_same_v<C, bool>) {
+      return a && b;
+    } else if constexpr (::cuda::std::is_same_v<C, float>) {
       return __fmul_rn(a, b);
     } else if constexpr (::cuda::std::is_same_v<C, double>) {
       return __dmul_rn(a, b);
@@ -133,6 +158,8 @@ cudaError_t DispatchDType(DType dtype, F&& f) {
       return f.template operator()<uint8_t>();
     case DType::kInt8:
       return f.template operator()<int8_t>();
+    case DType::kInt16:
+      return f.template operator()<int16_t>();
     case DType::kInt32:
       return f.template operator()<int32_t>();
     case DType::kInt64:
@@ -145,6 +172,8 @@ cudaError_t DispatchDType(DType dtype, F&& f) {
       return f.template operator()<float>();
     case DType::kFloat64:
       return f.template operator()<double>();
+    case DType::kBool:
+      return f.template operator()<Bool8>();
   }
   return cudaErrorInvalidValue;
 }

@@ -85,7 +85,11 @@ void LaunchWithScales(const Sources& srcs, int k, T* dst, uint64_t count, double
   const uint64_t work = vectorized ? count / (16 / sizeof(T)) + 1 : count;
   const unsigned grid = device::GridFor(work, kThreads);
   const bool has_pre = pre != 1.0, has_post = post != 1.0;
-  if (has_pre && has_post) {
+  if constexpr (!device::kScalable<T>) {
+    // ReduceAsync refused a scale for this type: only the plain kernel.
+    ReduceKernel<T, Op, false, false>
+        <<<grid, kThreads, 0, s>>>(srcs, k, dst, count, pre, post, vectorized);
+  } else if (has_pre && has_post) {
     ReduceKernel<T, Op, true, true>
         <<<grid, kThreads, 0, s>>>(srcs, k, dst, count, pre, post, vectorized);
   } else if (has_pre) {
@@ -106,6 +110,9 @@ int ReduceAsync(DType dtype, ReduceOp op, const void* const* srcs, int num_srcs,
                 uint64_t count, double prescale, double postscale, void* stream) {
   if (num_srcs < 1 || num_srcs > kMaxReduceSources || srcs == nullptr) {
     return cudaErrorInvalidValue;
+  }
+  if (dtype == DType::kBool && (prescale != 1.0 || postscale != 1.0)) {
+    return cudaErrorInvalidValue;  // bool takes no scale factor
   }
   if (count == 0) return cudaSuccess;
   if (dst == nullptr) return cudaErrorInvalidValue;

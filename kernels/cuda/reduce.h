@@ -7,8 +7,10 @@
 // postscale), prescale on every input, postscale on the result, sources
 // combined left to right, float16/bfloat16 accumulated in float32 and
 // rounded once, integer sums and products wrapping, NaN propagating through
-// min/max. Results match the CPU kernels bit for bit (the sign of a zero from
-// min/max aside).
+// min/max, bool bytes read as true when not zero and written as 0 or 1 (sum
+// and max a logical or, product and min a logical and; a scale factor other
+// than 1.0 on bool is refused). Results match the CPU kernels bit for bit
+// (the sign of a zero from min/max aside).
 //
 // Built by nvcc where the CUDA toolkit exists; this header needs no CUDA
 // header. Thread-safety: stateless.

@@ -32,6 +32,18 @@ struct Case {
 
 void CheckReduce(DType dtype, ReduceOp op, const Case& c, uint64_t seed) {
   const size_t esize = DTypeSize(dtype);
+  if (!Scalable(dtype) && (c.prescale != 1.0 || c.postscale != 1.0)) {
+    // Refused before any launch, as the CPU kernel refuses it.
+    std::vector<uint8_t> in(c.count * esize), out(c.count * esize);
+    const void* srcs[] = {in.data()};
+    void* dsts[] = {out.data()};
+    EXPECT_EQ(
+        ReduceAsync(dtype, op, srcs, 1, out.data(), c.count, c.prescale, c.postscale, nullptr),
+        cudaErrorInvalidValue);
+    EXPECT_EQ(Reduce(dtype, op, srcs, dsts, c.count, c.prescale, c.postscale).code(),
+              absl::StatusCode::kInvalidArgument);
+    return;
+  }
   std::mt19937_64 rng(seed);
   const bool floating = IsFloatingPoint(dtype);
   std::vector<std::vector<uint8_t>> host(c.sources);
@@ -77,6 +89,7 @@ TEST_P(ReduceTest, MatchesCpuReference) {
       {3, 4099, 1, false, 1.0, 1.0},        {8, 65537, 0, true, 1.0, 1.0},
       {4, 123457, 3, true, 0.5, 1.0},       {2, 77, 0, false, 1.0, 0.125},
       {5, 1 << 18, 0, false, 1.0 / 3, 3.0}, {kMaxReduceSources, 999, 1, false, 1.0, 1.0},
+      {1, 4099, 1, true, 1.0, 1.0},  // one source in place (bool: its bytes become 0 or 1)
   };
   uint64_t seed = 10;
   for (const Case& c : cases) CheckReduce(dtype, op, c, ++seed);

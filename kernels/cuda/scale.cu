@@ -22,13 +22,19 @@ __global__ void __launch_bounds__(kThreads) ScaleKernel(T* data, uint64_t count,
 }  // namespace
 
 int ScaleAsync(DType dtype, void* data, uint64_t count, double factor, void* stream) {
-  if (count == 0 || factor == 1.0) return cudaSuccess;
+  if (factor == 1.0) return cudaSuccess;
+  if (dtype == DType::kBool) return cudaErrorInvalidValue;  // bool takes no scale factor
+  if (count == 0) return cudaSuccess;
   if (data == nullptr) return cudaErrorInvalidValue;
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
   const unsigned grid = device::GridFor(count, kThreads);
   return device::DispatchDType(dtype, [&]<typename T>() -> cudaError_t {
-    ScaleKernel<T><<<grid, kThreads, 0, s>>>(static_cast<T*>(data), count, factor);
-    return cudaGetLastError();
+    if constexpr (!device::kScalable<T>) {
+      return cudaErrorInvalidValue;  // refused above; no scaling kernel exists for it
+    } else {
+      ScaleKernel<T><<<grid, kThreads, 0, s>>>(static_cast<T*>(data), count, factor);
+      return cudaGetLastError();
+    }
   });
 }
 

@@ -4,7 +4,8 @@
 // Scaling follows kernels::ScaleCopy (kernels/cpu/reduce.h) bit for bit:
 // float32 by (float)factor, float64 by the double, float16/bfloat16 through
 // float32 with one rounding, integers through double, truncated and
-// saturated. A factor of exactly 1.0 launches nothing.
+// saturated. A factor of exactly 1.0 launches nothing; bool takes no other
+// factor (refused with cudaErrorInvalidValue, as ScaleCopy refuses it).
 //
 // Built by nvcc where the CUDA toolkit exists; this header needs no CUDA
 // header. Thread-safety: stateless.

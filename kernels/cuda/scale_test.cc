@@ -30,6 +30,15 @@ TEST_P(ScaleTest, MatchesCpuReference) {
       std::vector<uint8_t> host = testing::RandomElements(dtype, count, rng, true);
       DeviceBytes dev(host.size() + esize);
       dev.Upload(host.data(), host.size(), esize);  // one element in: unaligned
+      if (!Scalable(dtype) && factor != 1.0) {
+        // bool takes no scale factor: refused, as ScaleCopy refuses it.
+        EXPECT_EQ(ScaleAsync(dtype, dev.get() + esize, count, factor, nullptr),
+                  cudaErrorInvalidValue);
+        void* dst = host.data();
+        EXPECT_EQ(ScaleCopy(dtype, host.data(), absl::MakeSpan(&dst, 1), count, factor).code(),
+                  absl::StatusCode::kInvalidArgument);
+        continue;
+      }
       ASSERT_EQ(ScaleAsync(dtype, dev.get() + esize, count, factor, nullptr), 0);
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       std::vector<uint8_t> got(host.size()), want(host.size());

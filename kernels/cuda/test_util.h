@@ -55,14 +55,15 @@ class DeviceBytes {
   size_t bytes_;
 };
 
-inline const DType kAllDTypes[] = {DType::kUint8,   DType::kInt8,    DType::kInt32,
-                                   DType::kInt64,   DType::kFloat16, DType::kBFloat16,
-                                   DType::kFloat32, DType::kFloat64};
+inline const DType kAllDTypes[] = {
+    DType::kUint8,   DType::kInt8,     DType::kInt16,   DType::kInt32,   DType::kInt64,
+    DType::kFloat16, DType::kBFloat16, DType::kFloat32, DType::kFloat64, DType::kBool};
 
 // `count` random elements of `dtype` as bytes. Floats are small values of
 // both signs (so products of a few stay finite); with `with_nan`, about one
 // in 97 is a NaN. Integers cover their whole range for sums (wrapping is
-// tested) and small values otherwise.
+// tested) and small values otherwise. bool is false (0) or true as any byte
+// 1..255, half and half.
 inline std::vector<uint8_t> RandomElements(DType dtype, size_t count, std::mt19937_64& rng,
                                            bool with_nan = false, bool small_ints = false) {
   const size_t esize = DTypeSize(dtype);
@@ -91,6 +92,9 @@ inline std::vector<uint8_t> RandomElements(DType dtype, size_t count, std::mt199
         std::memcpy(p, &h, 2);
         break;
       }
+      case DType::kBool:
+        *p = rng() % 2 == 0 ? 0 : static_cast<uint8_t>(1 + rng() % 255);
+        break;
       default: {
         uint64_t v = rng();
         if (small_ints) v = static_cast<uint64_t>(static_cast<int64_t>(rng() % 7) - 3);
@@ -102,7 +106,8 @@ inline std::vector<uint8_t> RandomElements(DType dtype, size_t count, std::mt199
   return out;
 }
 
-// Element `i` of a byte array of `dtype`, as a double (16-bit floats widened).
+// Element `i` of a byte array of `dtype`, as a double (16-bit floats
+// widened, a bool as its byte).
 inline double ElementAsDouble(DType dtype, const uint8_t* data, size_t i) {
   const uint8_t* p = data + i * DTypeSize(dtype);
   switch (dtype) {
@@ -110,6 +115,13 @@ inline double ElementAsDouble(DType dtype, const uint8_t* data, size_t i) {
       return *p;
     case DType::kInt8:
       return static_cast<int8_t>(*p);
+    case DType::kBool:
+      return *p;
+    case DType::kInt16: {
+      int16_t v;
+      std::memcpy(&v, p, 2);
+      return v;
+    }
     case DType::kInt32: {
       int32_t v;
       std::memcpy(&v, p, 4);
@@ -145,7 +157,7 @@ inline double ElementAsDouble(DType dtype, const uint8_t* data, size_t i) {
 }
 
 // Expects `got` to equal `want` element for element: bit-exact for
-// integers, equal values (any NaN matching any NaN, -0 matching +0) for
+// integers and bool, equal values (any NaN matching any NaN, -0 matching +0) for
 // floats. Reports the first few differences.
 inline void ExpectSameElements(DType dtype, const std::vector<uint8_t>& want,
                                const std::vector<uint8_t>& got, const std::string& what) {

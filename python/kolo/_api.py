@@ -46,9 +46,13 @@ class Compression:
     bf16 = _Codec("bf16", 2)
 
 
+# NumPy's dtype names (bool is one byte, True when not zero: reductions of it
+# give False/True, sum and max are a logical or, product and min a logical
+# and; it has no average and takes no scale factor).
 _DTYPE_CODES = {
     "uint8": 0, "int8": 1, "int32": 2, "int64": 3,
     "float16": 4, "bfloat16": 5, "float32": 6, "float64": 7,
+    "int16": 8, "bool": 9,
 }
 
 

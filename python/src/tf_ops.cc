@@ -61,6 +61,10 @@ int DTypeCode(DataType t) {
       return 6;
     case tensorflow::DT_DOUBLE:
       return 7;
+    case tensorflow::DT_INT16:
+      return 8;
+    case tensorflow::DT_BOOL:
+      return 9;
     default:
       return -1;
   }
@@ -412,7 +416,7 @@ absl::Status FirstDimUnknown(InferenceContext* c) {
   return absl::OkStatus();
 }
 
-#define KOLO_TYPES "{uint8, int8, int32, int64, half, bfloat16, float, double}"
+#define KOLO_TYPES "{uint8, int8, int16, int32, int64, half, bfloat16, float, double, bool}"
 
 REGISTER_OP("KoloAllreduce")
     .Attr("T: " KOLO_TYPES)

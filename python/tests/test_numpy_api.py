@@ -6,8 +6,9 @@ import pytest
 from conftest import worker
 
 CHECKS = [
-    "topology", "allreduce_ops", "allreduce_dtypes", "allreduce_scale_factors",
-    "allreduce_compression", "allreduce_async_handles", "allreduce_empty_and_scalar",
+    "topology", "allreduce_ops", "allreduce_dtypes", "bool_reduces_logically",
+    "allreduce_scale_factors", "allreduce_compression", "allreduce_async_handles",
+    "allreduce_empty_and_scalar",
     "grouped_allreduce", "broadcast", "allgather", "grouped_allgather",
     "reducescatter", "grouped_reducescatter", "alltoall", "barrier", "process_sets",
     "mismatch_raises_failed_precondition", "unsupported_dtype_raises",

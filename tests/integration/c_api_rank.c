@@ -55,6 +55,25 @@ int main(void) {
   EXPECT(kolo_broadcast(c, &value, KOLO_INT32, NULL, 0, "c/bcast", size - 1) == 0, "broadcast");
   EXPECT(value == 4242, "broadcast value");
 
+  /* int16 sum; bool or (max) and and (min) over bytes other than 1. */
+  {
+    int16_t s16[3] = {(int16_t)(rank + 1), (int16_t)-300, 32767};
+    int64_t three = 3;
+    EXPECT(kolo_allreduce(c, s16, s16, KOLO_INT16, &three, 1, "c/int16", KOLO_SUM) == 0, "int16");
+    EXPECT(s16[0] == size * (size + 1) / 2 && s16[1] == (int16_t)(-300 * size), "int16 sum");
+    EXPECT(s16[2] == (int16_t)(uint16_t)(32767u * (unsigned)size), "int16 sum wraps");
+    uint8_t any[3] = {0, (uint8_t)(rank == 0 ? 0x80 : 0), 0xFF};
+    EXPECT(kolo_allreduce(c, any, any, KOLO_BOOL, &three, 1, "c/bool-or", KOLO_MAX) == 0, "bool");
+    EXPECT(any[0] == 0 && any[1] == 1 && any[2] == 1, "bool or");
+    uint8_t all[3] = {2, (uint8_t)(rank == 0 ? 0 : 7), 1};
+    EXPECT(kolo_allreduce(c, all, all, KOLO_BOOL, &three, 1, "c/bool-and", KOLO_MIN) == 0, "bool");
+    EXPECT(all[0] == 1 && all[1] == 0 && all[2] == 1, "bool and");
+    EXPECT(kolo_allreduce(c, all, all, KOLO_BOOL, &three, 1, "c/bool-avg", KOLO_AVERAGE) ==
+               3 /* INVALID_ARGUMENT */,
+           "bool average refused");
+    EXPECT(strstr(kolo_last_error(), "bool") != NULL, "the refusal names the dtype");
+  }
+
   /* A mismatch is an error with a message, and the job goes on. */
   float x[3] = {1, 2, 3};
   int64_t len = rank == 0 ? 2 : 3;

@@ -14,6 +14,7 @@ double InputValue(ReduceOp op, int rank, int64_t i) {
 
 double Clamp(DType t, double v) {
   if (t == DType::kUint8) return std::fabs(v);
+  if (t == DType::kBool) return v != 0 ? 1 : 0;
   return v;
 }
 
@@ -43,6 +44,12 @@ void Store(DType t, void* base, int64_t i, double v) {
     case DType::kFloat64:
       static_cast<double*>(base)[i] = v;
       break;
+    case DType::kInt16:
+      static_cast<int16_t*>(base)[i] = static_cast<int16_t>(v);
+      break;
+    case DType::kBool:
+      static_cast<uint8_t*>(base)[i] = v != 0 ? static_cast<uint8_t>(1 + (i * 37) % 255) : 0;
+      break;
   }
 }
 
@@ -64,8 +71,16 @@ double Load(DType t, const void* base, int64_t i) {
       return static_cast<const float*>(base)[i];
     case DType::kFloat64:
       return static_cast<const double*>(base)[i];
+    case DType::kInt16:
+      return static_cast<const int16_t*>(base)[i];
+    case DType::kBool:
+      return static_cast<const uint8_t*>(base)[i] != 0 ? 1 : 0;
   }
   return 0;
+}
+
+bool Canonical(DType t, const void* base, int64_t i) {
+  return t != DType::kBool || static_cast<const uint8_t*>(base)[i] <= 1;
 }
 
 double Expected(DType t, ReduceOp op, int size, int64_t i) {
@@ -75,7 +90,7 @@ double Expected(DType t, ReduceOp op, int size, int64_t i) {
     switch (op) {
       case ReduceOp::kSum:
       case ReduceOp::kAverage:
-        acc += v;
+        acc = t == DType::kBool ? std::max(acc, v) : acc + v;
         break;
       case ReduceOp::kMin:
         acc = std::min(acc, v);

@@ -24,6 +24,7 @@ namespace {
 
 using kolo::DType;
 using kolo::ReduceOp;
+using kolo::testing::Canonical;
 using kolo::testing::Clamp;
 using kolo::testing::Close;
 using kolo::testing::Expected;
@@ -73,17 +74,44 @@ void CheckAllreduce(kolo::Client& c, DType t, ReduceOp op, int64_t count, bool z
       ++bad;
       CHECK_OR_COUNT(false, "%s [%ld]: got %g want %g", name.c_str(), static_cast<long>(i), got,
                      want);
+    } else if (!Canonical(t, data, i)) {
+      ++bad;
+      CHECK_OR_COUNT(false, "%s [%ld]: byte %d is not 0 or 1", name.c_str(), static_cast<long>(i),
+                     static_cast<const uint8_t*>(data)[i]);
     }
   }
 }
 
+// An allreduce the dtype does not allow (bool: average, or a scale factor):
+// refused with INVALID_ARGUMENT naming the dtype, and nothing written.
+void CheckAllreduceRefused(kolo::Client& c, DType t, kolo::AllreduceOptions options,
+                           const std::string& name) {
+  std::vector<uint8_t> data(4 * kolo::DTypeSize(t));
+  for (int64_t i = 0; i < 4; ++i) Store(t, data.data(), i, 1);
+  const std::vector<uint8_t> before = data;
+  kolo::TensorView v{data.data(), t, {4}};
+  absl::Status s = c.Allreduce(v, v, name, options);
+  CHECK_OR_COUNT(s.code() == absl::StatusCode::kInvalidArgument &&
+                     absl::StrContains(s.message(), kolo::DTypeName(t)),
+                 "%s: want INVALID_ARGUMENT naming %s, got %s", name.c_str(), kolo::DTypeName(t),
+                 s.ToString().c_str());
+  CHECK_OR_COUNT(data == before, "%s: a refused allreduce wrote its tensor", name.c_str());
+}
+
 void ScenarioMatrix(kolo::Client& c) {
-  const DType dtypes[] = {DType::kUint8,   DType::kInt8,     DType::kInt32,   DType::kInt64,
-                          DType::kFloat16, DType::kBFloat16, DType::kFloat32, DType::kFloat64};
+  const DType dtypes[] = {DType::kUint8,   DType::kInt8,    DType::kInt16,    DType::kInt32,
+                          DType::kInt64,   DType::kFloat16, DType::kBFloat16, DType::kFloat32,
+                          DType::kFloat64, DType::kBool};
   const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
                           ReduceOp::kProduct};
   for (DType t : dtypes) {
     for (ReduceOp op : ops) {
+      if (!kolo::ReducesWith(t, op)) {
+        CheckAllreduceRefused(
+            c, t, {.op = op},
+            absl::StrCat("m/", kolo::DTypeName(t), "/", kolo::ReduceOpName(op), "/refused"));
+        continue;
+      }
       for (int64_t count : {0, 1, 7, 1000, 65537}) {
         for (bool zc : {true, false}) {
           CheckAllreduce(c, t, op, count, zc,
@@ -93,6 +121,11 @@ void ScenarioMatrix(kolo::Client& c) {
       }
     }
   }
+  // bool takes no scale factor.
+  CheckAllreduceRefused(c, DType::kBool, {.op = ReduceOp::kMax, .prescale = 2.0},
+                        "m/bool/prescale");
+  CheckAllreduceRefused(c, DType::kBool, {.op = ReduceOp::kSum, .postscale = 0.5},
+                        "m/bool/postscale");
   // Scale factors: result = postscale * sum(prescale * x).
   std::vector<float> x(100);
   for (int i = 0; i < 100; ++i) x[i] = static_cast<float>(c.rank() + i);
@@ -156,7 +189,8 @@ void ScenarioInflight(kolo::Client& c) {
 
 void ScenarioBroadcast(kolo::Client& c) {
   for (int root = 0; root < c.size(); ++root) {
-    for (DType t : {DType::kInt8, DType::kFloat16, DType::kFloat32, DType::kInt64}) {
+    for (DType t : {DType::kInt8, DType::kFloat16, DType::kFloat32, DType::kInt64, DType::kInt16,
+                    DType::kBool}) {
       for (bool zc : {true, false}) {
         const int64_t n = 3001;
         std::vector<uint8_t> own(n * kolo::DTypeSize(t));
@@ -172,7 +206,7 @@ void ScenarioBroadcast(kolo::Client& c) {
                         absl::StrCat("bcast/", root, "/", kolo::DTypeName(t), zc), root);
         CHECK_OR_COUNT(s.ok(), "bcast: %s", s.ToString().c_str());
         for (int64_t i = 0; i < n && s.ok(); ++i) {
-          if (Load(t, data, i) != (root * 13 + i) % 100) {
+          if (Load(t, data, i) != Clamp(t, (root * 13 + i) % 100)) {
             CHECK_OR_COUNT(false, "bcast root %d dtype %s [%ld]", root, kolo::DTypeName(t),
                            static_cast<long>(i));
             break;
@@ -316,7 +350,8 @@ void ScenarioWithhold(kolo::Client& c) {
 // 3 columns; `scale` multiplies the rows (large tensors).
 void CheckAllgathers(kolo::Client& c, int64_t scale, const std::string& prefix) {
   const int rank = c.rank(), size = c.size();
-  for (DType t : {DType::kFloat32, DType::kInt64, DType::kFloat16, DType::kUint8}) {
+  for (DType t : {DType::kFloat32, DType::kInt64, DType::kFloat16, DType::kUint8, DType::kInt16,
+                  DType::kBool}) {
     const int64_t rows = rank * scale;
     std::vector<uint8_t> in(rows * 3 * kolo::DTypeSize(t) + 1);
     for (int64_t i = 0; i < rows * 3; ++i) Store(t, in.data(), i, (rank * 10 + i) % 100);
@@ -329,7 +364,7 @@ void CheckAllgathers(kolo::Client& c, int64_t scale, const std::string& prefix) 
     int64_t at = 0;
     for (int r = 0; r < size; ++r) {
       for (int64_t i = 0; i < r * scale * 3; ++i, ++at) {
-        if (Load(t, out->data(), at) != (r * 10 + i) % 100) {
+        if (Load(t, out->data(), at) != Clamp(t, (r * 10 + i) % 100)) {
           CHECK_OR_COUNT(false, "allgather %s from rank %d [%ld]", kolo::DTypeName(t), r,
                          static_cast<long>(i));
           break;
@@ -460,9 +495,9 @@ void ScenarioSurface(kolo::Client& c) {
   CheckReducescatters(c, 7, "rs/");
   CheckAlltoalls(c, 3, "a2a/");
   // Reducescatter and alltoall over more dtypes (sum of small integers is
-  // exact in each).
+  // exact in each; bool's sum is a logical or).
   for (DType t : {DType::kFloat64, DType::kInt32, DType::kInt64, DType::kFloat16, DType::kBFloat16,
-                  DType::kInt8, DType::kUint8}) {
+                  DType::kInt8, DType::kUint8, DType::kInt16, DType::kBool}) {
     const int64_t rows = 2 * size + 1;
     std::vector<uint8_t> in(rows * 2 * kolo::DTypeSize(t));
     for (int64_t i = 0; i < rows * 2; ++i) Store(t, in.data(), i, (rank + i) % 7);
@@ -476,7 +511,7 @@ void ScenarioSurface(kolo::Client& c) {
       for (int64_t i = 0; i < out->shape()[0] * 2; ++i) {
         double want = 0;
         for (int r = 0; r < size; ++r) want += (r + first * 2 + i) % 7;
-        if (Load(t, out->data(), i) != want) {
+        if (Load(t, out->data(), i) != Clamp(t, want) || !Canonical(t, out->data(), i)) {
           CHECK_OR_COUNT(false, "reducescatter %s [%ld]", kolo::DTypeName(t), static_cast<long>(i));
           break;
         }
@@ -489,8 +524,8 @@ void ScenarioSurface(kolo::Client& c) {
     CHECK_OR_COUNT(got.ok(), "alltoall %s", kolo::DTypeName(t));
     if (got.ok()) {
       for (int i = 0; i < size; ++i) {
-        CHECK_OR_COUNT(Load(t, got->output.data(), i) == (i * 3 + rank) % 50, "alltoall %s from %d",
-                       kolo::DTypeName(t), i);
+        CHECK_OR_COUNT(Load(t, got->output.data(), i) == Clamp(t, (i * 3 + rank) % 50),
+                       "alltoall %s from %d", kolo::DTypeName(t), i);
       }
     }
   }

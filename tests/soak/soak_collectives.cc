@@ -45,11 +45,16 @@ int64_t ScatterShare(const Spec& s, int size, int rank) {
   return total / size + (rank < total % size ? 1 : 0);
 }
 
-// Values below 100 are exact in every dtype.
-double BroadcastValue(const Spec& s, int rank, int64_t i) { return (rank * 13 + i + s.salt) % 100; }
-double GatherValue(const Spec& s, int rank, int64_t i) { return (rank * 10 + i + s.salt) % 100; }
+// Values below 100 are exact in every dtype (bool holds whether they are
+// not zero).
+double BroadcastValue(const Spec& s, int rank, int64_t i) {
+  return Clamp(s.dtype, (rank * 13 + i + s.salt) % 100);
+}
+double GatherValue(const Spec& s, int rank, int64_t i) {
+  return Clamp(s.dtype, (rank * 10 + i + s.salt) % 100);
+}
 double AlltoallValue(const Spec& s, int from, int to, int64_t i) {
-  return (from * 31 + to * 7 + i + s.salt) % 100;
+  return Clamp(s.dtype, (from * 31 + to * 7 + i + s.salt) % 100);
 }
 
 // Memory for `shape`: in the arena (zero copy) or the process's own.
@@ -215,6 +220,8 @@ Spec SpecFor(uint64_t seed, uint64_t index, int slot, int size, int64_t max_elem
   s.zero_copy = next(2) == 0;
   s.salt = next(101);
   if (s.kind == Kind::kAllreduce) s.op = static_cast<ReduceOp>(next(kNumReduceOps));
+  // bool has no average: its or instead.
+  if (!ReducesWith(s.dtype, s.op)) s.op = ReduceOp::kMax;
   // Reducescatter averages only where the quotient needs no integer rounding rule.
   if (s.kind == Kind::kReducescatter && IsFloatingPoint(s.dtype) && next(2) == 0) {
     s.op = ReduceOp::kAverage;

@@ -25,6 +25,11 @@ enum kolo_dtype {
   KOLO_BFLOAT16 = 5,
   KOLO_FLOAT32 = 6,
   KOLO_FLOAT64 = 7,
+  KOLO_INT16 = 8,
+  /* One byte per element, true when it is not zero. Reductions write 0 or
+   * 1: sum and max are a logical or, product and min a logical and; average
+   * and scale factors other than 1 are refused. */
+  KOLO_BOOL = 9,
 };
 
 enum kolo_reduce_op {

@@ -168,13 +168,14 @@ absl::Status NcclBackend::Execute(Response& response, const StepContext& /*step*
   // One deadline for the whole collective: enqueueing and completion.
   const absl::Time deadline = absl::Now() + options_.collective_timeout;
   std::vector<ResolvedIo> holds;  // keeps mappings and events open until the end
-  if (absl::Status s = Prepare(response, broadcast, &holds); !s.ok()) {
+  absl::StatusOr<bool> runs = Prepare(response, broadcast, &holds);
+  if (!runs.ok()) {
     // Every daemon plans the same response; one that cannot run it must not
     // leave the others waiting.
-    comm_->Abort(s);
-    return s;
+    comm_->Abort(runs.status());
+    return runs.status();
   }
-  if (root_ < 0 && broadcast) return absl::OkStatus();  // every member failed alike everywhere
+  if (!*runs) return absl::OkStatus();  // every member failed alike everywhere
   if (comm_->size() > static_cast<int>(lanes_.size())) {
     // Other daemons take part: a member that failed only here would leave
     // them with a silently wrong result (zeros in its place). Fail the whole
@@ -206,11 +207,11 @@ absl::Status NcclBackend::Execute(Response& response, const StepContext& /*step*
 // Prepares `response`: the layout of the fused regions on every lane, then
 // each member's requests resolved to their lanes (copy segments, events).
 // `holds` keeps the resolved IPC mappings open until the collective is done.
-absl::Status NcclBackend::Prepare(Response& response, bool broadcast,
-                                  std::vector<ResolvedIo>* holds) {
+absl::StatusOr<bool> NcclBackend::Prepare(Response& response, bool broadcast,
+                                          std::vector<ResolvedIo>* holds) {
   absl::StatusOr<bool> laid_out = LayOutRegions(response, broadcast);
   if (!laid_out.ok()) return laid_out.status();
-  if (!*laid_out) return absl::OkStatus();  // every member failed alike everywhere
+  if (!*laid_out) return false;  // every member failed alike everywhere
   for (size_t mi = 0; mi < response.members.size(); ++mi) {
     if (absl::Status s = PlaceMember(response, mi, broadcast, holds); !s.ok()) return s;
   }
@@ -218,7 +219,7 @@ absl::Status NcclBackend::Prepare(Response& response, bool broadcast,
     lane->wait_events = Distinct(std::move(lane->wait_events));
     lane->record_events = Distinct(std::move(lane->record_events));
   }
-  return absl::OkStatus();
+  return true;
 }
 
 absl::StatusOr<bool> NcclBackend::LayOutRegions(Response& response, bool broadcast) {
@@ -250,6 +251,19 @@ absl::StatusOr<bool> NcclBackend::LayOutRegions(Response& response, bool broadca
       return false;
     }
     root_ = options_.comm.nccl_rank[root];
+  } else if (comm_->size() > 1) {
+    // The NCCL step needs an NCCL type (there is none for int16). Every
+    // daemon sees the same plan and reaches this verdict: the members fail
+    // everywhere, naming the dtype, and no NCCL call is made.
+    if (absl::StatusOr<ncclDataType_t> type = ToNcclType(response.dtype); !type.ok()) {
+      for (FusedMember& m : response.members) {
+        if (!m.status.ok()) continue;
+        m.status =
+            absl::Status(type.status().code(),
+                         absl::StrCat("allreduce \"", m.set.name, "\": ", type.status().message()));
+      }
+      return false;
+    }
   }
   // The backend's own layout of a region: each member starts on a 16-byte
   // boundary so pack/unpack move whole vectors (the planner's offsets are
@@ -424,9 +438,10 @@ absl::Status NcclBackend::Enqueue(Response& response, bool broadcast, absl::Time
         kernels::cuda::BatchedCopyAsync(dtype, pack_desc, static_cast<uint32_t>(lane.pack.size()),
                                         pack_chunks, prescale, s),
         "pack kernel");
-    // Step 5: the lane's ranks into region 0.
+    // Step 5: the lane's ranks into region 0. A lone bool region is reduced
+    // too (in place): its bytes become 0 or 1 before NCCL's max or min.
     const size_t regions = broadcast ? 1 : lane.place.ranks.size();
-    if (regions > 1) {
+    if (regions > 1 || dtype == DType::kBool) {
       std::vector<const void*> srcs(regions);
       for (size_t r = 0; r < regions; ++r) srcs[r] = lane.region(r, region_);
       KOLO_RETURN_IF_LAUNCH_ERROR(

@@ -141,11 +141,13 @@ class NcclBackend : public Backend {
               std::vector<std::unique_ptr<Lane>> lanes, std::unique_ptr<NcclCommunicator> comm);
 
   // Steps 1 and 2-7 for either collective; an error in Enqueue aborts the
-  // communicator.
-  absl::Status Prepare(Response& response, bool broadcast, std::vector<ResolvedIo>* holds)
+  // communicator. Prepare returns whether the collective runs (false: its
+  // members failed alike on every daemon, as LayOutRegions decided).
+  absl::StatusOr<bool> Prepare(Response& response, bool broadcast, std::vector<ResolvedIo>* holds)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The steps of Prepare. LayOutRegions returns false when the response
-  // cannot run anywhere (a broadcast root without a GPU: its members failed).
+  // cannot run anywhere (a broadcast root without a GPU, an allreduce
+  // across GPUs of a dtype NCCL has no type for: its members failed).
   absl::StatusOr<bool> LayOutRegions(Response& response, bool broadcast)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status PlaceMember(Response& response, size_t mi, bool broadcast,

@@ -59,6 +59,12 @@ absl::StatusOr<ncclDataType_t> ToNcclType(DType dtype) {
       return ncclFloat32;
     case DType::kFloat64:
       return ncclFloat64;
+    case DType::kBool:
+      return ncclUint8;
+    case DType::kInt16:
+      return absl::UnimplementedError(
+          "NCCL has no int16 type: an int16 allreduce of device tensors across GPUs is not "
+          "supported (reduce them as int32, or as host tensors)");
   }
   return absl::InvalidArgumentError(
       absl::StrCat("no NCCL type for dtype ", static_cast<unsigned>(dtype)));
@@ -79,6 +85,22 @@ absl::StatusOr<ncclRedOp_t> ToNcclOp(ReduceOp op) {
   }
   return absl::InvalidArgumentError(
       absl::StrCat("no NCCL operator for ", ReduceOpName(op), " (fold 1/n into a postscale)"));
+}
+
+absl::StatusOr<ncclRedOp_t> ToNcclOp(DType dtype, ReduceOp op) {
+  if (dtype != DType::kBool) return ToNcclOp(op);
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kMax:
+      return ncclMax;  // or
+    case ReduceOp::kProduct:
+    case ReduceOp::kMin:
+      return ncclMin;  // and
+    case ReduceOp::kAverage:
+      break;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("no NCCL operator for ", ReduceOpName(op), " of bool"));
 }
 
 absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
@@ -245,7 +267,7 @@ absl::Status NcclCommunicator::AllReduce(const std::vector<NcclLaneBuffers>& buf
                                          DType dtype, ReduceOp op, absl::Time deadline) {
   absl::StatusOr<ncclDataType_t> type = ToNcclType(dtype);
   if (!type.ok()) return type.status();
-  absl::StatusOr<ncclRedOp_t> nccl_op = ToNcclOp(op);
+  absl::StatusOr<ncclRedOp_t> nccl_op = ToNcclOp(dtype, op);
   if (!nccl_op.ok()) return nccl_op.status();
   if (buffers.size() != lanes_.size()) {
     return absl::InvalidArgumentError(

@@ -44,8 +44,13 @@ absl::StatusOr<NcclUniqueIdBytes> NewNcclUniqueId();
 
 // The NCCL type and operator for Kolo's; kAverage has no NCCL equivalent
 // here (callers fold 1/n into a postscale), nor do out-of-range values.
+// NCCL has no 16-bit integer type: int16 is UNIMPLEMENTED (broadcasts move
+// bytes and need no type). bool travels as ncclUint8 and reduces with the
+// dtype-aware ToNcclOp: sum and max as ncclMax (or), product and min as
+// ncclMin (and).
 absl::StatusOr<ncclDataType_t> ToNcclType(DType dtype);
 absl::StatusOr<ncclRedOp_t> ToNcclOp(ReduceOp op);
+absl::StatusOr<ncclRedOp_t> ToNcclOp(DType dtype, ReduceOp op);
 
 // One GPU this daemon drives for the communicator: its NCCL rank and CUDA
 // ordinal.
@@ -90,7 +95,10 @@ class NcclCommunicator {
 
   // Enqueues an allreduce of `count` elements on every lane (buffers[i] on
   // lane i's GPU and stream; in place when send == recv) and waits (up to
-  // `deadline`) until NCCL has accepted it.
+  // `deadline`) until NCCL has accepted it. A dtype or op NCCL cannot reduce
+  // (see ToNcclType) fails before any NCCL call. bool buffers should hold
+  // bytes of 0 or 1: the result's truth values are right either way, but
+  // only then are its bytes 0 or 1.
   absl::Status AllReduce(const std::vector<NcclLaneBuffers>& buffers, size_t count, DType dtype,
                          ReduceOp op, absl::Time deadline);
   // One lane.

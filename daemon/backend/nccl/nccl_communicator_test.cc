@@ -78,14 +78,5 @@ TEST_F(NcclCommunicatorTest, WatchdogAbortsAtTheDeadline) {
   EXPECT_TRUE((*comm)->aborted());
 }
 
-TEST(NcclTypesTest, MapsEveryTypeAndRefusesAverage) {
-  for (DType t : {DType::kUint8, DType::kInt8, DType::kInt32, DType::kInt64, DType::kFloat16,
-                  DType::kBFloat16, DType::kFloat32, DType::kFloat64}) {
-    EXPECT_TRUE(ToNcclType(t).ok()) << DTypeName(t);
-  }
-  EXPECT_FALSE(ToNcclOp(ReduceOp::kAverage).ok());
-  EXPECT_EQ(*ToNcclOp(ReduceOp::kMax), ncclMax);
-}
-
 }  // namespace
 }  // namespace kolo::daemon::nccl

@@ -16,8 +16,13 @@ enum class DType : uint32_t {
   kBFloat16 = 5,
   kFloat32 = 6,
   kFloat64 = 7,
+  kInt16 = 8,
+  // One byte per element: a byte that is not zero is true. Reductions read
+  // it so and write only 0 or 1; sum and max are a logical or, product and
+  // min a logical and; it has no average and takes no scale factor.
+  kBool = 9,
 };
-inline constexpr uint32_t kNumDTypes = 8;
+inline constexpr uint32_t kNumDTypes = 10;
 
 enum class ReduceOp : uint32_t {
   kSum = 0,
@@ -59,7 +64,9 @@ constexpr size_t DTypeSize(DType t) {
   switch (t) {
     case DType::kUint8:
     case DType::kInt8:
+    case DType::kBool:
       return 1;
+    case DType::kInt16:
     case DType::kFloat16:
     case DType::kBFloat16:
       return 2;
@@ -77,6 +84,13 @@ constexpr bool IsFloatingPoint(DType t) {
   return t == DType::kFloat16 || t == DType::kBFloat16 || t == DType::kFloat32 ||
          t == DType::kFloat64;
 }
+
+// Whether a reduction of `t` may use `op` (bool has no average), and whether
+// values of `t` may be multiplied by a scale factor other than 1 (not bool).
+constexpr bool ReducesWith(DType t, ReduceOp op) {
+  return t != DType::kBool || op != ReduceOp::kAverage;
+}
+constexpr bool Scalable(DType t) { return t != DType::kBool; }
 
 constexpr const char* DTypeName(DType t) {
   switch (t) {
@@ -96,6 +110,10 @@ constexpr const char* DTypeName(DType t) {
       return "float32";
     case DType::kFloat64:
       return "float64";
+    case DType::kInt16:
+      return "int16";
+    case DType::kBool:
+      return "bool";
   }
   return "invalid-dtype";
 }

@@ -40,10 +40,33 @@ def allreduce_ops():
 
 @check
 def allreduce_dtypes():
-    for dt in ["uint8", "int8", "int32", "int64", "float16", "float32", "float64"]:
+    for dt in ["uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64"]:
         y = kolo.allreduce(np.full([5], R + 1, dtype=dt), op=kolo.Sum)
         expect(y.dtype == np.dtype(dt), f"{dt}: got {y.dtype}")
         expect((y == N * (N + 1) // 2).all(), f"{dt}: {y}")
+
+
+@check
+def bool_reduces_logically():
+    # Any byte but 0 is True (seen here through a uint8 view); results are 0/1.
+    raw = np.array([0, 0x80 if R == 0 else 0, 2, 0xFF if R == N - 1 else 1], np.uint8)
+    x = raw.view(np.bool_)
+    any_ = np.array([False, True, True, True])
+    all_ = np.array([False, N == 1, True, True])
+    for op, want in [(kolo.Sum, any_), (kolo.Max, any_), (kolo.Min, all_), (kolo.Product, all_)]:
+        y = kolo.allreduce(x, op=op)
+        expect(y.dtype == np.bool_ and (y == want).all(), f"bool {op!r}: {y}")
+        expect(set(y.view(np.uint8).tolist()) <= {0, 1}, f"bool {op!r} bytes: {y.view(np.uint8)}")
+    try:
+        kolo.allreduce(x)  # Average is the default
+    except kolo.InvalidArgumentError as e:
+        expect("bool" in str(e), str(e))
+    else:
+        raise AssertionError("bool average accepted")
+    y = kolo.broadcast(x, N - 1)
+    expect((y == np.array([False, N == 1, True, True])).all(), f"bool broadcast: {y}")
+    g = kolo.allgather(np.full([1], R % 2 == 1, np.bool_))
+    expect((g == (np.arange(N) % 2 == 1)).all(), f"bool allgather: {g}")
 
 
 @check
