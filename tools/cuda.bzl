@@ -26,7 +26,11 @@ def kolo_cuda_library(name, srcs, hdrs = [], deps = [], visibility = None):
             name = obj + "_nvcc",
             srcs = [src] + hdrs,
             outs = [obj],
-            cmd = "%s %s -c $(location %s) -o $@" % (NVCC, " ".join(_NVCC_FLAGS), src),
+            # nvcc names its temporary files by a counter in $TMPDIR, so two
+            # nvcc runs sharing /tmp (sandboxes do) can take each other's
+            # files: each run gets a directory of its own.
+            cmd = ("t=$$(mktemp -d) && TMPDIR=$$t %s %s -c $(location %s) -o $@; " +
+                   "rc=$$?; rm -rf $$t; exit $$rc") % (NVCC, " ".join(_NVCC_FLAGS), src),
         )
         objs.append(obj)
     native.cc_library(
