@@ -41,16 +41,16 @@ absl::StatusOr<std::unique_ptr<ClientImpl>> ClientImpl::Connect(const ClientOpti
       abi::v1::ComputeLayout(kSubmitCapacity, kCompletionCapacity, options.arena_bytes);
   auto segment = SharedSegment::Create(layout.total_bytes);
   if (!segment.ok()) return segment.status();
-  c->segment_ = std::move(*segment);
-  uint8_t* base = c->segment_.data();
+  c->segment_ = std::make_shared<SharedSegment>(*std::move(segment));
+  uint8_t* base = c->segment_->data();
   uint64_t result_bytes =
       options.result_bytes != 0 ? options.result_bytes : abi::v1::AlignUp(options.arena_bytes) / 4;
   SegmentHeader* h = abi::v1::InitSegmentHeader(base, kSubmitCapacity, kCompletionCapacity,
                                                 options.arena_bytes, result_bytes);
   c->header_ = h;
   c->completion_capacity_ = kCompletionCapacity;
-  c->arena_ = std::make_shared<HostBuffer::Arena>(base + layout.arena_offset, h->arena_bytes,
-                                                  h->arena_bytes - result_bytes);
+  c->arena_ = std::make_shared<HostBuffer::Arena>(c->segment_, base + layout.arena_offset,
+                                                  h->arena_bytes, h->arena_bytes - result_bytes);
   {
     ClientImpl* self = c.get();
     absl::MutexLock l(&c->arena_->mu);
@@ -91,7 +91,7 @@ absl::Status ClientImpl::Attach() {
   // kolod learns who this process is, and receives its segment, from the
   // kernel over the handoff socket; the attach presents the ticket.
   auto ticket =
-      HandOff(HandoffSocketPath(options_.socket_path), segment_.fd(), options_.connect_timeout);
+      HandOff(HandoffSocketPath(options_.socket_path), segment_->fd(), options_.connect_timeout);
   if (!ticket.ok()) {
     return absl::Status(ticket.status().code(),
                         absl::StrCat("attach to kolod at ", options_.socket_path, " as rank ",
@@ -109,7 +109,7 @@ absl::Status ClientImpl::Attach() {
   a->set_local_rank(options_.local_rank);
   a->set_local_size(options_.local_size);
   a->set_coordinator(options_.coordinator);
-  a->set_shm_bytes(segment_.size());
+  a->set_shm_bytes(segment_->size());
   a->set_shm_abi_version(abi::v1::kVersion);
   kolo::v1::DaemonMessage reply;
   if (!stream_->Write(hello) || !stream_->Read(&reply) || !reply.has_attached()) {

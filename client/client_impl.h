@@ -33,8 +33,12 @@ namespace kolo {
 // The session arena as seen by HostBuffer: the client's allocator over the
 // front of the mapping, and the hand-back of results kolod placed at its end.
 struct HostBuffer::Arena {
-  Arena(uint8_t* b, uint64_t bytes, uint64_t client_bytes)
-      : base(b), size(bytes), alloc(client_bytes, 64) {}
+  Arena(std::shared_ptr<const SharedSegment> seg, uint8_t* b, uint64_t bytes, uint64_t client_bytes)
+      : segment(std::move(seg)), base(b), size(bytes), alloc(client_bytes, 64) {}
+  // The mapping the arena lies in: every HostBuffer holds the Arena, so its
+  // memory stays mapped in this process after the Client is gone (a
+  // framework tensor viewing it cannot dangle).
+  const std::shared_ptr<const SharedSegment> segment;
   uint8_t* const base;
   const uint64_t size;  // the whole arena, result area included
   absl::Mutex mu;
@@ -150,7 +154,7 @@ class ClientImpl {
   absl::Status PushSlot(const abi::v1::SubmitSlot& slot, const Pending& p);
 
   const ClientOptions options_;
-  SharedSegment segment_;
+  std::shared_ptr<SharedSegment> segment_;
   abi::v1::SegmentHeader* header_ = nullptr;
   std::shared_ptr<HostBuffer::Arena> arena_;
   uint32_t completion_capacity_ = 0;

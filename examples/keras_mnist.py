@@ -10,20 +10,19 @@
 #   - --epochs/--samples flags (defaults: the original's 10 epochs, all data)
 #     so tests can run it on a subset, and a final report per rank.
 import argparse
-import gzip
 import hashlib
-import os
 
 import numpy as np
 import tensorflow as tf
 import kolo.tensorflow as hvd  # KOLO: was `import horovod.tensorflow as hvd`
 
+import fashion_mnist_idx  # KOLO: Debian's Fashion-MNIST, beside this script
+
 # KOLO: flags for a shorter run; the defaults are the original program's.
 parser = argparse.ArgumentParser()
 parser.add_argument("--epochs", type=int, default=10)
 parser.add_argument("--samples", type=int, default=0, help="train on the first N images (0: all)")
-parser.add_argument("--data-dir", default=os.environ.get(
-    "KOLO_FASHION_MNIST", "/usr/share/datasets/fashion-mnist"))
+parser.add_argument("--data-dir", default=fashion_mnist_idx.DEFAULT_DIR)
 args = parser.parse_args()
 
 # Initialize: attach this process to kolod as one rank.
@@ -48,11 +47,7 @@ rank = hvd.rank()
 # KOLO: Fashion-MNIST from Debian's dataset-fashion-mnist (idx files, gzip)
 # instead of tf.keras.datasets.mnist.load_data(), which downloads.
 def load_idx(name):
-    with gzip.open(os.path.join(args.data_dir, name), "rb") as f:
-        data = f.read()
-    ndim = data[3]
-    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+    return fashion_mnist_idx.load_idx(args.data_dir, name)
 
 
 train_images = load_idx("train-images-idx3-ubyte.gz")

@@ -294,6 +294,11 @@ class _GroupHandle:
     def __init__(self, handles):
         self._handles = handles
 
+    @property
+    def parts(self):
+        """The handles of the group's collectives, in order."""
+        return self._handles
+
     def poll(self):
         return all(h.poll() for h in self._handles)
 

@@ -163,6 +163,42 @@ std::vector<uint64_t> Ids(const std::vector<Handle>& hs) {
   return ids;
 }
 
+// A tensor in the session's shared-memory arena (Client::Allocate), seen by
+// Python through the buffer protocol: a NumPy array or framework tensor over
+// it keeps it alive, and collectives on it copy nothing between the process
+// and kolod. Its memory stays valid after kolo.shutdown() (HostBuffer keeps
+// the mapping).
+struct ArenaBuffer {
+  HostBuffer buffer;
+};
+
+// The buffer-protocol format of a dtype's elements; bfloat16, which Python
+// has no format for, is shown as int16 of the same bytes.
+const char* BufferFormat(DType t) {
+  switch (t) {
+    case DType::kUint8:
+      return "B";
+    case DType::kInt8:
+      return "b";
+    case DType::kInt16:
+    case DType::kBFloat16:
+      return "h";
+    case DType::kInt32:
+      return "i";
+    case DType::kInt64:
+      return "q";
+    case DType::kFloat16:
+      return "e";
+    case DType::kFloat32:
+      return "f";
+    case DType::kFloat64:
+      return "d";
+    case DType::kBool:
+      return "?";
+  }
+  return "B";
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -175,6 +211,26 @@ PYBIND11_MODULE(_core, m) {
       py::object err = py::module_::import("kolo.errors").attr("error_for")(e.code, e.message);
       PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(err.ptr())), err.ptr());
     }
+  });
+
+  py::class_<ArenaBuffer>(m, "ArenaBuffer", py::buffer_protocol()).def_buffer([](ArenaBuffer& b) {
+    const HostBuffer& h = b.buffer;
+    const auto itemsize = static_cast<ssize_t>(DTypeSize(h.dtype()));
+    std::vector<ssize_t> shape(h.shape().begin(), h.shape().end());
+    std::vector<ssize_t> strides(shape.size());
+    ssize_t stride = itemsize;
+    for (size_t d = shape.size(); d-- > 0;) {
+      strides[d] = stride;
+      stride *= shape[d];
+    }
+    return py::buffer_info(h.data(), itemsize, BufferFormat(h.dtype()),
+                           static_cast<ssize_t>(shape.size()), shape, strides);
+  });
+  // A C-contiguous tensor of `dtype` and `shape` in the session's arena.
+  m.def("allocate", [](int dtype, std::vector<int64_t> shape) {
+    auto c = ClientOrThrow();
+    DType t = ValueOrThrow(ToDType(dtype));
+    return ArenaBuffer{ValueOrThrow(c->Allocate(t, std::move(shape)))};
   });
 
   m.def("init", [] {

@@ -52,7 +52,8 @@ def test_every_rank_exits_cleanly(torch_run):
 
 def test_one_rank_without_kolorun_and_imports_in_either_order(tmp_path):
     """kolo.torch beside TensorFlow and torch in any import order, on a job of
-    one rank (a kolod of its own, no kolorun)."""
+    one rank (a kolod of its own, no kolorun); a tensor in the session's
+    arena stays usable after shutdown."""
     kolod = os.path.join(REPO, "bazel-bin", "daemon", "kolod")
     if not os.path.exists(kolod):
         pytest.skip("kolod not built")
@@ -66,6 +67,14 @@ def test_one_rank_without_kolorun_and_imports_in_either_order(tmp_path):
                 "import torch, kolo.torch as hvd\n"
                 "hvd.init()\n"
                 "assert hvd.size() == 1 and hvd.rank() == 0\n"
+                "from kolo.torch import mpi_ops\n"
+                "arena = mpi_ops._arena_tensor([3], torch.float32)\n"
+                "arena.fill_(2.0)\n"
+                "hvd.allreduce_(arena, op=hvd.Sum)\n"
+                "hvd.shutdown()\n"
+                "arena += 1.0  # still mapped after the client is gone\n"
+                "assert arena.tolist() == [3.0, 3.0, 3.0], arena\n"
+                "hvd.init()\n"
                 "print(float(hvd.allreduce(torch.ones(2))[0]))\n")
             env = dict(os.environ, KOLO_SOCKET=sock, TF_CPP_MIN_LOG_LEVEL="2")
             out = subprocess.run([sys.executable, "-c", code], env=env, text=True,

@@ -39,10 +39,12 @@ def test_torch_ddp_compare_benchmark(launch):
     run = launch(2, os.path.join(REPO, "examples", "bench", "torch_ddp_compare.py"),
                  args=["--steps", "2", "--warmup", "1"], timeout=300)
     assert run.returncode == 0, run.output[-3000:]
-    result = re.search(r"RESULT kolo_ms=([\d.]+) ddp_gloo_ms=([\d.]+) ratio=([\d.]+) "
-                       r"equal_gradients=(\d)", run.output)
-    assert result, run.output[-3000:]
-    assert float(result.group(1)) > 0 and float(result.group(2)) > 0, result.group(0)
-    assert result.group(4) == "1", f"kolo and DDP gradients differ:\n{run.output[-3000:]}"
+    results = re.findall(r"RESULT zero_grad=(\w+) kolo_ms=([\d.]+) ddp_gloo_ms=([\d.]+) "
+                         r"ratio=([\d.]+) exchange_ratio=([-\d.inf]+) equal_gradients=(\d)",
+                         run.output)
+    assert [r[0] for r in results] == ["none", "zeros"], run.output[-3000:]
+    for mode, kolo_ms, ddp_ms, _, _, equal in results:
+        assert float(kolo_ms) > 0 and float(ddp_ms) > 0, results
+        assert equal == "1", f"kolo and DDP gradients differ:\n{run.output[-3000:]}"
     assert re.search(r"equal results .*: True .*equal to the expected average: True",
                      run.output), run.output[-3000:]

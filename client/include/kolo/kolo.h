@@ -101,8 +101,9 @@ struct ConstTensorView {
 class Client;
 
 // A tensor in the session's shared-memory arena: collectives on it move no
-// bytes between the process and kolod. Freed when destroyed; must not outlive
-// the Client that allocated it.
+// bytes between the process and kolod. Freed when destroyed. It may outlive
+// the Client that allocated it: its memory stays mapped in this process (as
+// plain memory, no longer shared with kolod) until the last HostBuffer goes.
 class HostBuffer {
  public:
   HostBuffer() = default;

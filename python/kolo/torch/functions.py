@@ -34,7 +34,7 @@ def broadcast_parameters(params, root_rank, process_set=global_process_set):
         handles.append(mpi_ops.broadcast_async_(p.data, root_rank,
                                                 name=f"broadcast_parameters.{name}",
                                                 process_set=process_set))
-    mpi_ops._wait_all(handles)
+    _api._GroupHandle(handles).wait()
 
 
 class _TensorSlot:
@@ -95,7 +95,7 @@ def broadcast_optimizer_state(optimizer, root_rank, process_set=global_process_s
                                         name=f"broadcast_optimizer_state.{i}",
                                         process_set=process_set)
                for i, b in enumerate(buffers)]
-    received = mpi_ops._wait_all(handles)
+    received = _api._GroupHandle(handles).wait()
     if not is_root:
         optimizer.load_state_dict(_fill(skeleton, received))
 

@@ -20,11 +20,13 @@ message naming the ranks and values).
 
 import threading
 
+import numpy as np
 import torch
 
 import kolo._api as _api
 from kolo._api import ReduceOp, Average, Sum, Min, Max, Product, global_process_set  # noqa: F401
 from kolo._native import core
+from kolo.errors import KoloError
 from kolo.torch.compression import Compression, wire_code
 
 # The element types kolod knows (values of proto/kolo/abi/types.h).
@@ -51,6 +53,18 @@ def _host(tensor):
     if t.dtype == torch.bfloat16:
         t = t.view(torch.int16)
     return t.numpy()
+
+
+def _arena_tensor(shape, dtype):
+    """A CPU tensor of `shape` and `dtype` in the session's shared-memory
+    arena: collectives on it copy nothing between this process and kolod.
+    None when the arena has no room (callers then use ordinary memory)."""
+    try:
+        buf = core.allocate(_code(torch.empty((), dtype=dtype)), [int(d) for d in shape])
+    except KoloError:
+        return None
+    t = torch.from_numpy(np.asarray(buf))  # the array, and so `buf`, lives as long as t
+    return t.view(torch.bfloat16) if dtype == torch.bfloat16 else t
 
 
 def _check_tensor(tensor, what):
@@ -285,23 +299,10 @@ def _grouped_allreduce_start(tensors, outputs, name, op, prescale, postscale, wi
     return _group(parts)
 
 
-def _wait_all(handles):
-    """Every handle's result; the first error is raised once all finished."""
-    results, first = [], None
-    for h in handles:
-        try:
-            results.append(h.wait())
-        except Exception as e:  # noqa: BLE001
-            first = first or e
-            results.append(None)
-    if first is not None:
-        raise first
-    return results
-
-
 def _group(parts):
-    """One handle over several; its wait returns their results in order."""
-    return _Done(lambda: _wait_all(parts), parts)
+    """One handle over several; its wait returns their results in order (and
+    raises the first error once all finished)."""
+    return _api._GroupHandle(parts)
 
 
 def _output_group(ids, srcs, devices):

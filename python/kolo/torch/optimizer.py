@@ -17,6 +17,10 @@ from kolo.torch import mpi_ops
 from kolo.torch.compression import Compression, wire_code
 
 
+# Marks a gradient allreduced in its arena buffer (see _in_arena).
+_ARENA = object()
+
+
 class _DistributedOptimizer(torch.optim.Optimizer):
     # The methods below are copied into a subclass of the wrapped optimizer's
     # class (see DistributedOptimizer), so `super(self.__class__, self)` is
@@ -63,6 +67,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._synchronized = False
         self._should_synchronize = True
         self._hook_handles = []
+        self._arena = {}        # id(p) -> p's gradient buffer in the arena
         if mpi_ops._size_of(process_set) > 1 and self._included():
             self._register_hooks()
 
@@ -173,6 +178,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         compressed, ctx = self._compression.compress(grad)
         if compressed is not p.grad:
             ctx = (ctx, compressed)
+        elif grad.device.type == "cpu":
+            staged = self._in_arena(p, grad)
+            if staged is not None:
+                compressed, ctx = staged, (_ARENA, ctx)
         prescale, postscale = self._scales()
         handle = mpi_ops._allreduce_start(compressed, compressed, name, int(self.op), prescale,
                                           postscale, wire_code(self._compression, compressed),
@@ -199,6 +208,22 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 out = out / size
             return out
         return mpi_ops._Done(finish, [values, indices])
+
+    def _in_arena(self, p, grad):
+        """`grad` in p's tensor in the session's arena (allocated at p's
+        first step; None if the arena has no room): the allreduce then
+        copies nothing between this process and kolod, and synchronize()
+        points p.grad at it, so where gradients are zeroed rather than set
+        to None the next backward accumulates into the arena directly."""
+        buf = self._arena.get(id(p))
+        if buf is None or buf.shape != grad.shape or buf.dtype != grad.dtype:
+            buf = mpi_ops._arena_tensor(grad.shape, grad.dtype)
+            if buf is None:
+                return None
+            self._arena[id(p)] = buf
+        if grad.data_ptr() != buf.data_ptr():
+            buf.copy_(grad)
+        return buf
 
     def synchronize(self):
         """Waits for every gradient's allreduce (submitting those backward did
@@ -229,6 +254,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 self._delay[key] = self.backward_passes_per_step
             if ctx == "sparse":
                 p.grad = output
+                continue
+            if isinstance(ctx, tuple) and ctx[0] is _ARENA:
+                if p.grad.data_ptr() != output.data_ptr():
+                    with torch.no_grad():
+                        p.grad.set_(output)
                 continue
             if isinstance(ctx, tuple):  # compressed into a new tensor
                 ctx, _ = ctx
