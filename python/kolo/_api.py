@@ -236,6 +236,23 @@ def local_size():
 
 # ---------------------------------------------------------------- handles
 
+# The arrays of every collective not yet waited for, by handle id: kolod and
+# libkolo may still read or write them, so they live until the wait even if
+# the caller drops its handle (an unwaited handle keeps them for good).
+_inflight = {}
+_inflight_lock = threading.Lock()
+
+
+def _hold(hid, keep):
+    with _inflight_lock:
+        _inflight[hid] = keep
+
+
+def _release(hid):
+    with _inflight_lock:
+        _inflight.pop(hid, None)
+
+
 class Handle:
     """A submitted collective. wait() blocks and returns its result (raising
     its error); poll() tells whether it completed. The arrays it reads and
@@ -246,7 +263,7 @@ class Handle:
     def __init__(self, hid, kind, keep, result=None, dtype=None):
         self._id = hid
         self._kind = kind
-        self._keep = keep
+        _hold(hid, keep)
         self._result = result
         self._dtype = dtype
         self._done = False
@@ -278,7 +295,7 @@ class Handle:
                     self._error = e
                 finally:
                     self._done = True
-                    self._keep = None
+                    _release(self._id)
             if self._error is not None:
                 raise self._error
             return self._result

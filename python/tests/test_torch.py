@@ -21,7 +21,7 @@ CHECKS = [
     "alltoall_even_and_with_splits", "barrier_and_objects", "gradient_of_allreduce",
     "gradient_of_allgather_and_broadcast", "gradient_of_alltoall_and_reducescatter",
     "mismatched_shapes_raise_on_every_rank", "mismatched_dtypes_raise_on_every_rank",
-    "unsupported_input_is_refused_locally", "process_sets",
+    "unsupported_input_is_refused_locally", "horovod_names_and_compressors", "process_sets",
     "distributed_optimizer_matches_one_process",
     "distributed_optimizer_adam_backward_passes_and_predivide",
     "distributed_optimizer_compression_groups_and_sum",

@@ -14,7 +14,6 @@ collective raises the kolo.KoloError subclass of its status code with kolod's
 message.
 """
 
-import kolo._api as _api
 from kolo._api import (  # noqa: F401
     Average, Sum, Min, Max, Product, ReduceOp, ProcessSet, global_process_set,
     shutdown, is_initialized, rank, size, local_rank, local_size,
@@ -27,7 +26,7 @@ from kolo._topology import (  # noqa: F401
 )
 from kolo.torch.compression import Compression  # noqa: F401
 from kolo.torch.mpi_ops import (  # noqa: F401
-    Handle, poll, synchronize,
+    init, Adasum, HorovodInternalError, Handle, poll, synchronize, sparse_allreduce_async,
     allreduce, allreduce_, allreduce_async, allreduce_async_,
     grouped_allreduce, grouped_allreduce_, grouped_allreduce_async, grouped_allreduce_async_,
     allgather, allgather_async, grouped_allgather, grouped_allgather_async,
@@ -41,25 +40,6 @@ from kolo.torch.functions import (  # noqa: F401
 )
 from kolo.torch.optimizer import DistributedOptimizer  # noqa: F401
 from kolo.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401
-
-
-def init(comm=None, process_sets=None):
-    """Attaches this process to kolod as the rank its KOLO_* environment names
-    (a job of one rank without it), then registers `process_sets` (a list of
-    ProcessSet, the same on every rank; "dynamic" or None registers none:
-    add_process_set works at any time). `comm` (an MPI communicator in other
-    runtimes) must be None: kolorun and kolod define the job."""
-    if comm is not None and comm != []:
-        raise ValueError("kolo.torch.init takes no communicator: the job's ranks are the "
-                         "processes kolorun started")
-    _api.init()
-    if process_sets is None or process_sets == "dynamic":
-        return
-    for ps in process_sets:
-        if not isinstance(ps, ProcessSet):
-            raise TypeError(f"process_sets takes ProcessSet objects, not {type(ps).__name__}")
-        if ps.process_set_id is None:
-            add_process_set(ps)
 
 
 def nccl_built():

@@ -1,12 +1,12 @@
 """Gradient compression for kolo.torch allreduces (horovod.torch's
 Compression).
 
-Compression.fp16 / bf16 send float32 tensors as 16-bit floats: kolod rounds
-each rank's input and the result natively (the reduction itself accumulates in
-float32), so no cast runs in Python. Other floating-point dtypes are cast to
-the 16-bit type around the allreduce; integer and bool tensors travel as they
-are. A custom Compressor (compress/decompress without `kolo_code`) works too:
-its compressed tensor travels as it is.
+Compression.fp16 / bf16 send floating-point tensors as 16-bit floats;
+compress() and decompress() cast as Horovod's do. Inside Kolo's collectives
+float32 tensors skip the cast: kolod rounds each rank's input and the result
+natively (the reduction itself accumulates in float32). Integer and bool
+tensors travel as they are. A custom Compressor (compress/decompress without
+`kolo_code`) works too: its compressed tensor travels as it is.
 """
 
 import torch
@@ -22,7 +22,7 @@ class FP16Compressor(Compressor):
 
     @classmethod
     def compress(cls, tensor):
-        if tensor.dtype.is_floating_point and tensor.dtype not in (cls._wire, torch.float32):
+        if tensor.dtype.is_floating_point and tensor.dtype != cls._wire:
             return tensor.to(cls._wire), tensor.dtype
         return tensor, None
 
@@ -46,8 +46,14 @@ class Compression:
     bf16 = BF16Compressor
 
 
-def wire_code(compression, tensor):
-    """The native wire format for `tensor` under `compression`: only float32
-    tensors are narrowed by kolod."""
+def prepare(compression, tensor):
+    """(tensor to send, ctx for decompress, native wire format): a float32
+    tensor under Kolo's fp16/bf16 compression is sent as it is and narrowed
+    by kolod; everything else goes through compression.compress()."""
     code = getattr(compression, "kolo_code", 0) if compression is not None else 0
-    return int(code) if tensor.dtype == torch.float32 else 0
+    if code and tensor.dtype == torch.float32:
+        return tensor, None, int(code)
+    if compression is None:
+        return tensor, None, 0
+    compressed, ctx = compression.compress(tensor)
+    return compressed, ctx, 0

@@ -7,24 +7,30 @@ import pickle
 
 import torch
 
+try:
+    import cloudpickle
+except ImportError:  # optional: pickle serves every object that is importable
+    cloudpickle = None
+
 import kolo._api as _api
 from kolo._api import global_process_set
 from kolo.torch import mpi_ops
 
 
 def _named(params):
+    """(name, tensor) pairs of a state_dict, of named_parameters() or of a
+    list of tensors (parameters()), named by position where unnamed."""
     if isinstance(params, dict):
         return sorted(params.items())
     items = list(params)
-    if items and not (isinstance(items[0], tuple) and len(items[0]) == 2):
-        raise ValueError("broadcast_parameters takes a state_dict or named_parameters(), "
-                         "a list of (name, tensor) pairs")
-    return items
+    return [item if isinstance(item, tuple) and len(item) == 2 else (f"param.{i}", item)
+            for i, item in enumerate(items)]
 
 
 def broadcast_parameters(params, root_rank, process_set=global_process_set):
-    """Overwrites every tensor of `params` (model.state_dict() or
-    model.named_parameters()) with root_rank's, in place."""
+    """Overwrites every tensor of `params` (model.state_dict(),
+    model.named_parameters() or model.parameters()) with root_rank's, in
+    place."""
     handles = []
     for name, p in _named(params):
         if p is None:
@@ -68,19 +74,47 @@ def _fill(value, tensors):
     return value
 
 
-def broadcast_optimizer_state(optimizer, root_rank, process_set=global_process_set):
+def _initialize_state(optimizer, model):
+    """Creates a fresh optimizer's state as Horovod does, by one step with
+    zero gradients (Adam's moments, momentum buffers, step counts); `model`
+    names the sparse embeddings whose gradients must stay sparse."""
+    sparse = set()
+    if model is not None:
+        for m in model.modules():
+            if isinstance(m, torch.nn.Embedding) and m.sparse:
+                sparse.update(id(p) for p in m.parameters())
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if p.requires_grad:
+                p.grad = torch.zeros_like(p)
+                if isinstance(optimizer, torch.optim.SparseAdam) or id(p) in sparse:
+                    p.grad = p.grad.to_sparse()
+    # A DistributedOptimizer's own step() would allreduce; the wrapped
+    # optimizer's step initializes the state locally.
+    if hasattr(optimizer, "skip_synchronize"):
+        with optimizer.skip_synchronize():
+            optimizer.step()
+    else:
+        optimizer.step()
+
+
+def broadcast_optimizer_state(optimizer, root_rank, model=None, process_set=global_process_set):
     """Makes every rank's optimizer state (hyper-parameters of each group and
     per-parameter state such as Adam's moments) equal to root_rank's.
 
-    The state's structure and scalars travel as one pickled object; its
-    tensors are broadcast in place of tensors allocated to root's shapes, so
-    a rank whose optimizer has not stepped yet receives root's full state."""
+    A rank whose optimizer never stepped first creates its state with one
+    zero-gradient step, as Horovod does (`model` tells which embeddings have
+    sparse gradients). Then the state's structure and scalars travel as one
+    pickled object and its tensors are broadcast in place of tensors
+    allocated to root's shapes."""
     if isinstance(optimizer, torch.optim.LBFGS):
         raise ValueError("cannot broadcast torch.optim.LBFGS state")
+    if len(optimizer.state_dict()["state"]) == 0:
+        _initialize_state(optimizer, model)
     state = optimizer.state_dict()
     tensors = []
     skeleton = _strip(state, tensors)
-    is_root = mpi_ops._rank_in(process_set) == root_rank
+    is_root = _api.rank() == root_rank  # root_rank is a global rank
     skeleton = broadcast_object(skeleton if is_root else None, root_rank,
                                 name="broadcast_optimizer_state.skeleton",
                                 process_set=process_set)
@@ -112,8 +146,10 @@ def _collect_slots(value, out):
 
 
 def _dumps(obj):
+    """`obj` pickled into a uint8 tensor: with cloudpickle where installed
+    (lambdas, local classes), as Horovod does, else with pickle."""
     buf = io.BytesIO()
-    pickle.dump(obj, buf, protocol=pickle.HIGHEST_PROTOCOL)
+    (cloudpickle or pickle).dump(obj, buf, protocol=pickle.HIGHEST_PROTOCOL)
     return torch.frombuffer(bytearray(buf.getvalue()), dtype=torch.uint8)
 
 
@@ -121,7 +157,8 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set
     """root_rank's `obj` (any picklable object) on every rank; the other
     ranks' `obj` is ignored (None will do)."""
     name = _api._name("broadcast_object", name, process_set)
-    if mpi_ops._rank_in(process_set) == root_rank:
+    is_root = _api.rank() == root_rank  # root_rank is a global rank
+    if is_root:
         data = _dumps(obj)
         length = torch.tensor([data.numel()], dtype=torch.int64)
     else:
@@ -130,7 +167,7 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set
     if data is None:
         data = torch.empty(int(length[0]), dtype=torch.uint8)
     mpi_ops.broadcast_(data, root_rank, name=f"{name}.data", process_set=process_set)
-    return pickle.loads(data.numpy().tobytes())
+    return obj if is_root else pickle.loads(data.numpy().tobytes())
 
 
 def allgather_object(obj, name=None, process_set=global_process_set):

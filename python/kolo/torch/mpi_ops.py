@@ -16,6 +16,11 @@ collectives whose output size is known only at run time.
 A failed collective raises the kolo.KoloError subclass of its status code
 (FailedPreconditionError when ranks disagree on shapes or dtypes, with kolod's
 message naming the ranks and values).
+
+Gradients follow horovod.torch: they are those of the loss averaged over the
+ranks (each rank's loss counts 1/size), so an allgather's or a broadcast's
+gradient is the average of the ranks' gradients, and reducescatter's is the
+gathered gradient (times size for op Sum).
 """
 
 import threading
@@ -25,9 +30,16 @@ import torch
 
 import kolo._api as _api
 from kolo._api import ReduceOp, Average, Sum, Min, Max, Product, global_process_set  # noqa: F401
+# horovod.torch.mpi_ops exports these too; programs import them from there.
+from kolo._api import (  # noqa: F401
+    ProcessSet, add_process_set, remove_process_set, size, rank, local_rank, local_size,
+    is_initialized, shutdown,
+)
 from kolo._native import core
+from kolo._topology import cross_rank, cross_size, is_homogeneous  # noqa: F401
 from kolo.errors import KoloError
-from kolo.torch.compression import Compression, wire_code
+from kolo.errors import KoloError as HorovodInternalError  # noqa: F401  (Horovod's name)
+from kolo.torch.compression import Compression, prepare
 
 # The element types kolod knows (values of proto/kolo/abi/types.h).
 _DTYPE_CODES = {
@@ -91,7 +103,7 @@ class Handle:
     def __init__(self, hid, finish, keep):
         self._id = hid
         self._finish = finish  # hid -> result, raising KoloError
-        self._keep = keep      # tensors the collective reads or writes
+        _api._hold(hid, keep)  # the tensors it reads or writes, until waited for
         self._done = False
         self._result = None
         self._error = None
@@ -110,7 +122,8 @@ class Handle:
                     self._error = e
                 finally:
                     self._done = True
-                    self._finish = self._keep = None
+                    self._finish = None
+                    _api._release(self._id)
             if self._error is not None:
                 raise self._error
             return self._result
@@ -162,9 +175,10 @@ def _wait_plain(result, after=None):
     return finish
 
 
-def _wait_output(dtype, alltoall=False, device=None):
+def _wait_output(dtype, alltoall=False, device=None, splits_like=None):
     """Finishes an allgather/reducescatter/alltoall: the result is copied once
-    from shared memory into a new tensor of `dtype`."""
+    from shared memory into a new tensor of `dtype` (alltoall's received
+    splits take the dtype and device of `splits_like`, int32 without it)."""
     itemsize = torch.empty((), dtype=dtype).element_size()
 
     def finish(hid):
@@ -179,6 +193,9 @@ def _wait_output(dtype, alltoall=False, device=None):
         if device is not None:
             out = out.to(device)
         if alltoall:
+            if splits_like is not None:
+                return out, torch.tensor(splits, dtype=splits_like.dtype,
+                                         device=splits_like.device)
             return out, torch.tensor(splits, dtype=torch.int32)
         return out
     return finish
@@ -236,10 +253,10 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
 
 def _compressed_allreduce(tensor, average, name, compression, op, prescale, postscale,
                           process_set):
-    compressed, ctx = compression.compress(tensor)
+    compressed, ctx, wire = prepare(compression, tensor)
     output = torch.empty_like(compressed, memory_format=torch.contiguous_format)
     handle = _allreduce_start(compressed, output, name, _api._op_code(op, average), prescale,
-                              postscale, wire_code(compression, compressed), process_set)
+                              postscale, wire, process_set)
     return compression.decompress(handle.wait(), ctx)
 
 
@@ -340,14 +357,19 @@ class _GroupedAllreduceFn(torch.autograd.Function):
     def forward(ctx, average, name, compression, op, prescale, postscale, process_set,
                 *tensors):
         ctx.args = (average, op, prescale, postscale, process_set)
-        pairs = [compression.compress(t) for t in tensors]
-        outputs = [torch.empty_like(c, memory_format=torch.contiguous_format) for c, _ in pairs]
-        wire = wire_code(compression, pairs[0][0]) if pairs and all(
-            c.dtype == torch.float32 for c, _ in pairs) else 0
-        results = _grouped_allreduce_start([c for c, _ in pairs], outputs, name,
+        prepared = [prepare(compression, t) for t in tensors]
+        outputs = [torch.empty_like(c, memory_format=torch.contiguous_format)
+                   for c, _, _ in prepared]
+        wires = {w for _, _, w in prepared}
+        wire = wires.pop() if len(wires) == 1 else 0  # one wire format per group
+        if wire == 0:  # a mixed group: every tensor through compress()
+            prepared = [(c, x, 0) for c, x in (compression.compress(t) for t in tensors)]
+            outputs = [torch.empty_like(c, memory_format=torch.contiguous_format)
+                       for c, _, _ in prepared]
+        results = _grouped_allreduce_start([c for c, _, _ in prepared], outputs, name,
                                            _api._op_code(op, average), prescale, postscale,
                                            wire, process_set).wait()
-        return tuple(compression.decompress(r, c) for r, (_, c) in zip(results, pairs))
+        return tuple(compression.decompress(r, x) for r, (_, x, _) in zip(results, prepared))
 
     @staticmethod
     def backward(ctx, *grads):
@@ -402,8 +424,8 @@ def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set
 
 
 class _BroadcastFn(torch.autograd.Function):
-    """Broadcast with a gradient: the root receives the sum of every rank's
-    gradient, the others zero."""
+    """Broadcast with a gradient: the root receives the average of every
+    rank's gradient, the others zero."""
 
     @staticmethod
     def forward(ctx, tensor, root_rank, name, process_set):
@@ -412,14 +434,15 @@ class _BroadcastFn(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        reduced = allreduce_async(grad.contiguous(), op=Sum, process_set=ctx.process_set).wait()
-        if _rank_in(ctx.process_set) != ctx.root_rank:
+        reduced = allreduce_async(grad.contiguous(), op=Average,
+                                  process_set=ctx.process_set).wait()
+        if _api.rank() != ctx.root_rank:  # root_rank is a global rank
             reduced.zero_()
         return reduced, None, None, None
 
 
 def _rank_in(process_set):
-    """This rank's number in `process_set` (root_rank counts in it)."""
+    """This rank's position in `process_set` (the order of its results)."""
     if process_set is None or _api._ps_id(process_set) == 0:
         return _api.rank()
     return core.process_set_rank(_api._ps_id(process_set))
@@ -454,29 +477,31 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
 
 
 class _AllgatherFn(torch.autograd.Function):
-    """Allgather with a gradient: the sum of every rank's gradient, this
-    rank's rows of it."""
+    """Allgather with a gradient: every rank's gradient reduced with
+    `grad_op` (Average, as Horovod; Sum gives the gradient of the sum of the
+    ranks' losses), this rank's rows of it."""
 
     @staticmethod
-    def forward(ctx, tensor, name, process_set):
+    def forward(ctx, tensor, name, process_set, grad_op):
         ctx.rows = tensor.shape[0] if tensor.dim() > 0 else 1
-        ctx.process_set = process_set
+        ctx.process_set, ctx.grad_op = process_set, grad_op
         return allgather_async(tensor, name, process_set).wait()
 
     @staticmethod
     def backward(ctx, grad):
-        reduced = allreduce_async(grad.contiguous(), op=Sum, process_set=ctx.process_set).wait()
+        reduced = allreduce_async(grad.contiguous(), op=ctx.grad_op,
+                                  process_set=ctx.process_set).wait()
         rows = allgather_async(torch.tensor([ctx.rows], dtype=torch.int64),
                                process_set=ctx.process_set).wait()
         offset = int(rows[:_rank_in(ctx.process_set)].sum())
-        return reduced.narrow(0, offset, ctx.rows), None, None
+        return reduced.narrow(0, offset, ctx.rows), None, None, None
 
 
 def allgather(tensor, name=None, process_set=global_process_set):
     """Every rank's `tensor` concatenated along the first dimension in rank
     order (the first dimension may differ per rank); differentiable."""
     _check_tensor(tensor, "allgather")
-    return _AllgatherFn.apply(tensor, name, process_set)
+    return _AllgatherFn.apply(tensor, name, process_set, Average)
 
 
 def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
@@ -500,7 +525,7 @@ class _GroupedAllgatherFn(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, *grads):
-        reduced = grouped_allreduce_async([g.contiguous() for g in grads], op=Sum,
+        reduced = grouped_allreduce_async([g.contiguous() for g in grads], op=Average,
                                           process_set=ctx.process_set).wait()
         rows = allgather_async(torch.tensor(ctx.rows, dtype=torch.int64).reshape(1, -1),
                                process_set=ctx.process_set).wait()
@@ -539,12 +564,13 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
 
 
 def _scatter_grad(grad, op, prescale, postscale, process_set):
-    """The gradient of reducescatter: every rank's output gradient gathered
-    (each input row fed one output row), scaled as the forward was."""
+    """The gradient of reducescatter (of the loss averaged over ranks): every
+    rank's output gradient gathered, times size for op Sum and times the
+    scale factors."""
     full = allgather_async(grad.contiguous(), process_set=process_set).wait()
     scale = float(prescale) * float(postscale)
-    if ReduceOp(int(op)) == ReduceOp.AVERAGE:
-        scale /= _size_of(process_set)
+    if ReduceOp(int(op)) == ReduceOp.SUM:
+        scale *= _size_of(process_set)
     return full * scale if scale != 1.0 else full
 
 
@@ -636,7 +662,9 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     hid = core.alltoall_async(_host(src), _code(src), sp,
                               _api._name("alltoall", name, process_set),
                               _api._ps_id(process_set))
-    return Handle(hid, _wait_output(src.dtype, alltoall=True, device=device), (src,))
+    like = splits if isinstance(splits, torch.Tensor) else None
+    return Handle(hid, _wait_output(src.dtype, alltoall=True, device=device, splits_like=like),
+                  (src,))
 
 
 class _AlltoallFn(torch.autograd.Function):
@@ -647,22 +675,89 @@ class _AlltoallFn(torch.autograd.Function):
     def forward(ctx, tensor, splits, name, process_set):
         out, received = alltoall_async(tensor, splits, name, process_set).wait()
         ctx.received, ctx.process_set = received, process_set
+        if splits is None:
+            return out
         ctx.mark_non_differentiable(received)
         return out, received
 
     @staticmethod
-    def backward(ctx, grad, _grad_splits):
+    def backward(ctx, grad, *_grad_splits):
         back, _ = alltoall_async(grad.contiguous(), ctx.received,
                                  process_set=ctx.process_set).wait()
         return back, None, None, None
 
 
 def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
-    """Sends splits[j] rows of `tensor` to rank j (an even split when None);
-    returns (the received rows in rank order, the rows received from each
-    rank); differentiable."""
+    """Sends splits[j] rows of `tensor` to rank j; returns the received rows
+    in rank order and, when `splits` was given, the rows received from each
+    rank (an even split without it, and only the rows, as Horovod);
+    differentiable. alltoall_async's handle always gives both."""
     _check_tensor(tensor, "alltoall")
     return _AlltoallFn.apply(tensor, splits, name, process_set)
+
+
+def init(comm=None, process_sets=None):
+    """Attaches this process to kolod as the rank its KOLO_* environment names
+    (a job of one rank without it), then registers `process_sets` (a list of
+    ProcessSet, the same on every rank; "dynamic" or None registers none:
+    add_process_set works at any time). `comm` (an MPI communicator in other
+    runtimes) must be None: kolorun and kolod define the job."""
+    if comm is not None and comm != []:
+        raise ValueError("kolo.torch.init takes no communicator: the job's ranks are the "
+                         "processes kolorun started")
+    _api.init()
+    if process_sets is None or process_sets == "dynamic":
+        return
+    for ps in process_sets:
+        if not isinstance(ps, ProcessSet):
+            raise TypeError(f"process_sets takes ProcessSet objects, not {type(ps).__name__}")
+        if ps.process_set_id is None:
+            add_process_set(ps)
+
+
+# ---------------------------------------------------------------- sparse
+
+class _Unsupported:
+    """A reduction op Kolo does not implement: using it raises
+    NotImplementedError with the reason."""
+
+    def __init__(self, name, why):
+        self.name, self.why = name, why
+
+    def __int__(self):
+        raise NotImplementedError(f"{self.name}: {self.why}")
+
+    def __repr__(self):
+        return self.name
+
+
+Adasum = _Unsupported(
+    "Adasum", "Kolo does not implement the Adasum reduction; use op=Average (the default) "
+    "or op=Sum")
+
+
+def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
+    """Starts reducing a sparse tensor: every rank's indices and values are
+    allgathered, summed (coalesced) and, for op Average, divided by the
+    number of ranks; synchronize() returns the sparse result."""
+    op = ReduceOp(int(op))
+    if op not in (ReduceOp.SUM, ReduceOp.AVERAGE):
+        raise ValueError(f"sparse allreduce supports op Sum and Average, not {op.name}")
+    if not tensor.is_sparse:
+        raise TypeError("sparse_allreduce_async takes a sparse tensor")
+    grad = tensor.coalesce()
+    values = allgather_async(grad._values(), name=f"{name}.values" if name else None,
+                             process_set=process_set)
+    indices = allgather_async(grad._indices().t().contiguous(),
+                              name=f"{name}.indices" if name else None,
+                              process_set=process_set)
+    size = _size_of(process_set)
+
+    def finish():
+        v, i = values.wait(), indices.wait()
+        out = torch.sparse_coo_tensor(i.t(), v, grad.size(), check_invariants=True).coalesce()
+        return out / size if op == ReduceOp.AVERAGE else out
+    return _Done(finish, [values, indices])
 
 
 # ---------------------------------------------------------------- control

@@ -14,11 +14,13 @@ import torch
 
 from kolo._api import Average, ReduceOp, global_process_set
 from kolo.torch import mpi_ops
-from kolo.torch.compression import Compression, wire_code
+from kolo.torch.compression import Compression, prepare
 
 
-# Marks a gradient allreduced in its arena buffer (see _in_arena).
+# Mark a gradient allreduced in its arena buffer (see _in_arena), and a
+# sparse gradient allgathered (mpi_ops.sparse_allreduce_async).
 _ARENA = object()
+_SPARSE = object()
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
@@ -137,17 +139,18 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._submit_group(gi, sorted(ready, key=lambda q: self._names[id(q)]))
 
     def _submit_group(self, gi, params):
-        tensors, ctxs = [], []
+        tensors, ctxs, wires = [], [], set()
         for p in params:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
             grad = p.grad.to_dense() if p.grad.is_sparse else p.grad
-            compressed, ctx = self._compression.compress(grad)
+            compressed, ctx, wire = prepare(self._compression, grad)
             tensors.append(compressed)
             ctxs.append(ctx)
+            wires.add(wire)
         prescale, postscale = self._scales()
-        wire = wire_code(self._compression, tensors[0]) if all(
-            t.dtype == torch.float32 for t in tensors) else 0
+        # One wire format for the group: native narrowing only if it fits all.
+        wire = wires.pop() if len(wires) == 1 else 0
         group = mpi_ops._grouped_allreduce_start(
             tensors, tensors, f"allreduce.group.{gi}", int(self.op), prescale, postscale, wire,
             self.process_set)
@@ -173,9 +176,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         grad = p.grad
         if grad.is_sparse:
             if not self.sparse_as_dense:
-                return self._sparse_allreduce_async(p, name), "sparse"
+                return mpi_ops.sparse_allreduce_async(grad, name, self.op,
+                                                      self.process_set), _SPARSE
             grad = grad.to_dense()
-        compressed, ctx = self._compression.compress(grad)
+        compressed, ctx, wire = prepare(self._compression, grad)
         if compressed is not p.grad:
             ctx = (ctx, compressed)
         elif grad.device.type == "cpu":
@@ -184,30 +188,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 compressed, ctx = staged, (_ARENA, ctx)
         prescale, postscale = self._scales()
         handle = mpi_ops._allreduce_start(compressed, compressed, name, int(self.op), prescale,
-                                          postscale, wire_code(self._compression, compressed),
-                                          self.process_set)
+                                          postscale, wire, self.process_set)
         return handle, ctx
-
-    def _sparse_allreduce_async(self, p, name):
-        """A sparse gradient: every rank's indices and values gathered, summed
-        (coalesced) and scaled as the op says."""
-        grad = p.grad.coalesce()
-        values = mpi_ops.allgather_async(grad._values(), name=f"{name}.values",
-                                         process_set=self.process_set)
-        indices = mpi_ops.allgather_async(grad._indices().t().contiguous(),
-                                          name=f"{name}.indices",
-                                          process_set=self.process_set)
-        size = mpi_ops._size_of(self.process_set)
-        op = self.op
-
-        def finish():
-            v, i = values.wait(), indices.wait()
-            out = torch.sparse_coo_tensor(i.t(), v, grad.size(),
-                                          check_invariants=True).coalesce()
-            if op == ReduceOp.AVERAGE:
-                out = out / size
-            return out
-        return mpi_ops._Done(finish, [values, indices])
 
     def _in_arena(self, p, grad):
         """`grad` in p's tensor in the session's arena (allocated at p's
@@ -252,7 +234,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 continue
             finally:
                 self._delay[key] = self.backward_passes_per_step
-            if ctx == "sparse":
+            if ctx is _SPARSE:
                 p.grad = output
                 continue
             if isinstance(ctx, tuple) and ctx[0] is _ARENA:
@@ -264,8 +246,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 ctx, _ = ctx
             result = self._compression.decompress(output, ctx)
             if result is not p.grad:
-                if p.grad.is_sparse:
-                    p.grad = result.to(p.grad.dtype)
+                if p.grad.is_sparse:  # sparse_as_dense: back to the gradient's layout
+                    p.grad = result.to(p.grad.dtype).to_sparse().coalesce()
                 else:
                     p.grad.copy_(result)
         self._handles.clear()
@@ -273,6 +255,24 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if errors:
             raise errors[0]
         self._synchronized = True
+
+    def set_backward_passes_per_step(self, passes):
+        """Changes how many local backward passes each allreduce covers."""
+        if int(passes) < 1:
+            raise ValueError("backward_passes_per_step must be at least 1")
+        self.backward_passes_per_step = int(passes)
+        for key in self._delay:
+            self._delay[key] = self.backward_passes_per_step
+
+    def load_state_dict(self, *args, **kwargs):
+        """The wrapped optimizer's load_state_dict; pending allreduces are
+        forgotten and the pass counts start over."""
+        self._handles.clear()
+        self._group_ready.clear()
+        self._synchronized = False
+        for key in self._delay:
+            self._delay[key] = self.backward_passes_per_step
+        return super(self.__class__, self).load_state_dict(*args, **kwargs)
 
     @contextlib.contextmanager
     def skip_synchronize(self):

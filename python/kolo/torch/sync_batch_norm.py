@@ -31,10 +31,13 @@ class SyncBatchNorm(_BatchNorm):
 
     def forward(self, input):
         self._check_input_dim(input)
-        if not self.training or mpi_ops._size_of(self.process_set) == 1:
+        # Eval with running statistics, or a job of one rank: plain batch
+        # normalization. (Eval without them normalizes by the whole batch.)
+        if (not self.training and self.track_running_stats) or \
+                mpi_ops._size_of(self.process_set) == 1:
             return super().forward(input)
         factor = 0.0 if self.momentum is None else self.momentum
-        if self.track_running_stats and self.num_batches_tracked is not None:
+        if self.training and self.track_running_stats and self.num_batches_tracked is not None:
             self.num_batches_tracked.add_(1)
             if self.momentum is None:
                 factor = 1.0 / float(self.num_batches_tracked)
@@ -48,11 +51,13 @@ class SyncBatchNorm(_BatchNorm):
             mean = x.mean(dims)
             m2 = ((x - mean.reshape(1, -1, *[1] * (input.dim() - 2))) ** 2).sum(dims)
         else:
-            mean = torch.zeros(channels, dtype=stat_dtype)
-            m2 = torch.zeros(channels, dtype=stat_dtype)
-        n = torch.full((1,), float(count), dtype=stat_dtype)
+            mean = torch.zeros(channels, dtype=stat_dtype, device=input.device)
+            m2 = torch.zeros(channels, dtype=stat_dtype, device=input.device)
+        n = torch.full((1,), float(count), dtype=stat_dtype, device=input.device)
         local = torch.cat([n, mean, m2]).reshape(1, -1)
-        stats = mpi_ops.allgather(local, process_set=self.process_set)
+        # Backward sums the statistics' gradients over the ranks: the
+        # gradient of the whole batch's normalization.
+        stats = mpi_ops._AllgatherFn.apply(local, None, self.process_set, mpi_ops.Sum)
         counts, means, m2s = stats[:, :1], stats[:, 1:1 + channels], stats[:, 1 + channels:]
         total = counts.sum()
         if float(total.detach()) <= 0:
@@ -61,7 +66,7 @@ class SyncBatchNorm(_BatchNorm):
         g_m2 = (m2s + counts * (means - g_mean) ** 2).sum(0)
         var = g_m2 / total
 
-        if self.track_running_stats and self.running_mean is not None:
+        if self.training and self.track_running_stats and self.running_mean is not None:
             with torch.no_grad():
                 n_all = float(total.detach())
                 unbiased = var * (n_all / (n_all - 1)) if n_all > 1 else var

@@ -253,17 +253,19 @@ def reducescatter_sum_average_uneven_and_grouped():
 def alltoall_even_and_with_splits():
     # Even: each rank sends row j to rank j.
     mine = torch.stack([torch.full([2], float(R * 10 + j)) for j in range(N)])
-    out, splits = hvd.alltoall(mine)
+    out = hvd.alltoall(mine)  # without splits: only the rows, as Horovod
     close(out, torch.stack([torch.full([2], float(r * 10 + R)) for r in range(N)]),
           what="even alltoall")
+    out, splits = hvd.synchronize(hvd.alltoall_async(mine))
     close(splits, torch.ones(N, dtype=torch.int32), what="even splits")
     # Splits: rank r sends j+1 rows to rank j, each row valued r*100+j.
     sp = [j + 1 for j in range(N)]
     data = torch.cat([torch.full([j + 1, 2], R * 100 + j, dtype=torch.int64) for j in range(N)])
-    out, splits = hvd.alltoall(data, splits=torch.tensor(sp, dtype=torch.int32))
+    out, splits = hvd.alltoall(data, splits=torch.tensor(sp, dtype=torch.int64))
     want = torch.cat([torch.full([R + 1, 2], r * 100 + R, dtype=torch.int64) for r in range(N)])
     close(out, want, what="alltoall with splits")
-    close(splits, torch.full([N], R + 1, dtype=torch.int32), what="received splits")
+    close(splits, torch.full([N], R + 1, dtype=torch.int64),
+          what="received splits (the dtype of the splits given)")
     out, splits = hvd.synchronize(hvd.alltoall_async(data, splits=sp))
     close(out, want, what="alltoall_async")
 
@@ -297,35 +299,40 @@ def gradient_of_allreduce():
 
 @check
 def gradient_of_allgather_and_broadcast():
+    # Horovod's convention: gradients of the loss averaged over the ranks.
     x = torch.ones(R + 1, 2, dtype=torch.float64, requires_grad=True)
     g = hvd.allgather(x)
-    weights = torch.arange(g.shape[0], dtype=torch.float64).reshape(-1, 1)
+    weights = torch.arange(g.shape[0], dtype=torch.float64).reshape(-1, 1) * (R + 1)
     (g * weights).sum().backward()
-    # Every rank weighs row i by i: this rank's rows get N * i.
+    # Rank r weighs row i by i * (r+1): this rank's rows get i * mean(r+1).
     start = sum(r + 1 for r in range(R))
-    want = (N * torch.arange(start, start + R + 1, dtype=torch.float64)).reshape(-1, 1)
+    mean_w = sum(r + 1 for r in range(N)) / N
+    want = (mean_w * torch.arange(start, start + R + 1, dtype=torch.float64)).reshape(-1, 1)
     close(x.grad, want.expand(R + 1, 2), what="allgather grad")
     x = torch.ones(3, dtype=torch.float64, requires_grad=True)
-    (hvd.broadcast(x * 2, root_rank=0) * (R + 1)).sum().backward()
-    root_grad = 2.0 * sum(r + 1 for r in range(N))
-    close(x.grad, torch.full([3], root_grad if R == 0 else 0.0, dtype=torch.float64),
+    root = N - 1
+    (hvd.broadcast(x * 2, root_rank=root) * (R + 1)).sum().backward()
+    close(x.grad, torch.full([3], 2.0 * mean_w if R == root else 0.0, dtype=torch.float64),
           what="broadcast grad")
 
 
 @check
 def gradient_of_alltoall_and_reducescatter():
     x = torch.ones(N, 2, dtype=torch.float64, requires_grad=True)
-    out, _ = hvd.alltoall(x)
+    out = hvd.alltoall(x)
     (out * (R + 1)).sum().backward()
     # Row j went to rank j, which weighs it by j+1.
     close(x.grad, torch.arange(1, N + 1, dtype=torch.float64).reshape(-1, 1).expand(N, 2),
           what="alltoall grad")
-    x = torch.ones(N * 2, dtype=torch.float64, requires_grad=True)
-    y = hvd.reducescatter(x, op=hvd.Average)
-    (y * (R + 1)).sum().backward()
-    # Rows of block r are averaged into rank r, which weighs them by r+1.
-    want = torch.cat([torch.full([2], (r + 1) / N, dtype=torch.float64) for r in range(N)])
-    close(x.grad, want, what="reducescatter grad")
+    for op, scale in ((hvd.Average, 1.0), (hvd.Sum, float(N))):
+        x = torch.ones(N * 2, dtype=torch.float64, requires_grad=True)
+        y = hvd.reducescatter(x, op=op)
+        (y * (R + 1)).sum().backward()
+        # Block r reaches rank r, which weighs it by r+1 (Horovod's scaling:
+        # the gathered gradient, times size for Sum).
+        want = torch.cat([torch.full([2], (r + 1) * scale, dtype=torch.float64)
+                          for r in range(N)])
+        close(x.grad, want, what=f"reducescatter grad op {int(op)}")
 
 
 # ---------------------------------------------------------------- errors
@@ -367,6 +374,26 @@ def unsupported_input_is_refused_locally():
             raise AssertionError(f"allreduce accepted {type(bad)}")
 
 
+@check
+def horovod_names_and_compressors():
+    for name in ("Adasum", "HorovodInternalError", "sparse_allreduce_async", "mpi_ops",
+                 "cross_rank", "is_homogeneous", "nccl_built", "gloo_built", "mpi_built"):
+        expect(hasattr(hvd, name), f"kolo.torch has no {name}")
+    expect(hvd.mpi_ops.size() == N and hvd.mpi_ops.rank() == R, "mpi_ops aliases")
+    try:
+        hvd.allreduce(torch.ones(2), op=hvd.Adasum)
+    except NotImplementedError as e:
+        expect("Adasum" in str(e), str(e))
+    else:
+        raise AssertionError("Adasum did not raise")
+    c, ctx = hvd.Compression.fp16.compress(torch.ones(2))
+    expect(c.dtype == torch.float16 and ctx == torch.float32, f"{c.dtype} {ctx}")
+    expect(hvd.Compression.fp16.decompress(c, ctx).dtype == torch.float32, "decompress")
+    sp = torch.sparse_coo_tensor([[R]], [float(R + 1)], (N,))
+    got = hvd.synchronize(hvd.sparse_allreduce_async(sp, "sparse.sum", hvd.Sum))
+    close(got.to_dense(), torch.arange(1, N + 1, dtype=torch.float32), what="sparse allreduce")
+
+
 # ---------------------------------------------------------------- process sets
 
 @check
@@ -385,6 +412,12 @@ def process_sets():
     if R != 0:
         close(hvd.allreduce(torch.tensor([1.0]), op=hvd.Sum, process_set=dyn),
               torch.tensor([float(N - 1)]), what="dynamic set")
+        # root_rank is a global rank, also in a set without rank 0.
+        obj = hvd.broadcast_object({"from": R} if R == 1 else None, root_rank=1,
+                                   process_set=dyn)
+        expect(obj == {"from": 1}, f"broadcast_object in a set: {obj}")
+        close(hvd.broadcast(torch.tensor([R]), 1, process_set=dyn), torch.tensor([1]),
+              what="broadcast in a set without rank 0")
     hvd.remove_process_set(dyn)
     hvd.barrier()
 
@@ -522,7 +555,7 @@ def broadcast_parameters_and_optimizer_state():
         opt.step()
         opt.param_groups[0]["lr"] = 0.123
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
-    hvd.broadcast_optimizer_state(opt, root_rank=0)
+    hvd.broadcast_optimizer_state(opt, root_rank=0, model=model)
     flat = torch.cat([t.detach().double().reshape(-1) for t in model.state_dict().values()])
     gathered = hvd.allgather(flat.reshape(1, -1))
     expect(all(torch.equal(gathered[0], gathered[r]) for r in range(N)),
@@ -534,7 +567,11 @@ def broadcast_parameters_and_optimizer_state():
     gathered = hvd.allgather(moments.reshape(1, -1))
     expect(all(torch.equal(gathered[0], gathered[r]) for r in range(N)),
            "Adam moments differ after broadcast_optimizer_state")
-    hvd.broadcast_parameters(list(model.named_parameters()), root_rank=N - 1)
+    hvd.broadcast_parameters(model.parameters(), root_rank=N - 1)  # bare tensors
+    last = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    gathered = hvd.allgather(last.reshape(1, -1))
+    expect(all(torch.equal(gathered[0], gathered[r]) for r in range(N)),
+           "parameters differ after broadcast_parameters(model.parameters())")
 
 
 @check
