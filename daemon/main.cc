@@ -10,6 +10,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "daemon/config.h"
 #include "daemon/daemon.h"
@@ -109,7 +111,15 @@ constexpr int kMallocArenas = 4;
 
 int main(int argc, char** argv) {
   if (std::getenv("MALLOC_ARENA_MAX") == nullptr) mallopt(M_ARENA_MAX, kMallocArenas);
-  absl::SetProgramUsageMessage("kolod: the Kolo node daemon.\n  kolod --socket PATH [flags]");
+  absl::SetProgramUsageMessage("the Kolo node daemon.\n  kolod --socket PATH [flags]");
+  // Abseil's --help lists the flags of a file named after the program
+  // (kolod.cc); kolod's are in daemon/main.cc.
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view file) {
+    return absl::StrContains(file, "daemon/main.cc");
+  };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage);
   absl::ParseCommandLine(argc, argv);
 
   kolo::daemon::DaemonConfig config;
