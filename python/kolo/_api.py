@@ -201,12 +201,50 @@ def _name(kind, name, process_set=None):
     return f"{kind}.noname.{n}" if ps == 0 else f"{kind}.ps{ps}.noname.{n}"
 
 
+class _Unsupported:
+    """A reduction op Kolo does not implement: using it raises
+    NotImplementedError with the reason."""
+
+    def __init__(self, name, why):
+        self.name, self.why = name, why
+
+    def __int__(self):
+        raise NotImplementedError(f"{self.name}: {self.why}")
+
+    def __repr__(self):
+        return self.name
+
+
+Adasum = _Unsupported(
+    "Adasum", "Kolo does not implement the Adasum reduction; use op=Average (the default) "
+    "or op=Sum")
+
+
 # ---------------------------------------------------------------- lifecycle
 
 def init():
     """Attaches this process to kolod as the rank its KOLO_* environment names
     (a job of one rank without it). Safe to call twice."""
     core.init()
+
+
+def init_job(comm=None, process_sets=None):
+    """init() for the framework modules, with horovod's arguments: registers
+    `process_sets` (ProcessSet objects, the same list on every rank; None or
+    "dynamic" registers none, add_process_set works at any time). `comm` (an
+    MPI communicator elsewhere) must be None: kolorun and kolod define the
+    job."""
+    if comm is not None and comm != []:
+        raise ValueError("Kolo's init takes no communicator: the job's ranks are the "
+                         "processes kolorun started")
+    init()
+    if process_sets is None or process_sets == "dynamic":
+        return
+    for ps in process_sets:
+        if not isinstance(ps, ProcessSet):
+            raise TypeError(f"process_sets takes ProcessSet objects, not {type(ps).__name__}")
+        if ps.process_set_id is None:
+            add_process_set(ps)
 
 
 def shutdown():

@@ -40,3 +40,36 @@ def gloo_enabled():
 
 def gloo_built():
     return False
+
+
+def nccl_built():
+    """kolod serves CUDA tensors through NCCL where it was built with CUDA;
+    the client accepts them everywhere."""
+    return True
+
+
+def cuda_built():
+    return True
+
+
+def rocm_built():
+    return False
+
+
+def ddl_built():
+    return False
+
+
+def ccl_built():
+    return False
+
+
+def start_timeline(file_path=None, mark_cycles=False):
+    raise NotImplementedError(
+        "kolod records the timeline of every job on its node, so an operator starts it, "
+        "not a rank: `koloctl timeline start`, then `koloctl timeline stop --out FILE`")
+
+
+def stop_timeline():
+    raise NotImplementedError(
+        "kolod's timeline is stopped by `koloctl timeline stop --out FILE`, not by a rank")

@@ -16,7 +16,8 @@ CHECKS = [
     "allgather", "reducescatter", "alltoall", "barrier", "allreduce_gradient",
     "distributed_gradient_tape", "keras_fit_distributed_optimizer",
     "distributed_model_and_metric_average", "mismatch_raises_in_eager",
-    "mismatch_raises_in_function", "join",
+    "mismatch_raises_in_function", "horovod_names_ops_and_static_process_set",
+    "broadcast_global_variables_in_a_graph", "join",
 ]
 
 _runs = {}

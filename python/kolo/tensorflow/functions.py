@@ -173,10 +173,30 @@ def broadcast_variables(variables, root_rank, process_set=global_process_set,
                           name=None if not tf.executing_eagerly()
                           else f"broadcast_variables.{i}",
                           process_set=process_set)
-        assigns.append(var.assign(value))
+        # A tf.Variable's assign without read_value gives the assignment op
+        # itself, which a TF1 graph must run (with it, a value to read).
+        assigns.append(var.assign(value, read_value=False) if isinstance(var, tf.Variable)
+                       else var.assign(value))
     if tf.executing_eagerly() or tf.inside_function():
         return None
     return tf.group(*[a for a in assigns if isinstance(a, (tf.Operation, tf.Tensor))])
+
+
+def broadcast_(variables, root_rank, name=None, process_set=global_process_set):
+    """Replaces each variable's value with root_rank's, in place; returns the
+    variables."""
+    del name  # each variable's broadcast is named by its position
+    broadcast_variables(variables, root_rank, process_set=process_set, inplace=True)
+    return variables
+
+
+def broadcast_global_variables(root_rank):
+    """Broadcasts every global variable of the default graph (TF1 graphs;
+    in TF2 programs use broadcast_variables with the model's variables)."""
+    if tf.executing_eagerly():
+        raise RuntimeError("broadcast_global_variables needs a TF1 graph (tf.compat.v1); "
+                           "eagerly, call broadcast_variables(model.variables, root_rank)")
+    return broadcast_variables(tf.compat.v1.global_variables(), root_rank)
 
 
 def _is_keras_variable(var):

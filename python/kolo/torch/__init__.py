@@ -22,7 +22,8 @@ from kolo._api import (  # noqa: F401
 from kolo.errors import KoloError  # noqa: F401
 from kolo._topology import (  # noqa: F401
     cross_size, cross_rank, is_homogeneous, mpi_threads_supported, mpi_enabled, mpi_built,
-    gloo_enabled, gloo_built,
+    gloo_enabled, gloo_built, nccl_built, cuda_built, rocm_built, ddl_built, ccl_built,
+    start_timeline, stop_timeline,
 )
 from kolo.torch.compression import Compression  # noqa: F401
 from kolo.torch.mpi_ops import (  # noqa: F401
@@ -40,36 +41,3 @@ from kolo.torch.functions import (  # noqa: F401
 )
 from kolo.torch.optimizer import DistributedOptimizer  # noqa: F401
 from kolo.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401
-
-
-def nccl_built():
-    """Whether kolod's GPU path (NCCL) can serve CUDA tensors: kolod decides
-    per node; the client library always accepts them."""
-    return True
-
-
-def ddl_built():
-    return False
-
-
-def ccl_built():
-    return False
-
-
-def cuda_built():
-    return True
-
-
-def rocm_built():
-    return False
-
-
-def start_timeline(file_path, mark_cycles=False):
-    raise NotImplementedError(
-        "kolod records the timeline of every job on its node, so an operator starts it, "
-        "not a rank: `koloctl timeline start`, then `koloctl timeline stop --out FILE`")
-
-
-def stop_timeline():
-    raise NotImplementedError(
-        "kolod's timeline is stopped by `koloctl timeline stop --out FILE`, not by a rank")

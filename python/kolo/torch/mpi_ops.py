@@ -32,8 +32,8 @@ import kolo._api as _api
 from kolo._api import ReduceOp, Average, Sum, Min, Max, Product, global_process_set  # noqa: F401
 # horovod.torch.mpi_ops exports these too; programs import them from there.
 from kolo._api import (  # noqa: F401
-    ProcessSet, add_process_set, remove_process_set, size, rank, local_rank, local_size,
-    is_initialized, shutdown,
+    Adasum, ProcessSet, add_process_set, remove_process_set, size, rank, local_rank,
+    local_size, is_initialized, shutdown,
 )
 from kolo._native import core
 from kolo._topology import cross_rank, cross_size, is_homogeneous  # noqa: F401
@@ -698,43 +698,12 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
 
 def init(comm=None, process_sets=None):
     """Attaches this process to kolod as the rank its KOLO_* environment names
-    (a job of one rank without it), then registers `process_sets` (a list of
-    ProcessSet, the same on every rank; "dynamic" or None registers none:
-    add_process_set works at any time). `comm` (an MPI communicator in other
-    runtimes) must be None: kolorun and kolod define the job."""
-    if comm is not None and comm != []:
-        raise ValueError("kolo.torch.init takes no communicator: the job's ranks are the "
-                         "processes kolorun started")
-    _api.init()
-    if process_sets is None or process_sets == "dynamic":
-        return
-    for ps in process_sets:
-        if not isinstance(ps, ProcessSet):
-            raise TypeError(f"process_sets takes ProcessSet objects, not {type(ps).__name__}")
-        if ps.process_set_id is None:
-            add_process_set(ps)
+    (a job of one rank without it) and registers `process_sets` (a list of
+    ProcessSet, the same on every rank)."""
+    _api.init_job(comm, process_sets)
 
 
 # ---------------------------------------------------------------- sparse
-
-class _Unsupported:
-    """A reduction op Kolo does not implement: using it raises
-    NotImplementedError with the reason."""
-
-    def __init__(self, name, why):
-        self.name, self.why = name, why
-
-    def __int__(self):
-        raise NotImplementedError(f"{self.name}: {self.why}")
-
-    def __repr__(self):
-        return self.name
-
-
-Adasum = _Unsupported(
-    "Adasum", "Kolo does not implement the Adasum reduction; use op=Average (the default) "
-    "or op=Sum")
-
 
 def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
     """Starts reducing a sparse tensor: every rank's indices and values are

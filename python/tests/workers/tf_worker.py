@@ -11,7 +11,8 @@ import keras  # noqa: E402
 import kolo.tensorflow as hvd  # noqa: E402
 from harness import check, run  # noqa: E402
 
-hvd.init()
+PAIR = hvd.ProcessSet([0, 1])
+hvd.init(process_sets=[PAIR])  # a static process set, registered at init
 R, N = hvd.rank(), hvd.size()
 MODES = {"eager": lambda f: f, "function": tf.function}
 
@@ -233,6 +234,44 @@ def mismatch_raises_in_function():
         expect("tf.mismatch.function" in e.message, e.message)
     else:
         raise AssertionError("no error for mismatched shapes")
+
+
+@check
+def horovod_names_ops_and_static_process_set():
+    expect(PAIR.process_set_id is not None, "init(process_sets=) registered the set")
+    if PAIR.included():
+        close(hvd.allreduce(tf.constant([1.0]), op=hvd.Sum, process_set=PAIR,
+                            name="tf.static.set"), [2.0])
+    expect(int(hvd.rank_op()) == R and int(hvd.size_op()) == N, "rank_op/size_op")
+    expect(int(hvd.local_rank_op()) == R and int(hvd.local_size_op()) == N, "local ops")
+    expect(int(hvd.size_op(PAIR.process_set_id)) == 2, "size_op of a process set")
+    expect(int(hvd.process_set_included_op(PAIR.process_set_id)) == int(R < 2),
+           "process_set_included_op")
+    expect(hvd.nccl_built() and hvd.cuda_built() and not hvd.mpi_built(), "built flags")
+    for fn in (lambda: hvd.start_timeline("/tmp/t.json"), hvd.stop_timeline,
+               lambda: hvd.allreduce(tf.ones([2]), op=hvd.Adasum)):
+        try:
+            fn()
+        except NotImplementedError:
+            pass
+        else:
+            raise AssertionError("no NotImplementedError")
+    vs = [tf.Variable([float(R)] * 2), tf.Variable(float(R * 10))]
+    expect(hvd.broadcast_(vs, root_rank=N - 1) is vs, "broadcast_ returns its variables")
+    close(vs[0].numpy(), [float(N - 1)] * 2)
+    close(vs[1].numpy(), float((N - 1) * 10))
+
+
+@check
+def broadcast_global_variables_in_a_graph():
+    graph = tf.Graph()
+    with graph.as_default():
+        v = tf.compat.v1.get_variable("v", initializer=tf.constant([float(R)] * 3))
+        bcast = hvd.broadcast_global_variables(0)
+        with tf.compat.v1.Session(graph=graph) as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            sess.run(bcast)
+            close(sess.run(v), [0.0] * 3)
 
 
 @check
