@@ -130,8 +130,8 @@ class Handle:
 
 
 class _Done:
-    """A handle over other handles (`parts`): a grouped collective, or one
-    made of several; `wait_fn` waits for them and returns the result."""
+    """A handle over other handles (`parts`) whose result `wait_fn` makes
+    from theirs (a sparse allreduce: two allgathers, then a sum)."""
 
     def __init__(self, wait_fn, parts=()):
         self._wait_fn = wait_fn
