@@ -17,7 +17,8 @@ CHECKS = [
     "distributed_gradient_tape", "keras_fit_distributed_optimizer",
     "distributed_model_and_metric_average", "mismatch_raises_in_eager",
     "mismatch_raises_in_function", "horovod_names_ops_and_static_process_set",
-    "broadcast_global_variables_in_a_graph", "join",
+    "broadcast_global_variables_in_a_graph", "learning_rate_callbacks_and_load_model",
+    "join",
 ]
 
 _runs = {}

@@ -40,9 +40,11 @@ from kolo.tensorflow.gradient_aggregation import (  # noqa: F401
 )
 from kolo.tensorflow import callbacks  # noqa: F401
 from kolo.tensorflow.callbacks import (  # noqa: F401
-    BroadcastGlobalVariablesCallback, MetricAverageCallback,
+    BroadcastGlobalVariablesCallback, MetricAverageCallback, LearningRateScheduleCallback,
+    LearningRateWarmupCallback,
 )
 from kolo.tensorflow.distributed_model import DistributedModel  # noqa: F401
+from kolo.tensorflow.saving import load_model  # noqa: F401
 
 
 def init(comm=None, process_sets=None):

@@ -1,5 +1,7 @@
 """Keras callbacks for training with kolo.tensorflow."""
 
+import warnings
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -65,3 +67,100 @@ class MetricAverageCallback(keras.callbacks.Callback):
             avg = F.allreduce(tf.constant(x), op=_api.Average,
                               name=f"metric_average.{key}", process_set=self.process_set)
             logs[key] = float(avg.numpy())
+
+
+def _set_learning_rate(optimizer, lr):
+    lr_var = optimizer.learning_rate
+    if hasattr(lr_var, "assign"):
+        lr_var.assign(lr)
+    else:
+        optimizer.learning_rate = lr
+
+
+def _momentum_correction_note(optimizer, wanted):
+    """Keras 3 optimizers read `momentum` as a constant when the train step
+    is traced, so Horovod's momentum correction (momentum scaled by the
+    learning rate's change for one step) cannot be applied: say so once."""
+    if wanted and float(getattr(optimizer, "momentum", 0.0) or 0.0) != 0.0:
+        warnings.warn("momentum_correction is not applied: Keras 3 optimizers fix momentum "
+                      "when the training step is traced; the learning rate still follows "
+                      "the schedule", stacklevel=3)
+
+
+class LearningRateScheduleCallback(keras.callbacks.Callback):
+    """Sets the optimizer's learning rate to initial_lr * multiplier(epoch)
+    from start_epoch until end_epoch (exclusive; None: to the end).
+
+    multiplier: a number, or a function of the epoch. staircase=True changes
+    the rate at the start of each epoch; staircase=False every batch, with a
+    fractional epoch (batch / steps_per_epoch; Keras' own step count unless
+    given)."""
+
+    def __init__(self, initial_lr, multiplier, start_epoch=0, end_epoch=None, staircase=True,
+                 momentum_correction=True, steps_per_epoch=None):
+        super().__init__()
+        self.initial_lr = float(initial_lr)
+        self.multiplier = multiplier if callable(multiplier) else (lambda epoch: multiplier)
+        self.start_epoch = start_epoch
+        self.end_epoch = end_epoch
+        self.staircase = staircase
+        self.momentum_correction = momentum_correction
+        self.steps_per_epoch = steps_per_epoch
+        self.current_epoch = None
+
+    def _in_range(self, epoch):
+        return epoch >= self.start_epoch and (self.end_epoch is None or epoch < self.end_epoch)
+
+    def _adjust(self, epoch):
+        if self._in_range(epoch):
+            _set_learning_rate(self.model.optimizer,
+                               self.initial_lr * float(self.multiplier(epoch)))
+
+    def on_train_begin(self, logs=None):
+        _momentum_correction_note(self.model.optimizer, self.momentum_correction)
+        if self.steps_per_epoch is None:
+            self.steps_per_epoch = (self.params or {}).get("steps")
+        if not self.staircase and not self.steps_per_epoch:
+            raise ValueError("staircase=False needs steps_per_epoch (fit() without a known "
+                             "number of steps per epoch does not give it)")
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.current_epoch = epoch
+        if self.staircase:
+            self._adjust(epoch)
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if not self.staircase and self.current_epoch is not None:
+            self._adjust(self.current_epoch + float(batch) / self.steps_per_epoch)
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is not None:
+            logs["lr"] = float(np.asarray(self.model.optimizer.learning_rate))
+
+
+class LearningRateWarmupCallback(LearningRateScheduleCallback):
+    """Ramps the learning rate from initial_lr / size to initial_lr over
+    warmup_epochs, batch by batch (the large-batch warmup of Goyal et al.):
+    lr = initial_lr / size * (epoch * (size - 1) / warmup_epochs + 1)."""
+
+    def __init__(self, initial_lr, warmup_epochs=5, momentum_correction=True,
+                 steps_per_epoch=None, verbose=0):
+        size = _api.size()
+
+        def multiplier(epoch):
+            return 1.0 / size * (epoch * (size - 1) / warmup_epochs + 1)
+
+        super().__init__(initial_lr, multiplier, start_epoch=0, end_epoch=warmup_epochs,
+                         staircase=False, momentum_correction=momentum_correction,
+                         steps_per_epoch=steps_per_epoch)
+        self.warmup_epochs = warmup_epochs
+        self.verbose = verbose
+
+    def on_epoch_end(self, epoch, logs=None):
+        if epoch == self.warmup_epochs - 1:
+            # The ramp ends exactly at initial_lr.
+            _set_learning_rate(self.model.optimizer, self.initial_lr)
+            if self.verbose and _api.rank() == 0:
+                print(f"\nEpoch {epoch + 1}: finished the learning rate warmup to "
+                      f"{self.initial_lr:g}.")
+        super().on_epoch_end(epoch, logs)

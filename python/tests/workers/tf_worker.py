@@ -275,6 +275,38 @@ def broadcast_global_variables_in_a_graph():
 
 
 @check
+def learning_rate_callbacks_and_load_model():
+    keras.utils.set_random_seed(5)  # the same initial weights on every rank
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    model.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(0.04)), loss="mse")
+    x, y = np.ones((32, 3), np.float32), np.ones((32, 1), np.float32)
+    seen = []
+    record = keras.callbacks.LambdaCallback(
+        on_train_batch_begin=lambda b, logs: seen.append(float(model.optimizer.learning_rate)))
+    warmup = hvd.LearningRateWarmupCallback(0.04, warmup_epochs=2)
+    model.fit(x, y, batch_size=8, epochs=3, verbose=0, callbacks=[warmup, record])
+    # 4 steps per epoch: lr = 0.04/N * (epoch * (N-1)/2 + 1), epoch fractional.
+    want = [0.04 / N * ((e + b / 4) * (N - 1) / 2 + 1) for e in range(2) for b in range(4)]
+    close(seen[:8], want)
+    close(seen[8:], [0.04] * 4)  # after the warmup: the full rate
+    seen.clear()
+    sched = hvd.LearningRateScheduleCallback(0.04, lambda epoch: 0.5 ** epoch, start_epoch=1)
+    model.fit(x, y, batch_size=8, epochs=3, verbose=0, callbacks=[sched, record])
+    close(seen, [0.04] * 4 + [0.02] * 4 + [0.01] * 4)
+    path = os.path.join(os.environ["KOLO_TEST_OUT"], f"model.{R}.keras")
+    model.save(path)
+    steps = int(model.optimizer.iterations.numpy())
+    loaded = hvd.load_model(path)
+    expect(getattr(loaded.optimizer, "_kolo_distributed", False), "not distributed")
+    expect(int(loaded.optimizer.iterations.numpy()) == steps, "optimizer state lost")
+    loaded.fit(x * (R + 1), y, batch_size=8, epochs=1, verbose=0)
+    w = loaded.layers[0].get_weights()[0].reshape(1, -1)
+    gathered = hvd.allgather(tf.constant(w)).numpy()
+    expect(np.isfinite(gathered).all() and all(np.allclose(gathered[0], g) for g in gathered),
+           f"ranks diverged after load: {gathered}")
+
+
+@check
 def join():
     if R != 0:
         close(hvd.allreduce(tf.ones([2]), op=hvd.Sum, name="tf.after.join"), np.full([2], N - 1))
