@@ -45,6 +45,7 @@ from kolo.tensorflow.callbacks import (  # noqa: F401
 )
 from kolo.tensorflow.distributed_model import DistributedModel  # noqa: F401
 from kolo.tensorflow.saving import load_model  # noqa: F401
+from kolo.tensorflow.sync_batch_norm import SyncBatchNormalization  # noqa: F401
 
 
 def init(comm=None, process_sets=None):
