@@ -274,7 +274,9 @@ def _allgather_grad(op, grad):
     rows = tf.shape(op.inputs[0], out_type=tf.int64)[:1]
     all_rows = _ops.kolo_allgather(rows, process_set=ps)
     my_pos = _api.rank() if ps == 0 else _api.core.process_set_rank(ps)
-    return tf.split(grad, all_rows, axis=0)[my_pos]
+    # The number of pieces is the set's size: a graph cannot infer it from
+    # all_rows, whose length is unknown until run time.
+    return tf.split(grad, all_rows, num=_size_of(ps), axis=0)[my_pos]
 
 
 @tf.RegisterGradient("KoloReducescatter")

@@ -337,6 +337,18 @@ def sync_batch_normalization_matches_one_process():
 
 
 @check
+def allgather_gradient_in_a_graph_with_unknown_rows():
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [None, 2])
+        g = hvd.allgather(x, name="tf.graph.allgather")
+        grad = tf.gradients(tf.reduce_sum(g * 2.0), x)[0]
+        with tf.compat.v1.Session(graph=graph) as sess:
+            out = sess.run(grad, {x: np.ones((R + 1, 2), np.float32)})
+    close(out, np.full((R + 1, 2), 2.0 * N))
+
+
+@check
 def join():
     if R != 0:
         close(hvd.allreduce(tf.ones([2]), op=hvd.Sum, name="tf.after.join"), np.full([2], N - 1))
