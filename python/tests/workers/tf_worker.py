@@ -349,6 +349,35 @@ def allgather_gradient_in_a_graph_with_unknown_rows():
 
 
 @check
+def collectives_in_a_tf1_graph():
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [None, 2])
+        outs = {
+            "allreduce": hvd.allreduce(x, op=hvd.Sum, name="g1.allreduce"),
+            "grouped": hvd.grouped_allreduce([x, x * 2], op=hvd.Sum, name="g1.grouped"),
+            "broadcast": hvd.broadcast(x, root_rank=N - 1, name="g1.broadcast"),
+            "allgather": hvd.allgather(x, name="g1.allgather"),
+            "reducescatter": hvd.reducescatter(x, op=hvd.Sum, name="g1.reducescatter"),
+            "alltoall": hvd.alltoall(x, name="g1.alltoall"),
+        }
+        grads = tf.gradients(tf.reduce_sum(outs["allreduce"]) +
+                             tf.reduce_sum(outs["alltoall"][0] if isinstance(outs["alltoall"], tuple)
+                                           else outs["alltoall"]), x)[0]
+        with tf.compat.v1.Session(graph=graph) as sess:
+            got, g = sess.run((outs, grads), {x: np.full((N, 2), float(R + 1), np.float32)})
+    total = sum(r + 1 for r in range(N))
+    close(got["allreduce"], np.full((N, 2), total))
+    close(got["grouped"][1], np.full((N, 2), 2 * total))
+    close(got["broadcast"], np.full((N, 2), N))
+    close(got["allgather"], np.repeat(np.arange(1, N + 1), N).reshape(-1, 1) * np.ones((1, 2)))
+    close(got["reducescatter"], np.full((1, 2), total))
+    a2a = got["alltoall"][0] if isinstance(got["alltoall"], tuple) else got["alltoall"]
+    close(a2a, np.arange(1, N + 1).reshape(-1, 1) * np.ones((1, 2)))
+    close(g, np.full((N, 2), N + 1.0))
+
+
+@check
 def join():
     if R != 0:
         close(hvd.allreduce(tf.ones([2]), op=hvd.Sum, name="tf.after.join"), np.full([2], N - 1))
