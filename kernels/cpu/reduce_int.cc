@@ -187,6 +187,8 @@ void ReduceInteger(const ReduceArgs& args) {
       return ReduceWithType<int8_t>(args);
     case DType::kInt16:
       return ReduceWithType<int16_t>(args);
+    case DType::kUint16:
+      return ReduceWithType<uint16_t>(args);
     case DType::kInt32:
       return ReduceWithType<int32_t>(args);
     case DType::kInt64:

@@ -28,7 +28,7 @@ struct ReduceArgs {
 // float16, bfloat16, float32, float64: SIMD, dispatched on the running CPU.
 void ReduceFloat(const ReduceArgs& args);
 
-// uint8, int8, int16, int32, int64: portable C++.
+// uint8, int8, int16, uint16, int32, int64: portable C++.
 void ReduceInteger(const ReduceArgs& args);
 
 // bool: portable C++. Both scales are 1.0 (Reduce() rejects any other);

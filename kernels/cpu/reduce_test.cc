@@ -99,6 +99,7 @@ struct IntModel {
 using Uint8Model = IntModel<uint8_t, DType::kUint8>;
 using Int8Model = IntModel<int8_t, DType::kInt8>;
 using Int16Model = IntModel<int16_t, DType::kInt16>;
+using Uint16Model = IntModel<uint16_t, DType::kUint16>;
 using Int32Model = IntModel<int32_t, DType::kInt32>;
 using Int64Model = IntModel<int64_t, DType::kInt64>;
 
@@ -354,6 +355,7 @@ TEST(ReduceMatrixTest, BFloat16) { CheckFloatType<BFloat16Model>(); }
 TEST(ReduceMatrixTest, Uint8) { CheckIntType<Uint8Model>(); }
 TEST(ReduceMatrixTest, Int8) { CheckIntType<Int8Model>(); }
 TEST(ReduceMatrixTest, Int16) { CheckIntType<Int16Model>(); }
+TEST(ReduceMatrixTest, Uint16) { CheckIntType<Uint16Model>(); }
 TEST(ReduceMatrixTest, Bool) {
   for (ReduceOp op : kOps) CheckMatrix<BoolModel>(op, {{1.0, 1.0}}, false);
 }
@@ -580,6 +582,56 @@ TEST(ReduceIntegerTest, Int16WrapsTruncatesAndSaturates) {
   void* self[] = {x.data()};
   ASSERT_TRUE(Reduce(DType::kInt16, ReduceOp::kSum, three, self, 2).ok());
   EXPECT_EQ(x, (std::vector<int16_t>{3000, -3}));
+}
+
+TEST(ReduceIntegerTest, Uint16WrapsTruncatesAndSaturates) {
+  constexpr uint16_t kMax = std::numeric_limits<uint16_t>::max();
+  std::vector<uint16_t> a = {kMax, 0, 300, 40000, 255, 7};
+  std::vector<uint16_t> b = {1, kMax, 300, 30000, 257, 9};
+  std::vector<uint16_t> out(6);
+  const void* srcs[] = {a.data(), b.data()};
+  void* dsts[] = {out.data()};
+  // 40000 + 30000 = 70000 = 65536 + 4464.
+  ASSERT_TRUE(Reduce(DType::kUint16, ReduceOp::kSum, srcs, dsts, 6).ok());
+  EXPECT_EQ(out, (std::vector<uint16_t>{0, kMax, 600, 4464, 512, 16}));
+  // 300 * 300 = 90000 = 65536 + 24464; 40000 * 30000 = 1200000000 =
+  // 18310 * 65536 + 35840; 255 * 257 = 65535; kMax * kMax (past int's range
+  // if promoted naively) = 1 modulo 65536.
+  ASSERT_TRUE(Reduce(DType::kUint16, ReduceOp::kProduct, srcs, dsts, 6).ok());
+  EXPECT_EQ(out, (std::vector<uint16_t>{kMax, 0, 24464, 35840, kMax, 63}));
+  std::vector<uint16_t> m = {kMax}, mm(1);
+  const void* msrcs[] = {m.data(), m.data()};
+  void* mdsts[] = {mm.data()};
+  ASSERT_TRUE(Reduce(DType::kUint16, ReduceOp::kProduct, msrcs, mdsts, 1).ok());
+  EXPECT_EQ(mm, (std::vector<uint16_t>{1}));
+  // Min and max are unsigned: kMax is the largest, not -1.
+  ASSERT_TRUE(Reduce(DType::kUint16, ReduceOp::kMin, srcs, dsts, 6).ok());
+  EXPECT_EQ(out, (std::vector<uint16_t>{1, 0, 300, 30000, 255, 7}));
+  ASSERT_TRUE(Reduce(DType::kUint16, ReduceOp::kMax, srcs, dsts, 6).ok());
+  EXPECT_EQ(out, (std::vector<uint16_t>{kMax, kMax, 300, 40000, 257, 9}));
+  // Scaling goes through double, truncates toward zero and saturates to
+  // 0..65535; an average is a sum with postscale 1/n.
+  ASSERT_TRUE(ScaleCopy(DType::kUint16, a.data(), dsts, 6, 2.0).ok());
+  EXPECT_EQ(out, (std::vector<uint16_t>{kMax, 0, 600, kMax, 510, 14}));
+  ASSERT_TRUE(ScaleCopy(DType::kUint16, a.data(), dsts, 6, -0.5).ok());
+  EXPECT_EQ(out, (std::vector<uint16_t>{0, 0, 0, 0, 0, 0}));
+  ASSERT_TRUE(ScaleCopy(DType::kUint16, a.data(), dsts, 6, 0.3).ok());
+  EXPECT_EQ(out, (std::vector<uint16_t>{19660, 0, 90, 12000, 76, 2}));
+  ASSERT_TRUE(ScaleCopy(DType::kUint16, a.data(), dsts, 6, std::nan("")).ok());
+  EXPECT_EQ(out, (std::vector<uint16_t>{0, 0, 0, 0, 0, 0}));
+  ASSERT_TRUE(Reduce(DType::kUint16, ReduceOp::kSum, srcs, dsts, 6, 1.0, 0.5).ok());
+  // The sum wraps first (kMax + 1 = 0; 40000 + 30000 = 4464), then halves.
+  EXPECT_EQ(out, (std::vector<uint16_t>{0, 32767, 300, 2232, 256, 8}));
+  ASSERT_TRUE(Reduce(DType::kUint16, ReduceOp::kSum, srcs, dsts, 6, 200.0, 1.0).ok());
+  // Each input saturates first (kMax*200 -> kMax, 1*200 = 200), then the sum
+  // wraps: kMax + 200 = 199; 300*200 = 60000, twice = 120000 - 65536 = 54464.
+  EXPECT_EQ(out, (std::vector<uint16_t>{199, kMax, 54464, 65534, 36864, 3200}));
+  // In place, three sources.
+  std::vector<uint16_t> x = {30000, 2}, y = {30000, 3}, z = {30000, 4};
+  const void* three[] = {x.data(), y.data(), z.data()};
+  void* self[] = {x.data()};
+  ASSERT_TRUE(Reduce(DType::kUint16, ReduceOp::kSum, three, self, 2).ok());
+  EXPECT_EQ(x, (std::vector<uint16_t>{24464, 9}));  // 90000 - 65536.
 }
 
 // Bytes of bool inputs: anything but 0 is true.

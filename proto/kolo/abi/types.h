@@ -21,8 +21,9 @@ enum class DType : uint32_t {
   // it so and write only 0 or 1; sum and max are a logical or, product and
   // min a logical and; it has no average and takes no scale factor.
   kBool = 9,
+  kUint16 = 10,
 };
-inline constexpr uint32_t kNumDTypes = 10;
+inline constexpr uint32_t kNumDTypes = 11;
 
 enum class ReduceOp : uint32_t {
   kSum = 0,
@@ -67,6 +68,7 @@ constexpr size_t DTypeSize(DType t) {
     case DType::kBool:
       return 1;
     case DType::kInt16:
+    case DType::kUint16:
     case DType::kFloat16:
     case DType::kBFloat16:
       return 2;
@@ -114,6 +116,8 @@ constexpr const char* DTypeName(DType t) {
       return "int16";
     case DType::kBool:
       return "bool";
+    case DType::kUint16:
+      return "uint16";
   }
   return "invalid-dtype";
 }

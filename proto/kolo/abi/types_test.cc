@@ -13,7 +13,8 @@ namespace {
 static_assert(static_cast<uint32_t>(DType::kFloat64) == 7);
 static_assert(static_cast<uint32_t>(DType::kInt16) == 8);
 static_assert(static_cast<uint32_t>(DType::kBool) == 9);
-static_assert(kNumDTypes == 10);
+static_assert(static_cast<uint32_t>(DType::kUint16) == 10);
+static_assert(kNumDTypes == 11);
 
 TEST(DTypeTest, EveryDTypeHasASizeAndADistinctName) {
   std::set<std::string> names;
@@ -35,6 +36,14 @@ TEST(DTypeTest, Int16AndBool) {
   EXPECT_STREQ(DTypeName(DType::kBool), "bool");
   EXPECT_FALSE(IsFloatingPoint(DType::kInt16));
   EXPECT_FALSE(IsFloatingPoint(DType::kBool));
+}
+
+TEST(DTypeTest, Uint16) {
+  EXPECT_EQ(DTypeSize(DType::kUint16), 2u);
+  EXPECT_STREQ(DTypeName(DType::kUint16), "uint16");
+  EXPECT_FALSE(IsFloatingPoint(DType::kUint16));
+  EXPECT_TRUE(Scalable(DType::kUint16));
+  EXPECT_TRUE(ReducesWith(DType::kUint16, ReduceOp::kAverage));
 }
 
 TEST(DTypeTest, BoolHasNoAverageAndNoScaling) {
