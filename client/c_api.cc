@@ -36,7 +36,8 @@ static_assert(KOLO_BFLOAT16 == static_cast<int>(kolo::DType::kBFloat16));
 static_assert(KOLO_FLOAT32 == static_cast<int>(kolo::DType::kFloat32));
 static_assert(KOLO_FLOAT64 == static_cast<int>(kolo::DType::kFloat64));
 static_assert(KOLO_BOOL == static_cast<int>(kolo::DType::kBool));
-static_assert(KOLO_BOOL + 1 == static_cast<int>(kolo::kNumDTypes));
+static_assert(KOLO_UINT16 == static_cast<int>(kolo::DType::kUint16));
+static_assert(KOLO_UINT16 + 1 == static_cast<int>(kolo::kNumDTypes));
 
 thread_local std::string last_error;
 

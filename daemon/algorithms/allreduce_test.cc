@@ -15,9 +15,9 @@ namespace kolo::daemon {
 namespace {
 
 constexpr uint64_t kTagBase = uint64_t{7} << 24;
-constexpr DType kDTypes[] = {DType::kUint8,   DType::kInt8,    DType::kInt16,    DType::kInt32,
-                             DType::kInt64,   DType::kFloat16, DType::kBFloat16, DType::kFloat32,
-                             DType::kFloat64, DType::kBool};
+constexpr DType kDTypes[] = {DType::kUint8,   DType::kInt8,    DType::kInt16,   DType::kUint16,
+                             DType::kInt32,   DType::kInt64,   DType::kFloat16, DType::kBFloat16,
+                             DType::kFloat32, DType::kFloat64, DType::kBool};
 constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct};
 
 enum class Algo { kRing, kDoubling, kAuto };

@@ -64,6 +64,10 @@ std::vector<std::byte> TestData(DType dtype, ReduceOp op, int node, size_t count
       case DType::kInt16:
         Put(o, k, static_cast<int16_t>(v));
         break;
+      case DType::kUint16:
+        // Negative v wraps (as for uint8): exact in modular arithmetic.
+        Put(o, k, static_cast<uint16_t>(v));
+        break;
       case DType::kBool:
         // True as the byte of v (1..255 for v != 0), not only as 1.
         Put(o, k, static_cast<uint8_t>(v));

@@ -46,8 +46,8 @@ TEST_P(UcxCollectivesTest, AllreduceMatchesSerialReference) {
   UcxLoopbackCluster c = MakeCluster(GetParam());
   uint64_t tag = 1;
   for (DType dtype :
-       {DType::kUint8, DType::kInt8, DType::kInt16, DType::kInt32, DType::kInt64, DType::kFloat16,
-        DType::kBFloat16, DType::kFloat32, DType::kFloat64, DType::kBool}) {
+       {DType::kUint8, DType::kInt8, DType::kInt16, DType::kUint16, DType::kInt32, DType::kInt64,
+        DType::kFloat16, DType::kBFloat16, DType::kFloat32, DType::kFloat64, DType::kBool}) {
     for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
       for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{100003}}) {
         CheckAllreduce(c, dtype, op, count, (tag++) << 24);

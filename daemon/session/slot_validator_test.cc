@@ -141,7 +141,7 @@ TEST_F(SlotValidatorTest, RejectsUnknownCollectiveKind) {
 TEST_F(SlotValidatorTest, RejectsUnknownDtype) {
   SubmitSlot s = AllreduceSlot();
   s.dtype = kNumDTypes;
-  ExpectRejected(s, "unknown dtype 10");
+  ExpectRejected(s, "unknown dtype 11");
   s.dtype = 0xffffffffu;
   ExpectRejected(s, "unknown dtype");
 }
@@ -341,6 +341,26 @@ TEST_F(SlotValidatorTest, Int16AndBoolHaveTheirSizes) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->dtype, DType::kBool);
   EXPECT_EQ(r->bytes, 16u);
+}
+
+TEST_F(SlotValidatorTest, Uint16HasItsSizeAverageAndScaling) {
+  SubmitSlot s = AllreduceSlot();  // [4,4]
+  s.dtype = static_cast<uint32_t>(DType::kUint16);
+  s.byte_length = 4 * 4 * 2;
+  absl::StatusOr<Request> r = ValidateSlot(s, arena_, kJobSize);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->dtype, DType::kUint16);
+  EXPECT_EQ(r->bytes, 32u);
+  s.byte_length = 4 * 4;
+  ExpectRejected(s, "byte length 16 but shape and uint16 need 32");
+  s.byte_length = 4 * 4 * 2;
+  s.reduce_op = static_cast<uint32_t>(ReduceOp::kAverage);
+  s.prescale = 0.5;
+  s.postscale = 3.0;
+  EXPECT_TRUE(ValidateSlot(s, arena_, kJobSize).ok());
+  // The dtype past uint16 is unknown.
+  s.dtype = static_cast<uint32_t>(DType::kUint16) + 1;
+  ExpectRejected(s, "unknown dtype 11");
 }
 
 TEST_F(SlotValidatorTest, BoolReductionsHaveNoAverageAndNoScaling) {

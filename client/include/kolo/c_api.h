@@ -30,6 +30,7 @@ enum kolo_dtype {
    * 1: sum and max are a logical or, product and min a logical and; average
    * and scale factors other than 1 are refused. */
   KOLO_BOOL = 9,
+  KOLO_UINT16 = 10,
 };
 
 enum kolo_reduce_op {

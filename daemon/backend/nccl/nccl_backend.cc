@@ -252,7 +252,7 @@ absl::StatusOr<bool> NcclBackend::LayOutRegions(Response& response, bool broadca
     }
     root_ = options_.comm.nccl_rank[root];
   } else if (comm_->size() > 1) {
-    // The NCCL step needs an NCCL type (there is none for int16). Every
+    // The NCCL step needs an NCCL type (there is none for int16 or uint16). Every
     // daemon sees the same plan and reaches this verdict: the members fail
     // everywhere, naming the dtype, and no NCCL call is made.
     if (absl::StatusOr<ncclDataType_t> type = ToNcclType(response.dtype); !type.ok()) {

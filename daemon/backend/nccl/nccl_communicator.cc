@@ -65,6 +65,10 @@ absl::StatusOr<ncclDataType_t> ToNcclType(DType dtype) {
       return absl::UnimplementedError(
           "NCCL has no int16 type: an int16 allreduce of device tensors across GPUs is not "
           "supported (reduce them as int32, or as host tensors)");
+    case DType::kUint16:
+      return absl::UnimplementedError(
+          "NCCL has no uint16 type: a uint16 allreduce of device tensors across GPUs is not "
+          "supported (reduce them as int32, or as host tensors)");
   }
   return absl::InvalidArgumentError(
       absl::StrCat("no NCCL type for dtype ", static_cast<unsigned>(dtype)));

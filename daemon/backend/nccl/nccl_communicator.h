@@ -44,10 +44,10 @@ absl::StatusOr<NcclUniqueIdBytes> NewNcclUniqueId();
 
 // The NCCL type and operator for Kolo's; kAverage has no NCCL equivalent
 // here (callers fold 1/n into a postscale), nor do out-of-range values.
-// NCCL has no 16-bit integer type: int16 is UNIMPLEMENTED (broadcasts move
-// bytes and need no type). bool travels as ncclUint8 and reduces with the
-// dtype-aware ToNcclOp: sum and max as ncclMax (or), product and min as
-// ncclMin (and).
+// NCCL has no 16-bit integer type: int16 and uint16 are UNIMPLEMENTED
+// (broadcasts move bytes and need no type). bool travels as ncclUint8 and
+// reduces with the dtype-aware ToNcclOp: sum and max as ncclMax (or),
+// product and min as ncclMin (and).
 absl::StatusOr<ncclDataType_t> ToNcclType(DType dtype);
 absl::StatusOr<ncclRedOp_t> ToNcclOp(ReduceOp op);
 absl::StatusOr<ncclRedOp_t> ToNcclOp(DType dtype, ReduceOp op);

@@ -10,7 +10,7 @@
 namespace kolo::daemon::nccl {
 namespace {
 
-TEST(NcclTypesTest, MapsEveryTypeButInt16AndRefusesAverage) {
+TEST(NcclTypesTest, MapsEveryTypeButInt16AndUint16AndRefusesAverage) {
   for (DType t : {DType::kUint8, DType::kInt8, DType::kInt32, DType::kInt64, DType::kFloat16,
                   DType::kBFloat16, DType::kFloat32, DType::kFloat64, DType::kBool}) {
     EXPECT_TRUE(ToNcclType(t).ok()) << DTypeName(t);
@@ -27,6 +27,13 @@ TEST(NcclTypesTest, Int16IsUnimplementedByName) {
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_NE(std::string(t.status().message()).find("int16"), std::string::npos) << t.status();
+}
+
+TEST(NcclTypesTest, Uint16IsUnimplementedByName) {
+  const absl::StatusOr<ncclDataType_t> t = ToNcclType(DType::kUint16);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(std::string(t.status().message()).find("uint16"), std::string::npos) << t.status();
 }
 
 TEST(NcclTypesTest, BoolReducesWithMaxAndMin) {
