@@ -160,6 +160,8 @@ cudaError_t DispatchDType(DType dtype, F&& f) {
       return f.template operator()<int8_t>();
     case DType::kInt16:
       return f.template operator()<int16_t>();
+    case DType::kUint16:
+      return f.template operator()<uint16_t>();
     case DType::kInt32:
       return f.template operator()<int32_t>();
     case DType::kInt64:

@@ -55,9 +55,10 @@ class DeviceBytes {
   size_t bytes_;
 };
 
-inline const DType kAllDTypes[] = {
-    DType::kUint8,   DType::kInt8,     DType::kInt16,   DType::kInt32,   DType::kInt64,
-    DType::kFloat16, DType::kBFloat16, DType::kFloat32, DType::kFloat64, DType::kBool};
+inline const DType kAllDTypes[] = {DType::kUint8,   DType::kInt8,     DType::kInt16,
+                                   DType::kUint16,  DType::kInt32,    DType::kInt64,
+                                   DType::kFloat16, DType::kBFloat16, DType::kFloat32,
+                                   DType::kFloat64, DType::kBool};
 
 // `count` random elements of `dtype` as bytes. Floats are small values of
 // both signs (so products of a few stay finite); with `with_nan`, about one
@@ -119,6 +120,11 @@ inline double ElementAsDouble(DType dtype, const uint8_t* data, size_t i) {
       return *p;
     case DType::kInt16: {
       int16_t v;
+      std::memcpy(&v, p, 2);
+      return v;
+    }
+    case DType::kUint16: {
+      uint16_t v;
       std::memcpy(&v, p, 2);
       return v;
     }
