@@ -52,7 +52,7 @@ class Compression:
 _DTYPE_CODES = {
     "uint8": 0, "int8": 1, "int32": 2, "int64": 3,
     "float16": 4, "bfloat16": 5, "float32": 6, "float64": 7,
-    "int16": 8, "bool": 9,
+    "int16": 8, "bool": 9, "uint16": 10,
 }
 
 

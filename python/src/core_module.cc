@@ -195,6 +195,8 @@ const char* BufferFormat(DType t) {
       return "d";
     case DType::kBool:
       return "?";
+    case DType::kUint16:
+      return "H";
   }
   return "B";
 }

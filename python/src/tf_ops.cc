@@ -65,6 +65,8 @@ int DTypeCode(DataType t) {
       return 8;
     case tensorflow::DT_BOOL:
       return 9;
+    case tensorflow::DT_UINT16:
+      return 10;
     default:
       return -1;
   }
@@ -416,7 +418,7 @@ absl::Status FirstDimUnknown(InferenceContext* c) {
   return absl::OkStatus();
 }
 
-#define KOLO_TYPES "{uint8, int8, int16, int32, int64, half, bfloat16, float, double, bool}"
+#define KOLO_TYPES "{uint8, int8, int16, uint16, int32, int64, half, bfloat16, float, double, bool}"
 
 REGISTER_OP("KoloAllreduce")
     .Attr("T: " KOLO_TYPES)

@@ -40,7 +40,8 @@ def allreduce_ops():
 
 @check
 def allreduce_dtypes():
-    for dt in ["uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64"]:
+    for dt in ["uint8", "int8", "int16", "uint16", "int32", "int64", "float16", "float32",
+               "float64"]:
         y = kolo.allreduce(np.full([5], R + 1, dtype=dt), op=kolo.Sum)
         expect(y.dtype == np.dtype(dt), f"{dt}: got {y.dtype}")
         expect((y == N * (N + 1) // 2).all(), f"{dt}: {y}")

@@ -66,7 +66,7 @@ def allreduce_function():
 @check
 def allreduce_dtypes_and_compression():
     for mode, wrap in MODES.items():
-        for dt in [tf.int16, tf.int32, tf.int64, tf.float16, tf.float64, tf.uint8]:
+        for dt in [tf.int16, tf.uint16, tf.int32, tf.int64, tf.float16, tf.float64, tf.uint8]:
             y = wrap(lambda: hvd.allreduce(tf.ones([3], dt) * (R + 1), op=hvd.Sum))()
             expect(y.dtype == dt, f"{mode} {dt}: {y.dtype}")
             close(y, np.full([3], N * (N + 1) / 2))
