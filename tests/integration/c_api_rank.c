@@ -74,6 +74,19 @@ int main(void) {
     EXPECT(strstr(kolo_last_error(), "bool") != NULL, "the refusal names the dtype");
   }
 
+  /* uint16 past int16's range: sum wraps modulo 65536, max compares unsigned. */
+  {
+    uint16_t u16[2] = {(uint16_t)(rank + 1), 40000};
+    int64_t two = 2;
+    EXPECT(kolo_allreduce(c, u16, u16, KOLO_UINT16, &two, 1, "c/uint16", KOLO_SUM) == 0, "uint16");
+    EXPECT(u16[0] == size * (size + 1) / 2, "uint16 sum");
+    EXPECT(u16[1] == (uint16_t)(40000u * (unsigned)size), "uint16 sum wraps");
+    uint16_t big[2] = {(uint16_t)(65535 - rank), (uint16_t)(40000 + rank)};
+    EXPECT(kolo_allreduce(c, big, big, KOLO_UINT16, &two, 1, "c/uint16-max", KOLO_MAX) == 0,
+           "uint16 max");
+    EXPECT(big[0] == 65535 && big[1] == 40000 + size - 1, "uint16 max value");
+  }
+
   /* A mismatch is an error with a message, and the job goes on. */
   float x[3] = {1, 2, 3};
   int64_t len = rank == 0 ? 2 : 3;

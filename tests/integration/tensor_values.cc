@@ -13,7 +13,7 @@ double InputValue(ReduceOp op, int rank, int64_t i) {
 }
 
 double Clamp(DType t, double v) {
-  if (t == DType::kUint8) return std::fabs(v);
+  if (t == DType::kUint8 || t == DType::kUint16) return std::fabs(v);
   if (t == DType::kBool) return v != 0 ? 1 : 0;
   return v;
 }
@@ -47,6 +47,9 @@ void Store(DType t, void* base, int64_t i, double v) {
     case DType::kInt16:
       static_cast<int16_t*>(base)[i] = static_cast<int16_t>(v);
       break;
+    case DType::kUint16:
+      static_cast<uint16_t*>(base)[i] = static_cast<uint16_t>(v);
+      break;
     case DType::kBool:
       static_cast<uint8_t*>(base)[i] = v != 0 ? static_cast<uint8_t>(1 + (i * 37) % 255) : 0;
       break;
@@ -73,6 +76,8 @@ double Load(DType t, const void* base, int64_t i) {
       return static_cast<const double*>(base)[i];
     case DType::kInt16:
       return static_cast<const int16_t*>(base)[i];
+    case DType::kUint16:
+      return static_cast<const uint16_t*>(base)[i];
     case DType::kBool:
       return static_cast<const uint8_t*>(base)[i] != 0 ? 1 : 0;
   }

@@ -98,10 +98,53 @@ void CheckAllreduceRefused(kolo::Client& c, DType t, kolo::AllreduceOptions opti
   CHECK_OR_COUNT(data == before, "%s: a refused allreduce wrote its tensor", name.c_str());
 }
 
+// uint16 past int16's range: min and max compare unsigned, the sum wraps
+// modulo 65536 and a postscale saturates at 65535 (after the sum).
+void CheckUint16Range(kolo::Client& c) {
+  const int size = c.size();
+  // Element i of rank r's input.
+  auto value = [](size_t i, int r) -> uint32_t {
+    const uint32_t v[] = {static_cast<uint32_t>(65535 - r), static_cast<uint32_t>(40000 + r), 30000,
+                          static_cast<uint32_t>(7 * (r + 1))};
+    return v[i];
+  };
+  std::vector<uint16_t> in(4);
+  std::vector<uint32_t> sums(4, 0);
+  for (size_t i = 0; i < in.size(); ++i) {
+    in[i] = static_cast<uint16_t>(value(i, c.rank()));
+    for (int r = 0; r < size; ++r) sums[i] += value(i, r);
+  }
+  struct Case {
+    const char* name;
+    kolo::AllreduceOptions options;
+    std::vector<uint32_t> want;
+  };
+  std::vector<Case> cases = {
+      {"max", {.op = ReduceOp::kMax}, {65535, 40000u + size - 1, 30000, 7u * size}},
+      {"min", {.op = ReduceOp::kMin}, {65535u - (size - 1), 40000, 30000, 7}},
+      {"sum", {.op = ReduceOp::kSum}, {}},
+      {"sum2", {.op = ReduceOp::kSum, .postscale = 2.0}, {}},
+  };
+  for (uint32_t s : sums) cases[2].want.push_back(s % 65536);
+  for (uint32_t s : sums) cases[3].want.push_back(std::min<uint32_t>(65535, (s % 65536) * 2));
+  for (const Case& k : cases) {
+    std::vector<uint16_t> out(in.size());
+    const std::string name = absl::StrCat("m/uint16/range/", k.name);
+    absl::Status s =
+        c.Allreduce(kolo::ConstTensorView(in.data(), DType::kUint16, {4}),
+                    kolo::TensorView{out.data(), DType::kUint16, {4}}, name, k.options);
+    CHECK_OR_COUNT(s.ok(), "%s: %s", name.c_str(), s.ToString().c_str());
+    for (size_t i = 0; i < in.size() && s.ok(); ++i) {
+      CHECK_OR_COUNT(out[i] == k.want[i], "%s [%zu]: got %u want %u", name.c_str(), i,
+                     static_cast<unsigned>(out[i]), static_cast<unsigned>(k.want[i]));
+    }
+  }
+}
+
 void ScenarioMatrix(kolo::Client& c) {
-  const DType dtypes[] = {DType::kUint8,   DType::kInt8,    DType::kInt16,    DType::kInt32,
-                          DType::kInt64,   DType::kFloat16, DType::kBFloat16, DType::kFloat32,
-                          DType::kFloat64, DType::kBool};
+  const DType dtypes[] = {DType::kUint8,   DType::kInt8,    DType::kInt16,   DType::kUint16,
+                          DType::kInt32,   DType::kInt64,   DType::kFloat16, DType::kBFloat16,
+                          DType::kFloat32, DType::kFloat64, DType::kBool};
   const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
                           ReduceOp::kProduct};
   for (DType t : dtypes) {
@@ -126,6 +169,7 @@ void ScenarioMatrix(kolo::Client& c) {
                         "m/bool/prescale");
   CheckAllreduceRefused(c, DType::kBool, {.op = ReduceOp::kSum, .postscale = 0.5},
                         "m/bool/postscale");
+  CheckUint16Range(c);
   // Scale factors: result = postscale * sum(prescale * x).
   std::vector<float> x(100);
   for (int i = 0; i < 100; ++i) x[i] = static_cast<float>(c.rank() + i);
@@ -190,7 +234,7 @@ void ScenarioInflight(kolo::Client& c) {
 void ScenarioBroadcast(kolo::Client& c) {
   for (int root = 0; root < c.size(); ++root) {
     for (DType t : {DType::kInt8, DType::kFloat16, DType::kFloat32, DType::kInt64, DType::kInt16,
-                    DType::kBool}) {
+                    DType::kUint16, DType::kBool}) {
       for (bool zc : {true, false}) {
         const int64_t n = 3001;
         std::vector<uint8_t> own(n * kolo::DTypeSize(t));
@@ -351,7 +395,7 @@ void ScenarioWithhold(kolo::Client& c) {
 void CheckAllgathers(kolo::Client& c, int64_t scale, const std::string& prefix) {
   const int rank = c.rank(), size = c.size();
   for (DType t : {DType::kFloat32, DType::kInt64, DType::kFloat16, DType::kUint8, DType::kInt16,
-                  DType::kBool}) {
+                  DType::kUint16, DType::kBool}) {
     const int64_t rows = rank * scale;
     std::vector<uint8_t> in(rows * 3 * kolo::DTypeSize(t) + 1);
     for (int64_t i = 0; i < rows * 3; ++i) Store(t, in.data(), i, (rank * 10 + i) % 100);
@@ -497,7 +541,7 @@ void ScenarioSurface(kolo::Client& c) {
   // Reducescatter and alltoall over more dtypes (sum of small integers is
   // exact in each; bool's sum is a logical or).
   for (DType t : {DType::kFloat64, DType::kInt32, DType::kInt64, DType::kFloat16, DType::kBFloat16,
-                  DType::kInt8, DType::kUint8, DType::kInt16, DType::kBool}) {
+                  DType::kInt8, DType::kUint8, DType::kInt16, DType::kUint16, DType::kBool}) {
     const int64_t rows = 2 * size + 1;
     std::vector<uint8_t> in(rows * 2 * kolo::DTypeSize(t));
     for (int64_t i = 0; i < rows * 2; ++i) Store(t, in.data(), i, (rank + i) % 7);
