@@ -184,6 +184,18 @@ def _ps_id(process_set):
     return int(process_set)
 
 
+def _ps_size(process_set):
+    """The number of ranks in `process_set` (the job's for the global set)."""
+    ps = _ps_id(process_set)
+    return core.size() if ps == 0 else core.process_set_size(ps)
+
+
+def _ps_rank(process_set):
+    """This rank's position in `process_set` (the order of its results)."""
+    ps = _ps_id(process_set)
+    return core.rank() if ps == 0 else core.process_set_rank(ps)
+
+
 # Names identify collectives across ranks: an unnamed one gets the next number
 # of its kind within its process set, the same on every member rank that makes
 # the same calls in order (ranks outside a set do not advance its numbers).

@@ -31,11 +31,6 @@ def _native_code(tensor, compression):
     return int(getattr(compression, "kolo_code", 0))
 
 
-def _size_of(process_set):
-    ps = _ps_id(process_set)
-    return _api.size() if ps == 0 else _api.core.process_set_size(ps)
-
-
 def allreduce(tensor, average=None, device_dense="", device_sparse="",
               compression=Compression.none, op=None, prescale_factor=1.0,
               postscale_factor=1.0, name=None, process_set=global_process_set,
@@ -51,7 +46,7 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="",
         indices = allgather(tensor.indices, process_set=process_set)
         scale = prescale_factor * postscale_factor
         if code == int(Average):
-            scale /= _size_of(process_set)
+            scale /= _api._ps_size(process_set)
         if scale != 1.0:
             values = values * tf.cast(scale, values.dtype)
         return tf.IndexedSlices(values, indices, dense_shape=tensor.dense_shape)
@@ -273,10 +268,10 @@ def _allgather_grad(op, grad):
     grad = _ops.kolo_allreduce(grad, reduce_op=int(Sum), process_set=ps)
     rows = tf.shape(op.inputs[0], out_type=tf.int64)[:1]
     all_rows = _ops.kolo_allgather(rows, process_set=ps)
-    my_pos = _api.rank() if ps == 0 else _api.core.process_set_rank(ps)
+    my_pos = _api._ps_rank(ps)
     # The number of pieces is the set's size: a graph cannot infer it from
     # all_rows, whose length is unknown until run time.
-    return tf.split(grad, all_rows, num=_size_of(ps), axis=0)[my_pos]
+    return tf.split(grad, all_rows, num=_api._ps_size(ps), axis=0)[my_pos]
 
 
 @tf.RegisterGradient("KoloReducescatter")
@@ -285,7 +280,7 @@ def _reducescatter_grad(op, grad):
     out = _ops.kolo_allgather(grad, process_set=ps)
     scale = op.get_attr("prescale_factor") * op.get_attr("postscale_factor")
     if op.get_attr("reduce_op") == int(Average):
-        scale /= _size_of(ps)
+        scale /= _api._ps_size(ps)
     return out * tf.cast(scale, out.dtype) if scale != 1.0 else out
 
 

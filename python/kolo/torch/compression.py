@@ -57,3 +57,15 @@ def prepare(compression, tensor):
         return tensor, None, 0
     compressed, ctx = compression.compress(tensor)
     return compressed, ctx, 0
+
+
+def prepare_group(compression, tensors):
+    """([(tensor to send, ctx)], wire format) for a group, which travels in
+    one wire format: kolod narrows it only if every tensor is float32 under
+    Kolo's fp16/bf16, else every tensor goes through compression.compress()."""
+    code = getattr(compression, "kolo_code", 0) if compression is not None else 0
+    if code and all(t.dtype == torch.float32 for t in tensors):
+        return [(t, None) for t in tensors], int(code)
+    if compression is None:
+        return [(t, None) for t in tensors], 0
+    return [compression.compress(t) for t in tensors], 0

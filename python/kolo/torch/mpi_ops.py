@@ -39,7 +39,7 @@ from kolo._native import core
 from kolo._topology import cross_rank, cross_size, is_homogeneous  # noqa: F401
 from kolo.errors import KoloError
 from kolo.errors import KoloError as HorovodInternalError  # noqa: F401  (Horovod's name)
-from kolo.torch.compression import Compression, prepare
+from kolo.torch.compression import Compression, prepare, prepare_group
 
 # The element types kolod knows (values of proto/kolo/abi/types.h).
 _DTYPE_CODES = {
@@ -72,7 +72,7 @@ def _arena_tensor(shape, dtype):
     arena: collectives on it copy nothing between this process and kolod.
     None when the arena has no room (callers then use ordinary memory)."""
     try:
-        buf = core.allocate(_code(torch.empty((), dtype=dtype)), [int(d) for d in shape])
+        buf = core.allocate(_DTYPE_CODES[dtype], [int(d) for d in shape])
     except KoloError:
         return None
     t = torch.from_numpy(np.asarray(buf))  # the array, and so `buf`, lives as long as t
@@ -179,7 +179,7 @@ def _wait_output(dtype, alltoall=False, device=None, splits_like=None):
     """Finishes an allgather/reducescatter/alltoall: the result is copied once
     from shared memory into a new tensor of `dtype` (alltoall's received
     splits take the dtype and device of `splits_like`, int32 without it)."""
-    itemsize = torch.empty((), dtype=dtype).element_size()
+    itemsize = dtype.itemsize
 
     def finish(hid):
         box = []
@@ -357,19 +357,13 @@ class _GroupedAllreduceFn(torch.autograd.Function):
     def forward(ctx, average, name, compression, op, prescale, postscale, process_set,
                 *tensors):
         ctx.args = (average, op, prescale, postscale, process_set)
-        prepared = [prepare(compression, t) for t in tensors]
+        prepared, wire = prepare_group(compression, tensors)
         outputs = [torch.empty_like(c, memory_format=torch.contiguous_format)
-                   for c, _, _ in prepared]
-        wires = {w for _, _, w in prepared}
-        wire = wires.pop() if len(wires) == 1 else 0  # one wire format per group
-        if wire == 0:  # a mixed group: every tensor through compress()
-            prepared = [(c, x, 0) for c, x in (compression.compress(t) for t in tensors)]
-            outputs = [torch.empty_like(c, memory_format=torch.contiguous_format)
-                       for c, _, _ in prepared]
-        results = _grouped_allreduce_start([c for c, _, _ in prepared], outputs, name,
+                   for c, _ in prepared]
+        results = _grouped_allreduce_start([c for c, _ in prepared], outputs, name,
                                            _api._op_code(op, average), prescale, postscale,
                                            wire, process_set).wait()
-        return tuple(compression.decompress(r, x) for r, (_, x, _) in zip(results, prepared))
+        return tuple(compression.decompress(r, x) for r, (_, x) in zip(results, prepared))
 
     @staticmethod
     def backward(ctx, *grads):
@@ -441,13 +435,6 @@ class _BroadcastFn(torch.autograd.Function):
         return reduced, None, None, None
 
 
-def _rank_in(process_set):
-    """This rank's position in `process_set` (the order of its results)."""
-    if process_set is None or _api._ps_id(process_set) == 0:
-        return _api.rank()
-    return core.process_set_rank(_api._ps_id(process_set))
-
-
 def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
     """root_rank's `tensor` on every rank, as a new tensor; differentiable."""
     _check_tensor(tensor, "broadcast")
@@ -493,7 +480,7 @@ class _AllgatherFn(torch.autograd.Function):
                                   process_set=ctx.process_set).wait()
         rows = allgather_async(torch.tensor([ctx.rows], dtype=torch.int64),
                                process_set=ctx.process_set).wait()
-        offset = int(rows[:_rank_in(ctx.process_set)].sum())
+        offset = int(rows[:_api._ps_rank(ctx.process_set)].sum())
         return reduced.narrow(0, offset, ctx.rows), None, None, None
 
 
@@ -529,7 +516,7 @@ class _GroupedAllgatherFn(torch.autograd.Function):
                                           process_set=ctx.process_set).wait()
         rows = allgather_async(torch.tensor(ctx.rows, dtype=torch.int64).reshape(1, -1),
                                process_set=ctx.process_set).wait()
-        offsets = rows[:_rank_in(ctx.process_set)].sum(0)
+        offsets = rows[:_api._ps_rank(ctx.process_set)].sum(0)
         return (None, None) + tuple(r.narrow(0, int(o), n)
                                     for r, o, n in zip(reduced, offsets, ctx.rows))
 
@@ -570,14 +557,8 @@ def _scatter_grad(grad, op, prescale, postscale, process_set):
     full = allgather_async(grad.contiguous(), process_set=process_set).wait()
     scale = float(prescale) * float(postscale)
     if ReduceOp(int(op)) == ReduceOp.SUM:
-        scale *= _size_of(process_set)
+        scale *= _api._ps_size(process_set)
     return full * scale if scale != 1.0 else full
-
-
-def _size_of(process_set):
-    if process_set is None or _api._ps_id(process_set) == 0:
-        return _api.size()
-    return core.process_set_size(_api._ps_id(process_set))
 
 
 class _ReducescatterFn(torch.autograd.Function):
@@ -720,7 +701,7 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
     indices = allgather_async(grad._indices().t().contiguous(),
                               name=f"{name}.indices" if name else None,
                               process_set=process_set)
-    size = _size_of(process_set)
+    size = _api._ps_size(process_set)
 
     def finish():
         v, i = values.wait(), indices.wait()

@@ -12,9 +12,10 @@ import warnings
 
 import torch
 
+import kolo._api as _api
 from kolo._api import Average, ReduceOp, global_process_set
 from kolo.torch import mpi_ops
-from kolo.torch.compression import Compression, prepare
+from kolo.torch.compression import Compression, prepare, prepare_group
 
 
 # Mark a gradient allreduced in its arena buffer (see _in_arena), and a
@@ -70,7 +71,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._should_synchronize = True
         self._hook_handles = []
         self._arena = {}        # id(p) -> p's gradient buffer in the arena
-        if mpi_ops._size_of(process_set) > 1 and self._included():
+        if _api._ps_size(process_set) > 1 and self._included():
             self._register_hooks()
 
     # ------------------------------------------------------------ setup
@@ -139,18 +140,14 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._submit_group(gi, sorted(ready, key=lambda q: self._names[id(q)]))
 
     def _submit_group(self, gi, params):
-        tensors, ctxs, wires = [], [], set()
+        grads = []
         for p in params:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
-            grad = p.grad.to_dense() if p.grad.is_sparse else p.grad
-            compressed, ctx, wire = prepare(self._compression, grad)
-            tensors.append(compressed)
-            ctxs.append(ctx)
-            wires.add(wire)
+            grads.append(p.grad.to_dense() if p.grad.is_sparse else p.grad)
+        prepared, wire = prepare_group(self._compression, grads)
+        tensors, ctxs = [t for t, _ in prepared], [c for _, c in prepared]
         prescale, postscale = self._scales()
-        # One wire format for the group: native narrowing only if it fits all.
-        wire = wires.pop() if len(wires) == 1 else 0
         group = mpi_ops._grouped_allreduce_start(
             tensors, tensors, f"allreduce.group.{gi}", int(self.op), prescale, postscale, wire,
             self.process_set)
@@ -210,7 +207,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def synchronize(self):
         """Waits for every gradient's allreduce (submitting those backward did
         not produce) and writes the results into the parameters' .grad."""
-        if mpi_ops._size_of(self.process_set) <= 1 or not self._included():
+        if _api._ps_size(self.process_set) <= 1 or not self._included():
             self._synchronized = True
             return
         for p in self._params:
