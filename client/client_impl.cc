@@ -221,6 +221,17 @@ bool InPlaceKind(CollectiveKind kind) {
   return kind == CollectiveKind::kAllreduce || kind == CollectiveKind::kBroadcast;
 }
 
+// Whether kolod takes `name` (1 to kMaxNameBytes bytes, no control
+// characters; see daemon/session/slot_validator.cc).
+bool NameKolodTakes(std::string_view name) {
+  if (name.empty() || name.size() > abi::v1::kMaxNameBytes) return false;
+  for (char c : name) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) return false;
+  }
+  return true;
+}
+
 // What the client checks before touching the arena (kolod checks it all
 // again: this is for clear errors at the caller's line).
 absl::Status CheckSpec(const SubmitSpec& spec) {
@@ -313,7 +324,7 @@ SubmitSlot MakeSlot(const SubmitSpec& spec, uint64_t request_id, uint64_t in_off
 // among the requests in flight; push the slot and ring kolod's doorbell.
 absl::StatusOr<Handle> ClientImpl::Submit(const SubmitSpec& spec) {
   if (Dead()) return DeadStatus();
-  if (absl::Status s = CheckSpec(spec); !s.ok()) return s;
+  if (absl::Status s = CheckSpec(spec); !s.ok()) return Refuse(spec, s);
   const ConstTensorView& input = spec.input;
   const bool on_device = input.device >= 0 || (InPlaceKind(spec.kind) && spec.output.device >= 0);
   Pending p;
@@ -343,6 +354,48 @@ absl::StatusOr<Handle> ClientImpl::Submit(const SubmitSpec& spec) {
   if (absl::Status s = PushSlot(slot, p); !s.ok()) return s;
   RingDoorbell(&header_->submit_ready);
   return Handle{slot.request_id};
+}
+
+absl::Status ClientImpl::Refuse(const SubmitSpec& spec, const absl::Status& why) {
+  switch (spec.kind) {
+    case CollectiveKind::kAllreduce:
+    case CollectiveKind::kAllgather:
+    case CollectiveKind::kBroadcast:
+    case CollectiveKind::kAlltoall:
+    case CollectiveKind::kReducescatter:
+      break;
+    default:
+      return why;
+  }
+  if (why.ok() || Dead() || !NameKolodTakes(spec.name)) return why;
+  const absl::string_view reason =
+      why.message().substr(0, std::min<size_t>(why.message().size(), abi::v1::kMaxMessageBytes));
+  Pending p;
+  p.kind = spec.kind;
+  p.process_set = spec.process_set;
+  p.refusal = true;
+  {
+    absl::MutexLock l(&arena_->mu);
+    auto o = arena_->alloc.Allocate(std::max<size_t>(reason.size(), 1));
+    if (!o.ok()) return why;  // the others then wait for the stall timeout
+    p.input_staging = *o;
+    if (!reason.empty()) std::memcpy(arena_->base + *o, reason.data(), reason.size());
+  }
+  SubmitSlot slot{};
+  slot.request_id = next_id_.fetch_add(1, std::memory_order_relaxed);
+  slot.kind = static_cast<uint32_t>(spec.kind);
+  slot.name_length = static_cast<uint32_t>(spec.name.size());
+  std::memcpy(slot.name, spec.name.data(), spec.name.size());
+  slot.process_set = static_cast<uint32_t>(spec.process_set);
+  slot.group_id = spec.group_id;
+  slot.group_size = spec.group_size;
+  slot.flags = abi::v1::kSlotFlagRefusal;
+  slot.input_offset = p.input_staging;
+  slot.byte_length = reason.size();
+  if (!ReserveInFlight(slot.request_id, p).ok()) return why;
+  if (!PushSlot(slot, p).ok()) return why;
+  RingDoorbell(&header_->submit_ready);
+  return why;
 }
 
 absl::Status ClientImpl::PlaceInArena(const SubmitSpec& spec, bool on_device, Pending* p,
@@ -440,6 +493,11 @@ void ClientImpl::DrainLocked() {
     auto it = pending_.find(slot.request_id);
     if (it == pending_.end()) continue;
     const Pending& p = it->second;
+    if (p.refusal) {
+      FreeStaging(p);
+      pending_.erase(it);
+      continue;
+    }
     if (p.device != nullptr) {
       absl::Status ordered = p.device->Complete(status);
       if (status.ok()) status = ordered;
@@ -694,10 +752,24 @@ absl::StatusOr<std::vector<Handle>> ClientImpl::SubmitGroup(std::vector<SubmitSp
   if (specs.empty()) return std::vector<Handle>();
   const int process_set = specs.front().process_set;
   const uint64_t group = NextCounter(absl::StrCat("group.", process_set)) + 1;
-  std::vector<Handle> handles;
   for (SubmitSpec& spec : specs) {
     spec.group_id = group;
     spec.group_size = static_cast<uint32_t>(specs.size());
+  }
+  // A member this rank refuses fails the whole group, here and on every
+  // other rank (each member is refused, so no rank waits for the group).
+  for (const SubmitSpec& spec : specs) {
+    if (Dead()) return DeadStatus();
+    absl::Status s = CheckSpec(spec);
+    if (s.ok()) continue;
+    const absl::Status why(s.code(),
+                           absl::StrCat("grouped ", CollectiveKindName(spec.kind), ": member \"",
+                                        std::string(spec.name), "\": ", s.message()));
+    for (const SubmitSpec& member : specs) (void)Refuse(member, why);
+    return why;
+  }
+  std::vector<Handle> handles;
+  for (SubmitSpec& spec : specs) {
     auto h = Submit(spec);
     if (!h.ok()) {
       // The members already submitted can never run: the group is short.

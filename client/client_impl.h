@@ -84,6 +84,12 @@ class ClientImpl {
 
   absl::StatusOr<HostBuffer> Allocate(DType dtype, std::vector<int64_t> shape);
   absl::StatusOr<Handle> Submit(const SubmitSpec& spec);
+  // Tells kolod that this rank will not take part in `spec`'s collective
+  // (its own checks refused it for `why`), so that it fails on every rank
+  // instead of leaving the others waiting (abi kSlotFlagRefusal). Returns
+  // `why`. Kinds other than allreduce, allgather, broadcast, alltoall and
+  // reducescatter, and names kolod would not accept, send nothing.
+  absl::Status Refuse(const SubmitSpec& spec, const absl::Status& why);
   // Submits `specs` as one group (same group id on every rank).
   absl::StatusOr<std::vector<Handle>> SubmitGroup(std::vector<SubmitSpec> specs);
   absl::Status WaitFor(Handle handle, absl::Duration timeout);
@@ -111,6 +117,9 @@ class ClientImpl {
     std::vector<int64_t> row_shape;  // the input's shape without dimension 0
     int process_set = kGlobalProcessSet;
     std::shared_ptr<client::DevicePending> device;  // device requests
+    // A refusal notice: nobody waits for it; its completion only frees
+    // the reason's staging.
+    bool refusal = false;
   };
   // A completed request, until Wait takes it.
   struct Done {

@@ -217,15 +217,15 @@ absl::Status Client::Allreduce(const ConstTensorView& input, const TensorView& o
 
 absl::StatusOr<Handle> Client::BroadcastAsync(const TensorView& tensor, std::string_view name,
                                               int root_rank, const CollectiveOptions& options) {
-  if (root_rank < 0 || root_rank >= size()) {
-    return absl::InvalidArgumentError(absl::StrCat("broadcast \"", std::string(name),
-                                                   "\": root rank ", root_rank, " outside [0, ",
-                                                   size(), ")"));
-  }
   SubmitSpec spec{CollectiveKind::kBroadcast, tensor, tensor, name};
   spec.root_rank = root_rank;
   spec.process_set = options.process_set;
   spec.reduce.cuda_stream = options.cuda_stream;
+  if (root_rank < 0 || root_rank >= size()) {
+    return impl_->Refuse(spec, absl::InvalidArgumentError(
+                                   absl::StrCat("broadcast \"", std::string(name), "\": root rank ",
+                                                root_rank, " outside [0, ", size(), ")")));
+  }
   return impl_->Submit(spec);
 }
 
@@ -282,6 +282,13 @@ absl::StatusOr<AlltoallResult> Client::Alltoall(const ConstTensorView& input,
   auto h = AlltoallAsync(input, std::move(splits), name, options);
   if (!h.ok()) return h.status();
   return WaitForAlltoall(*h);
+}
+
+absl::Status Client::Refuse(CollectiveKind kind, std::string_view name, int process_set,
+                            const absl::Status& why) {
+  SubmitSpec spec{kind, {}, {}, name};
+  spec.process_set = process_set;
+  return impl_->Refuse(spec, why);
 }
 
 absl::Status Client::Barrier(const CollectiveOptions& options) {

@@ -48,6 +48,9 @@ struct Request {
   std::optional<cuda::DeviceIo> device;
   std::shared_ptr<Session> session;
   absl::Time submitted_at;
+  // Set for a refusal (abi kSlotFlagRefusal): the rank will not take part,
+  // for this reason; the name's collective fails on every rank with it.
+  std::optional<std::string> refusal;
 };
 
 // Bytes of one row of `r`'s tensor (everything but the first dimension).

@@ -11,6 +11,13 @@ namespace kolo::daemon {
 
 absl::Status CheckAgreement(const std::vector<Request>& requests) {
   const Request& first = requests.front();
+  for (const Request& r : requests) {
+    if (r.refusal.has_value()) {
+      return absl::FailedPreconditionError(absl::StrCat(CollectiveKindName(r.kind), " \"", r.name,
+                                                        "\": rank ", r.rank,
+                                                        " refused it: ", *r.refusal));
+    }
+  }
   const plan::TensorDesc reference = plan::DescOf(first);
   for (const Request& r : requests) {
     if (std::optional<plan::FieldDifference> d = plan::Difference(reference, plan::DescOf(r))) {

@@ -87,7 +87,8 @@ class RequestTable {
 
 // The agreement check alone (the rule of daemon/plan/agreement.h, each rank
 // against the first): OK, or FAILED_PRECONDITION naming the tensor, the
-// ranks and their values. `requests` are in rank order.
+// ranks and their values, or the first rank that refused it (Request::refusal)
+// and why. `requests` are in rank order.
 absl::Status CheckAgreement(const std::vector<Request>& requests);
 
 }  // namespace kolo::daemon

@@ -129,6 +129,30 @@ void ExpectMismatch(const absl::Status& s, const std::string& message) {
   EXPECT_EQ(std::string(s.message()), message);
 }
 
+TEST(RequestTableTest, RefusalFailsTheNameForEveryRankWithTheReason) {
+  // Rank 1 refused it; the set is ready (and failed) only once every rank
+  // submitted, whatever the order, and the refusal wins over any other
+  // difference (the refusal has no shape).
+  for (const std::vector<int>& order : std::vector<std::vector<int>>{{0, 1, 2}, {1, 2, 0}}) {
+    RequestTable table(3);
+    std::vector<Request> requests;
+    for (int rank : order) {
+      Request r = MakeRequest("grad/w1", rank);
+      if (rank == 1) {
+        r.shape.clear();
+        r.bytes = 0;
+        r.refusal = "bool has no average";
+      }
+      requests.push_back(std::move(r));
+    }
+    ReadySet set = AddAll(table, std::move(requests));
+    EXPECT_EQ(set.agreement.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ(set.agreement.message(),
+              "allreduce \"grad/w1\": rank 1 refused it: bool has no average");
+    EXPECT_EQ(set.requests.size(), 3u);
+  }
+}
+
 TEST(RequestTableTest, ShapeMismatchNamesTensorRanksAndShapes) {
   Request r0 = MakeRequest("grad/w1", 0);
   Request r1 = MakeRequest("grad/w1", 1);

@@ -49,7 +49,7 @@ cuda::DeviceTensorRef ToRef(const abi::v1::DeviceTensorSlot& t) {
 // to the request's, a sane ordinal, and no arena offsets.
 absl::Status ValidateDevice(const abi::v1::SubmitSlot& slot, Request* r) {
   const std::string& name = r->name;
-  if ((slot.flags & ~abi::v1::kKnownSlotFlags) != 0) {
+  if ((slot.flags & ~abi::v1::kSlotFlagDevice) != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("\"", name, "\": unknown slot flags ", slot.flags));
   }
@@ -282,12 +282,78 @@ absl::Status CheckOptions(const abi::v1::SubmitSlot& slot, const ArenaBounds& ar
   return absl::OkStatus();
 }
 
+// A refusal: the collective it refuses (one that a rank can submit by name),
+// its process set and group, and the reason's text; every other field zero.
+absl::Status CheckRefusal(const abi::v1::SubmitSlot& slot, const ArenaBounds& arena, Request* r) {
+  const std::string& name = r->name;
+  if (slot.flags != abi::v1::kSlotFlagRefusal) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("refusal of \"", name, "\": flags ", slot.flags, " besides the refusal"));
+  }
+  switch (static_cast<CollectiveKind>(slot.kind)) {
+    case CollectiveKind::kAllreduce:
+    case CollectiveKind::kAllgather:
+    case CollectiveKind::kBroadcast:
+    case CollectiveKind::kAlltoall:
+    case CollectiveKind::kReducescatter:
+      r->kind = static_cast<CollectiveKind>(slot.kind);
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("refusal of \"", name, "\": collective kind ",
+                                                     slot.kind, " cannot be refused"));
+  }
+  abi::v1::SubmitSlot rest = slot;  // what must be zero
+  rest.request_id = 0;
+  rest.kind = 0;
+  rest.name_length = 0;
+  std::memset(rest.name, 0, sizeof(rest.name));
+  rest.input_offset = 0;
+  rest.byte_length = 0;
+  rest.process_set = 0;
+  rest.group_id = 0;
+  rest.group_size = 0;
+  rest.flags = 0;
+  if (!AllZero(&rest, sizeof(rest))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("refusal of \"", name, "\": fields besides its name, set, group and reason"));
+  }
+  if (slot.byte_length > abi::v1::kMaxMessageBytes ||
+      !RangeInArena(slot.input_offset, slot.byte_length, arena.bytes)) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "refusal of \"", name, "\": reason [", slot.input_offset, ", +", slot.byte_length,
+        ") longer than ", abi::v1::kMaxMessageBytes, " bytes or outside the arena"));
+  }
+  std::string reason(reinterpret_cast<const char*>(arena.base) + slot.input_offset,
+                     slot.byte_length);
+  for (char& c : reason) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) c = ' ';  // printed in other ranks' errors and logs
+  }
+  r->refusal = reason.empty() ? std::string("no reason given") : std::move(reason);
+  r->process_set = static_cast<int>(slot.process_set);
+  if (slot.group_size > 1) {
+    if (r->kind == CollectiveKind::kBroadcast || r->kind == CollectiveKind::kAlltoall ||
+        slot.group_size > 1000000) {
+      return absl::InvalidArgumentError(absl::StrCat("refusal of \"", name, "\": group of ",
+                                                     slot.group_size, " ",
+                                                     CollectiveKindName(r->kind)));
+    }
+    r->group_id = slot.group_id;
+    r->group_size = slot.group_size;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<Request> ValidateSlot(const abi::v1::SubmitSlot& slot, const ArenaBounds& arena,
                                      int job_size) {
   Request r;
   KOLO_RETURN_IF_ERROR(CheckName(slot, &r));
+  if ((slot.flags & abi::v1::kSlotFlagRefusal) != 0) {
+    KOLO_RETURN_IF_ERROR(CheckRefusal(slot, arena, &r));
+    return r;
+  }
   KOLO_RETURN_IF_ERROR(CheckCollective(slot, job_size, &r));
   KOLO_RETURN_IF_ERROR(CheckShape(slot, &r));
   KOLO_RETURN_IF_ERROR(ValidateDevice(slot, &r));

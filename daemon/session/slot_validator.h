@@ -22,8 +22,9 @@ inline constexpr int32_t kMaxDeviceOrdinal = 64;
 
 // `slot` is the daemon's private copy. `job_size` bounds root ranks. The
 // returned Request has input/output resolved inside `arena` (or, with
-// kSlotFlagDevice, `device` set and input/output null); `rank` and
-// `session` are left for the caller to fill.
+// kSlotFlagDevice, `device` set and input/output null; with
+// kSlotFlagRefusal, `refusal` set and no tensor); `rank` and `session` are
+// left for the caller to fill.
 absl::StatusOr<Request> ValidateSlot(const abi::v1::SubmitSlot& slot, const ArenaBounds& arena,
                                      int job_size);
 

@@ -1,5 +1,5 @@
 // Fuzzes ValidateSlot with slots from the input: either raw bytes, or one of
-// a few valid slots with bytes of the input written over it (so the checks
+// a few valid slots (a refusal among them) with bytes of the input written over it (so the checks
 // past kind and dtype are reached). The arena is a heap block of exactly its
 // size, partly filled from the input (auxiliary arrays are read from it). An
 // accepted host request must have its input and output inside the arena:
@@ -20,7 +20,22 @@ using abi::v1::SubmitSlot;
 
 constexpr uint64_t kArenaBytes = 4096;
 
+// A refusal of allreduce "x" whose 8-byte reason is at arena offset 1024.
+SubmitSlot RefusalTemplate() {
+  SubmitSlot s;
+  std::memset(&s, 0, sizeof(s));
+  s.request_id = 1;
+  s.kind = static_cast<uint32_t>(CollectiveKind::kAllreduce);
+  s.name_length = 1;
+  s.name[0] = 'x';
+  s.flags = abi::v1::kSlotFlagRefusal;
+  s.input_offset = 1024;
+  s.byte_length = 8;
+  return s;
+}
+
 SubmitSlot Template(uint8_t which) {
+  if (which == 0x7f) return RefusalTemplate();
   SubmitSlot s;
   std::memset(&s, 0, sizeof(s));
   s.request_id = 1;
@@ -87,6 +102,11 @@ void Run(fuzz::FuzzInput& in) {
 
   fuzz::Require(r->name.size() == slot.name_length && r->name.size() <= abi::v1::kMaxNameBytes);
   fuzz::Require(r->aux.size() == slot.aux_count);
+  if (r->refusal.has_value()) {
+    fuzz::Require(r->refusal->size() <= abi::v1::kMaxMessageBytes && r->input == nullptr &&
+                  r->output == nullptr && !r->device.has_value());
+    return;
+  }
   if (r->device.has_value()) {
     fuzz::Require(r->input == nullptr && r->output == nullptr);
     return;

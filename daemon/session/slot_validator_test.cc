@@ -548,5 +548,71 @@ TEST_F(SlotValidatorTest, DeviceTensorsForAllreduceAndBroadcastOnly) {
   ExpectRejected(s, absl::StatusCode::kUnimplemented, "allreduce and broadcast so far");
 }
 
+// A refusal of allreduce "grad/w1" in process set 2, group 9 of 3, whose
+// reason is at arena offset 64.
+SubmitSlot RefusalSlot(uint8_t* arena, const std::string& reason) {
+  SubmitSlot s;
+  std::memset(&s, 0, sizeof(s));
+  s.request_id = 78;
+  s.kind = static_cast<uint32_t>(CollectiveKind::kAllreduce);
+  std::memcpy(s.name, "grad/w1", 7);
+  s.name_length = 7;
+  s.process_set = 2;
+  s.group_id = 9;
+  s.group_size = 3;
+  s.flags = abi::v1::kSlotFlagRefusal;
+  s.input_offset = 64;
+  s.byte_length = reason.size();
+  std::memcpy(arena + 64, reason.data(), reason.size());
+  return s;
+}
+
+TEST_F(SlotValidatorTest, RefusalCarriesNameSetGroupAndReason) {
+  SubmitSlot s = RefusalSlot(arena_.base, "bool has no average\n(sum, min)");
+  absl::StatusOr<Request> r = ValidateSlot(s, arena_, kJobSize);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->request_id, 78u);
+  EXPECT_EQ(r->kind, CollectiveKind::kAllreduce);
+  EXPECT_EQ(r->name, "grad/w1");
+  EXPECT_EQ(r->process_set, 2);
+  EXPECT_EQ(r->group_id, 9u);
+  EXPECT_EQ(r->group_size, 3u);
+  ASSERT_TRUE(r->refusal.has_value());
+  EXPECT_EQ(*r->refusal, "bool has no average (sum, min)");  // control characters blanked
+  EXPECT_EQ(r->input, nullptr);
+  EXPECT_FALSE(r->device.has_value());
+}
+
+TEST_F(SlotValidatorTest, RefusalWithoutAReasonSaysSo) {
+  SubmitSlot s = RefusalSlot(arena_.base, "");
+  absl::StatusOr<Request> r = ValidateSlot(s, arena_, kJobSize);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r->refusal, "no reason given");
+}
+
+TEST_F(SlotValidatorTest, RefusalIsBounded) {
+  SubmitSlot s = RefusalSlot(arena_.base, "x");
+  s.byte_length = abi::v1::kMaxMessageBytes + 1;
+  ExpectRejected(s, absl::StatusCode::kOutOfRange, "reason");
+  s = RefusalSlot(arena_.base, "x");
+  s.input_offset = kArenaBytes;
+  ExpectRejected(s, absl::StatusCode::kOutOfRange, "outside the arena");
+  s = RefusalSlot(arena_.base, "x");
+  s.dtype = 3;  // a tensor field
+  ExpectRejected(s, "fields besides");
+  s = RefusalSlot(arena_.base, "x");
+  s.flags |= abi::v1::kSlotFlagDevice;
+  ExpectRejected(s, "besides the refusal");
+  s = RefusalSlot(arena_.base, "x");
+  s.kind = static_cast<uint32_t>(CollectiveKind::kJoin);
+  ExpectRejected(s, "cannot be refused");
+  s = RefusalSlot(arena_.base, "x");
+  s.kind = static_cast<uint32_t>(CollectiveKind::kBroadcast);  // broadcasts do not group
+  ExpectRejected(s, "group of 3");
+  s = RefusalSlot(arena_.base, "x");
+  s.name_length = 0;
+  ExpectRejected(s, "empty");
+}
+
 }  // namespace
 }  // namespace kolo::daemon

@@ -56,13 +56,43 @@ _DTYPE_CODES = {
 }
 
 
-def _dtype_code(array):
-    code = _DTYPE_CODES.get(array.dtype.name)
-    if code is None:
-        raise TypeError(
-            f"kolo does not support dtype {array.dtype.name}; supported: "
-            + ", ".join(_DTYPE_CODES))
-    return code
+# kolo::CollectiveKind of the collectives a rank can refuse (see _refuse).
+_KIND_CODES = {"allreduce": 1, "broadcast": 2, "allgather": 3, "reducescatter": 4,
+               "alltoall": 5}
+
+
+def _refuse(kind, names, process_set, why):
+    """Tells the other ranks that this rank will not take part in the
+    collectives `names` of `kind` (a check here refused them for `why`): kolod
+    fails them on every rank with this reason instead of leaving the others
+    waiting. Best effort: without kolod the caller's own error still stands."""
+    for name in names:
+        try:
+            core.refuse(_KIND_CODES[kind], name, _ps_id(process_set), str(why))
+        except errors.KoloError:
+            return
+
+
+def _dtype_code(array, kind=None, name=None, process_set=None):
+    """Kolo's code for `array`'s dtype. TypeError when it has none, after
+    refusing the collective `name` of `kind` (when given) on every rank."""
+    return _dtype_codes([array], kind, None if name is None else [name], process_set)[0]
+
+
+def _dtype_codes(arrays, kind=None, names=None, process_set=None):
+    """The codes of several arrays, for one collective or one group: an array
+    without one refuses every name given (a group fails as a whole)."""
+    codes = []
+    for array in arrays:
+        code = _DTYPE_CODES.get(array.dtype.name)
+        if code is None:
+            why = TypeError(f"kolo does not support dtype {array.dtype.name}; supported: "
+                            + ", ".join(_DTYPE_CODES))
+            if kind is not None and names:
+                _refuse(kind, names, process_set, why)
+            raise why
+        codes.append(code)
+    return codes
 
 
 def _as_input(tensor):
@@ -406,8 +436,9 @@ def allreduce_async_(tensor, average=None, name=None, op=None,
         if not isinstance(tensor, np.ndarray) or not tensor.flags.c_contiguous \
                 or not tensor.flags.writeable:
             raise ValueError("allreduce_ needs a writable C-contiguous array")
-        code = _dtype_code(tensor)
-        hid = core.allreduce_async(tensor, tensor, code, _name("allreduce", name, process_set),
+        nm = _name("allreduce", name, process_set)
+        code = _dtype_code(tensor, "allreduce", nm, process_set)
+        hid = core.allreduce_async(tensor, tensor, code, nm,
                                    _op_code(op, average), float(prescale_factor),
                                    float(postscale_factor),
                                    _compression_code(compression), _ps_id(process_set))
@@ -438,8 +469,9 @@ def allreduce_async(tensor, average=None, name=None, op=None,
                                 postscale_factor, compression, process_set)
     inp = _as_input(tensor)
     out = np.empty_like(inp)
-    code = _dtype_code(inp)
-    hid = core.allreduce_async(inp, out, code, _name("allreduce", name, process_set),
+    nm = _name("allreduce", name, process_set)
+    code = _dtype_code(inp, "allreduce", nm, process_set)
+    hid = core.allreduce_async(inp, out, code, nm,
                                _op_code(op, average), float(prescale_factor),
                                float(postscale_factor),
                                _compression_code(compression), _ps_id(process_set))
@@ -464,7 +496,7 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None,
     base = _name("grouped_allreduce", name, process_set)
     names = [f"{base}.{i}" for i in range(len(inputs))]
     ids = core.grouped_allreduce_async(
-        inputs, outputs, [_dtype_code(t) for t in inputs], names,
+        inputs, outputs, _dtype_codes(inputs, "allreduce", names, process_set), names,
         _op_code(op, average), float(prescale_factor), float(postscale_factor),
         _compression_code(compression), _ps_id(process_set))
     return _GroupHandle([Handle(h, Handle._PLAIN, (i, o), result=o)
@@ -492,7 +524,8 @@ def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_se
     if not isinstance(tensor, np.ndarray) or not tensor.flags.c_contiguous \
             or not tensor.flags.writeable:
         raise ValueError("broadcast_ needs a writable C-contiguous numpy array")
-    hid = core.broadcast_async(tensor, _dtype_code(tensor), _name("broadcast", name, process_set),
+    nm = _name("broadcast", name, process_set)
+    hid = core.broadcast_async(tensor, _dtype_code(tensor, "broadcast", nm, process_set), nm,
                                int(root_rank), _ps_id(process_set))
     return Handle(hid, Handle._PLAIN, (tensor,), result=tensor)
 
@@ -519,7 +552,8 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
     inp = _as_input(tensor)
     if inp.ndim == 0:
         inp = inp.reshape(1)
-    hid = core.allgather_async(inp, _dtype_code(inp), _name("allgather", name, process_set),
+    nm = _name("allgather", name, process_set)
+    hid = core.allgather_async(inp, _dtype_code(inp, "allgather", nm, process_set), nm,
                                _ps_id(process_set))
     return Handle(hid, Handle._OUTPUT, (inp,), dtype=inp.dtype)
 
@@ -534,9 +568,10 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     inputs = [_as_input(t) for t in tensors]
     inputs = [t.reshape(1) if t.ndim == 0 else t for t in inputs]
     base = _name("grouped_allgather", name, process_set)
-    ids = core.grouped_allgather_async(inputs, [_dtype_code(t) for t in inputs],
-                                       [f"{base}.{i}" for i in range(len(inputs))],
-                                       _ps_id(process_set))
+    names = [f"{base}.{i}" for i in range(len(inputs))]
+    ids = core.grouped_allgather_async(inputs,
+                                       _dtype_codes(inputs, "allgather", names, process_set),
+                                       names, _ps_id(process_set))
     return _GroupHandle([Handle(h, Handle._OUTPUT, (t,), dtype=t.dtype)
                          for h, t in zip(ids, inputs)])
 
@@ -548,7 +583,8 @@ def grouped_allgather(tensors, name=None, process_set=global_process_set):
 def reducescatter_async(tensor, name=None, op=Average, prescale_factor=1.0,
                         postscale_factor=1.0, process_set=global_process_set):
     inp = _as_input(tensor)
-    hid = core.reducescatter_async(inp, _dtype_code(inp), _name("reducescatter", name, process_set),
+    nm = _name("reducescatter", name, process_set)
+    hid = core.reducescatter_async(inp, _dtype_code(inp, "reducescatter", nm, process_set), nm,
                                    _op_code(op), float(prescale_factor),
                                    float(postscale_factor), _ps_id(process_set))
     return Handle(hid, Handle._OUTPUT, (inp,), dtype=inp.dtype)
@@ -566,9 +602,9 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, prescale_factor=
                                 postscale_factor=1.0, process_set=global_process_set):
     inputs = [_as_input(t) for t in tensors]
     base = _name("grouped_reducescatter", name, process_set)
+    names = [f"{base}.{i}" for i in range(len(inputs))]
     ids = core.grouped_reducescatter_async(
-        inputs, [_dtype_code(t) for t in inputs],
-        [f"{base}.{i}" for i in range(len(inputs))], _op_code(op),
+        inputs, _dtype_codes(inputs, "reducescatter", names, process_set), names, _op_code(op),
         float(prescale_factor), float(postscale_factor), _ps_id(process_set))
     return _GroupHandle([Handle(h, Handle._OUTPUT, (t,), dtype=t.dtype)
                          for h, t in zip(ids, inputs)])
@@ -583,7 +619,8 @@ def grouped_reducescatter(tensors, name=None, op=Average, prescale_factor=1.0,
 def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
     inp = _as_input(tensor)
     sp = [] if splits is None else [int(s) for s in np.asarray(splits).reshape(-1)]
-    hid = core.alltoall_async(inp, _dtype_code(inp), sp, _name("alltoall", name, process_set),
+    nm = _name("alltoall", name, process_set)
+    hid = core.alltoall_async(inp, _dtype_code(inp, "alltoall", nm, process_set), sp, nm,
                               _ps_id(process_set))
     return Handle(hid, Handle._ALLTOALL, (inp,), dtype=inp.dtype)
 
@@ -614,7 +651,12 @@ def add_process_set(ranks):
 
 
 def remove_process_set(process_set):
-    """Removes a process set (every rank of the job calls it)."""
+    """Removes a process set (every rank of the job calls it). True once
+    removed; False for a ProcessSet that is not registered (nothing to do).
+    Other failures raise, as every collective does."""
+    if isinstance(process_set, ProcessSet) and process_set.process_set_id is None:
+        return False
     core.remove_process_set(_ps_id(process_set))
     if isinstance(process_set, ProcessSet):
         process_set.process_set_id = None
+    return True

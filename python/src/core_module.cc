@@ -407,6 +407,18 @@ PYBIND11_MODULE(_core, m) {
     py::gil_scoped_release nogil;
     return ValueOrThrow(c->Test(Handle{h}));
   });
+  // This rank will not take part in collective `kind` named `name`: a
+  // check of the Python layer failed with `message`. The other ranks'
+  // collective fails with it instead of waiting (Client::Refuse).
+  m.def("refuse", [](int kind, const std::string& name, int ps, const std::string& message) {
+    char err[512] = {0};
+    int rc;
+    {
+      py::gil_scoped_release nogil;
+      rc = PyApiTable()->refuse(kind, name.c_str(), ps, message.c_str(), err, sizeof(err));
+    }
+    if (rc != 0) throw StatusError{rc, err};
+  });
   m.def("barrier", [](int ps) {
     auto c = ClientOrThrow();
     py::gil_scoped_release nogil;
@@ -417,7 +429,7 @@ PYBIND11_MODULE(_core, m) {
     py::gil_scoped_release nogil;
     return ValueOrThrow(c->Join());
   });
-  // The address of the KoloPyApiV1 table for the TensorFlow op library.
+  // The address of the KoloPyApi table for the TensorFlow op library.
   m.def("_api_table", [] { return reinterpret_cast<uintptr_t>(PyApiTable()); });
   m.attr("API_VERSION") = KOLO_PY_API_VERSION;
 }

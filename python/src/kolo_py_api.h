@@ -18,7 +18,7 @@
 extern "C" {
 #endif
 
-#define KOLO_PY_API_VERSION 1
+#define KOLO_PY_API_VERSION 2
 
 /* Called by wait_output with the result's shape (and, for alltoall, the rows
  * received from each rank); returns where to copy the result's bytes, or NULL
@@ -26,9 +26,10 @@ extern "C" {
 typedef void* (*kolo_output_sink)(void* ctx, const int64_t* shape, int ndim, const int64_t* splits,
                                   int nsplits);
 
-typedef struct KoloPyApiV1 {
+/* Grows by appending fields; KOLO_PY_API_VERSION says which it has. */
+typedef struct KoloPyApi {
   uint32_t version;     /* KOLO_PY_API_VERSION */
-  uint32_t struct_size; /* sizeof(KoloPyApiV1) */
+  uint32_t struct_size; /* sizeof(KoloPyApi) */
 
   /* 1 while kolo.init() has attached this process (and shutdown has not). */
   int (*initialized)(void);
@@ -67,7 +68,26 @@ typedef struct KoloPyApiV1 {
 
   int (*barrier)(int process_set, char* err, size_t err_len);
   int (*join)(int* last_rank, char* err, size_t err_len);
-} KoloPyApiV1;
+
+  /* Version 2. */
+  /* `n` tensors gathered, or reduced and scattered, as one negotiated and
+   * fused group; handles[i] is tensor i's handle (wait_output). */
+  int (*grouped_allgather_async)(int n, const void* const* inputs, const int* dtypes,
+                                 const int64_t* const* shapes, const int* ndims,
+                                 const char* const* names, int process_set, uint64_t* handles,
+                                 char* err, size_t err_len);
+  int (*grouped_reducescatter_async)(int n, const void* const* inputs, const int* dtypes,
+                                     const int64_t* const* shapes, const int* ndims,
+                                     const char* const* names, int op, double prescale,
+                                     double postscale, int process_set, uint64_t* handles,
+                                     char* err, size_t err_len);
+  /* This rank will not take part in collective `kind` (kolo::CollectiveKind)
+   * named `name`: a check of the caller's own failed with `message`. The
+   * other ranks' collective of that name fails with it instead of waiting
+   * (kolo::Client::Refuse). */
+  int (*refuse)(int kind, const char* name, int process_set, const char* message, char* err,
+                size_t err_len);
+} KoloPyApi;
 
 #ifdef __cplusplus
 }

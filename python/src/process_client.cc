@@ -213,9 +213,68 @@ int TJoin(int* last_rank, char* err, size_t err_len) {
   return 0;
 }
 
-const KoloPyApiV1 kTable = {
+// The inputs of a grouped call as views (tensors without an output).
+absl::Status MakeGroupViews(int n, const void* const* inputs, const int* dtypes,
+                            const int64_t* const* shapes, const int* ndims,
+                            const char* const* names, std::vector<ConstTensorView>* ins,
+                            std::vector<std::string>* ns) {
+  if (n < 0) return absl::InvalidArgumentError(absl::StrCat("a group of ", n, " tensors"));
+  ins->resize(n);
+  for (int i = 0; i < n; ++i) {
+    if (absl::Status s =
+            MakeViews(inputs[i], nullptr, dtypes[i], shapes[i], ndims[i], &(*ins)[i], nullptr);
+        !s.ok()) {
+      return s;
+    }
+    ns->emplace_back(names[i]);
+  }
+  return absl::OkStatus();
+}
+
+int TGroupedAllgatherAsync(int n, const void* const* inputs, const int* dtypes,
+                           const int64_t* const* shapes, const int* ndims, const char* const* names,
+                           int process_set, uint64_t* handles, char* err, size_t err_len) {
+  KOLO_TABLE_CLIENT(client);
+  std::vector<ConstTensorView> ins;
+  std::vector<std::string> ns;
+  KOLO_TABLE_TRY(MakeGroupViews(n, inputs, dtypes, shapes, ndims, names, &ins, &ns));
+  auto hs = client->GroupedAllgatherAsync(ins, ns, CollectiveOptions{.process_set = process_set});
+  KOLO_TABLE_TRY(hs.status());
+  for (int i = 0; i < n; ++i) handles[i] = (*hs)[i].id;
+  return 0;
+}
+
+int TGroupedReducescatterAsync(int n, const void* const* inputs, const int* dtypes,
+                               const int64_t* const* shapes, const int* ndims,
+                               const char* const* names, int op, double prescale, double postscale,
+                               int process_set, uint64_t* handles, char* err, size_t err_len) {
+  KOLO_TABLE_CLIENT(client);
+  std::vector<ConstTensorView> ins;
+  std::vector<std::string> ns;
+  KOLO_TABLE_TRY(MakeGroupViews(n, inputs, dtypes, shapes, ndims, names, &ins, &ns));
+  auto opts = MakeReduceOptions(op, prescale, postscale, 0, process_set);
+  KOLO_TABLE_TRY(opts.status());
+  auto hs = client->GroupedReducescatterAsync(ins, ns, *opts);
+  KOLO_TABLE_TRY(hs.status());
+  for (int i = 0; i < n; ++i) handles[i] = (*hs)[i].id;
+  return 0;
+}
+
+int TRefuse(int kind, const char* name, int process_set, const char* message, char* err,
+            size_t err_len) {
+  KOLO_TABLE_CLIENT(client);
+  if (kind < 1 || static_cast<uint32_t>(kind) > kMaxCollectiveKind) {
+    return Report(absl::InvalidArgumentError(absl::StrCat("unknown collective kind ", kind)), err,
+                  err_len);
+  }
+  (void)client->Refuse(static_cast<CollectiveKind>(kind), name, process_set,
+                       absl::InvalidArgumentError(message));
+  return 0;
+}
+
+const KoloPyApi kTable = {
     .version = KOLO_PY_API_VERSION,
-    .struct_size = sizeof(KoloPyApiV1),
+    .struct_size = sizeof(KoloPyApi),
     .initialized = TInitialized,
     .rank = TRank,
     .size = TSize,
@@ -229,6 +288,9 @@ const KoloPyApiV1 kTable = {
     .wait_output = TWaitOutput,
     .barrier = TBarrier,
     .join = TJoin,
+    .grouped_allgather_async = TGroupedAllgatherAsync,
+    .grouped_reducescatter_async = TGroupedReducescatterAsync,
+    .refuse = TRefuse,
 };
 
 }  // namespace
@@ -283,6 +345,6 @@ absl::StatusOr<Compression> ToCompression(int code) {
   return static_cast<Compression>(code);
 }
 
-const KoloPyApiV1* PyApiTable() { return &kTable; }
+const KoloPyApi* PyApiTable() { return &kTable; }
 
 }  // namespace kolo::python

@@ -1,5 +1,5 @@
 // The kolo Python extension's one Client per process, shared by the Python API
-// and (through the KoloPyApiV1 table) the TensorFlow op library.
+// and (through the KoloPyApi table) the TensorFlow op library.
 //
 // A Python extension module is process-wide state by nature: init() attaches
 // the process as one rank, and every later call of either layer must use that
@@ -31,6 +31,6 @@ absl::StatusOr<ReduceOp> ToReduceOp(int code);
 absl::StatusOr<Compression> ToCompression(int code);
 
 // The table handed to the TensorFlow op library (static storage).
-const KoloPyApiV1* PyApiTable();
+const KoloPyApi* PyApiTable();
 
 }  // namespace kolo::python

@@ -2,7 +2,7 @@
 // tf.function graphs with no Python in the path.
 //
 // Built against the installed TensorFlow's headers (and so its Abseil and
-// protobuf), not against libkolo: every call goes through the KoloPyApiV1
+// protobuf), not against libkolo: every call goes through the KoloPyApi
 // table that kolo._core hands over with kolo_tf_bind() once loaded, so the
 // two never share a C++ type or a library (see kolo/_native.py).
 //
@@ -32,7 +32,7 @@ using ::tensorflow::Tensor;
 using ::tensorflow::TensorShape;
 using ::tensorflow::shape_inference::InferenceContext;
 
-std::atomic<const KoloPyApiV1*> g_api{nullptr};
+std::atomic<const KoloPyApi*> g_api{nullptr};
 
 constexpr size_t kErrLen = 2048;
 
@@ -72,6 +72,14 @@ int DTypeCode(DataType t) {
   }
 }
 
+// kolo::CollectiveKind values (proto/kolo/abi/types.h; this library sees
+// no libkolo header but the table's).
+constexpr int kAllreduce = 1;
+constexpr int kBroadcast = 2;
+constexpr int kAllgather = 3;
+constexpr int kReducescatter = 4;
+constexpr int kAlltoall = 5;
+
 std::vector<int64_t> Dims(const Tensor& t) {
   std::vector<int64_t> dims;
   for (int i = 0; i < t.dims(); ++i) dims.push_back(t.dim_size(i));
@@ -87,7 +95,10 @@ void* MutableDataOf(Tensor* t) { return const_cast<char*>(t->tensor_data().data(
 struct OutputSink {
   OpKernelContext* ctx;
   absl::Status status;
-  Tensor* splits_out = nullptr;
+  // The output to allocate; the received splits go to output 1 only for an
+  // alltoall (with_splits).
+  int index = 0;
+  bool with_splits = false;
 
   static void* Allocate(void* self, const int64_t* shape, int ndim, const int64_t* splits,
                         int nsplits) {
@@ -95,9 +106,9 @@ struct OutputSink {
     TensorShape ts;
     for (int i = 0; i < ndim; ++i) ts.AddDim(shape[i]);
     Tensor* out = nullptr;
-    sink->status = sink->ctx->allocate_output(0, ts, &out);
+    sink->status = sink->ctx->allocate_output(sink->index, ts, &out);
     if (!sink->status.ok()) return nullptr;
-    if (sink->ctx->num_outputs() > 1) {
+    if (sink->with_splits) {
       Tensor* sp = nullptr;
       sink->status = sink->ctx->allocate_output(1, TensorShape({nsplits}), &sp);
       if (!sink->status.ok()) return nullptr;
@@ -123,8 +134,8 @@ class KoloOp : public AsyncOpKernel {
 
  protected:
   // The bound table, or fails the op when kolo.init() has not run.
-  const KoloPyApiV1* Api(OpKernelContext* ctx) {
-    const KoloPyApiV1* api = g_api.load(std::memory_order_acquire);
+  const KoloPyApi* Api(OpKernelContext* ctx) {
+    const KoloPyApi* api = g_api.load(std::memory_order_acquire);
     if (api == nullptr || !api->initialized()) {
       ctx->SetStatus(
           absl::FailedPreconditionError("kolo is not initialized: call "
@@ -134,15 +145,60 @@ class KoloOp : public AsyncOpKernel {
     return api;
   }
 
-  static bool CheckDType(OpKernelContext* ctx, DataType t) {
+  // Whether Kolo moves dtype `t`. If not, fails the op and refuses its
+  // collectives (`names`, of kolo::CollectiveKind `kind`) on every rank, so
+  // the other ranks' ops of those names fail too instead of waiting.
+  bool CheckDType(OpKernelContext* ctx, const KoloPyApi* api, DataType t, int kind,
+                  const std::vector<std::string>& names) const {
     if (DTypeCode(t) >= 0) return true;
-    ctx->SetStatus(
-        absl::InvalidArgumentError("kolo does not support dtype " + tensorflow::DataTypeString(t)));
+    const std::string why = "kolo does not support dtype " + tensorflow::DataTypeString(t);
+    for (const std::string& n : names) {
+      char err[kErrLen] = {0};
+      (void)api->refuse(kind, n.c_str(), process_set_, why.c_str(), err, sizeof(err));
+    }
+    ctx->SetStatus(absl::InvalidArgumentError(why));
     return false;
+  }
+  bool CheckDType(OpKernelContext* ctx, const KoloPyApi* api, DataType t, int kind) const {
+    return CheckDType(ctx, api, t, kind, {name_});
+  }
+
+  // A group's inputs as the table takes them: member i is input i, named
+  // "<op name>.i".
+  struct GroupInputs {
+    std::vector<std::string> names;
+    std::vector<const char*> cnames;
+    std::vector<const void*> data;
+    std::vector<int> dtypes, ndims;
+    std::vector<std::vector<int64_t>> dims;
+    std::vector<const int64_t*> shapes;
+    int size() const { return static_cast<int>(names.size()); }
+  };
+
+  // The op's inputs as a group of collective `kind`; false when one has a
+  // dtype Kolo cannot move (the op failed, and every member is refused on
+  // every rank).
+  bool Group(OpKernelContext* ctx, const KoloPyApi* api, int kind, GroupInputs* g) const {
+    const int n = ctx->num_inputs();
+    for (int i = 0; i < n; ++i) g->names.push_back(name_ + "." + std::to_string(i));
+    for (int i = 0; i < n; ++i) {
+      if (!CheckDType(ctx, api, ctx->input(i).dtype(), kind, g->names)) return false;
+    }
+    g->dims.resize(n);
+    for (int i = 0; i < n; ++i) {
+      const Tensor& in = ctx->input(i);
+      g->cnames.push_back(g->names[i].c_str());
+      g->data.push_back(DataOf(in));
+      g->dtypes.push_back(DTypeCode(in.dtype()));
+      g->dims[i] = Dims(in);
+      g->shapes.push_back(g->dims[i].data());
+      g->ndims.push_back(static_cast<int>(g->dims[i].size()));
+    }
+    return true;
   }
 
   // Waits for `handle` on a thread of its own, then finishes the op.
-  static void WaitThenDone(const KoloPyApiV1* api, OpKernelContext* ctx, uint64_t handle,
+  static void WaitThenDone(const KoloPyApi* api, OpKernelContext* ctx, uint64_t handle,
                            DoneCallback done) {
     tensorflow::Env::Default()->SchedClosure([api, ctx, handle, done = std::move(done)] {
       char err[kErrLen] = {0};
@@ -152,20 +208,39 @@ class KoloOp : public AsyncOpKernel {
     });
   }
 
-  static void WaitOutputThenDone(const KoloPyApiV1* api, OpKernelContext* ctx, uint64_t handle,
+  static void WaitOutputThenDone(const KoloPyApi* api, OpKernelContext* ctx, uint64_t handle,
                                  bool alltoall, DoneCallback done) {
     tensorflow::Env::Default()->SchedClosure([api, ctx, handle, alltoall, done = std::move(done)] {
-      char err[kErrLen] = {0};
-      OutputSink sink{ctx, absl::OkStatus()};
-      int rc = api->wait_output(handle, alltoall ? 1 : 0, &OutputSink::Allocate, &sink, err,
-                                sizeof(err));
-      if (!sink.status.ok()) {
-        ctx->SetStatus(sink.status);
-      } else if (rc != 0) {
-        ctx->SetStatus(ToStatus(rc, err));
-      }
+      WaitOutput(api, ctx, handle, 0, alltoall);
       done();
     });
+  }
+
+  // Waits for every handle of a group, output i from handles[i]; the op
+  // fails with the first error (every handle is waited all the same).
+  static void WaitOutputsThenDone(const KoloPyApi* api, OpKernelContext* ctx,
+                                  std::vector<uint64_t> handles, DoneCallback done) {
+    tensorflow::Env::Default()->SchedClosure(
+        [api, ctx, handles = std::move(handles), done = std::move(done)] {
+          for (size_t i = 0; i < handles.size(); ++i) {
+            WaitOutput(api, ctx, handles[i], static_cast<int>(i), false);
+          }
+          done();
+        });
+  }
+
+  // Output `index` from `handle`'s result; a failure goes to the op's status.
+  static void WaitOutput(const KoloPyApi* api, OpKernelContext* ctx, uint64_t handle, int index,
+                         bool alltoall) {
+    char err[kErrLen] = {0};
+    OutputSink sink{ctx, absl::OkStatus(), index, alltoall};
+    int rc =
+        api->wait_output(handle, alltoall ? 1 : 0, &OutputSink::Allocate, &sink, err, sizeof(err));
+    if (!sink.status.ok()) {
+      ctx->SetStatus(sink.status);
+    } else if (rc != 0) {
+      ctx->SetStatus(ToStatus(rc, err));
+    }
   }
 
   std::string name_;
@@ -189,9 +264,9 @@ class AllreduceOp : public KoloOp {
   }
 
   void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
-    const KoloPyApiV1* api = Api(ctx);
+    const KoloPyApi* api = Api(ctx);
     const Tensor& in = ctx->input(0);
-    if (api == nullptr || !CheckDType(ctx, in.dtype())) return done();
+    if (api == nullptr || !CheckDType(ctx, api, in.dtype(), kAllreduce)) return done();
     Tensor* out = nullptr;
     OP_REQUIRES_OK_ASYNC(ctx, ctx->allocate_output(0, in.shape(), &out), done);
     std::vector<int64_t> dims = Dims(in);
@@ -222,35 +297,22 @@ class GroupedAllreduceOp : public KoloOp {
   }
 
   void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
-    const KoloPyApiV1* api = Api(ctx);
-    if (api == nullptr) return done();
-    const int n = ctx->num_inputs();
-    std::vector<const void*> ins(n);
+    const KoloPyApi* api = Api(ctx);
+    GroupInputs g;
+    if (api == nullptr || !Group(ctx, api, kAllreduce, &g)) return done();
+    const int n = g.size();
     std::vector<void*> outs(n);
-    std::vector<int> dtypes(n), ndims(n);
-    std::vector<std::vector<int64_t>> dims(n);
-    std::vector<const int64_t*> shapes(n);
-    std::vector<std::string> names(n);
-    std::vector<const char*> cnames(n);
     for (int i = 0; i < n; ++i) {
-      const Tensor& in = ctx->input(i);
-      if (!CheckDType(ctx, in.dtype())) return done();
       Tensor* out = nullptr;
-      OP_REQUIRES_OK_ASYNC(ctx, ctx->allocate_output(i, in.shape(), &out), done);
-      ins[i] = DataOf(in);
+      OP_REQUIRES_OK_ASYNC(ctx, ctx->allocate_output(i, ctx->input(i).shape(), &out), done);
       outs[i] = MutableDataOf(out);
-      dtypes[i] = DTypeCode(in.dtype());
-      dims[i] = Dims(in);
-      shapes[i] = dims[i].data();
-      ndims[i] = static_cast<int>(dims[i].size());
-      names[i] = name_ + "." + std::to_string(i);
-      cnames[i] = names[i].c_str();
     }
     std::vector<uint64_t> handles(n);
     char err[kErrLen] = {0};
-    int rc = api->grouped_allreduce_async(
-        n, ins.data(), outs.data(), dtypes.data(), shapes.data(), ndims.data(), cnames.data(), op_,
-        prescale_, postscale_, compression_, process_set_, handles.data(), err, sizeof(err));
+    int rc = api->grouped_allreduce_async(n, g.data.data(), outs.data(), g.dtypes.data(),
+                                          g.shapes.data(), g.ndims.data(), g.cnames.data(), op_,
+                                          prescale_, postscale_, compression_, process_set_,
+                                          handles.data(), err, sizeof(err));
     KOLO_SUBMIT_OR_FAIL(ctx, rc, err, done);
     tensorflow::Env::Default()->SchedClosure([api, ctx, handles, done = std::move(done)] {
       for (uint64_t h : handles) {
@@ -276,9 +338,9 @@ class BroadcastOp : public KoloOp {
   }
 
   void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
-    const KoloPyApiV1* api = Api(ctx);
+    const KoloPyApi* api = Api(ctx);
     const Tensor& in = ctx->input(0);
-    if (api == nullptr || !CheckDType(ctx, in.dtype())) return done();
+    if (api == nullptr || !CheckDType(ctx, api, in.dtype(), kBroadcast)) return done();
     Tensor* out = nullptr;
     OP_REQUIRES_OK_ASYNC(ctx, ctx->allocate_output(0, in.shape(), &out), done);
     if (in.NumElements() > 0) {
@@ -303,11 +365,10 @@ class AllgatherOp : public KoloOp {
   using KoloOp::KoloOp;
 
   void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
-    const KoloPyApiV1* api = Api(ctx);
+    const KoloPyApi* api = Api(ctx);
     const Tensor& in = ctx->input(0);
-    if (api == nullptr || !CheckDType(ctx, in.dtype())) return done();
-    OP_REQUIRES_ASYNC(ctx, in.dims() >= 1,
-                      absl::InvalidArgumentError("allgather needs a tensor of rank >= 1"), done);
+    // A scalar is refused by libkolo, which tells the other ranks.
+    if (api == nullptr || !CheckDType(ctx, api, in.dtype(), kAllgather)) return done();
     std::vector<int64_t> dims = Dims(in);
     char err[kErrLen] = {0};
     uint64_t h = 0;
@@ -328,9 +389,9 @@ class ReducescatterOp : public KoloOp {
   }
 
   void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
-    const KoloPyApiV1* api = Api(ctx);
+    const KoloPyApi* api = Api(ctx);
     const Tensor& in = ctx->input(0);
-    if (api == nullptr || !CheckDType(ctx, in.dtype())) return done();
+    if (api == nullptr || !CheckDType(ctx, api, in.dtype(), kReducescatter)) return done();
     std::vector<int64_t> dims = Dims(in);
     char err[kErrLen] = {0};
     uint64_t h = 0;
@@ -352,10 +413,10 @@ class AlltoallOp : public KoloOp {
   using KoloOp::KoloOp;
 
   void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
-    const KoloPyApiV1* api = Api(ctx);
+    const KoloPyApi* api = Api(ctx);
     const Tensor& in = ctx->input(0);
     const Tensor& splits = ctx->input(1);
-    if (api == nullptr || !CheckDType(ctx, in.dtype())) return done();
+    if (api == nullptr || !CheckDType(ctx, api, in.dtype(), kAlltoall)) return done();
     std::vector<int64_t> sp;
     auto flat = splits.flat<int64_t>();
     for (int64_t i = 0; i < flat.size(); ++i) sp.push_back(flat(i));
@@ -370,12 +431,60 @@ class AlltoallOp : public KoloOp {
   }
 };
 
+// Several tensors gathered (or reduced and scattered) as one negotiated,
+// fused group: member i is named "<op name>.i" and fills output i.
+class GroupedOutputOp : public KoloOp {
+ public:
+  GroupedOutputOp(OpKernelConstruction* c, int kind) : KoloOp(c), kind_(kind) {
+    if (kind_ == kReducescatter) {
+      OP_REQUIRES_OK(c, c->GetAttr("reduce_op", &op_));
+      OP_REQUIRES_OK(c, c->GetAttr("prescale_factor", &prescale_));
+      OP_REQUIRES_OK(c, c->GetAttr("postscale_factor", &postscale_));
+    }
+  }
+
+  void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
+    const KoloPyApi* api = Api(ctx);
+    GroupInputs g;
+    if (api == nullptr || !Group(ctx, api, kind_, &g)) return done();
+    const int n = g.size();
+    std::vector<uint64_t> handles(n);
+    char err[kErrLen] = {0};
+    const int rc = kind_ == kAllgather
+                       ? api->grouped_allgather_async(
+                             n, g.data.data(), g.dtypes.data(), g.shapes.data(), g.ndims.data(),
+                             g.cnames.data(), process_set_, handles.data(), err, sizeof(err))
+                       : api->grouped_reducescatter_async(
+                             n, g.data.data(), g.dtypes.data(), g.shapes.data(), g.ndims.data(),
+                             g.cnames.data(), op_, prescale_, postscale_, process_set_,
+                             handles.data(), err, sizeof(err));
+    KOLO_SUBMIT_OR_FAIL(ctx, rc, err, done);
+    WaitOutputsThenDone(api, ctx, std::move(handles), std::move(done));
+  }
+
+ private:
+  const int kind_;
+  int op_ = 1;
+  float prescale_ = 1.0f;
+  float postscale_ = 1.0f;
+};
+
+class GroupedAllgatherOp : public GroupedOutputOp {
+ public:
+  explicit GroupedAllgatherOp(OpKernelConstruction* c) : GroupedOutputOp(c, kAllgather) {}
+};
+
+class GroupedReducescatterOp : public GroupedOutputOp {
+ public:
+  explicit GroupedReducescatterOp(OpKernelConstruction* c) : GroupedOutputOp(c, kReducescatter) {}
+};
+
 class BarrierOp : public KoloOp {
  public:
   using KoloOp::KoloOp;
 
   void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
-    const KoloPyApiV1* api = Api(ctx);
+    const KoloPyApi* api = Api(ctx);
     if (api == nullptr) return done();
     const int ps = process_set_;
     tensorflow::Env::Default()->SchedClosure([api, ctx, ps, done = std::move(done)] {
@@ -392,7 +501,7 @@ class JoinOp : public KoloOp {
   using KoloOp::KoloOp;
 
   void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
-    const KoloPyApiV1* api = Api(ctx);
+    const KoloPyApi* api = Api(ctx);
     if (api == nullptr) return done();
     Tensor* out = nullptr;
     OP_REQUIRES_OK_ASYNC(ctx, ctx->allocate_output(0, TensorShape({}), &out), done);
@@ -407,18 +516,24 @@ class JoinOp : public KoloOp {
   }
 };
 
-absl::Status FirstDimUnknown(InferenceContext* c) {
+// Output i is input i's shape with an unknown first dimension.
+absl::Status FirstDimUnknownAt(InferenceContext* c, int i) {
   tensorflow::shape_inference::ShapeHandle out;
-  if (c->RankKnown(c->input(0)) && c->Rank(c->input(0)) > 0) {
-    TF_RETURN_IF_ERROR(c->ReplaceDim(c->input(0), 0, c->UnknownDim(), &out));
+  if (c->RankKnown(c->input(i)) && c->Rank(c->input(i)) > 0) {
+    TF_RETURN_IF_ERROR(c->ReplaceDim(c->input(i), 0, c->UnknownDim(), &out));
   } else {
     out = c->UnknownShape();
   }
-  c->set_output(0, out);
+  c->set_output(i, out);
   return absl::OkStatus();
 }
 
-#define KOLO_TYPES "{uint8, int8, int16, uint16, int32, int64, half, bfloat16, float, double, bool}"
+absl::Status FirstDimUnknown(InferenceContext* c) { return FirstDimUnknownAt(c, 0); }
+
+// Every dtype reaches the kernel, which refuses those Kolo cannot move on
+// every rank (CheckDType): a type constraint here would fail the op on one
+// rank only, while the others wait for it.
+#define KOLO_TYPES "type"
 
 REGISTER_OP("KoloAllreduce")
     .Attr("T: " KOLO_TYPES)
@@ -437,7 +552,7 @@ REGISTER_OP("KoloAllreduce")
     });
 
 REGISTER_OP("KoloGroupedAllreduce")
-    .Attr("T: list(" KOLO_TYPES ")")
+    .Attr("T: list(type)")
     .Attr("tensor_name: string = ''")
     .Attr("reduce_op: int = 1")
     .Attr("prescale_factor: float = 1.0")
@@ -473,6 +588,33 @@ REGISTER_OP("KoloAllgather")
     .Output("output: T")
     .SetIsStateful()
     .SetShapeFn(FirstDimUnknown);
+
+// Outputs like KoloAllgather's, one per input.
+absl::Status GroupFirstDimsUnknown(InferenceContext* c) {
+  for (int i = 0; i < c->num_inputs(); ++i) TF_RETURN_IF_ERROR(FirstDimUnknownAt(c, i));
+  return absl::OkStatus();
+}
+
+REGISTER_OP("KoloGroupedAllgather")
+    .Attr("T: list(type)")
+    .Attr("tensor_name: string = ''")
+    .Attr("process_set: int = 0")
+    .Input("tensors: T")
+    .Output("outputs: T")
+    .SetIsStateful()
+    .SetShapeFn(GroupFirstDimsUnknown);
+
+REGISTER_OP("KoloGroupedReducescatter")
+    .Attr("T: list(type)")
+    .Attr("tensor_name: string = ''")
+    .Attr("reduce_op: int = 1")
+    .Attr("prescale_factor: float = 1.0")
+    .Attr("postscale_factor: float = 1.0")
+    .Attr("process_set: int = 0")
+    .Input("tensors: T")
+    .Output("outputs: T")
+    .SetIsStateful()
+    .SetShapeFn(GroupFirstDimsUnknown);
 
 REGISTER_OP("KoloReducescatter")
     .Attr("T: " KOLO_TYPES)
@@ -521,6 +663,10 @@ REGISTER_KERNEL_BUILDER(Name("KoloBroadcast").Device(tensorflow::DEVICE_CPU), Br
 REGISTER_KERNEL_BUILDER(Name("KoloAllgather").Device(tensorflow::DEVICE_CPU), AllgatherOp);
 REGISTER_KERNEL_BUILDER(Name("KoloReducescatter").Device(tensorflow::DEVICE_CPU), ReducescatterOp);
 REGISTER_KERNEL_BUILDER(Name("KoloAlltoall").Device(tensorflow::DEVICE_CPU), AlltoallOp);
+REGISTER_KERNEL_BUILDER(Name("KoloGroupedAllgather").Device(tensorflow::DEVICE_CPU),
+                        GroupedAllgatherOp);
+REGISTER_KERNEL_BUILDER(Name("KoloGroupedReducescatter").Device(tensorflow::DEVICE_CPU),
+                        GroupedReducescatterOp);
 REGISTER_KERNEL_BUILDER(Name("KoloBarrier").Device(tensorflow::DEVICE_CPU), BarrierOp);
 REGISTER_KERNEL_BUILDER(Name("KoloJoin").Device(tensorflow::DEVICE_CPU), JoinOp);
 
@@ -530,9 +676,9 @@ REGISTER_KERNEL_BUILDER(Name("KoloJoin").Device(tensorflow::DEVICE_CPU), JoinOp)
 // Hands the op library kolo._core's table (kolo/tensorflow/_ops.py calls it
 // right after loading). 0 on success, -1 for a table of another version.
 extern "C" __attribute__((visibility("default"))) int kolo_tf_bind(const void* table) {
-  const auto* api = static_cast<const KoloPyApiV1*>(table);
+  const auto* api = static_cast<const KoloPyApi*>(table);
   if (api == nullptr || api->version != KOLO_PY_API_VERSION ||
-      api->struct_size < sizeof(KoloPyApiV1)) {
+      api->struct_size < sizeof(KoloPyApi)) {
     return -1;
   }
   kolo::tf::g_api.store(api, std::memory_order_release);

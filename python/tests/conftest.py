@@ -43,6 +43,10 @@ class RankRun:
         self.output = output
         self.results = results  # rank -> {check: "ok" | error}
 
+    def reported(self):
+        """Every check name some rank reported."""
+        return set().union(*(r.keys() for r in self.results.values()))
+
     def check(self, name):
         """Fails the calling test unless every rank reported `name` as ok."""
         problems = []

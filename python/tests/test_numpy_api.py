@@ -12,6 +12,7 @@ CHECKS = [
     "grouped_allreduce", "broadcast", "allgather", "grouped_allgather",
     "reducescatter", "grouped_reducescatter", "alltoall", "barrier", "process_sets",
     "mismatch_raises_failed_precondition", "unsupported_dtype_raises",
+    "a_collective_one_rank_refuses_fails_on_every_rank",
     "in_place_allreduce", "cuda_arrays_take_the_device_path", "join",
 ]
 
@@ -29,6 +30,11 @@ def numpy_run(request, launch):
 @pytest.mark.parametrize("name", CHECKS)
 def test_numpy_collective(numpy_run, name):
     numpy_run.check(name)
+
+
+def test_every_worker_check_is_listed(numpy_run):
+    unlisted = numpy_run.reported() - set(CHECKS)
+    assert not unlisted, f"checks the worker ran but CHECKS does not list: {sorted(unlisted)}"
 
 
 def test_every_rank_exits_cleanly(numpy_run):

@@ -13,13 +13,17 @@ pytest.importorskip("tensorflow")
 CHECKS = [
     "topology", "allreduce_eager", "allreduce_function", "allreduce_dtypes_and_compression",
     "grouped_allreduce", "broadcast", "broadcast_variables", "broadcast_and_allgather_object",
+    "objects_in_a_tf1_graph_and_broadcast_object_fn",
     "allgather", "reducescatter", "alltoall", "barrier", "allreduce_gradient",
     "distributed_gradient_tape", "keras_fit_distributed_optimizer",
     "distributed_model_and_metric_average", "mismatch_raises_in_eager",
     "mismatch_raises_in_function", "horovod_names_ops_and_static_process_set",
     "broadcast_global_variables_in_a_graph", "learning_rate_callbacks_and_load_model",
     "sync_batch_normalization_matches_one_process",
-    "allgather_gradient_in_a_graph_with_unknown_rows", "collectives_in_a_tf1_graph", "join",
+    "allgather_gradient_in_a_graph_with_unknown_rows", "collectives_in_a_tf1_graph",
+    "alltoall_without_splits_returns_the_tensor_only", "grouped_allgather_and_reducescatter",
+    "a_collective_one_rank_refuses_fails_on_every_rank", "tf1_distributed_optimizer_in_a_session",
+    "horovod_return_values", "join",
 ]
 
 _runs = {}
@@ -36,6 +40,11 @@ def tf_run(request, launch):
 @pytest.mark.parametrize("name", CHECKS)
 def test_tensorflow_collective(tf_run, name):
     tf_run.check(name)
+
+
+def test_every_worker_check_is_listed(tf_run):
+    unlisted = tf_run.reported() - set(CHECKS)
+    assert not unlisted, f"checks the worker ran but CHECKS does not list: {sorted(unlisted)}"
 
 
 def test_every_rank_exits_cleanly(tf_run):

@@ -46,6 +46,11 @@ def test_torch_collective(torch_run, name):
     torch_run.check(name)
 
 
+def test_every_worker_check_is_listed(torch_run):
+    unlisted = torch_run.reported() - set(CHECKS)
+    assert not unlisted, f"checks the worker ran but CHECKS does not list: {sorted(unlisted)}"
+
+
 def test_every_rank_exits_cleanly(torch_run):
     assert torch_run.returncode == 0, torch_run.output[-3000:]
 

@@ -300,6 +300,60 @@ void ScenarioMismatch(kolo::Client& c) {
   ExpectMismatch(
       c, c.Broadcast(kolo::TensorView{buf.data(), DType::kFloat32, {4}}, "root", r == 1 ? 1 : 0),
       "root");
+  // Refused by one rank's own checks (the others' requests are fine): the
+  // refusing rank gets its own error at once, every other rank the
+  // refusal, naming the rank and its reason, instead of waiting.
+  {
+    // A broadcast root outside the job.
+    absl::Status s = c.Broadcast(kolo::TensorView{buf.data(), DType::kFloat32, {4}}, "refused/root",
+                                 r == 1 ? c.size() + 3 : 0);
+    if (r == 1) {
+      CHECK_OR_COUNT(s.code() == absl::StatusCode::kInvalidArgument, "refused root here: %s",
+                     s.ToString().c_str());
+    } else {
+      ExpectMismatch(c, s, "refused root");
+      CHECK_OR_COUNT(absl::StrContains(s.message(), "refused it") &&
+                         absl::StrContains(s.message(), "root rank"),
+                     "refused root elsewhere: %s", s.ToString().c_str());
+    }
+  }
+  {
+    // A reduction op the dtype does not have (average of bool).
+    std::vector<uint8_t> flags(4, 1);
+    const DType t = r == 1 ? DType::kBool : DType::kUint8;
+    const ReduceOp op = r == 1 ? ReduceOp::kAverage : ReduceOp::kSum;
+    absl::Status s = c.Allreduce(kolo::TensorView{flags.data(), t, {4}},
+                                 kolo::TensorView{flags.data(), t, {4}}, "refused/op", op);
+    if (r == 1) {
+      CHECK_OR_COUNT(s.code() == absl::StatusCode::kInvalidArgument, "refused op here: %s",
+                     s.ToString().c_str());
+    } else {
+      ExpectMismatch(c, s, "refused op");
+      CHECK_OR_COUNT(absl::StrContains(s.message(), "has no average"), "refused op elsewhere: %s",
+                     s.ToString().c_str());
+    }
+  }
+  {
+    // A grouped allgather with one member refused here: the whole group
+    // fails everywhere.
+    std::vector<float> a(6, 1.0f), b(6, 2.0f);
+    std::vector<kolo::ConstTensorView> in = {
+        kolo::ConstTensorView(a.data(), DType::kFloat32, {3, 2}),
+        kolo::ConstTensorView(b.data(), DType::kFloat32,
+                              r == 1 ? std::vector<int64_t>{} : std::vector<int64_t>{3, 2})};
+    auto hs = c.GroupedAllgatherAsync(in, {"refused/g0", "refused/g1"});
+    if (r == 1) {
+      CHECK_OR_COUNT(!hs.ok() && hs.status().code() == absl::StatusCode::kInvalidArgument,
+                     "refused group here: %s", hs.status().ToString().c_str());
+    } else if (!hs.ok()) {
+      CHECK_OR_COUNT(false, "refused group submit elsewhere: %s", hs.status().ToString().c_str());
+    } else {
+      for (const kolo::Handle& h : *hs) {
+        auto out = c.WaitForOutput(h);
+        ExpectMismatch(c, out.status(), "refused group member");
+      }
+    }
+  }
   // The job goes on after errors.
   CheckAllreduce(c, DType::kFloat32, ReduceOp::kSum, 10, true, "after-mismatch");
 }

@@ -249,6 +249,16 @@ class Client {
                                           std::string_view name,
                                           const CollectiveOptions& options = {});
 
+  // Tells the other ranks of `process_set` that this rank will not take part
+  // in the collective `kind` named `name` because of `why` (a check of the
+  // caller's own failed, e.g. a framework's dtype rule): kolod fails that
+  // collective on every rank with this reason once all of them submitted it,
+  // where the others would otherwise wait for the stall timeout. Returns
+  // `why`. The *Async calls do this themselves when their checks refuse a
+  // request.
+  absl::Status Refuse(CollectiveKind kind, std::string_view name, int process_set,
+                      const absl::Status& why);
+
   // Returns once every rank of the process set has called it.
   absl::Status Barrier(const CollectiveOptions& options = {});
 

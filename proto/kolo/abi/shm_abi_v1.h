@@ -52,7 +52,15 @@ struct alignas(64) RingIndex {
 
 // SubmitSlot::flags.
 inline constexpr uint32_t kSlotFlagDevice = 1;  // the tensors are in GPU memory
-inline constexpr uint32_t kKnownSlotFlags = kSlotFlagDevice;
+// A refusal: this rank will not take part in the collective `kind` named
+// `name` in `process_set` (and, for a group member, `group_id`/`group_size`)
+// because its request failed the client's own checks. The reason's text
+// (at most kMaxMessageBytes) is at `input_offset`, `byte_length` bytes;
+// every other field is zero. kolod fails that collective on every rank of
+// the set with the reason, once all of them have submitted it, so an error
+// one rank decides reaches all (the refusal's own completion comes then).
+inline constexpr uint32_t kSlotFlagRefusal = 2;
+inline constexpr uint32_t kKnownSlotFlags = kSlotFlagDevice | kSlotFlagRefusal;
 inline constexpr uint32_t kIpcHandleBytes = 64;  // cudaIpc{Mem,Event}Handle_t
 
 // A tensor in GPU memory, named by CUDA IPC handles (device requests only).

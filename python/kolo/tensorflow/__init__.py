@@ -33,7 +33,7 @@ from kolo.tensorflow.functions import (  # noqa: F401
     allreduce, grouped_allreduce, broadcast, allgather, grouped_allgather,
     reducescatter, grouped_reducescatter, alltoall, barrier, join,
     broadcast_variables, broadcast_, broadcast_global_variables, broadcast_object,
-    allgather_object,
+    broadcast_object_fn, allgather_object,
 )
 from kolo.tensorflow.gradient_aggregation import (  # noqa: F401
     DistributedGradientTape, DistributedOptimizer, allreduce_gradients,

@@ -1,12 +1,13 @@
 """kolo.tensorflow's collectives: TensorFlow ops that work eagerly and inside
 tf.function graphs, with gradients."""
 
-import pickle
+import itertools
 
 import numpy as np
 import tensorflow as tf
 
 import kolo._api as _api
+from kolo import _pickling
 from kolo._api import Average, Sum, Min, Max, Product, ReduceOp  # noqa: F401
 from kolo._api import ProcessSet, global_process_set, _ps_id
 from kolo.tensorflow._ops import ops as _ops
@@ -29,6 +30,15 @@ def _native_code(tensor, compression):
     if compression is None or tensor.dtype != tf.float32:
         return 0
     return int(getattr(compression, "kolo_code", 0))
+
+
+def _compress_here(compression, tensor):
+    """`compression` for a collective kolod does not compress (reducescatter):
+    float32 is cast here too, where allreduce leaves it to kolod."""
+    code = int(getattr(compression, "kolo_code", 0)) if compression else 0
+    if code and tensor.dtype == tf.float32:
+        return tf.cast(tensor, tf.float16 if code == 1 else tf.bfloat16), tf.float32
+    return compression.compress(tensor) if compression else (tensor, None)
 
 
 def allreduce(tensor, average=None, device_dense="", device_sparse="",
@@ -102,43 +112,59 @@ def allgather(tensor, name=None, ignore_name_scope=False,
 
 def grouped_allgather(tensors, name=None, ignore_name_scope=False,
                       process_set=global_process_set):
-    base = "grouped_allgather" if name is None else name
-    return [allgather(t, name=None if name is None else f"{base}.{i}",
-                      process_set=process_set) for i, t in enumerate(tensors)]
+    """Gathers several tensors negotiated and fused as one collective: none
+    runs before every one is ready on every rank."""
+    if not tensors:
+        return []
+    dense = [tf.convert_to_tensor(t) for t in tensors]
+    dense = [tf.reshape(t, [1]) if t.shape.rank == 0 else t for t in dense]
+    return list(_ops.kolo_grouped_allgather(dense, tensor_name=_tensor_name(name),
+                                            process_set=_ps_id(process_set)))
 
 
 def reducescatter(tensor, device_dense="", compression=Compression.none, op=Average,
                   name=None, process_set=global_process_set, ignore_name_scope=False,
                   prescale_factor=1.0, postscale_factor=1.0):
-    """This rank's block of rows of the reduction of `tensor` (Sum or Average)."""
-    return _ops.kolo_reducescatter(
-        tf.convert_to_tensor(tensor), tensor_name=_tensor_name(name),
+    """This rank's block of rows of the reduction of `tensor` (Sum or
+    Average), compressed on the way as `compression` says."""
+    compressed, ctx = _compress_here(compression, tf.convert_to_tensor(tensor))
+    out = _ops.kolo_reducescatter(
+        compressed, tensor_name=_tensor_name(name),
         reduce_op=_op_code(op, None), prescale_factor=float(prescale_factor),
         postscale_factor=float(postscale_factor), process_set=_ps_id(process_set))
+    return compression.decompress(out, ctx) if compression else out
 
 
 def grouped_reducescatter(tensors, device_dense="", compression=Compression.none,
                           op=Average, name=None, process_set=global_process_set,
                           prescale_factor=1.0, postscale_factor=1.0):
-    base = "grouped_reducescatter" if name is None else name
-    return [reducescatter(t, op=op, name=None if name is None else f"{base}.{i}",
-                          process_set=process_set, prescale_factor=prescale_factor,
-                          postscale_factor=postscale_factor)
-            for i, t in enumerate(tensors)]
+    """Reduces and scatters several tensors negotiated and fused as one
+    collective, compressed on the way as `compression` says."""
+    if not tensors:
+        return []
+    comp = [_compress_here(compression, tf.convert_to_tensor(t)) for t in tensors]
+    outs = _ops.kolo_grouped_reducescatter(
+        [c[0] for c in comp], tensor_name=_tensor_name(name),
+        reduce_op=_op_code(op, None), prescale_factor=float(prescale_factor),
+        postscale_factor=float(postscale_factor), process_set=_ps_id(process_set))
+    if compression:
+        return [compression.decompress(o, c[1]) for o, c in zip(outs, comp)]
+    return list(outs)
 
 
 def alltoall(tensor, splits=None, name=None, ignore_name_scope=False,
              process_set=global_process_set):
-    """Sends splits[j] rows to rank j (even split when None); returns
-    (received rows in rank order, rows received from each rank)."""
+    """Sends splits[j] rows to rank j (even split when None). Returns the
+    received rows in rank order and, when `splits` was given, also the rows
+    received from each rank (Horovod's contract)."""
     tensor = tf.convert_to_tensor(tensor)
     if splits is None:
-        splits = tf.zeros([0], dtype=tf.int64)
+        sp = tf.zeros([0], dtype=tf.int64)
     else:
-        splits = tf.cast(tf.convert_to_tensor(splits), tf.int64)
-    out, received = _ops.kolo_alltoall(tensor, splits, tensor_name=_tensor_name(name),
+        sp = tf.cast(tf.convert_to_tensor(splits), tf.int64)
+    out, received = _ops.kolo_alltoall(tensor, sp, tensor_name=_tensor_name(name),
                                        process_set=_ps_id(process_set))
-    return out, received
+    return (out, received) if splits is not None else out
 
 
 def barrier(process_set=global_process_set):
@@ -152,10 +178,9 @@ def barrier(process_set=global_process_set):
 
 
 def join():
-    """Declares this rank out of data; returns the last rank to join (an int
-    eagerly, a tensor in a graph)."""
-    last = _ops.kolo_join()
-    return int(last) if tf.executing_eagerly() else last
+    """Declares this rank out of data; returns the last rank to join, as an
+    int32 scalar tensor (Horovod's contract)."""
+    return _ops.kolo_join()
 
 
 def broadcast_variables(variables, root_rank, process_set=global_process_set,
@@ -179,10 +204,13 @@ def broadcast_variables(variables, root_rank, process_set=global_process_set,
 
 def broadcast_(variables, root_rank, name=None, process_set=global_process_set):
     """Replaces each variable's value with root_rank's, in place; returns the
-    variables."""
+    variables' new values (in a graph, read after the assignments)."""
     del name  # each variable's broadcast is named by its position
-    broadcast_variables(variables, root_rank, process_set=process_set, inplace=True)
-    return variables
+    assigned = broadcast_variables(variables, root_rank, process_set=process_set, inplace=True)
+    deps = [assigned] if assigned is not None else []
+    with tf.control_dependencies(deps):
+        return [tf.identity(var.value if _is_keras_variable(var) else var.read_value())
+                for var in variables]
 
 
 def broadcast_global_variables(root_rank):
@@ -199,32 +227,62 @@ def _is_keras_variable(var):
         and hasattr(var, "value")
 
 
-def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
-    """root_rank's picklable `obj` on every rank (eager only)."""
-    base = "broadcast_object" if name is None else name
-    data = np.frombuffer(pickle.dumps(obj), dtype=np.uint8) \
-        if _api.rank() == root_rank else np.zeros([0], np.uint8)
-    length = broadcast(tf.constant([data.size], tf.int64), root_rank,
-                       name=f"{base}.len", process_set=process_set)
-    buf = np.zeros([int(length[0])], np.uint8)
-    if _api.rank() == root_rank:
-        buf[:] = data
-    out = broadcast(tf.constant(buf), root_rank, name=f"{base}.data",
-                    process_set=process_set)
-    return pickle.loads(out.numpy().tobytes())
+def _object_values(tensors, session, what):
+    """The values of `tensors`: eagerly their own, in a TF1 graph from
+    `session` (or the default session) running them."""
+    if tf.executing_eagerly():
+        return [t.numpy() for t in tensors]
+    if tf.inside_function():
+        raise RuntimeError(f"{what} moves Python objects: call it eagerly or in a TF1 graph "
+                           "with a session, not inside tf.function")
+    sess = session or tf.compat.v1.get_default_session()
+    if sess is None:
+        raise ValueError(f"{what} in a TF1 graph needs session= (or a default session)")
+    return sess.run(list(tensors))
 
 
-def allgather_object(obj, name=None, process_set=global_process_set):
-    """Every rank's picklable `obj`, in rank order (eager only)."""
-    base = "allgather_object" if name is None else name
-    data = np.frombuffer(pickle.dumps(obj), dtype=np.uint8)
-    sizes = allgather(tf.constant([data.size], tf.int64), name=f"{base}.len",
-                      process_set=process_set).numpy()
-    gathered = allgather(tf.constant(data), name=f"{base}.data",
-                         process_set=process_set).numpy()
+def broadcast_object(obj, root_rank=0, session=None, name=None,
+                     process_set=global_process_set):
+    """root_rank's `obj` (any picklable object; cloudpickle where installed)
+    on every rank; the other ranks' `obj` is ignored (None will do). Eagerly,
+    or in a TF1 graph through `session` (default: the default session)."""
+    base = _api._name("broadcast_object", name, process_set)
+    is_root = _api.rank() == root_rank  # a global rank
+    data = np.frombuffer(_pickling.dumps(obj), dtype=np.uint8) if is_root \
+        else np.zeros([0], np.uint8)
+    length, = _object_values([broadcast(tf.constant([data.size], tf.int64), root_rank,
+                                        name=f"{base}.len", process_set=process_set)],
+                             session, "broadcast_object")
+    buf = data if is_root else np.zeros([int(length[0])], np.uint8)
+    out, = _object_values([broadcast(tf.constant(buf), root_rank, name=f"{base}.data",
+                                     process_set=process_set)], session, "broadcast_object")
+    return obj if is_root else _pickling.loads(out.tobytes())
+
+
+def broadcast_object_fn(root_rank=0, session=None, name=None, process_set=global_process_set):
+    """A function that broadcasts its argument from root_rank each time it is
+    called (broadcast_object with these arguments)."""
+    base = _api._name("broadcast_object_fn", name, process_set)
+    calls = itertools.count()
+
+    def _broadcast(obj):
+        return broadcast_object(obj, root_rank, session, name=f"{base}.{next(calls)}",
+                                process_set=process_set)
+
+    return _broadcast
+
+
+def allgather_object(obj, session=None, name=None, process_set=global_process_set):
+    """Every rank's picklable `obj`, as a list in rank order. Eagerly, or in a
+    TF1 graph through `session` (default: the default session)."""
+    base = _api._name("allgather_object", name, process_set)
+    data = np.frombuffer(_pickling.dumps(obj), dtype=np.uint8)
+    sizes, gathered = _object_values(
+        grouped_allgather([tf.constant([data.size], tf.int64), tf.constant(data)], name=base,
+                          process_set=process_set), session, "allgather_object")
     out, offset = [], 0
     for n in sizes:
-        out.append(pickle.loads(gathered[offset:offset + n].tobytes()))
+        out.append(_pickling.loads(gathered[offset:offset + n].tobytes()))
         offset += n
     return out
 
@@ -253,35 +311,68 @@ def _grouped_allreduce_grad(op, *grads):
                                        process_set=op.get_attr("process_set"))
 
 
+# The gradients below scale as Horovod 0.28's TensorFlow module does: a
+# broadcast's and an allgather's output gradient is averaged over the ranks;
+# a reducescatter's is gathered (times the set's size for Sum).
+
 @tf.RegisterGradient("KoloBroadcast")
 def _broadcast_grad(op, grad):
     ps = op.get_attr("process_set")
-    reduced = _ops.kolo_allreduce(grad, reduce_op=int(Sum), process_set=ps)
+    reduced = _ops.kolo_allreduce(grad, reduce_op=int(Average), process_set=ps)
     if _api.rank() != op.get_attr("root_rank"):
         return reduced * 0
     return reduced
 
 
+def _dense_grads(op, grads):
+    """Output gradients of a grouped op, zeros for an output without one."""
+    return [tf.zeros_like(out) if g is None else g for g, out in zip(grads, op.outputs)]
+
+
+def _own_rows(reduced, inp, ps):
+    """This rank's rows of `reduced` (an allgather's output gradient reduced
+    over the ranks), whose input was `inp`."""
+    rows = tf.shape(inp, out_type=tf.int64)[:1]
+    all_rows = _ops.kolo_allgather(rows, process_set=ps)
+    # The number of pieces is the set's size: a graph cannot infer it from
+    # all_rows, whose length is unknown until run time.
+    return tf.split(reduced, all_rows, num=_api._ps_size(ps), axis=0)[_api._ps_rank(ps)]
+
+
 @tf.RegisterGradient("KoloAllgather")
 def _allgather_grad(op, grad):
     ps = op.get_attr("process_set")
-    grad = _ops.kolo_allreduce(grad, reduce_op=int(Sum), process_set=ps)
-    rows = tf.shape(op.inputs[0], out_type=tf.int64)[:1]
-    all_rows = _ops.kolo_allgather(rows, process_set=ps)
-    my_pos = _api._ps_rank(ps)
-    # The number of pieces is the set's size: a graph cannot infer it from
-    # all_rows, whose length is unknown until run time.
-    return tf.split(grad, all_rows, num=_api._ps_size(ps), axis=0)[my_pos]
+    return _own_rows(_ops.kolo_allreduce(grad, reduce_op=int(Average), process_set=ps),
+                     op.inputs[0], ps)
+
+
+@tf.RegisterGradient("KoloGroupedAllgather")
+def _grouped_allgather_grad(op, *grads):
+    ps = op.get_attr("process_set")
+    reduced = _ops.kolo_grouped_allreduce(_dense_grads(op, grads), reduce_op=int(Average),
+                                          process_set=ps)
+    return [_own_rows(g, x, ps) for g, x in zip(reduced, op.inputs)]
+
+
+def _scattered_grad(gathered, op):
+    """A reducescatter's input gradient from the gathered output gradient:
+    times the set's size for Sum, and by the forward pass's scale factors."""
+    scale = op.get_attr("prescale_factor") * op.get_attr("postscale_factor")
+    if op.get_attr("reduce_op") == int(Sum):
+        scale *= _api._ps_size(op.get_attr("process_set"))
+    return gathered * tf.cast(scale, gathered.dtype) if scale != 1.0 else gathered
 
 
 @tf.RegisterGradient("KoloReducescatter")
 def _reducescatter_grad(op, grad):
-    ps = op.get_attr("process_set")
-    out = _ops.kolo_allgather(grad, process_set=ps)
-    scale = op.get_attr("prescale_factor") * op.get_attr("postscale_factor")
-    if op.get_attr("reduce_op") == int(Average):
-        scale /= _api._ps_size(ps)
-    return out * tf.cast(scale, out.dtype) if scale != 1.0 else out
+    return _scattered_grad(_ops.kolo_allgather(grad, process_set=op.get_attr("process_set")), op)
+
+
+@tf.RegisterGradient("KoloGroupedReducescatter")
+def _grouped_reducescatter_grad(op, *grads):
+    gathered = _ops.kolo_grouped_allgather(_dense_grads(op, grads),
+                                           process_set=op.get_attr("process_set"))
+    return [_scattered_grad(g, op) for g in gathered]
 
 
 @tf.RegisterGradient("KoloAlltoall")

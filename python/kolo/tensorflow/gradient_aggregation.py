@@ -1,5 +1,5 @@
 """Averaging gradients over the ranks: DistributedGradientTape and
-DistributedOptimizer (Keras 3)."""
+DistributedOptimizer (Keras 3, and tf.compat.v1.train optimizers)."""
 
 import tensorflow as tf
 
@@ -118,26 +118,53 @@ class _DistributedOptimizerMixin:
         tf.cond(self._kolo_count % self._kolo_passes == 0, _apply, lambda: tf.constant(False))
 
 
+class _LegacyDistributedOptimizer(tf.compat.v1.train.Optimizer):
+    """A tf.compat.v1.train.Optimizer whose compute_gradients returns the
+    gradients reduced over the ranks (TF1 graphs and sessions); everything
+    else is the wrapped optimizer's."""
+
+    _kolo_distributed = True
+
+    def __init__(self, optimizer, name, use_locking, kwargs):
+        super().__init__(name=name or f"Distributed{type(optimizer).__name__}",
+                         use_locking=use_locking)
+        self._optimizer = optimizer
+        self._kolo_kwargs = kwargs
+
+    def compute_gradients(self, *args, **kwargs):
+        pairs = self._optimizer.compute_gradients(*args, **kwargs)
+        if not pairs:
+            return pairs
+        grads, variables = zip(*pairs)
+        return list(zip(allreduce_gradients(grads, **self._kolo_kwargs), variables))
+
+    def apply_gradients(self, *args, **kwargs):
+        return self._optimizer.apply_gradients(*args, **kwargs)
+
+    def get_slot(self, *args, **kwargs):
+        return self._optimizer.get_slot(*args, **kwargs)
+
+    def get_slot_names(self, *args, **kwargs):
+        return self._optimizer.get_slot_names(*args, **kwargs)
+
+    def variables(self, *args, **kwargs):
+        return self._optimizer.variables(*args, **kwargs)
+
+
 def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="",
                          device_sparse="", compression=Compression.none,
                          sparse_as_dense=False, backward_passes_per_step=1,
                          op=Average, gradient_predivide_factor=1.0,
                          average_aggregated_gradients=False, num_groups=0,
                          groups=None, process_set=global_process_set, **kwargs):
-    """A copy of the Keras 3 `optimizer` (same class, same config) whose
-    updates use gradients reduced over the ranks (averaged by default)."""
+    """For a Keras 3 `optimizer`: a copy of it (same class, same config)
+    whose updates use gradients reduced over the ranks (averaged by default).
+    For a tf.compat.v1.train.Optimizer (TF1 graphs): a wrapper whose
+    compute_gradients (and so minimize) reduces them."""
     if getattr(optimizer, "_kolo_distributed", False):
         return optimizer
     import keras
 
-    if not isinstance(optimizer, keras.optimizers.Optimizer):
-        raise TypeError(
-            f"DistributedOptimizer wraps a Keras 3 optimizer, not {type(optimizer).__name__}; "
-            "for a custom loop use DistributedGradientTape")
-    base = type(optimizer)
-    cls = type(base.__name__, (_DistributedOptimizerMixin, base),
-               {"__module__": base.__module__})
-    dist = cls.from_config(optimizer.get_config())
     kw = dict(op=op, compression=compression, sparse_as_dense=sparse_as_dense,
               process_set=process_set)
     if gradient_predivide_factor != 1.0:
@@ -145,6 +172,21 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
             raise ValueError("gradient_predivide_factor needs op=Average")
         kw["prescale_factor"] = 1.0 / gradient_predivide_factor
         kw["postscale_factor"] = gradient_predivide_factor
+    if isinstance(optimizer, tf.compat.v1.train.Optimizer):
+        if int(backward_passes_per_step) != 1:
+            raise NotImplementedError(
+                "backward_passes_per_step > 1 is implemented for Keras optimizers; with a "
+                "tf.compat.v1 optimizer, accumulate the gradients in the graph and apply them "
+                "every N steps")
+        return _LegacyDistributedOptimizer(optimizer, name, use_locking, kw)
+    if not isinstance(optimizer, keras.optimizers.Optimizer):
+        raise TypeError(
+            f"DistributedOptimizer wraps a Keras 3 or a tf.compat.v1.train optimizer, not "
+            f"{type(optimizer).__name__}; for a custom loop use DistributedGradientTape")
+    base = type(optimizer)
+    cls = type(base.__name__, (_DistributedOptimizerMixin, base),
+               {"__module__": base.__module__})
+    dist = cls.from_config(optimizer.get_config())
     dist._kolo_kwargs = kw
     dist._kolo_passes = int(backward_passes_per_step)
     dist._kolo_average_acc = bool(average_aggregated_gradients)

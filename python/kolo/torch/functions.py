@@ -2,17 +2,10 @@
 (horovod.torch's broadcast_parameters, broadcast_optimizer_state,
 broadcast_object and allgather_object)."""
 
-import io
-import pickle
-
 import torch
 
-try:
-    import cloudpickle
-except ImportError:  # optional: pickle serves every object that is importable
-    cloudpickle = None
-
 import kolo._api as _api
+from kolo import _pickling
 from kolo._api import global_process_set
 from kolo.torch import mpi_ops
 
@@ -146,11 +139,8 @@ def _collect_slots(value, out):
 
 
 def _dumps(obj):
-    """`obj` pickled into a uint8 tensor: with cloudpickle where installed
-    (lambdas, local classes), as Horovod does, else with pickle."""
-    buf = io.BytesIO()
-    (cloudpickle or pickle).dump(obj, buf, protocol=pickle.HIGHEST_PROTOCOL)
-    return torch.frombuffer(bytearray(buf.getvalue()), dtype=torch.uint8)
+    """`obj` pickled into a uint8 tensor (kolo._pickling)."""
+    return torch.frombuffer(bytearray(_pickling.dumps(obj)), dtype=torch.uint8)
 
 
 def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
@@ -167,7 +157,7 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set
     if data is None:
         data = torch.empty(int(length[0]), dtype=torch.uint8)
     mpi_ops.broadcast_(data, root_rank, name=f"{name}.data", process_set=process_set)
-    return obj if is_root else pickle.loads(data.numpy().tobytes())
+    return obj if is_root else _pickling.loads(data.numpy().tobytes())
 
 
 def allgather_object(obj, name=None, process_set=global_process_set):
@@ -180,6 +170,6 @@ def allgather_object(obj, name=None, process_set=global_process_set):
                                        process_set=process_set).wait().numpy()
     out, offset = [], 0
     for n in lengths.tolist():
-        out.append(pickle.loads(gathered[offset:offset + n].tobytes()))
+        out.append(_pickling.loads(gathered[offset:offset + n].tobytes()))
         offset += n
     return out

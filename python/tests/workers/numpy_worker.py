@@ -231,6 +231,31 @@ def unsupported_dtype_raises():
         raise AssertionError("complex64 accepted")
 
 
+@check
+def a_collective_one_rank_refuses_fails_on_every_rank():
+    # The last rank's own checks refuse each of these; the other ranks' ops
+    # of the same name fail with its reason instead of waiting for it.
+    last = R == N - 1
+    calls = {
+        "dtype": lambda: kolo.allreduce(np.ones([2], np.complex64 if last else np.float32),
+                                        op=kolo.Sum),
+        "root": lambda: kolo.broadcast(np.ones([2], np.float32), root_rank=N + 5 if last else 0),
+        "group": lambda: kolo.grouped_allgather(
+            [np.ones([2], np.float32), np.ones([1], np.complex64 if last else np.float32)]),
+    }
+    for what, call in calls.items():
+        try:
+            call()
+        except kolo.FailedPreconditionError as e:
+            expect(not last and f"rank {N - 1} refused it" in str(e), f"{what} on {R}: {e}")
+        except (TypeError, kolo.InvalidArgumentError) as e:
+            expect(last, f"{what} refused on rank {R}: {e}")
+        else:
+            raise AssertionError(f"{what}: no error on rank {R}")
+    # Unnamed collectives still match up afterwards.
+    close(kolo.allreduce(np.ones([3], np.float32) * R, op=kolo.Sum), np.full([3], N * (N - 1) / 2))
+
+
 class FakeCudaArray:
     """Host memory dressed as a CUDA array: kolo takes the device path, and
     since no GPU holds it (or libkolo has no CUDA) the SDK refuses it before

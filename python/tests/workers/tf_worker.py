@@ -114,6 +114,22 @@ def broadcast_and_allgather_object():
 
 
 @check
+def objects_in_a_tf1_graph_and_broadcast_object_fn():
+    graph = tf.Graph()
+    with graph.as_default(), tf.compat.v1.Session(graph=graph) as sess:
+        got = hvd.broadcast_object({"from": R}, root_rank=N - 1, session=sess)
+        expect(got == {"from": N - 1}, f"graph broadcast_object: {got}")
+        with sess.as_default():  # the default session serves too
+            got = hvd.allgather_object(("rank", R))
+        expect(got == [("rank", r) for r in range(N)], f"graph allgather_object: {got}")
+    # Lambdas travel (cloudpickle), and a broadcast_object_fn serves many calls.
+    fn = hvd.broadcast_object(lambda x: x + 10 * R, root_rank=1)
+    expect(fn(1) == 11, f"lambda from rank 1 gives {fn(1)}")
+    bcast = hvd.broadcast_object_fn(root_rank=N - 1)
+    expect(bcast(R) == N - 1 and bcast([R]) == [N - 1], "broadcast_object_fn")
+
+
+@check
 def allgather():
     want = np.concatenate([np.full([r + 1, 2], r) for r in range(N)])
     for mode, wrap in MODES.items():
@@ -257,7 +273,8 @@ def horovod_names_ops_and_static_process_set():
         else:
             raise AssertionError("no NotImplementedError")
     vs = [tf.Variable([float(R)] * 2), tf.Variable(float(R * 10))]
-    expect(hvd.broadcast_(vs, root_rank=N - 1) is vs, "broadcast_ returns its variables")
+    vals = hvd.broadcast_(vs, root_rank=N - 1)  # the new values, as in Horovod
+    close(vals[1], float((N - 1) * 10))
     close(vs[0].numpy(), [float(N - 1)] * 2)
     close(vs[1].numpy(), float((N - 1) * 10))
 
@@ -345,7 +362,8 @@ def allgather_gradient_in_a_graph_with_unknown_rows():
         grad = tf.gradients(tf.reduce_sum(g * 2.0), x)[0]
         with tf.compat.v1.Session(graph=graph) as sess:
             out = sess.run(grad, {x: np.ones((R + 1, 2), np.float32)})
-    close(out, np.full((R + 1, 2), 2.0 * N))
+    # Horovod's scaling: the output gradient is averaged over the ranks.
+    close(out, np.full((R + 1, 2), 2.0))
 
 
 @check
@@ -378,11 +396,131 @@ def collectives_in_a_tf1_graph():
 
 
 @check
+def alltoall_without_splits_returns_the_tensor_only():
+    for mode, wrap in MODES.items():
+        out = wrap(lambda: hvd.alltoall(tf.fill([N, 2], float(R))))()
+        expect(isinstance(out, tf.Tensor), f"{mode}: {type(out)}")
+        close(out, np.repeat(np.arange(N, dtype=np.float32), 1).reshape(-1, 1) * np.ones((1, 2)))
+
+
+@check
+def grouped_allgather_and_reducescatter():
+    rows = 2 * N
+    x = np.arange(rows * 2, dtype=np.float32).reshape(rows, 2)
+    gathered = np.concatenate([np.full([r + 1, 2], r) for r in range(N)])
+    for mode, wrap in MODES.items():
+        g = wrap(lambda: hvd.grouped_allgather([tf.fill([R + 1, 2], float(R)),
+                                                tf.constant([R], tf.int64)]))()
+        close(g[0], gathered)
+        expect(g[1].dtype == tf.int64 and list(g[1].numpy()) == list(range(N)), f"{mode}: {g[1]}")
+        s = wrap(lambda: hvd.grouped_reducescatter([tf.constant(x) * (R + 1), tf.constant(x)],
+                                                   op=hvd.Sum))()
+        close(s[0], x[2 * R:2 * R + 2] * N * (N + 1) / 2)
+        close(s[1], x[2 * R:2 * R + 2] * N)
+    # One op per group (negotiated and fused as a unit), with Horovod's
+    # gradients, in a TF1 graph of unknown rows.
+    graph = tf.Graph()
+    with graph.as_default():
+        a = tf.compat.v1.placeholder(tf.float32, [None, 2])
+        ga = hvd.grouped_allgather([a, a * 2], name="g2.ga")
+        rs = hvd.grouped_reducescatter([a, a * 3], op=hvd.Average, name="g2.rs")
+        rs_sum = hvd.grouped_reducescatter([a], op=hvd.Sum, name="g2.rs.sum")
+        types = [op.type for op in graph.get_operations()]
+        expect(types.count("KoloGroupedAllgather") == 1 and "KoloAllgather" not in types, types)
+        expect(types.count("KoloGroupedReducescatter") == 2 and "KoloReducescatter" not in types,
+               types)
+        loss = sum(tf.reduce_sum(t) for t in ga + rs + rs_sum)
+        grad = tf.gradients(loss, a)[0]
+        with tf.compat.v1.Session(graph=graph) as sess:
+            got_ga, got_rs, g = sess.run((ga, rs, grad), {a: np.full((N, 2), R + 1.0, np.float32)})
+    close(got_ga[0], np.repeat(np.arange(1, N + 1), N).reshape(-1, 1) * np.ones((1, 2)))
+    close(got_ga[1], 2 * got_ga[0])
+    close(got_rs[0], np.full((1, 2), (N + 1) / 2))
+    close(got_rs[1], np.full((1, 2), 3 * (N + 1) / 2))
+    # allgathers: 1 + 2 (averaged); reducescatter Average: 1 + 3; Sum: N.
+    close(g, np.full((N, 2), 7.0 + N))
+
+
+def _expect_refused_everywhere(what, call):
+    """`call` fails on every rank: with the last rank's own error there, and
+    with the refusal (naming that rank) on the others."""
+    try:
+        call()
+    except tf.errors.FailedPreconditionError as e:
+        expect(R != N - 1 and f"rank {N - 1} refused it" in e.message, f"{what} on {R}: {e}")
+    except tf.errors.InvalidArgumentError as e:
+        expect(R == N - 1 and "does not support dtype" in e.message, f"{what} on {R}: {e}")
+    else:
+        raise AssertionError(f"{what}: no error on rank {R}")
+
+
+@check
+def a_collective_one_rank_refuses_fails_on_every_rank():
+    last = R == N - 1
+    bad = tf.constant([1 + 2j, 3j], tf.complex64)
+    good = tf.constant([1.0, 2.0])
+    for mode, wrap in MODES.items():
+        t = bad if last else good
+        _expect_refused_everywhere(
+            f"{mode} allreduce",
+            wrap(lambda: hvd.allreduce(t, op=hvd.Sum, name=f"refused.{mode}")))
+        _expect_refused_everywhere(
+            f"{mode} grouped allgather",
+            wrap(lambda: hvd.grouped_allgather([good, t], name=f"refused.group.{mode}")))
+    graph = tf.Graph()
+    with graph.as_default():
+        p = tf.compat.v1.placeholder(tf.complex64 if last else tf.float32, [None])
+        out = hvd.broadcast(p, root_rank=0, name="refused.graph")
+        with tf.compat.v1.Session(graph=graph) as sess:
+            _expect_refused_everywhere(
+                "graph broadcast",
+                lambda: sess.run(out, {p: np.ones([2], np.complex64 if last else np.float32)}))
+    close(hvd.allreduce(tf.ones([2]), op=hvd.Sum, name="refused.after"), np.full([2], N))
+
+
+@check
+def tf1_distributed_optimizer_in_a_session():
+    # Each rank's loss differs; one SGD step moves every rank's weights by
+    # the ranks' average gradient.
+    graph = tf.Graph()
+    with graph.as_default():
+        w = tf.compat.v1.get_variable("w", initializer=tf.constant([1.0, 2.0]))
+        loss = tf.reduce_sum(w * float(R + 1))
+        opt = hvd.DistributedOptimizer(tf.compat.v1.train.GradientDescentOptimizer(0.5))
+        step = opt.minimize(loss)
+        bcast = hvd.broadcast_global_variables(0)
+        with tf.compat.v1.Session(graph=graph) as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            sess.run(bcast)
+            sess.run(step)
+            got = sess.run(w)
+    close(got, np.array([1.0, 2.0]) - 0.5 * (N + 1) / 2)
+
+
+@check
+def horovod_return_values():
+    # broadcast_ gives the new values, join a scalar tensor, reducescatter
+    # takes compression, remove_process_set says whether it removed.
+    v = tf.Variable(tf.fill([2], float(R)))
+    vals = hvd.broadcast_([v], root_rank=N - 1)
+    close(vals[0], np.full([2], N - 1.0))
+    close(v.numpy(), np.full([2], N - 1.0))
+    x = tf.constant(np.arange(2 * N * 3, dtype=np.float32).reshape(2 * N, 3))
+    y = hvd.reducescatter(x, op=hvd.Sum, compression=hvd.Compression.fp16)
+    expect(y.dtype == tf.float32, f"{y.dtype}")
+    close(y, x.numpy()[2 * R:2 * R + 2] * N, rtol=1e-2)
+    ps = hvd.add_process_set([0, 1])
+    expect(hvd.remove_process_set(ps) is True, "remove_process_set")
+    expect(hvd.remove_process_set(ps) is False, "removing twice")
+
+
+@check
 def join():
     if R != 0:
         close(hvd.allreduce(tf.ones([2]), op=hvd.Sum, name="tf.after.join"), np.full([2], N - 1))
     last = hvd.join()
-    expect(0 <= last < N, f"{last}")
+    expect(isinstance(last, tf.Tensor) and last.dtype == tf.int32, f"{last!r}")
+    expect(0 <= int(last) < N, f"{last}")
 
 
 run(hvd.rank)
