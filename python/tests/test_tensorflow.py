@@ -23,7 +23,8 @@ CHECKS = [
     "allgather_gradient_in_a_graph_with_unknown_rows", "collectives_in_a_tf1_graph",
     "alltoall_without_splits_returns_the_tensor_only", "grouped_allgather_and_reducescatter",
     "a_collective_one_rank_refuses_fails_on_every_rank", "tf1_distributed_optimizer_in_a_session",
-    "horovod_return_values", "join",
+    "horovod_return_values", "local_layers_stay_local", "tf1_hook_and_best_model_checkpoint",
+    "join",
 ]
 
 _runs = {}

@@ -36,8 +36,11 @@ from kolo.tensorflow.functions import (  # noqa: F401
     broadcast_object_fn, allgather_object,
 )
 from kolo.tensorflow.gradient_aggregation import (  # noqa: F401
-    DistributedGradientTape, DistributedOptimizer, allreduce_gradients,
+    DistributedGradientTape, DistributedOptimizer, PartialDistributedGradientTape,
+    LocalGradientAggregationHelper, allreduce_gradients,
 )
+from kolo.tensorflow.hooks import BroadcastGlobalVariablesHook  # noqa: F401
+from kolo.tensorflow import mpi_ops, data  # noqa: F401
 from kolo.tensorflow import callbacks  # noqa: F401
 from kolo.tensorflow.callbacks import (  # noqa: F401
     BroadcastGlobalVariablesCallback, MetricAverageCallback, LearningRateScheduleCallback,

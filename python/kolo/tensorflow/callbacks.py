@@ -26,12 +26,18 @@ class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
         self.root_rank = root_rank
         self.process_set = process_set or _api.global_process_set
         self.broadcast_done = False
+        self._local = set()
+
+    def register_local_var(self, var):
+        """Leaves `var` out of the broadcast: each rank keeps its own value."""
+        self._local.add(id(var))
 
     def _broadcast(self):
         if self.broadcast_done:
             return
         variables = list(self.model.variables) + _optimizer_variables(
             getattr(self.model, "optimizer", None))
+        variables = [v for v in variables if id(v) not in self._local]
         F.broadcast_variables(variables, self.root_rank, process_set=self.process_set)
         self.broadcast_done = True
 
@@ -164,3 +170,28 @@ class LearningRateWarmupCallback(LearningRateScheduleCallback):
                 print(f"\nEpoch {epoch + 1}: finished the learning rate warmup to "
                       f"{self.initial_lr:g}.")
         super().on_epoch_end(epoch, logs)
+
+
+class BestModelCheckpoint(keras.callbacks.ModelCheckpoint):
+    """Saves the model whenever `monitor` improves, on rank 0 only (the
+    other ranks hold the same weights). `filepath` may be given later, as
+    an attribute, before training starts."""
+
+    def __init__(self, monitor="val_loss", verbose=0, mode="auto", save_freq="epoch",
+                 filepath=None):
+        # Keras checks the file name's extension here; a path set later
+        # must end in .keras or .h5 as well.
+        super().__init__(filepath=filepath or "unset.keras", monitor=monitor, verbose=verbose,
+                         save_best_only=True, save_weights_only=False, mode=mode,
+                         save_freq=save_freq)
+        self.filepath = filepath
+
+    def on_train_begin(self, logs=None):
+        if not self.filepath:
+            raise ValueError("BestModelCheckpoint needs filepath (give it, or set "
+                             ".filepath before training)")
+        super().on_train_begin(logs)
+
+    def _save_model(self, *args, **kwargs):
+        if _api.rank() == 0:
+            super()._save_model(*args, **kwargs)

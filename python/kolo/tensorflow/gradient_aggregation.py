@@ -3,6 +3,7 @@ DistributedOptimizer (Keras 3, and tf.compat.v1.train optimizers)."""
 
 import tensorflow as tf
 
+from kolo import _api
 from kolo._api import Average, global_process_set
 from kolo.tensorflow import functions as F
 from kolo.tensorflow.compression import Compression
@@ -43,6 +44,48 @@ def allreduce_gradients(grads, op=Average, compression=Compression.none,
     return out
 
 
+def _ref(var):
+    """A hashable key for a variable (tf.Variable or Keras variable)."""
+    return var.ref() if hasattr(var, "ref") else id(var)
+
+
+def _reduce_except_local(grads, variables, local, scale_local, kw):
+    """`grads` of `variables` reduced over the ranks, except those of the
+    variables whose keys are in `local`: kept as they are, or divided by the
+    set's size with `scale_local` (Horovod's rule, so that a local layer
+    learns at the rate the averaged layers do)."""
+    grads = list(grads)
+    if not local:
+        return allreduce_gradients(grads, **kw)
+    shared = [i for i, v in enumerate(variables) if _ref(v) not in local]
+    out = list(grads)
+    for i, r in zip(shared, allreduce_gradients([grads[i] for i in shared], **kw)):
+        out[i] = r
+    if scale_local:
+        n = _api._ps_size(kw.get("process_set"))
+        for i, v in enumerate(variables):
+            g = out[i]
+            if _ref(v) not in local or g is None:
+                continue
+            if isinstance(g, tf.IndexedSlices):
+                out[i] = tf.IndexedSlices(g.values / n, g.indices, g.dense_shape)
+            else:
+                out[i] = g / n
+    return out
+
+
+def _local_vars_of(local_layers):
+    if local_layers is None:
+        return []
+    layers = local_layers if isinstance(local_layers, (list, tuple)) else [local_layers]
+    import keras
+
+    for layer in layers:
+        if not isinstance(layer, keras.layers.Layer):
+            raise ValueError(f"local_layers takes Keras layers, not {type(layer).__name__}")
+    return [v for layer in layers for v in layer.trainable_weights]
+
+
 class DistributedGradientTape:
     """Wraps a tf.GradientTape: gradient() returns gradients reduced over the
     ranks (averaged by default). Every other attribute is the tape's."""
@@ -55,6 +98,8 @@ class DistributedGradientTape:
         self._tape = gradtape
         self._kw = dict(op=op, compression=compression, sparse_as_dense=sparse_as_dense,
                         process_set=process_set)
+        self._local = set()
+        self._scale_local = bool(scale_local_gradients)
         if gradient_predivide_factor != 1.0:
             if op != Average:
                 raise ValueError("gradient_predivide_factor needs op=Average")
@@ -71,11 +116,35 @@ class DistributedGradientTape:
     def __exit__(self, *exc):
         return self._tape.__exit__(*exc)
 
-    def gradient(self, target, sources, output_gradients=None, **kwargs):
+    def register_local_source(self, source):
+        """Keeps `source`'s gradient local: never reduced over the ranks
+        (divided by their number when scale_local_gradients)."""
+        self._local.add(_ref(source))
+
+    def gradient(self, target, sources, output_gradients=None, use_generic_names=False,
+                 **kwargs):
+        # use_generic_names only shortens Horovod's op names; Kolo names the
+        # group itself, so there is nothing to shorten.
+        del use_generic_names
         grads = self._tape.gradient(target, sources, output_gradients, **kwargs)
-        flat = tf.nest.flatten(grads)
-        reduced = allreduce_gradients(flat, **self._kw)
+        reduced = _reduce_except_local(tf.nest.flatten(grads), tf.nest.flatten(sources),
+                                       self._local, self._scale_local, self._kw)
         return tf.nest.pack_sequence_as(grads, reduced)
+
+
+def PartialDistributedGradientTape(gradtape, device_dense="", device_sparse="",
+                                   compression=Compression.none, sparse_as_dense=False,
+                                   op=Average, gradient_predivide_factor=1.0, num_groups=0,
+                                   groups=None, process_set=global_process_set,
+                                   local_layers=None, scale_local_gradients=True):
+    """A DistributedGradientTape that keeps the gradients of `local_layers`
+    (Keras layers) local to each rank."""
+    tape = DistributedGradientTape(gradtape, device_dense, device_sparse, compression,
+                                   sparse_as_dense, op, gradient_predivide_factor, num_groups,
+                                   groups, process_set, scale_local_gradients)
+    for var in _local_vars_of(local_layers):
+        tape.register_local_source(var)
+    return tape
 
 
 class _DistributedOptimizerMixin:
@@ -85,13 +154,22 @@ class _DistributedOptimizerMixin:
 
     _kolo_distributed = True
 
+    def register_local_var(self, var):
+        """Keeps `var`'s gradient local: never reduced over the ranks
+        (divided by their number when scale_local_gradients)."""
+        self._kolo_local.add(_ref(var))
+
+    def _kolo_reduce(self, grads, trainable_variables):
+        if trainable_variables is None:
+            trainable_variables = self._trainable_variables
+        return _reduce_except_local(grads, list(trainable_variables), self._kolo_local,
+                                    self._kolo_scale_local, self._kolo_kwargs)
+
     def apply(self, grads, trainable_variables=None):
         grads = list(grads)
-        kw = self._kolo_kwargs
         if self._kolo_passes > 1:
             return self._kolo_accumulate(grads, trainable_variables)
-        reduced = allreduce_gradients(grads, **kw)
-        return super().apply(reduced, trainable_variables)
+        return super().apply(self._kolo_reduce(grads, trainable_variables), trainable_variables)
 
     def _kolo_accumulate(self, grads, trainable_variables):
         # Sums backward_passes_per_step passes locally, then reduces and applies.
@@ -109,7 +187,7 @@ class _DistributedOptimizerMixin:
         def _apply():
             scale = 1.0 / self._kolo_passes if self._kolo_average_acc else 1.0
             acc = [a * scale for a in self._kolo_acc]
-            reduced = allreduce_gradients(acc, **self._kolo_kwargs)
+            reduced = self._kolo_reduce(acc, trainable_variables)
             super(_DistributedOptimizerMixin, self).apply(reduced, trainable_variables)
             for a in self._kolo_acc:
                 a.assign(tf.zeros_like(a))
@@ -156,7 +234,8 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
                          sparse_as_dense=False, backward_passes_per_step=1,
                          op=Average, gradient_predivide_factor=1.0,
                          average_aggregated_gradients=False, num_groups=0,
-                         groups=None, process_set=global_process_set, **kwargs):
+                         groups=None, process_set=global_process_set,
+                         scale_local_gradients=True, **kwargs):
     """For a Keras 3 `optimizer`: a copy of it (same class, same config)
     whose updates use gradients reduced over the ranks (averaged by default).
     For a tf.compat.v1.train.Optimizer (TF1 graphs): a wrapper whose
@@ -188,6 +267,38 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
                {"__module__": base.__module__})
     dist = cls.from_config(optimizer.get_config())
     dist._kolo_kwargs = kw
+    dist._kolo_local = set()
+    dist._kolo_scale_local = bool(scale_local_gradients)
     dist._kolo_passes = int(backward_passes_per_step)
     dist._kolo_average_acc = bool(average_aggregated_gradients)
     return dist
+
+
+def PartialDistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="",
+                                device_sparse="", compression=Compression.none,
+                                sparse_as_dense=False, backward_passes_per_step=1, op=Average,
+                                gradient_predivide_factor=1.0, average_aggregated_gradients=False,
+                                groups=None, process_set=global_process_set, local_layers=None,
+                                scale_local_gradients=True):
+    """A DistributedOptimizer (Keras 3) that keeps the gradients of
+    `local_layers` (Keras layers) local to each rank."""
+    dist = DistributedOptimizer(optimizer, name, use_locking, device_dense, device_sparse,
+                                compression, sparse_as_dense, backward_passes_per_step, op,
+                                gradient_predivide_factor, average_aggregated_gradients,
+                                groups=groups, process_set=process_set,
+                                scale_local_gradients=scale_local_gradients)
+    if not hasattr(dist, "register_local_var"):
+        raise TypeError("PartialDistributedOptimizer wraps a Keras 3 optimizer")
+    for var in _local_vars_of(local_layers):
+        dist.register_local_var(var)
+    return dist
+
+
+class LocalGradientAggregationHelper:
+    """Horovod's internal helper for backward_passes_per_step in TF1 graphs.
+    Kolo aggregates inside DistributedOptimizer instead."""
+
+    def __init__(self, *args, **kwargs):
+        raise NotImplementedError(
+            "Kolo aggregates local gradients inside DistributedOptimizer: pass "
+            "backward_passes_per_step=N to it (Keras optimizers)")

@@ -515,6 +515,57 @@ def horovod_return_values():
 
 
 @check
+def local_layers_stay_local():
+    # PartialDistributedGradientTape: the local layer's gradient is this
+    # rank's, divided by the number of ranks; the shared one is averaged.
+    shared = keras.layers.Dense(1, use_bias=False, kernel_initializer="ones")
+    local = keras.layers.Dense(1, use_bias=False, kernel_initializer="ones")
+    x = tf.constant([[float(R + 1)]])
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(shared(x)) + tf.reduce_sum(local(x))
+    tape = hvd.PartialDistributedGradientTape(tape, local_layers=[local])
+    g_shared, g_local = tape.gradient(loss, [shared.kernel, local.kernel])
+    close(g_shared, [[(N + 1) / 2]])
+    close(g_local, [[(R + 1) / N]])
+    # PartialDistributedOptimizer in a compiled fit: shared weights stay
+    # equal on every rank, the local layer's drift apart.
+    import kolo.tensorflow.keras as hvdk
+    model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1, name="shared"),
+                              keras.layers.Dense(1, name="local")])
+    hvd.broadcast_variables(model.variables, root_rank=0)
+    opt = hvdk.PartialDistributedOptimizer(keras.optimizers.SGD(0.05),
+                                           local_layers=[model.layers[1]])
+    model.compile(optimizer=opt, loss="mse")
+    data = np.full((8, 1), R + 1.0, np.float32)
+    model.fit(data, data * (R + 2), batch_size=4, epochs=2, verbose=0)
+    for layer, same in ((model.layers[0], True), (model.layers[1], False)):
+        w = hvd.allgather(tf.reshape(layer.kernel, [1, 1])).numpy().ravel()
+        expect(np.allclose(w, w[0]) == same, f"{layer.name} weights over the ranks: {w}")
+
+
+@check
+def tf1_hook_and_best_model_checkpoint():
+    graph = tf.Graph()
+    with graph.as_default():
+        v = tf.compat.v1.get_variable("hooked", initializer=tf.constant([float(R)] * 2))
+        tf.compat.v1.train.get_or_create_global_step()
+        with tf.compat.v1.train.MonitoredTrainingSession(
+                hooks=[hvd.BroadcastGlobalVariablesHook(N - 1)]) as sess:
+            got = sess.run(v)
+    close(got, [N - 1.0] * 2)
+    # BestModelCheckpoint saves on rank 0 only (each rank names its own file
+    # here, so the others' would show).
+    import tempfile
+    path = os.path.join(tempfile.mkdtemp(), f"best{R}.keras")
+    model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+    model.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(0.01)), loss="mse")
+    x = np.ones((8, 1), np.float32)
+    model.fit(x, x, validation_data=(x, x), epochs=2, verbose=0,
+              callbacks=[hvd.callbacks.BestModelCheckpoint(filepath=path)])
+    expect(os.path.exists(path) == (R == 0), f"rank {R}: {path} exists={os.path.exists(path)}")
+
+
+@check
 def join():
     if R != 0:
         close(hvd.allreduce(tf.ones([2]), op=hvd.Sum, name="tf.after.join"), np.full([2], N - 1))
