@@ -19,7 +19,8 @@ CHECKS = [
     "mismatch_raises_in_function", "horovod_names_ops_and_static_process_set",
     "broadcast_global_variables_in_a_graph", "learning_rate_callbacks_and_load_model",
     "sync_batch_normalization_matches_one_process",
-    "allgather_gradient_in_a_graph_with_unknown_rows", "collectives_in_a_tf1_graph", "join",
+    "allgather_gradient_in_a_graph_with_unknown_rows", "collectives_in_a_tf1_graph", "timeline",
+    "join",
 ]
 
 _runs = {}
