@@ -1,12 +1,15 @@
 // libkolo's C ABI over the C++ API.
 #include "kolo/c_api.h"
 
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "kolo/kolo.h"
 
@@ -409,6 +412,32 @@ kolo_status kolo_process_set_size(kolo_client* c, int process_set, int* size) {
   *size = *r;
   return 0;
 }
+
+kolo_status kolo_timeline_start(kolo_client* c, uint64_t max_events) {
+  if (c == nullptr) return Report(absl::InvalidArgumentError("null kolo_client"));
+  return Report(c->client->StartTimeline(max_events));
+}
+
+kolo_status kolo_timeline_stop(kolo_client* c, char** trace, size_t* trace_bytes, uint64_t* events,
+                               uint64_t* dropped) {
+  if (c == nullptr || trace == nullptr) return Report(absl::InvalidArgumentError("null argument"));
+  auto t = c->client->StopTimeline();
+  if (!t.ok()) return Report(t.status());
+  auto* copy = static_cast<char*>(std::malloc(t->json.size() + 1));
+  if (copy == nullptr) {
+    return Report(absl::ResourceExhaustedError(
+        absl::StrCat("no memory for a timeline trace of ", t->json.size(), " bytes")));
+  }
+  std::memcpy(copy, t->json.data(), t->json.size());
+  copy[t->json.size()] = '\0';
+  *trace = copy;
+  if (trace_bytes != nullptr) *trace_bytes = t->json.size();
+  if (events != nullptr) *events = t->events;
+  if (dropped != nullptr) *dropped = t->dropped;
+  return 0;
+}
+
+void kolo_string_free(char* s) { std::free(s); }
 
 const char* kolo_last_error(void) { return last_error.c_str(); }
 

@@ -26,6 +26,8 @@ constexpr uint32_t kSubmitCapacity = 1024;
 constexpr uint32_t kCompletionCapacity = 4096;
 // Sleepers re-check the session's liveness at least this often.
 constexpr absl::Duration kMaxSleep = absl::Milliseconds(100);
+// A stop renders and sends up to a few hundred megabytes of trace.
+constexpr absl::Duration kTimelineCallTimeout = absl::Seconds(120);
 
 }  // namespace
 
@@ -80,6 +82,8 @@ absl::Status ClientImpl::Attach() {
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 50);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
+  // A stopped timeline comes back as one message of any size.
+  args.SetMaxReceiveMessageSize(-1);
   channel_ = grpc::CreateCustomChannel("unix:" + options_.socket_path,
                                        grpc::InsecureChannelCredentials(), args);
   if (!channel_->WaitForConnected(std::chrono::system_clock::now() +
@@ -181,6 +185,30 @@ ClientImpl::~ClientImpl() {
   }
   if (stream_ != nullptr) attach_context_.TryCancel();
   if (watcher_.joinable()) watcher_.join();
+}
+
+absl::StatusOr<kolo::v1::JobTimelineResponse> ClientImpl::JobTimeline(
+    kolo::v1::JobTimelineRequest::Action action, uint64_t max_events) {
+  if (Dead()) return DeadStatus();
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + kTimelineCallTimeout));
+  kolo::v1::JobTimelineRequest req;
+  req.set_session_id(session_id_);
+  req.set_action(action);
+  req.set_max_events(max_events);
+  kolo::v1::JobTimelineResponse resp;
+  if (grpc::Status s = stub_->JobTimeline(&ctx, req, &resp); !s.ok()) return FromGrpcStatus(s);
+  return resp;
+}
+
+absl::Status ClientImpl::StartTimeline(uint64_t max_events) {
+  return JobTimeline(kolo::v1::JobTimelineRequest::START, max_events).status();
+}
+
+absl::StatusOr<TimelineTrace> ClientImpl::StopTimeline() {
+  auto resp = JobTimeline(kolo::v1::JobTimelineRequest::STOP, 0);
+  if (!resp.ok()) return resp.status();
+  return TimelineTrace{std::move(*resp->mutable_trace_json()), resp->events(), resp->dropped()};
 }
 
 absl::StatusOr<HostBuffer> ClientImpl::Allocate(DType dtype, std::vector<int64_t> shape) {

@@ -104,7 +104,13 @@ class ClientImpl {
   absl::StatusOr<int> ProcessSetRank(int process_set) const;
   absl::StatusOr<int> ProcessSetSize(int process_set) const;
 
+  absl::Status StartTimeline(uint64_t max_events);
+  absl::StatusOr<TimelineTrace> StopTimeline();
+
  private:
+  // Calls JobTimeline for this session.
+  absl::StatusOr<kolo::v1::JobTimelineResponse> JobTimeline(
+      kolo::v1::JobTimelineRequest::Action action, uint64_t max_events);
   // A request whose completion the client still has to act on.
   struct Pending {
     uint64_t input_staging = UINT64_MAX;  // arena offsets we allocated

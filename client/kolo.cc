@@ -297,6 +297,10 @@ absl::Status Client::Barrier(const CollectiveOptions& options) {
 
 absl::StatusOr<int> Client::Join() { return impl_->Join(); }
 
+absl::Status Client::StartTimeline(uint64_t max_events) { return impl_->StartTimeline(max_events); }
+
+absl::StatusOr<TimelineTrace> Client::StopTimeline() { return impl_->StopTimeline(); }
+
 absl::StatusOr<std::vector<Handle>> Client::GroupedAllreduceAsync(
     const std::vector<ConstTensorView>& inputs, const std::vector<TensorView>& outputs,
     const std::vector<std::string>& names, const AllreduceOptions& options) {

@@ -51,12 +51,20 @@ void Executor::Fail(std::vector<ReadySet> sets, const absl::Status& status) {
   CompleteAll(sets, status);
 }
 
+absl::InlinedVector<Timeline*, 2> Executor::RecordingTimelines() const {
+  absl::InlinedVector<Timeline*, 2> out;
+  for (Timeline* t : {options_.node_timeline, options_.job_timeline}) {
+    if (t != nullptr && t->recording()) out.push_back(t);
+  }
+  return out;
+}
+
 void Executor::RunRefused(PlannedStep& step) {
-  Timeline* timeline = options_.timeline;
   const absl::Time now = absl::Now();
+  const absl::InlinedVector<Timeline*, 2> timelines = RecordingTimelines();
   for (const FusedMember& m : step.response.members) {
     if (options_.metrics != nullptr) options_.metrics->RecordError(m.set.requests.front().kind);
-    if (timeline != nullptr && timeline->recording()) {
+    for (Timeline* timeline : timelines) {
       for (const Request& r : m.set.requests) {
         timeline->Span(options_.job_id, r.rank, m.set.name, "QUEUED", r.submitted_at,
                        m.set.ready_at);
@@ -174,15 +182,44 @@ absl::Status Executor::ExecuteResponse(Response& response, const StepContext& co
       out.push_back({r.session.get(), std::move(c)});
     }
   }
-  Deliver(out);
   std::vector<const ReadySet*> sets;
   for (const FusedMember& m : response.members) sets.push_back(&m.set);
-  Record(sets, status, start, end, backend_name);
+  // Traced before the completions go out: a rank that stops a timeline as
+  // soon as its collective returned finds the collective in it.
+  Trace(sets, start, end, backend_name);
+  Deliver(out);
+  Record(sets, status, start, end);
   return status;
 }
 
+void Executor::Trace(const std::vector<const ReadySet*>& sets, absl::Time start, absl::Time end,
+                     const std::string& backend) {
+  const absl::InlinedVector<Timeline*, 2> timelines = RecordingTimelines();
+  if (timelines.empty() || sets.empty()) return;
+  const absl::Time done = absl::Now();
+  uint64_t bytes = 0;
+  for (const ReadySet* s : sets) bytes += s->requests.front().bytes;
+  const std::string& job = options_.job_id;
+  const std::string fuse_args = absl::StrCat("\"tensors\":", sets.size());
+  const std::string reduce_args =
+      absl::StrCat("\"bytes\":", bytes, ",\"backend\":", JsonString(backend));
+  for (Timeline* timeline : timelines) {
+    for (const ReadySet* s : sets) {
+      for (const Request& r : s->requests) {
+        // Queued until every rank here had it; negotiated (among the nodes,
+        // or at once on one) until the plan ran it.
+        timeline->Span(job, r.rank, s->name, "QUEUED", r.submitted_at, s->ready_at);
+        timeline->Span(job, r.rank, s->name, "NEGOTIATED", s->ready_at, start);
+        timeline->Instant(job, r.rank, s->name, "FUSED", start, fuse_args);
+        timeline->Span(job, r.rank, s->name, "REDUCED", start, end, reduce_args);
+        timeline->Instant(job, r.rank, s->name, "DONE", done);
+      }
+    }
+  }
+}
+
 void Executor::Record(const std::vector<const ReadySet*>& sets, const absl::Status& status,
-                      absl::Time start, absl::Time end, const std::string& backend) {
+                      absl::Time start, absl::Time end) {
   if (sets.empty()) return;
   const Request& head = sets.front()->requests.front();
   const absl::Time done = absl::Now();
@@ -194,24 +231,6 @@ void Executor::Record(const std::vector<const ReadySet*>& sets, const absl::Stat
     for (const ReadySet* s : sets) {
       metrics->RecordLatency(head.kind, done - s->first_submitted);
       if (!status.ok()) metrics->RecordError(head.kind);
-    }
-  }
-  Timeline* timeline = options_.timeline;
-  if (timeline != nullptr && timeline->recording()) {
-    const std::string& job = options_.job_id;
-    std::string fuse_args = absl::StrCat("\"tensors\":", fused);
-    std::string reduce_args =
-        absl::StrCat("\"bytes\":", bytes, ",\"backend\":", JsonString(backend));
-    for (const ReadySet* s : sets) {
-      for (const Request& r : s->requests) {
-        // Queued until every rank here had it; negotiated (among the nodes,
-        // or at once on one) until the plan ran it.
-        timeline->Span(job, r.rank, s->name, "QUEUED", r.submitted_at, s->ready_at);
-        timeline->Span(job, r.rank, s->name, "NEGOTIATED", s->ready_at, start);
-        timeline->Instant(job, r.rank, s->name, "FUSED", start, fuse_args);
-        timeline->Span(job, r.rank, s->name, "REDUCED", start, end, reduce_args);
-        timeline->Instant(job, r.rank, s->name, "DONE", done);
-      }
     }
   }
   state_->Executed(sets, status, start, end);

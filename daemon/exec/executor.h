@@ -3,9 +3,10 @@
 // it picks the backend: the step's host backend for host tensors, the job's
 // device backend for device tensors (made here when the step that carries
 // the job's device communicator runs). It completes every request, feeds
-// metrics and the timeline, and tells the job what ran (JobState) for its
-// counters, flight recorder and stall reports. Control steps (process-set
-// changes, the end of a join) go to the job's state in plan order.
+// metrics and the timelines (the node's and the job's), and tells the job
+// what ran (JobState) for its counters, flight recorder and stall reports.
+// Control steps (process-set changes, the end of a join) go to the job's
+// state in plan order.
 //
 // Thread-safety: Run and Fail are called by the negotiator's draining thread
 // only; ReleaseSession and Abort may be called from any thread, also while a
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -57,9 +59,13 @@ class JobState {
 
 struct ExecutorOptions {
   std::string job_id;
-  std::string node_name;         // for messages
-  Metrics* metrics = nullptr;    // may be null
-  Timeline* timeline = nullptr;  // may be null
+  std::string node_name;       // for messages
+  Metrics* metrics = nullptr;  // may be null
+  // Where each collective's phases go while they record: the node's
+  // timeline (every job, for the operator) and the job's own (its ranks on
+  // this node, for them). Either may be null.
+  Timeline* node_timeline = nullptr;
+  Timeline* job_timeline = nullptr;
   // Makes the job's device backend; null: device tensors fail with
   // UNIMPLEMENTED.
   DeviceBackendFactory* device_backends = nullptr;
@@ -89,8 +95,15 @@ class Executor final : public StepRunner {
   absl::StatusOr<Backend*> DeviceBackendFor(const PlannedStep& step);
   absl::Status ExecuteResponse(Response& response, const StepContext& context,
                                absl::StatusOr<Backend*> backend);
+  // A response's phases into the timelines that record (before its
+  // completions are delivered).
+  void Trace(const std::vector<const ReadySet*>& sets, absl::Time start, absl::Time end,
+             const std::string& backend);
+  // Metrics and the job's state (after they were delivered).
   void Record(const std::vector<const ReadySet*>& sets, const absl::Status& status,
-              absl::Time start, absl::Time end, const std::string& backend);
+              absl::Time start, absl::Time end);
+  // The timelines recording now (none, the node's, the job's or both).
+  absl::InlinedVector<Timeline*, 2> RecordingTimelines() const;
 
   const ExecutorOptions options_;
   JobState* const state_;

@@ -145,6 +145,11 @@ class Job final : public JobState, public RequestSink {
 
   const std::string& id() const { return id_; }
   const std::string& token() const { return token_; }
+  // The job's own timeline: the phases of its collectives on this node
+  // (only its ranks attached here), recorded beside the node's timeline of
+  // JobObservers and started and stopped by the job's ranks through
+  // NodeService::JobTimeline. Lives as long as the job.
+  Timeline& timeline() { return timeline_; }
   int size() const override { return size_; }
 
   // Registers rank `rank` as attached (by `session_id`, process `pid`).
@@ -209,6 +214,7 @@ class Job final : public JobState, public RequestSink {
   const bool spans_nodes_;
   const int local_size_;  // ranks that attach here
 
+  Timeline timeline_;  // before executor_, which records into it
   Executor executor_;
   // Made in the constructor, destroyed first (its threads use the executor
   // and the job).

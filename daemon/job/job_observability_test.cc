@@ -324,5 +324,70 @@ TEST_F(JobObservabilityTest, TimelineGetsEveryPhaseOfEveryRank) {
   EXPECT_EQ(events, 0u);
 }
 
+// Two jobs report to one node timeline; each job's own timeline holds only
+// that job's events, and records whether or not the node's does.
+TEST_F(JobObservabilityTest, AJobsTimelineHoldsOnlyItsOwnEvents) {
+  MakeJob(2);
+  std::vector<std::unique_ptr<LoopbackSession>> other_sessions;
+  for (int r = 0; r < 2; ++r) {
+    auto s = LoopbackSession::Create("job-2", r);
+    ASSERT_TRUE(s.ok()) << s.status();
+    other_sessions.push_back(std::move(*s));
+  }
+  JobObservers observers;
+  observers.timeline = &timeline_;
+  Job other("job-2", "token", 2, &backend_, kFusionThreshold, observers);
+  for (int r = 0; r < 2; ++r) ASSERT_TRUE(other.AttachRank(r, "s", 200 + r).ok());
+  other.MaybeStart();
+  auto submit_other = [&](int rank, const std::string& name) {
+    Request r = MakeRequest(rank, name, absl::Now());
+    r.session = other_sessions[rank]->session();
+    other.Submit(std::move(r));
+  };
+
+  timeline_.Start(1000);
+  job_->timeline().Start(1000);
+  for (int r = 0; r < 2; ++r) job_->Submit(MakeRequest(r, "mine", absl::Now()));
+  for (int r = 0; r < 2; ++r) submit_other(r, "theirs");
+  // A refused name (the ranks disagree on the dtype) is recorded too.
+  job_->Submit(MakeRequest(0, "refused", absl::Now(), DType::kFloat32));
+  job_->Submit(MakeRequest(1, "refused", absl::Now(), DType::kFloat64));
+
+  absl::StatusOr<TimelineTrace> mine = job_->timeline().StopRecording();
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  // Per rank: five phases of "mine", and QUEUED, NEGOTIATED, DONE of "refused".
+  EXPECT_EQ(mine->events, 16u);
+  EXPECT_EQ(mine->dropped, 0u);
+  for (const char* want : {"\"name\":\"job job-1\"", "\"name\":\"REDUCED mine\"",
+                           "\"name\":\"DONE refused\"", "\"tid\":0,", "\"tid\":1,"}) {
+    EXPECT_TRUE(absl::StrContains(mine->json, want)) << want << " in " << mine->json;
+  }
+  EXPECT_FALSE(absl::StrContains(mine->json, "theirs")) << mine->json;
+  EXPECT_FALSE(absl::StrContains(mine->json, "job-2")) << mine->json;
+
+  absl::StatusOr<TimelineTrace> node = timeline_.StopRecording();
+  ASSERT_TRUE(node.ok()) << node.status();
+  EXPECT_EQ(node->events, 26u);
+  for (const char* want : {"\"name\":\"job job-1\"", "\"name\":\"job job-2\"",
+                           "\"name\":\"REDUCED mine\"", "\"name\":\"REDUCED theirs\""}) {
+    EXPECT_TRUE(absl::StrContains(node->json, want)) << want << " in " << node->json;
+  }
+
+  // The other job's timeline was never started: nothing to stop.
+  EXPECT_EQ(other.timeline().StopRecording().status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(job_->timeline().StopRecording().status().code(),
+            absl::StatusCode::kFailedPrecondition);
+
+  // A job's timeline records while the node's is stopped.
+  job_->timeline().Start(0);
+  for (int r = 0; r < 2; ++r) job_->Submit(MakeRequest(r, "alone", absl::Now()));
+  EXPECT_FALSE(timeline_.recording());
+  mine = job_->timeline().StopRecording();
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  EXPECT_EQ(mine->events, 10u);
+  EXPECT_TRUE(absl::StrContains(mine->json, "\"name\":\"FUSED alone\"")) << mine->json;
+}
+
 }  // namespace
 }  // namespace kolo::daemon

@@ -200,6 +200,8 @@ grpc::Status NodeService::Attach(
 
   auto entry = std::make_shared<Entry>();
   entry->session = *session;
+  entry->job = *job;
+  entry->rank = req.rank();
   {
     absl::MutexLock l(&mu_);
     sessions_[identity.session_id] = entry;
@@ -282,15 +284,68 @@ grpc::Status NodeService::Attach(
   return grpc::Status::OK;
 }
 
+std::shared_ptr<NodeService::Entry> NodeService::FindSession(const std::string& session_id) const {
+  absl::MutexLock l(&mu_);
+  auto it = sessions_.find(session_id);
+  return it == sessions_.end() ? nullptr : it->second;
+}
+
 grpc::Status NodeService::Detach(grpc::ServerContext*, const kolo::v1::DetachRequest* request,
                                  kolo::v1::DetachResponse*) {
-  absl::MutexLock l(&mu_);
-  auto it = sessions_.find(request->session_id());
-  if (it == sessions_.end()) {
+  std::shared_ptr<Entry> entry = FindSession(request->session_id());
+  if (entry == nullptr) {
     return grpc::Status(grpc::StatusCode::NOT_FOUND, "no such session " + request->session_id());
   }
-  it->second->clean.store(true);
+  entry->clean.store(true);
   return grpc::Status::OK;
+}
+
+grpc::Status NodeService::JobTimeline(grpc::ServerContext*,
+                                      const kolo::v1::JobTimelineRequest* request,
+                                      kolo::v1::JobTimelineResponse* response) {
+  // The id is untrusted: it is looked up, never echoed.
+  std::shared_ptr<Entry> entry = FindSession(request->session_id());
+  if (entry == nullptr) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        "job timeline: no session with that id is attached to this kolod");
+  }
+  Job& job = *entry->job;
+  switch (request->action()) {
+    case kolo::v1::JobTimelineRequest::START: {
+      const uint64_t limit = options_.policy.max_job_timeline_events;
+      if (request->max_events() > limit) {
+        return grpc::Status(
+            grpc::StatusCode::INVALID_ARGUMENT,
+            absl::StrCat("job ", job.id(), " rank ", entry->rank, ": a job timeline holds at most ",
+                         limit, " events; max_events ", request->max_events(), " is over that"));
+      }
+      const uint64_t max_events = request->max_events() == 0 ? limit : request->max_events();
+      const bool restarted = job.timeline().recording();
+      job.timeline().Start(max_events);
+      spdlog::info("job {}: timeline {} by rank {} (at most {} events)", job.id(),
+                   restarted ? "restarted" : "started", entry->rank, max_events);
+      return grpc::Status::OK;
+    }
+    case kolo::v1::JobTimelineRequest::STOP: {
+      absl::StatusOr<TimelineTrace> trace = job.timeline().StopRecording();
+      if (!trace.ok()) {
+        return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                            absl::StrCat("job ", job.id(), " rank ", entry->rank,
+                                         ": no timeline of this job is being recorded on this node "
+                                         "(start one first)"));
+      }
+      response->set_trace_json(std::move(trace->json));
+      response->set_events(trace->events);
+      response->set_dropped(trace->dropped);
+      spdlog::info("job {}: timeline stopped by rank {}: {} events, {} dropped", job.id(),
+                   entry->rank, trace->events, trace->dropped);
+      return grpc::Status::OK;
+    }
+    default:
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("job timeline: action ", static_cast<int>(request->action()),
+                                       " is neither START (1) nor STOP (2)"));
+  }
 }
 
 int NodeService::sessions() const {

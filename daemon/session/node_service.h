@@ -1,7 +1,8 @@
 // NodeService: kolo.v1.Node — clients attach (one long-lived stream per
-// session) and detach. The Attach handler owns its session: it opens it, keeps
-// it while the stream lives, and closes it when the stream ends, which is how
-// kolod learns that a client process died.
+// session), detach, and start and stop their job's timeline. The Attach
+// handler owns its session: it opens it, keeps it while the stream lives,
+// and closes it when the stream ends, which is how kolod learns that a
+// client process died. The other calls name a session by its id.
 //
 // Thread-safety: thread-safe; gRPC calls handlers on its own threads and
 // they share only the registry and the session index (mutex-guarded).
@@ -36,6 +37,9 @@ struct AttachPolicy {
   // 128 bits) unless weak tokens are allowed (a single-user node).
   size_t min_job_token_chars = kMinJobTokenChars;
   bool allow_weak_job_tokens = false;
+  // The most events a job's timeline may hold (JobTimeline START; 0 asks
+  // for this many). Each costs kolod some 200 bytes until the stop.
+  uint64_t max_job_timeline_events = Timeline::kDefaultMaxEvents;
 };
 
 struct NodeServiceOptions {
@@ -56,14 +60,22 @@ class NodeService final : public kolo::v1::Node::Service {
       grpc::ServerReaderWriter<kolo::v1::DaemonMessage, kolo::v1::ClientMessage>* stream) override;
   grpc::Status Detach(grpc::ServerContext* context, const kolo::v1::DetachRequest* request,
                       kolo::v1::DetachResponse* response) override;
+  // Starts or stops the timeline of the session's job (see node.proto).
+  grpc::Status JobTimeline(grpc::ServerContext* context,
+                           const kolo::v1::JobTimelineRequest* request,
+                           kolo::v1::JobTimelineResponse* response) override;
 
   int sessions() const;
 
  private:
   struct Entry {
     std::shared_ptr<Session> session;
+    std::shared_ptr<Job> job;  // the job the session joined
+    int rank = 0;
     std::atomic<bool> clean{false};
   };
+  // The entry of `session_id`, or null.
+  std::shared_ptr<Entry> FindSession(const std::string& session_id) const;
   // Reads and checks the first message and redeems its ticket.
   struct Admitted {
     kolo::v1::AttachRequest request;

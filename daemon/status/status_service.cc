@@ -196,15 +196,12 @@ grpc::Status StatusService::StopTimeline(grpc::ServerContext* context,
                                          const kolo::v1::StopTimelineRequest*,
                                          kolo::v1::StopTimelineResponse* response) {
   if (grpc::Status s = MaySeeEverything(*context); !s.ok()) return s;
-  if (!sources_.timeline->recording()) {
-    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                        "no timeline is being recorded (start one first)");
-  }
-  uint64_t events = 0, dropped = 0;
-  response->set_trace_json(sources_.timeline->Stop(&events, &dropped));
-  response->set_events(events);
-  response->set_dropped(dropped);
-  spdlog::info("timeline recording stopped: {} events, {} dropped", events, dropped);
+  absl::StatusOr<TimelineTrace> trace = sources_.timeline->StopRecording();
+  if (!trace.ok()) return ToGrpcStatus(trace.status());
+  response->set_trace_json(std::move(trace->json));
+  response->set_events(trace->events);
+  response->set_dropped(trace->dropped);
+  spdlog::info("timeline recording stopped: {} events, {} dropped", trace->events, trace->dropped);
   return grpc::Status::OK;
 }
 

@@ -48,6 +48,20 @@ void Timeline::Start(uint64_t max_events) {
 
 std::string Timeline::Stop(uint64_t* events, uint64_t* dropped) {
   absl::MutexLock l(&mu_);
+  return StopLocked(events, dropped);
+}
+
+absl::StatusOr<TimelineTrace> Timeline::StopRecording() {
+  absl::MutexLock l(&mu_);
+  if (!recording_.load(std::memory_order_relaxed)) {
+    return absl::FailedPreconditionError("no timeline is being recorded (start one first)");
+  }
+  TimelineTrace trace;
+  trace.json = StopLocked(&trace.events, &trace.dropped);
+  return trace;
+}
+
+std::string Timeline::StopLocked(uint64_t* events, uint64_t* dropped) {
   recording_.store(false, std::memory_order_relaxed);
   std::string out = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
   bool first = true;

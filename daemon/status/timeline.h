@@ -6,9 +6,13 @@
 //   NEGOTIATED the instant the name became ready everywhere
 //   FUSED      the instant it was planned into a response (args: tensors)
 //   REDUCED    the response's execution span (args: bytes, backend)
-//   DONE       the instant its completion was written
+//   DONE       the instant its completion was handed to the rank
 // The recording is bounded: past max_events, new events are counted as
 // dropped, so a forgotten recording cannot grow without end.
+//
+// kolod keeps one for the node (every job's events, for its operator) and
+// one per job (that job's ranks on this node, for its own ranks); the
+// executor records each event into those that are recording.
 //
 // Thread-safety: thread-safe. Recording checks an atomic flag first, so a
 // stopped timeline costs the hot path one relaxed load.
@@ -21,10 +25,18 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
 namespace kolo::daemon {
+
+// A stopped recording: Chrome trace JSON and its counts.
+struct TimelineTrace {
+  std::string json;
+  uint64_t events = 0;
+  uint64_t dropped = 0;
+};
 
 class Timeline {
  public:
@@ -36,6 +48,10 @@ class Timeline {
   void Start(uint64_t max_events);
   // Stops and returns the trace JSON; `events`/`dropped` receive the counts.
   std::string Stop(uint64_t* events, uint64_t* dropped);
+  // Stops the recording and returns it; FAILED_PRECONDITION when none is
+  // being recorded. The check and the stop are one step, so of two callers
+  // racing to stop one recording exactly one gets the trace.
+  absl::StatusOr<TimelineTrace> StopRecording();
 
   // A span [begin, end) of `phase` for `name` on rank `rank` of `job`.
   void Span(const std::string& job, int rank, const std::string& name, const char* phase,
@@ -56,6 +72,7 @@ class Timeline {
     std::string args_json;
   };
   void Add(Event e, const std::string& job) ABSL_LOCKS_EXCLUDED(mu_);
+  std::string StopLocked(uint64_t* events, uint64_t* dropped) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   std::atomic<bool> recording_{false};
   absl::Mutex mu_;

@@ -74,6 +74,26 @@ TEST(TimelineTest, NothingIsRecordedWhileStopped) {
   EXPECT_TRUE(ParseEvents(json).empty()) << json;
 }
 
+TEST(TimelineTest, StopRecordingNeedsARecordingAndStopsItOnce) {
+  Timeline timeline;
+  EXPECT_EQ(timeline.StopRecording().status().code(), absl::StatusCode::kFailedPrecondition);
+
+  timeline.Start(100);
+  timeline.Instant("j", 3, "t", "DONE", absl::Now());
+  absl::StatusOr<TimelineTrace> trace = timeline.StopRecording();
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  EXPECT_FALSE(timeline.recording());
+  EXPECT_EQ(trace->events, 1u);
+  EXPECT_EQ(trace->dropped, 0u);
+  std::vector<Struct> events = ParseEvents(trace->json);
+  ASSERT_EQ(events.size(), 2u) << trace->json;  // the process name, the instant
+  EXPECT_EQ(Str(events[1], "name"), "DONE t");
+  EXPECT_EQ(Num(events[1], "tid"), 3);
+
+  // Stopped once: a second stop has nothing to return.
+  EXPECT_EQ(timeline.StopRecording().status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
 TEST(TimelineTest, StopYieldsParseableTraceWithProcessNamesSpansAndInstants) {
   Timeline timeline;
   timeline.Start(100);

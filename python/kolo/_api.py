@@ -2,6 +2,7 @@
 
 import enum
 import itertools
+import os
 import threading
 
 import numpy as np
@@ -275,11 +276,17 @@ def init_job(comm=None, process_sets=None):
     `process_sets` (ProcessSet objects, the same list on every rank; None or
     "dynamic" registers none, add_process_set works at any time). `comm` (an
     MPI communicator elsewhere) must be None: kolorun and kolod define the
-    job."""
+    job.
+
+    KOLO_TIMELINE=<path> in the environment (horovod's HOROVOD_TIMELINE)
+    starts the job's timeline here; shutdown() or interpreter exit writes it
+    to <path> (see kolo._timeline)."""
     if comm is not None and comm != []:
         raise ValueError("Kolo's init takes no communicator: the job's ranks are the "
                          "processes kolorun started")
     init()
+    from kolo import _timeline  # it uses this module
+    _timeline.at_init(os.environ)
     if process_sets is None or process_sets == "dynamic":
         return
     for ps in process_sets:
@@ -290,7 +297,11 @@ def init_job(comm=None, process_sets=None):
 
 
 def shutdown():
-    """Detaches from kolod; pending collectives fail with CancelledError."""
+    """Detaches from kolod; pending collectives fail with CancelledError. A
+    job timeline still recording (start_timeline, KOLO_TIMELINE) is stopped
+    and written first."""
+    from kolo import _timeline  # it uses this module
+    _timeline.at_shutdown()
     core.shutdown()
 
 

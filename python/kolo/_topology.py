@@ -62,14 +62,3 @@ def ddl_built():
 
 def ccl_built():
     return False
-
-
-def start_timeline(file_path=None, mark_cycles=False):
-    raise NotImplementedError(
-        "kolod records the timeline of every job on its node, so an operator starts it, "
-        "not a rank: `koloctl timeline start`, then `koloctl timeline stop --out FILE`")
-
-
-def stop_timeline():
-    raise NotImplementedError(
-        "kolod's timeline is stopped by `koloctl timeline stop --out FILE`, not by a rank")

@@ -429,6 +429,27 @@ PYBIND11_MODULE(_core, m) {
     py::gil_scoped_release nogil;
     return ValueOrThrow(c->Join());
   });
+  // The job's timeline on this node (kolo/_topology.py writes the file).
+  m.def("timeline_start", [](uint64_t max_events) {
+    auto c = ClientOrThrow();
+    py::gil_scoped_release nogil;
+    ThrowIfError(c->StartTimeline(max_events));
+  });
+  // (trace JSON, events, dropped). Tensor names are the caller's bytes: any
+  // that are not UTF-8 come back with U+FFFD, so the JSON stays valid.
+  m.def("timeline_stop", [] {
+    auto c = ClientOrThrow();
+    absl::StatusOr<TimelineTrace> trace;
+    {
+      py::gil_scoped_release nogil;
+      trace = c->StopTimeline();
+    }
+    ThrowIfError(trace.status());
+    PyObject* json = PyUnicode_DecodeUTF8(trace->json.data(),
+                                          static_cast<Py_ssize_t>(trace->json.size()), "replace");
+    if (json == nullptr) throw py::error_already_set();
+    return py::make_tuple(py::reinterpret_steal<py::str>(json), trace->events, trace->dropped);
+  });
   // The address of the KoloPyApi table for the TensorFlow op library.
   m.def("_api_table", [] { return reinterpret_cast<uintptr_t>(PyApiTable()); });
   m.attr("API_VERSION") = KOLO_PY_API_VERSION;

@@ -24,6 +24,7 @@ CHECKS = [
     "alltoall_without_splits_returns_the_tensor_only", "grouped_allgather_and_reducescatter",
     "a_collective_one_rank_refuses_fails_on_every_rank", "tf1_distributed_optimizer_in_a_session",
     "horovod_return_values", "local_layers_stay_local", "tf1_hook_and_best_model_checkpoint",
+    "timeline",
     "join",
 ]
 

@@ -3,15 +3,19 @@ against a one-process computation, their gradients, every dtype, errors
 raised on every rank, process sets, DistributedOptimizer, parameter and
 optimizer-state broadcast and SyncBatchNorm."""
 
+import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
-from conftest import REPO, worker
+from conftest import REPO, WORKERS, worker
 
 pytest.importorskip("torch")
+sys.path.insert(0, WORKERS)
+from trace_check import read_trace  # noqa: E402
 
 CHECKS = [
     "topology", "allreduce_every_dtype_and_op", "allreduce_average_is_default_and_average_flag",
@@ -27,7 +31,7 @@ CHECKS = [
     "distributed_optimizer_compression_groups_and_sum",
     "distributed_optimizer_synchronize_skip_and_zero_grad_rule",
     "distributed_optimizer_sparse_gradients", "broadcast_parameters_and_optimizer_state",
-    "sync_batch_norm_matches_one_process", "join_last",
+    "sync_batch_norm_matches_one_process", "timeline_restarts_at_a_new_path", "join_last",
 ]
 
 _runs = {}
@@ -53,6 +57,74 @@ def test_every_worker_check_is_listed(torch_run):
 
 def test_every_rank_exits_cleanly(torch_run):
     assert torch_run.returncode == 0, torch_run.output[-3000:]
+
+
+@pytest.mark.parametrize("ending", ["shutdown", "exit"])
+def test_kolo_timeline_records_the_run_into_its_file(launch, tmp_path, ending):
+    """KOLO_TIMELINE=<path>: init() starts the job's timeline and shutdown()
+    (or, without one, interpreter exit) writes it to <path>."""
+    path = str(tmp_path / "run.json")
+    run = launch(2, worker("timeline_worker.py"), args=[f"env-{ending}"],
+                 env={"KOLO_TIMELINE": path}, timeout=180)
+    assert run.returncode == 0, run.output[-3000:]
+    trace = read_trace(path)
+    assert sorted(trace.names_by_tid) == [0, 1], sorted(trace.names_by_tid)
+    trace.expect_tensors([f"timeline.{i}" for i in range(3)], [0, 1])
+
+
+def _peer_address(koloctl, socket):
+    out = subprocess.run([koloctl, "--socket", socket, "--json", "status"], text=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=30)
+    assert out.returncode == 0, out.stdout
+    return json.loads(out.stdout)["node"]["config"]["peer_address"]
+
+
+def test_timeline_of_a_job_on_two_nodes_is_one_file_per_node(tmp_path):
+    """Two kolods on this machine stand for two nodes of 2 ranks each: rank 0
+    writes the path, rank 2 (the first of node 1) path.node1, each with the
+    rows of its node's ranks."""
+    kolod = os.path.join(REPO, "bazel-bin", "daemon", "kolod")
+    koloctl = os.path.join(REPO, "bazel-bin", "koloctl", "koloctl")
+    if not (os.path.exists(kolod) and os.path.exists(koloctl)):
+        pytest.skip("kolod or koloctl not built")
+    sockets = [str(tmp_path / f"node{n}.sock") for n in (0, 1)]
+    daemons = [subprocess.Popen([kolod, "--socket", s, "--peer_address=127.0.0.1:0",
+                                 "--peer_plaintext", "--status_address=127.0.0.1:0",
+                                 f"--node_name=node{n}"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+               for n, s in enumerate(sockets)]
+    ranks = []
+    try:
+        for s in sockets:
+            deadline = time.monotonic() + 30
+            while not os.path.exists(s) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        coordinator = _peer_address(koloctl, sockets[0])
+        path = str(tmp_path / "trace.json")
+        for r in range(4):
+            env = dict(os.environ, KOLO_SOCKET=sockets[r // 2], KOLO_JOB_ID="two-nodes",
+                       KOLO_JOB_TOKEN="0123456789abcdef0123456789abcdef", KOLO_RANK=str(r),
+                       KOLO_SIZE="4", KOLO_LOCAL_RANK=str(r % 2), KOLO_LOCAL_SIZE="2",
+                       KOLO_COORDINATOR=coordinator)
+            ranks.append(subprocess.Popen(
+                [sys.executable, worker("timeline_worker.py"), "explicit", path], env=env,
+                text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+        outputs = [p.communicate(timeout=180)[0] for p in ranks]
+        for r, p in enumerate(ranks):
+            assert p.returncode == 0, f"rank {r}:\n{outputs[r][-3000:]}"
+        for file, rows in ((path, [0, 1]), (path + ".node1", [2, 3])):
+            trace = read_trace(file)
+            assert sorted(trace.names_by_tid) == rows, (file, sorted(trace.names_by_tid))
+            trace.expect_tensors([f"timeline.{i}" for i in range(3)], rows)
+        written = sorted(n for n in os.listdir(tmp_path) if n.startswith("trace.json"))
+        assert written == ["trace.json", "trace.json.node1"], written
+    finally:
+        for p in ranks:
+            if p.poll() is None:
+                p.kill()
+        for d in daemons:
+            d.terminate()
+            d.wait(timeout=30)
 
 
 def test_one_rank_without_kolorun_and_imports_in_either_order(tmp_path):

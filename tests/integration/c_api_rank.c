@@ -181,6 +181,38 @@ int main(void) {
     EXPECT(kolo_barrier(c, 0) == 0, "barrier after refused device calls");
   }
   {
+    /* The job's timeline: rank 0 records, every rank reduces, rank 0 gets a
+     * trace with a thread row per rank. A stop with nothing recording fails. */
+    char* trace = NULL;
+    if (rank == 0) {
+      EXPECT(kolo_timeline_stop(c, &trace, NULL, NULL, NULL) == 9 /* FAILED_PRECONDITION */,
+             "timeline stop without start");
+      EXPECT(kolo_timeline_start(c, 0) == 0, "timeline start");
+    }
+    EXPECT(kolo_barrier(c, 0) == 0, "barrier after timeline start");
+    float t[2] = {1, 1};
+    int64_t two = 2;
+    EXPECT(kolo_allreduce(c, t, t, KOLO_FLOAT32, &two, 1, "c/timeline", KOLO_SUM) == 0,
+           "allreduce while recording");
+    EXPECT(kolo_barrier(c, 0) == 0, "barrier before timeline stop");
+    if (rank == 0) {
+      size_t bytes = 0;
+      uint64_t events = 0, dropped = 1;
+      EXPECT(kolo_timeline_stop(c, &trace, &bytes, &events, &dropped) == 0, "timeline stop");
+      if (trace != NULL) {
+        EXPECT(strlen(trace) == bytes && bytes > 0, "trace length");
+        EXPECT(strstr(trace, "\"REDUCED c/timeline\"") != NULL, "trace names the tensor");
+        char tid[32];
+        for (int r = 0; r < size; ++r) {
+          snprintf(tid, sizeof(tid), "\"tid\":%d,", r);
+          EXPECT(strstr(trace, tid) != NULL, "trace has a row per rank");
+        }
+        EXPECT(events >= (uint64_t)size * 5 && dropped == 0, "trace counts");
+        kolo_string_free(trace);
+      }
+    }
+  }
+  {
     int last = -1;
     EXPECT(kolo_join(c, &last) == 0 && last >= 0 && last < size, "join");
   }

@@ -148,6 +148,18 @@ kolo_status kolo_remove_process_set(kolo_client* client, int process_set);
 kolo_status kolo_process_set_rank(kolo_client* client, int process_set, int* rank);
 kolo_status kolo_process_set_size(kolo_client* client, int process_set, int* size);
 
+/* The timeline of this job's collectives on this node (the job's ranks
+ * attached to this kolod; see kolo::Client::StartTimeline in kolo.h).
+ * Starting while recording restarts; max_events 0 is kolod's default. */
+kolo_status kolo_timeline_start(kolo_client* client, uint64_t max_events);
+/* Stops it. *trace gets the Chrome trace JSON, NUL-terminated, to free with
+ * kolo_string_free; *trace_bytes its length, *events and *dropped its
+ * counts (each of those three may be NULL). FAILED_PRECONDITION (9) when no
+ * timeline is being recorded. kolod writes no file: the caller does. */
+kolo_status kolo_timeline_stop(kolo_client* client, char** trace, size_t* trace_bytes,
+                               uint64_t* events, uint64_t* dropped);
+void kolo_string_free(char* s);
+
 kolo_status kolo_wait(kolo_client* client, kolo_handle handle);
 /* *done is set to 1 once complete; a later kolo_wait returns its result. */
 kolo_status kolo_test(kolo_client* client, kolo_handle handle, int* done);

@@ -186,6 +186,16 @@ struct AlltoallResult {
   std::vector<int64_t> received_splits;
 };
 
+// A job's timeline as its node's kolod recorded it (Client::StopTimeline).
+struct TimelineTrace {
+  // Chrome trace event format: one process row for the job, one thread row
+  // per rank, a tensor's phases (QUEUED, NEGOTIATED, FUSED, REDUCED, DONE)
+  // as spans and instants named "<PHASE> <tensor>"; loads in Perfetto.
+  std::string json;
+  uint64_t events = 0;
+  uint64_t dropped = 0;  // events past max_events, counted, not kept
+};
+
 class ClientImpl;
 
 class Client {
@@ -289,6 +299,17 @@ class Client {
   // This rank's position in `process_set` and the set's size.
   absl::StatusOr<int> ProcessSetRank(int process_set) const;
   absl::StatusOr<int> ProcessSetSize(int process_set) const;
+
+  // Starts recording this job's timeline on this node: the collectives of
+  // every rank of the job attached to this kolod (not other nodes' ranks,
+  // not other jobs). Any local rank may start it; starting while recording
+  // restarts (what was recorded is discarded). `max_events` bounds the
+  // recording (0: kolod's default, also its limit; INVALID_ARGUMENT above).
+  absl::Status StartTimeline(uint64_t max_events = 0);
+  // Stops the recording and returns it; FAILED_PRECONDITION when none is
+  // being recorded. kolod writes no file: the caller puts the trace where
+  // it wants, with its own permissions.
+  absl::StatusOr<TimelineTrace> StopTimeline();
 
   // Blocks until the collective completes; its result. Consumes the handle.
   absl::Status Wait(Handle handle);

@@ -26,8 +26,8 @@ from kolo._api import Adasum  # noqa: F401
 from kolo._topology import (  # noqa: F401
     cross_size, cross_rank, is_homogeneous, mpi_threads_supported, mpi_enabled, mpi_built,
     gloo_enabled, gloo_built, nccl_built, cuda_built, rocm_built, ddl_built, ccl_built,
-    start_timeline, stop_timeline,
 )
+from kolo._timeline import start_timeline, stop_timeline  # noqa: F401
 from kolo.tensorflow.compression import Compression  # noqa: F401
 from kolo.tensorflow.functions import (  # noqa: F401
     allreduce, grouped_allreduce, broadcast, allgather, grouped_allgather,

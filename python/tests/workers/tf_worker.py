@@ -1,6 +1,7 @@
 """Checks of kolo.tensorflow, eager and in tf.function, run on every rank."""
 
 import os
+import warnings
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -10,6 +11,7 @@ import keras  # noqa: E402
 
 import kolo.tensorflow as hvd  # noqa: E402
 from harness import check, run  # noqa: E402
+from trace_check import read_trace  # noqa: E402
 
 PAIR = hvd.ProcessSet([0, 1])
 hvd.init(process_sets=[PAIR])  # a static process set, registered at init
@@ -264,14 +266,12 @@ def horovod_names_ops_and_static_process_set():
     expect(int(hvd.process_set_included_op(PAIR.process_set_id)) == int(R < 2),
            "process_set_included_op")
     expect(hvd.nccl_built() and hvd.cuda_built() and not hvd.mpi_built(), "built flags")
-    for fn in (lambda: hvd.start_timeline("/tmp/t.json"), hvd.stop_timeline,
-               lambda: hvd.allreduce(tf.ones([2]), op=hvd.Adasum)):
-        try:
-            fn()
-        except NotImplementedError:
-            pass
-        else:
-            raise AssertionError("no NotImplementedError")
+    try:
+        hvd.allreduce(tf.ones([2]), op=hvd.Adasum)
+    except NotImplementedError:
+        pass
+    else:
+        raise AssertionError("no NotImplementedError for Adasum")
     vs = [tf.Variable([float(R)] * 2), tf.Variable(float(R * 10))]
     vals = hvd.broadcast_(vs, root_rank=N - 1)  # the new values, as in Horovod
     close(vals[1], float((N - 1) * 10))
@@ -563,6 +563,45 @@ def tf1_hook_and_best_model_checkpoint():
     model.fit(x, x, validation_data=(x, x), epochs=2, verbose=0,
               callbacks=[hvd.callbacks.BestModelCheckpoint(filepath=path)])
     expect(os.path.exists(path) == (R == 0), f"rank {R}: {path} exists={os.path.exists(path)}")
+
+
+@check
+def timeline():
+    path = os.path.join(os.environ["KOLO_TEST_OUT"], "tf_timeline.json")
+    for bad in ("", None):
+        try:
+            hvd.start_timeline(bad)
+        except ValueError:
+            pass
+        else:
+            raise AssertionError(f"start_timeline({bad!r}) did not raise ValueError")
+    try:
+        hvd.stop_timeline()
+    except ValueError as e:
+        expect("start_timeline" in str(e), str(e))
+    else:
+        raise AssertionError("stop_timeline without start did not raise")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        hvd.start_timeline(path, mark_cycles=True)
+    expect(any("mark_cycles" in str(w.message) for w in caught),
+           f"no warning about mark_cycles: {[str(w.message) for w in caught]}")
+    names = [f"tf.timeline.{mode}.{i}" for mode in MODES for i in range(2)]
+    for name in names:
+        wrap = MODES[name.split(".")[2]]
+        close(wrap(lambda: hvd.allreduce(tf.ones([4]) * (R + 1), op=hvd.Sum, name=name))(),
+              np.full([4], N * (N + 1) / 2))
+    hvd.stop_timeline()
+    hvd.barrier()  # rank 0 has written the file
+    if R == 0:
+        trace = read_trace(path)
+        expect(sorted(trace.names_by_tid) == list(range(N)),
+               f"rows {sorted(trace.names_by_tid)}, want one per rank")
+        expect(len(trace.processes) == 1 and trace.processes[0].startswith("job "),
+               f"process rows {trace.processes}")
+        trace.expect_tensors(names, range(N))
+    else:
+        expect(not os.path.exists(path + ".node1"), "one node, one file")
 
 
 @check

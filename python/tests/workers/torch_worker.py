@@ -2,12 +2,14 @@
 result with the same computation done in one process over every rank's input
 (every rank can rebuild every other rank's input from its rank number)."""
 
+import os
 import warnings
 
 import torch
 
 import kolo.torch as hvd
 from harness import check, run
+from trace_check import read_trace
 
 # Registered at init on every rank (np2 and np3 both have ranks 0 and 1).
 PAIR = hvd.ProcessSet([0, 1])
@@ -599,6 +601,35 @@ def sync_batch_norm_matches_one_process():
         bn.eval()
         ref.eval()
         close(bn(mine.detach()), ref(mine.detach()), 1e-6, "eval mode")
+
+
+@check
+def timeline_restarts_at_a_new_path():
+    out = os.environ["KOLO_TEST_OUT"]
+    first, second = os.path.join(out, "torch_first.json"), os.path.join(out, "torch_second.json")
+    hvd.start_timeline(first)
+    hvd.allreduce(torch.ones(2), name="torch.timeline.before")
+    hvd.barrier()  # "before" ran everywhere before the restart
+    hvd.start_timeline(second)  # restarts: what was recorded is dropped
+    for i in range(3):
+        close(hvd.allreduce(torch.full([3], float(R)), op=hvd.Sum, name=f"torch.timeline.{i}"),
+              torch.full([3], float(N * (N - 1) / 2)), what="allreduce while recording")
+    hvd.stop_timeline()
+    try:
+        hvd.stop_timeline()
+    except ValueError as e:
+        expect("start_timeline" in str(e), str(e))
+    else:
+        raise AssertionError("a second stop_timeline did not raise")
+    hvd.barrier()  # rank 0 has written the file
+    if R == 0:
+        expect(not os.path.exists(first), "the restarted timeline wrote the first path")
+        trace = read_trace(second)
+        expect(sorted(trace.names_by_tid) == list(range(N)),
+               f"rows {sorted(trace.names_by_tid)}, want one per rank")
+        trace.expect_tensors([f"torch.timeline.{i}" for i in range(3)], range(N))
+        for r, names in trace.names_by_tid.items():
+            expect(not any("before" in n for n in names), f"rank {r} kept {sorted(names)}")
 
 
 @check
