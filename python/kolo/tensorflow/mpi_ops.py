@@ -10,8 +10,8 @@ from kolo._api import (  # noqa: F401
 from kolo._topology import (  # noqa: F401
     cross_rank, cross_size, is_homogeneous, mpi_threads_supported, mpi_enabled, mpi_built,
     gloo_enabled, gloo_built, nccl_built, cuda_built, rocm_built, ddl_built, ccl_built,
-    start_timeline, stop_timeline,
 )
+from kolo._timeline import start_timeline, stop_timeline  # noqa: F401
 from kolo.tensorflow.functions import (  # noqa: F401
     allreduce, grouped_allreduce, allgather, grouped_allgather, broadcast, broadcast_,
     reducescatter, grouped_reducescatter, alltoall, barrier, join,
