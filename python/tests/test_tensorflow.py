@@ -17,14 +17,14 @@ CHECKS = [
     "allgather", "reducescatter", "alltoall", "barrier", "allreduce_gradient",
     "distributed_gradient_tape", "keras_fit_distributed_optimizer",
     "distributed_model_and_metric_average", "mismatch_raises_in_eager",
-    "mismatch_raises_in_function", "horovod_names_ops_and_static_process_set",
+    "mismatch_raises_in_function", "mismatches_raise_in_a_tf1_graph", "horovod_names_ops_and_static_process_set",
     "broadcast_global_variables_in_a_graph", "learning_rate_callbacks_and_load_model",
     "sync_batch_normalization_matches_one_process",
     "allgather_gradient_in_a_graph_with_unknown_rows", "collectives_in_a_tf1_graph",
     "alltoall_without_splits_returns_the_tensor_only", "grouped_allgather_and_reducescatter",
     "a_collective_one_rank_refuses_fails_on_every_rank", "tf1_distributed_optimizer_in_a_session",
     "horovod_return_values", "local_layers_stay_local", "tf1_hook_and_best_model_checkpoint",
-    "timeline",
+    "timeline", "sparse_gradients_in_every_mode",
     "join",
 ]
 

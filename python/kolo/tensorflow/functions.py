@@ -50,16 +50,8 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="",
     averaged values divided by the number of ranks)."""
     code = _op_code(op, average)
     if _is_indexed_slices(tensor):
-        if code not in (int(Sum), int(Average)):
-            raise NotImplementedError("sparse allreduce supports only Sum and Average")
-        values = allgather(tensor.values, process_set=process_set)
-        indices = allgather(tensor.indices, process_set=process_set)
-        scale = prescale_factor * postscale_factor
-        if code == int(Average):
-            scale /= _api._ps_size(process_set)
-        if scale != 1.0:
-            values = values * tf.cast(scale, values.dtype)
-        return tf.IndexedSlices(values, indices, dense_shape=tensor.dense_shape)
+        return _gather_slices([tensor], code, prescale_factor, postscale_factor, process_set,
+                              name)[0]
     tensor = tf.convert_to_tensor(tensor)
     compressed, ctx = compression.compress(tensor) if compression else (tensor, None)
     out = _ops.kolo_allreduce(
@@ -70,14 +62,50 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="",
     return compression.decompress(out, ctx) if compression else out
 
 
+def _gather_slices(slices, code, prescale_factor, postscale_factor, process_set, name):
+    """IndexedSlices reduced as Horovod reduces them: every rank's values and
+    indices gathered (one grouped allgather for all of them), the values
+    scaled (Average divides by the number of ranks). dense_shape is kept as
+    given, None included."""
+    if code not in (int(Sum), int(Average)):
+        raise NotImplementedError("sparse allreduce supports only Sum and Average")
+    parts = grouped_allgather([p for s in slices for p in (s.values, s.indices)], name=name,
+                              process_set=process_set)
+    scale = prescale_factor * postscale_factor
+    if code == int(Average):
+        scale /= _api._ps_size(process_set)
+    out = []
+    for i, s in enumerate(slices):
+        values, indices = parts[2 * i], parts[2 * i + 1]
+        if scale != 1.0:
+            values = values * tf.cast(scale, values.dtype)
+        out.append(tf.IndexedSlices(values, indices, dense_shape=s.dense_shape))
+    return out
+
+
 def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
                       compression=Compression.none, op=None, prescale_factor=1.0,
                       postscale_factor=1.0, name=None, process_set=global_process_set,
                       ignore_name_scope=False):
-    """Reduces several tensors negotiated and fused as one collective."""
+    """Reduces several tensors negotiated and fused as one collective. Its
+    IndexedSlices are gathered as allreduce gathers one (all of them in one
+    grouped allgather)."""
     if not tensors:
         return []
     code = _op_code(op, average)
+    sparse = [i for i, t in enumerate(tensors) if _is_indexed_slices(t)]
+    if sparse:
+        out = list(tensors)
+        dense_idx = [i for i in range(len(tensors)) if i not in set(sparse)]
+        gathered = _gather_slices([tensors[i] for i in sparse], code, prescale_factor,
+                                  postscale_factor, process_set,
+                                  None if name is None else f"{name}.sparse")
+        reduced = grouped_allreduce([tensors[i] for i in dense_idx], average, device_dense,
+                                    device_sparse, compression, op, prescale_factor,
+                                    postscale_factor, name, process_set)
+        for i, r in zip(sparse + dense_idx, gathered + reduced):
+            out[i] = r
+        return out
     dense = [tf.convert_to_tensor(t) for t in tensors]
     comp = [compression.compress(t) if compression else (t, None) for t in dense]
     native = 0

@@ -9,13 +9,25 @@ from kolo.tensorflow import functions as F
 from kolo.tensorflow.compression import Compression
 
 
+def _densify(grad, var):
+    """An IndexedSlices gradient as a dense tensor; one without dense_shape
+    takes its variable's shape (TensorFlow cannot convert it alone)."""
+    if grad.dense_shape is None:
+        if var is None:
+            raise ValueError("an IndexedSlices gradient without dense_shape can be made dense "
+                             "only with its variable: pass variables=")
+        grad = tf.IndexedSlices(grad.values, grad.indices, tf.shape(var, out_type=tf.int64))
+    return tf.convert_to_tensor(grad)
+
+
 def allreduce_gradients(grads, op=Average, compression=Compression.none,
                         sparse_as_dense=False, prescale_factor=1.0,
                         postscale_factor=1.0, process_set=global_process_set,
-                        name=None):
+                        name=None, variables=None):
     """Reduces a list of gradients (None entries stay None): dense ones as one
     grouped collective, IndexedSlices gathered (or densified first when
-    sparse_as_dense)."""
+    sparse_as_dense, with the shape of their variable in `variables` where
+    they carry none)."""
     grads = list(grads)
     out = list(grads)
     dense_idx, sparse_idx = [], []
@@ -24,7 +36,7 @@ def allreduce_gradients(grads, op=Average, compression=Compression.none,
             continue
         if isinstance(g, tf.IndexedSlices):
             if sparse_as_dense:
-                out[i] = tf.convert_to_tensor(g)
+                out[i] = _densify(g, None if variables is None else variables[i])
                 dense_idx.append(i)
             else:
                 sparse_idx.append(i)
@@ -38,9 +50,14 @@ def allreduce_gradients(grads, op=Average, compression=Compression.none,
                                       process_set=process_set, name=name)
         for i, r in zip(dense_idx, reduced):
             out[i] = r
-    for i in sparse_idx:
-        out[i] = F.allreduce(grads[i], op=op, prescale_factor=prescale_factor,
-                             postscale_factor=postscale_factor, process_set=process_set)
+    if sparse_idx:
+        gathered = F.grouped_allreduce([grads[i] for i in sparse_idx], op=op,
+                                       prescale_factor=prescale_factor,
+                                       postscale_factor=postscale_factor,
+                                       process_set=process_set,
+                                       name=None if name is None else f"{name}.sparse")
+        for i, g in zip(sparse_idx, gathered):
+            out[i] = g
     return out
 
 
@@ -56,10 +73,12 @@ def _reduce_except_local(grads, variables, local, scale_local, kw):
     learns at the rate the averaged layers do)."""
     grads = list(grads)
     if not local:
-        return allreduce_gradients(grads, **kw)
+        return allreduce_gradients(grads, variables=variables, **kw)
     shared = [i for i, v in enumerate(variables) if _ref(v) not in local]
     out = list(grads)
-    for i, r in zip(shared, allreduce_gradients([grads[i] for i in shared], **kw)):
+    for i, r in zip(shared, allreduce_gradients([grads[i] for i in shared],
+                                                variables=[variables[i] for i in shared],
+                                                **kw)):
         out[i] = r
     if scale_local:
         n = _api._ps_size(kw.get("process_set"))
@@ -214,7 +233,8 @@ class _LegacyDistributedOptimizer(tf.compat.v1.train.Optimizer):
         if not pairs:
             return pairs
         grads, variables = zip(*pairs)
-        return list(zip(allreduce_gradients(grads, **self._kolo_kwargs), variables))
+        return list(zip(allreduce_gradients(grads, variables=list(variables),
+                                            **self._kolo_kwargs), variables))
 
     def apply_gradients(self, *args, **kwargs):
         return self._optimizer.apply_gradients(*args, **kwargs)

@@ -255,6 +255,34 @@ def mismatch_raises_in_function():
 
 
 @check
+def mismatches_raise_in_a_tf1_graph():
+    # Each collective with ranks that disagree, run by a session: every rank
+    # gets FailedPreconditionError naming the tensor.
+    graph = tf.Graph()
+    with graph.as_default():
+        last = R == N - 1
+        cases = {
+            "g3.allreduce.shape": hvd.allreduce(tf.ones([2 + R]), name="g3.allreduce.shape"),
+            "g3.allgather.cols": hvd.allgather(tf.ones([1, 2 + R]), name="g3.allgather.cols"),
+            "g3.broadcast.root": hvd.broadcast(tf.ones([2]), root_rank=1 if last else 0,
+                                               name="g3.broadcast.root"),
+            "g3.reducescatter.op": hvd.reducescatter(tf.ones([N, 2]),
+                                                     op=hvd.Sum if last else hvd.Average,
+                                                     name="g3.reducescatter.op"),
+            "g3.alltoall.dtype": hvd.alltoall(tf.ones([N], tf.int32 if last else tf.float32),
+                                              name="g3.alltoall.dtype"),
+        }
+        with tf.compat.v1.Session(graph=graph) as sess:
+            for name, out in cases.items():
+                try:
+                    sess.run(out)
+                except tf.errors.FailedPreconditionError as e:
+                    expect(name in e.message, f"{name}: {e.message}")
+                else:
+                    raise AssertionError(f"{name}: no error on rank {R}")
+
+
+@check
 def horovod_names_ops_and_static_process_set():
     expect(PAIR.process_set_id is not None, "init(process_sets=) registered the set")
     if PAIR.included():
@@ -602,6 +630,59 @@ def timeline():
         trace.expect_tensors(names, range(N))
     else:
         expect(not os.path.exists(path + ".node1"), "one node, one file")
+
+
+def _dense(g, rows=10):
+    return tf.math.unsorted_segment_sum(g.values, g.indices, rows).numpy() \
+        if isinstance(g, tf.IndexedSlices) else np.asarray(g)
+
+
+@check
+def sparse_gradients_in_every_mode():
+    # An embedding's gradient is an IndexedSlices: gathered from every rank
+    # (averaged), or densified first with sparse_as_dense, in eager mode, in
+    # tf.function and in a TF1 graph; each rank looks up rows R and R + 1.
+    want = np.zeros((10, 3))
+    for r in range(N):
+        want[r] += 1.0 / N
+        want[r + 1] += 1.0 / N
+    emb = keras.layers.Embedding(10, 3)
+    ids = tf.constant([[R, R + 1]])
+    emb(ids)
+    for sparse_as_dense in (False, True):
+        for mode, wrap in MODES.items():
+            def step():
+                with tf.GradientTape() as tape:
+                    loss = tf.reduce_sum(emb(ids))
+                tape = hvd.DistributedGradientTape(tape, sparse_as_dense=sparse_as_dense)
+                return tape.gradient(loss, emb.trainable_variables)[0]
+            g = wrap(step)()
+            expect(isinstance(g, tf.IndexedSlices) != sparse_as_dense, f"{mode}: {type(g)}")
+            close(_dense(g), want)
+    graph = tf.Graph()
+    with graph.as_default():
+        v = tf.compat.v1.get_variable("table", initializer=tf.zeros([10, 3]))
+        loss = tf.reduce_sum(tf.gather(v, [R, R + 1]))
+        step = hvd.DistributedOptimizer(tf.compat.v1.train.GradientDescentOptimizer(1.0),
+                                        sparse_as_dense=True).minimize(loss)
+        with tf.compat.v1.Session(graph=graph) as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            sess.run(step)
+            close(sess.run(v), -want)
+    # Slices without dense_shape: grouped with dense tensors, and densified
+    # by their variable's shape.
+    bare = tf.IndexedSlices(tf.ones([1, 3]) * (R + 1), tf.constant([R]))
+    summed = np.zeros((10, 3))
+    summed[:N] = np.arange(1, N + 1)[:, None]
+    for mode, wrap in MODES.items():
+        s, d = wrap(lambda: hvd.grouped_allreduce([bare, tf.ones([2])], op=hvd.Sum))()
+        expect(isinstance(s, tf.IndexedSlices), f"{mode}: {type(s)}")
+        close(_dense(s), summed)
+        close(d, np.full([2], N))
+    table = tf.Variable(tf.zeros([10, 3]))
+    dense, = hvd.allreduce_gradients([bare], op=hvd.Sum, sparse_as_dense=True,
+                                     variables=[table])
+    close(dense[:N], np.arange(1, N + 1)[:, None] * np.ones((1, 3)))
 
 
 @check
