@@ -407,7 +407,7 @@ void UcxTransport::Start(std::unique_ptr<Op> owned) {
   in_flight_.emplace(op->ticket, std::move(owned));
   Peer* peer = peers_[op->peer].get();
   if (peer->in_flight++ == 0) peer->last_progress = absl::Now();
-  if (!fail_all_status_.ok() || !peer->failure.ok()) {
+  if (!fail_all_status_.ok() || (!peer->failure.ok() && op->is_send)) {
     // Racing an abort or a closed link: fail without touching UCX.
     op->completed = true;
     op->verdict = peer->failure.ok() ? fail_all_status_ : peer->failure;
@@ -444,6 +444,13 @@ void UcxTransport::Start(std::unique_ptr<Op> owned) {
     completed_.push_back(op);
   } else {
     op->request = request;
+    if (!peer->failure.ok() && !op->completed) {
+      // A receive from a peer whose link is gone matches only what arrived
+      // before (a peer that finished cleanly flushed its last eager sends
+      // into this worker); anything else would never come.
+      if (op->verdict.ok()) op->verdict = peer->failure;
+      ucp_request_cancel(worker_.get(), request);
+    }
   }
 }
 
@@ -472,19 +479,17 @@ void UcxTransport::HandleEndpointErrors() {
   if (endpoint_errors_.empty()) return;
   auto errors = std::move(endpoint_errors_);
   endpoint_errors_.clear();
-  absl::Status abort;
-  {
-    absl::MutexLock lock(&mu_);
-    if (abort_status_.ok()) {
-      abort_status_ = AbortedTransferStatus(UcsToStatus(
-          errors.front().second,
-          absl::StrFormat("node %d: connection to node %d failed", node(), errors.front().first)));
-    }
-    abort = abort_status_;
+  // Only the transfers with that peer fail (FailPeer also closes the
+  // endpoint by force, as UCX wants for one in error). A peer that finished
+  // its part and closed cleanly left its last eager messages in this worker,
+  // where later receives still find them; transfers with the other peers go
+  // on. A crashed peer ends the job through the coordinator, which aborts
+  // every node's transport.
+  for (const auto& [peer, status] : errors) {
+    FailPeer(peer,
+             AbortedTransferStatus(UcsToStatus(
+                 status, absl::StrFormat("node %d: connection to node %d failed", node(), peer))));
   }
-  // UCX wants an endpoint in error closed by force; FailPeer does that.
-  for (const auto& [peer, status] : errors) FailPeer(peer, abort);
-  if (fail_all_status_.ok()) FailAll(abort);
 }
 
 void UcxTransport::Cancel(Ticket ticket, const absl::Status& why) {
@@ -537,7 +542,8 @@ void UcxTransport::Retire() {
   for (Op* op : completed_) {
     if (op->verdict.ok() && op->ucs != UCS_OK &&
         UcsToStatus(op->ucs, "").code() == absl::StatusCode::kUnavailable) {
-      op->verdict = fail_all_status_;
+      const Peer* peer = peers_[op->peer].get();
+      op->verdict = peer != nullptr && !peer->failure.ok() ? peer->failure : fail_all_status_;
     }
   }
   std::vector<std::pair<Ticket, absl::Status>> results;

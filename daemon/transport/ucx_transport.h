@@ -19,8 +19,12 @@
 // so a receive matches exactly one peer's sends of that tag.
 //
 // Failures:
-//   - A broken connection (UCX's endpoint error callback) aborts the whole
-//     transport with an error naming the peer node.
+//   - A broken connection (UCX's endpoint error callback) fails the
+//     transfers with that peer, naming it; later sends to it fail at once,
+//     later receives from it get only what had arrived before the link
+//     went (so a peer that finished and closed cleanly loses nothing it
+//     sent). Transfers with the other peers go on: a crashed peer ends the
+//     job through the coordinator, which aborts every node's transport.
 //   - Receives are cancelled individually. UCX cannot cancel one send, so a
 //     send that must be withdrawn (its Wait hit the deadline, or another
 //     transfer of the Wait failed) force-closes the endpoint to its peer:

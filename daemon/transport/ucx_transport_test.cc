@@ -181,7 +181,7 @@ TEST(UcxTransportTest, TransfersUcxDoesNotReleaseShutTheTransportDownNotTheProce
   EXPECT_EQ(c->node(1).nodes(), 2);
 }
 
-TEST(UcxTransportTest, DestroyedPeerAbortsTheOthers) {
+TEST(UcxTransportTest, DestroyedPeerFailsTransfersWithIt) {
   UcxLoopbackCluster c = MakeCluster(3);
   // Make sure the links are up before the crash.
   PingOnce(c.node(2), c.node(0), 1, std::vector<char>(64, 'x'));
@@ -198,6 +198,46 @@ TEST(UcxTransportTest, DestroyedPeerAbortsTheOthers) {
   // Normally the endpoint error handler names node 2 well before the deadline.
   EXPECT_EQ(s.code(), absl::StatusCode::kAborted) << s;
   EXPECT_NE(s.message().find("node 2"), std::string::npos) << s;
+}
+
+TEST(UcxTransportTest, APeerThatFinishedAndClosedLeavesItsLastMessages) {
+  // Node 1 sends its last (eager) message and closes cleanly before node 0
+  // has posted the receive: once node 0 has seen the link go, the receive
+  // still gets the message, and node 0 goes on talking to node 2.
+  UcxLoopbackCluster c = MakeCluster(3);
+  PingOnce(c.node(1), c.node(0), 1, std::vector<char>(64, 'x'));
+  PingOnce(c.node(2), c.node(0), 1, std::vector<char>(64, 'x'));
+  std::vector<char> last(256);
+  for (size_t i = 0; i < last.size(); ++i) last[i] = static_cast<char>(i * 3 + 1);
+  auto s = c.node(1).PostSend(0, 5, last.data(), last.size());
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(c.node(1).Wait({*s}, Later()).ok());
+  c.Destroy(1);
+  // Node 0 learns that the link is gone: a send to node 1 fails.
+  absl::Status to_gone;
+  const absl::Time give_up = absl::Now() + absl::Seconds(20);
+  char byte = 0;
+  while (to_gone.ok() && absl::Now() < give_up) {
+    auto t = c.node(0).PostSend(1, 6, &byte, 1);
+    ASSERT_TRUE(t.ok());
+    to_gone = c.node(0).Wait({*t}, absl::Now() + absl::Seconds(5));
+    if (to_gone.ok()) absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_FALSE(to_gone.ok()) << "node 0 never saw node 1 go";
+  EXPECT_NE(to_gone.message().find("node 1"), std::string::npos) << to_gone;
+  std::vector<char> in(last.size(), 0);
+  auto r = c.node(0).PostRecv(1, 5, in.data(), in.size());
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(c.node(0).Wait({*r}, Later()).ok());
+  EXPECT_TRUE(in == last);
+  // A receive for what node 1 never sent fails at once, naming it.
+  auto never = c.node(0).PostRecv(1, 7, in.data(), in.size());
+  ASSERT_TRUE(never.ok());
+  absl::Status none = c.node(0).Wait({*never}, absl::Now() + absl::Seconds(20));
+  EXPECT_EQ(none.code(), absl::StatusCode::kAborted) << none;
+  EXPECT_NE(none.message().find("node 1"), std::string::npos) << none;
+  PingOnce(c.node(2), c.node(0), 8, std::vector<char>(1 << 20, 'y'));
+  PingOnce(c.node(0), c.node(2), 9, std::vector<char>(64, 'z'));
 }
 
 TEST(UcxTransportTest, IdleCostsNoCpu) {
