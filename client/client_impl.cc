@@ -662,16 +662,23 @@ absl::StatusOr<AlltoallResult> ClientImpl::WaitForAlltoall(Handle handle) {
   return out;
 }
 
-absl::StatusOr<bool> ClientImpl::Test(Handle handle) {
-  absl::MutexLock l(&completion_mu_);
-  DrainLocked();
-  if (done_.contains(handle.id)) return true;
-  if (!pending_.contains(handle.id)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown or already consumed handle ", handle.id));
+absl::StatusOr<bool> ClientImpl::Test(Handle handle, absl::Duration timeout) {
+  const absl::Time deadline =
+      timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
+  for (;;) {
+    {
+      absl::MutexLock l(&completion_mu_);
+      DrainLocked();
+      if (done_.contains(handle.id)) return true;
+      if (!pending_.contains(handle.id)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("unknown or already consumed handle ", handle.id));
+      }
+      if (Dead()) return true;  // Wait reports why
+    }
+    if (absl::Now() >= deadline) return false;
+    SleepForCompletions(deadline);
   }
-  if (Dead()) return true;  // Wait reports why
-  return false;
 }
 
 void ClientImpl::ReleaseResult(uint64_t arena_offset) {

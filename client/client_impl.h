@@ -95,7 +95,8 @@ class ClientImpl {
   absl::Status WaitFor(Handle handle, absl::Duration timeout);
   absl::StatusOr<HostBuffer> WaitForOutput(Handle handle);
   absl::StatusOr<AlltoallResult> WaitForAlltoall(Handle handle);
-  absl::StatusOr<bool> Test(Handle handle);
+  // True once complete, waiting at most `timeout` for it.
+  absl::StatusOr<bool> Test(Handle handle, absl::Duration timeout);
 
   absl::Status Barrier(int process_set);
   absl::StatusOr<int> Join();

@@ -381,6 +381,12 @@ absl::StatusOr<AlltoallResult> Client::WaitForAlltoall(Handle handle) {
   return impl_->WaitForAlltoall(handle);
 }
 
-absl::StatusOr<bool> Client::Test(Handle handle) { return impl_->Test(handle); }
+absl::StatusOr<bool> Client::Test(Handle handle) {
+  return impl_->Test(handle, absl::ZeroDuration());
+}
+
+absl::StatusOr<bool> Client::TestFor(Handle handle, absl::Duration timeout) {
+  return impl_->Test(handle, timeout);
+}
 
 }  // namespace kolo

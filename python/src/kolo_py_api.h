@@ -18,7 +18,7 @@
 extern "C" {
 #endif
 
-#define KOLO_PY_API_VERSION 2
+#define KOLO_PY_API_VERSION 3
 
 /* Called by wait_output with the result's shape (and, for alltoall, the rows
  * received from each rank); returns where to copy the result's bytes, or NULL
@@ -87,6 +87,11 @@ typedef struct KoloPyApi {
    * (kolo::Client::Refuse). */
   int (*refuse)(int kind, const char* name, int process_set, const char* message, char* err,
                 size_t err_len);
+  /* Version 3. */
+  /* Waits at most `timeout_us` for the collective to complete; *ready is 1
+   * once it has (wait or wait_output then return at once), else 0. The
+   * handle stays valid either way. */
+  int (*test_for)(uint64_t handle, int64_t timeout_us, int* ready, char* err, size_t err_len);
 } KoloPyApi;
 
 #ifdef __cplusplus

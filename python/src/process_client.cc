@@ -175,6 +175,14 @@ int TWait(uint64_t handle, char* err, size_t err_len) {
   return Report(client->Wait(Handle{handle}), err, err_len);
 }
 
+int TTestFor(uint64_t handle, int64_t timeout_us, int* ready, char* err, size_t err_len) {
+  KOLO_TABLE_CLIENT(client);
+  auto r = client->TestFor(Handle{handle}, absl::Microseconds(std::max<int64_t>(timeout_us, 0)));
+  KOLO_TABLE_TRY(r.status());
+  *ready = *r ? 1 : 0;
+  return 0;
+}
+
 int TWaitOutput(uint64_t handle, int alltoall, kolo_output_sink sink, void* sink_ctx, char* err,
                 size_t err_len) {
   KOLO_TABLE_CLIENT(client);
@@ -291,6 +299,7 @@ const KoloPyApi kTable = {
     .grouped_allgather_async = TGroupedAllgatherAsync,
     .grouped_reducescatter_async = TGroupedReducescatterAsync,
     .refuse = TRefuse,
+    .test_for = TTestFor,
 };
 
 }  // namespace

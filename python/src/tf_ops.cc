@@ -6,10 +6,13 @@
 // table that kolo._core hands over with kolo_tf_bind() once loaded, so the
 // two never share a C++ type or a library (see kolo/_native.py).
 //
-// Each op is an AsyncOpKernel: ComputeAsync submits the collective and a
+// Each op is an AsyncOpKernel: ComputeAsync submits the collective, and a
 // closure on a thread of its own waits for it and calls `done`, so no TF
 // thread pool thread blocks on other ranks and any number of collectives can
-// be in flight at once, whatever order the graph runs them in.
+// be in flight at once, whatever order the graph runs them in. An eager call
+// (kolo.tensorflow sets `wait_inline_us`, the caller's thread waits for the
+// op anyway) first waits that long in ComputeAsync and finishes there when
+// the collective completes in time, without a thread hand-off.
 #include <atomic>
 #include <cstring>
 #include <string>
@@ -130,6 +133,9 @@ class KoloOp : public AsyncOpKernel {
     // on every rank that built the same graph.
     name_ = name.empty() ? c->def().name() : name;
     if (c->HasAttr("process_set")) OP_REQUIRES_OK(c, c->GetAttr("process_set", &process_set_));
+    if (c->HasAttr("wait_inline_us")) {
+      OP_REQUIRES_OK(c, c->GetAttr("wait_inline_us", &wait_inline_us_));
+    }
   }
 
  protected:
@@ -197,10 +203,37 @@ class KoloOp : public AsyncOpKernel {
     return true;
   }
 
-  // Waits for `handle` on a thread of its own, then finishes the op.
-  static void WaitThenDone(const KoloPyApi* api, OpKernelContext* ctx, uint64_t handle,
-                           DoneCallback done) {
-    tensorflow::Env::Default()->SchedClosure([api, ctx, handle, done = std::move(done)] {
+  // Runs `finish` (which waits for `handles` and calls the op's done): here
+  // when they complete within the op's `wait_inline_us` (set for eager
+  // calls, whose caller waits for the op anyway: no thread hand-off), else
+  // on a thread of its own, so no TensorFlow pool thread blocks on other
+  // ranks.
+  template <typename Finish>
+  void FinishWhenDone(const KoloPyApi* api, const std::vector<uint64_t>& handles,
+                      Finish finish) const {
+    if (wait_inline_us_ > 0 && ReadyWithin(api, handles, wait_inline_us_)) return finish();
+    tensorflow::Env::Default()->SchedClosure(std::move(finish));
+  }
+
+  // Whether every handle completes within `budget_us` (an error counts as
+  // complete: waiting reports it).
+  static bool ReadyWithin(const KoloPyApi* api, const std::vector<uint64_t>& handles,
+                          int64_t budget_us) {
+    const uint64_t deadline = tensorflow::Env::Default()->NowMicros() + budget_us;
+    for (uint64_t h : handles) {
+      const uint64_t now = tensorflow::Env::Default()->NowMicros();
+      const int64_t left = now >= deadline ? 0 : static_cast<int64_t>(deadline - now);
+      int ready = 0;
+      char err[kErrLen] = {0};
+      if (api->test_for(h, left, &ready, err, sizeof(err)) == 0 && ready == 0) return false;
+    }
+    return true;
+  }
+
+  // Waits for `handle`, then finishes the op.
+  void WaitThenDone(const KoloPyApi* api, OpKernelContext* ctx, uint64_t handle,
+                    DoneCallback done) const {
+    FinishWhenDone(api, {handle}, [api, ctx, handle, done = std::move(done)] {
       char err[kErrLen] = {0};
       int rc = api->wait(handle, err, sizeof(err));
       if (rc != 0) ctx->SetStatus(ToStatus(rc, err));
@@ -208,9 +241,23 @@ class KoloOp : public AsyncOpKernel {
     });
   }
 
-  static void WaitOutputThenDone(const KoloPyApi* api, OpKernelContext* ctx, uint64_t handle,
-                                 bool alltoall, DoneCallback done) {
-    tensorflow::Env::Default()->SchedClosure([api, ctx, handle, alltoall, done = std::move(done)] {
+  // Waits for every handle of a group (no outputs to copy: allreduce), then
+  // finishes the op with the first error.
+  void WaitAllThenDone(const KoloPyApi* api, OpKernelContext* ctx, std::vector<uint64_t> handles,
+                       DoneCallback done) const {
+    FinishWhenDone(api, handles, [api, ctx, handles, done = std::move(done)] {
+      for (uint64_t h : handles) {
+        char err[kErrLen] = {0};
+        int rc = api->wait(h, err, sizeof(err));
+        if (rc != 0) ctx->SetStatus(ToStatus(rc, err));
+      }
+      done();
+    });
+  }
+
+  void WaitOutputThenDone(const KoloPyApi* api, OpKernelContext* ctx, uint64_t handle,
+                          bool alltoall, DoneCallback done) const {
+    FinishWhenDone(api, {handle}, [api, ctx, handle, alltoall, done = std::move(done)] {
       WaitOutput(api, ctx, handle, 0, alltoall);
       done();
     });
@@ -218,15 +265,14 @@ class KoloOp : public AsyncOpKernel {
 
   // Waits for every handle of a group, output i from handles[i]; the op
   // fails with the first error (every handle is waited all the same).
-  static void WaitOutputsThenDone(const KoloPyApi* api, OpKernelContext* ctx,
-                                  std::vector<uint64_t> handles, DoneCallback done) {
-    tensorflow::Env::Default()->SchedClosure(
-        [api, ctx, handles = std::move(handles), done = std::move(done)] {
-          for (size_t i = 0; i < handles.size(); ++i) {
-            WaitOutput(api, ctx, handles[i], static_cast<int>(i), false);
-          }
-          done();
-        });
+  void WaitOutputsThenDone(const KoloPyApi* api, OpKernelContext* ctx,
+                           std::vector<uint64_t> handles, DoneCallback done) const {
+    FinishWhenDone(api, handles, [api, ctx, handles, done = std::move(done)] {
+      for (size_t i = 0; i < handles.size(); ++i) {
+        WaitOutput(api, ctx, handles[i], static_cast<int>(i), false);
+      }
+      done();
+    });
   }
 
   // Output `index` from `handle`'s result; a failure goes to the op's status.
@@ -245,6 +291,7 @@ class KoloOp : public AsyncOpKernel {
 
   std::string name_;
   int process_set_ = 0;
+  int64_t wait_inline_us_ = 0;
 };
 
 #define KOLO_SUBMIT_OR_FAIL(ctx, rc, err, done) \
@@ -314,14 +361,7 @@ class GroupedAllreduceOp : public KoloOp {
                                           prescale_, postscale_, compression_, process_set_,
                                           handles.data(), err, sizeof(err));
     KOLO_SUBMIT_OR_FAIL(ctx, rc, err, done);
-    tensorflow::Env::Default()->SchedClosure([api, ctx, handles, done = std::move(done)] {
-      for (uint64_t h : handles) {
-        char werr[kErrLen] = {0};
-        int wrc = api->wait(h, werr, sizeof(werr));
-        if (wrc != 0) ctx->SetStatus(ToStatus(wrc, werr));
-      }
-      done();
-    });
+    WaitAllThenDone(api, ctx, std::move(handles), std::move(done));
   }
 
  private:
@@ -543,6 +583,7 @@ REGISTER_OP("KoloAllreduce")
     .Attr("postscale_factor: float = 1.0")
     .Attr("compression: int = 0")
     .Attr("process_set: int = 0")
+    .Attr("wait_inline_us: int = 0")
     .Input("tensor: T")
     .Output("output: T")
     .SetIsStateful()
@@ -559,6 +600,7 @@ REGISTER_OP("KoloGroupedAllreduce")
     .Attr("postscale_factor: float = 1.0")
     .Attr("compression: int = 0")
     .Attr("process_set: int = 0")
+    .Attr("wait_inline_us: int = 0")
     .Input("tensors: T")
     .Output("outputs: T")
     .SetIsStateful()
@@ -572,6 +614,7 @@ REGISTER_OP("KoloBroadcast")
     .Attr("tensor_name: string = ''")
     .Attr("root_rank: int")
     .Attr("process_set: int = 0")
+    .Attr("wait_inline_us: int = 0")
     .Input("tensor: T")
     .Output("output: T")
     .SetIsStateful()
@@ -584,6 +627,7 @@ REGISTER_OP("KoloAllgather")
     .Attr("T: " KOLO_TYPES)
     .Attr("tensor_name: string = ''")
     .Attr("process_set: int = 0")
+    .Attr("wait_inline_us: int = 0")
     .Input("tensor: T")
     .Output("output: T")
     .SetIsStateful()
@@ -599,6 +643,7 @@ REGISTER_OP("KoloGroupedAllgather")
     .Attr("T: list(type)")
     .Attr("tensor_name: string = ''")
     .Attr("process_set: int = 0")
+    .Attr("wait_inline_us: int = 0")
     .Input("tensors: T")
     .Output("outputs: T")
     .SetIsStateful()
@@ -611,6 +656,7 @@ REGISTER_OP("KoloGroupedReducescatter")
     .Attr("prescale_factor: float = 1.0")
     .Attr("postscale_factor: float = 1.0")
     .Attr("process_set: int = 0")
+    .Attr("wait_inline_us: int = 0")
     .Input("tensors: T")
     .Output("outputs: T")
     .SetIsStateful()
@@ -623,6 +669,7 @@ REGISTER_OP("KoloReducescatter")
     .Attr("prescale_factor: float = 1.0")
     .Attr("postscale_factor: float = 1.0")
     .Attr("process_set: int = 0")
+    .Attr("wait_inline_us: int = 0")
     .Input("tensor: T")
     .Output("output: T")
     .SetIsStateful()
@@ -632,6 +679,7 @@ REGISTER_OP("KoloAlltoall")
     .Attr("T: " KOLO_TYPES)
     .Attr("tensor_name: string = ''")
     .Attr("process_set: int = 0")
+    .Attr("wait_inline_us: int = 0")
     .Input("tensor: T")
     .Input("splits: int64")
     .Output("output: T")

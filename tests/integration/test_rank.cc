@@ -662,6 +662,29 @@ void ScenarioSurface(kolo::Client& c) {
     absl::Status b = c.Barrier();
     CHECK_OR_COUNT(b.ok(), "barrier: %s", b.ToString().c_str());
   }
+  // TestFor: rank 0's allreduce cannot complete before the others submit
+  // theirs, which they do only after a barrier rank 0 enters after testing.
+  {
+    std::vector<float> v(4, 1.0f);
+    const kolo::ConstTensorView in(v.data(), DType::kFloat32, {4});
+    const kolo::TensorView out{v.data(), DType::kFloat32, {4}};
+    if (rank == 0) {
+      auto h = c.AllreduceAsync(in, out, "testfor", {.op = ReduceOp::kSum});
+      CHECK_OR_COUNT(h.ok(), "testfor submit");
+      if (h.ok()) {
+        auto early = c.TestFor(*h, absl::Milliseconds(20));
+        CHECK_OR_COUNT((early.ok() && !*early) || size == 1, "testfor: done before the others");
+        CHECK_OR_COUNT(c.Barrier().ok(), "testfor barrier");
+        auto late = c.TestFor(*h, absl::Seconds(30));
+        CHECK_OR_COUNT(late.ok() && *late, "testfor: not done after the others submitted");
+        CHECK_OR_COUNT(c.Wait(*h).ok() && v[0] == size, "testfor: result %f", v[0]);
+      }
+    } else {
+      CHECK_OR_COUNT(c.Barrier().ok(), "testfor barrier");
+      CHECK_OR_COUNT(c.Allreduce(in, out, "testfor", {.op = ReduceOp::kSum}).ok() && v[0] == size,
+                     "testfor allreduce");
+    }
+  }
   // Grouped allreduce, allgather, reducescatter.
   {
     std::vector<std::vector<float>> data(5, std::vector<float>(10));

@@ -322,6 +322,9 @@ class Client {
   absl::Status WaitFor(Handle handle, absl::Duration timeout);
   // True once complete (then Wait returns at once with the result).
   absl::StatusOr<bool> Test(Handle handle);
+  // As Test, but waits at most `timeout` for the collective to complete
+  // (the handle stays valid either way).
+  absl::StatusOr<bool> TestFor(Handle handle, absl::Duration timeout);
 
  private:
   explicit Client(std::unique_ptr<ClientImpl> impl);
