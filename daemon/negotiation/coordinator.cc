@@ -43,7 +43,7 @@ void Coordinator::Deliver(absl::ReleasableMutexLock& state, Outbox* out) {
   // different responses under the same sequence number).
   absl::MutexLock order(&deliver_mu_);
   state.Release();
-  for (auto& [sink, msg] : *out) sink->Send(msg);
+  for (auto& [sink, msg] : *out) sink->Send(std::move(msg));
   out->clear();
 }
 
@@ -121,9 +121,9 @@ void Coordinator::WelcomeLocked(Outbox* out) {
     e->set_ucx_address(m.ucx_address);
   }
   for (int id : ids) {
-    kolo::v1::CoordinatorMessage msg;
-    *msg.mutable_welcome() = welcome;
-    msg.mutable_welcome()->set_node_index(members_.at(id).node_index);
+    auto msg = std::make_shared<kolo::v1::CoordinatorMessage>();
+    *msg->mutable_welcome() = welcome;
+    msg->mutable_welcome()->set_node_index(members_.at(id).node_index);
     out->push_back({members_.at(id).sink, std::move(msg)});
   }
   for (auto& [id, readies] : early_) {
@@ -222,6 +222,7 @@ void Coordinator::AddReadyLocked(int node, const kolo::v1::TensorMeta& meta) {
     // join completes, and the others stop waiting for it.
     if (joined_nodes_.empty()) joined_nodes_.assign(nodes, false);
     if (joined_nodes_[node]) return;
+    SpillCachedRoundsLocked();
     joined_nodes_[node] = true;
     if (meta.aux_size() > 0) last_joined_ = static_cast<int>(meta.aux(0));
     std::vector<std::string> keys;
@@ -247,7 +248,12 @@ void Coordinator::AddReadyLocked(int node, const kolo::v1::TensorMeta& meta) {
                   {}});
     return;
   }
-  auto [it, inserted] = pending_.try_emplace(PeerKey(meta.process_set(), meta.name()));
+  std::string key = PeerKey(meta.process_set(), meta.name());
+  if (counted_rounds_ > 0) {
+    // A full report of a name other nodes reported by bit.
+    if (auto c = cache_ids_.find(key); c != cache_ids_.end()) SpillCachedRoundLocked(c->second);
+  }
+  auto [it, inserted] = pending_.try_emplace(std::move(key));
   Pending& p = it->second;
   if (inserted) {
     p.meta = meta;
@@ -277,6 +283,41 @@ void Coordinator::AddReadyLocked(int node, const kolo::v1::TensorMeta& meta) {
     }
   }
   MaybeCompleteLocked(it->first);
+}
+
+void Coordinator::AddCachedLocked(int node, uint32_t id, bool anyone_joined) {
+  CachedRound& c = cached_rounds_[id];
+  if (anyone_joined || (c.process_set != 0 && !sets_.contains(c.process_set)) ||
+      (!pending_.empty() && pending_.contains(cache_names_[id]))) {
+    AddReadyLocked(node, cache_meta_[id]);
+    return;
+  }
+  if (c.reported[node] != 0) return;
+  c.reported[node] = 1;
+  if (c.count++ == 0) ++counted_rounds_;
+  if (c.count < c.expected) return;
+  ready_.push_back(ReadyName{cache_meta_[id], absl::OkStatus(), {}});
+  std::fill(c.reported.begin(), c.reported.end(), 0);
+  c.count = 0;
+  --counted_rounds_;
+}
+
+void Coordinator::SpillCachedRoundLocked(uint32_t id) {
+  CachedRound& c = cached_rounds_[id];
+  if (c.count == 0) return;
+  std::vector<uint8_t> reported(c.reported.size(), 0);
+  reported.swap(c.reported);
+  c.count = 0;
+  --counted_rounds_;
+  for (size_t n = 0; n < reported.size(); ++n) {
+    if (reported[n] != 0) AddReadyLocked(static_cast<int>(n), cache_meta_[id]);
+  }
+}
+
+void Coordinator::SpillCachedRoundsLocked() {
+  for (uint32_t id = 0; id < cached_rounds_.size() && counted_rounds_ > 0; ++id) {
+    SpillCachedRoundLocked(id);
+  }
 }
 
 void Coordinator::MaybeCompleteLocked(const std::string& key) {
@@ -373,11 +414,12 @@ void Coordinator::OnReady(int member, const kolo::v1::Ready& ready) {
     if (!IsJoin(meta)) AddReadyLocked(node, meta);
   }
   const std::string& bits = ready.cached_bits();
+  const bool anyone_joined =
+      std::any_of(joined_nodes_.begin(), joined_nodes_.end(), [](bool j) { return j; });
   for (size_t byte = 0; byte < bits.size(); ++byte) {
-    for (int bit = 0; bit < 8; ++bit) {
-      if ((static_cast<unsigned char>(bits[byte]) >> bit & 1) == 0) continue;
-      size_t id = byte * 8 + bit;
-      if (id < cache_names_.size()) AddReadyLocked(node, cache_meta_[id]);
+    for (unsigned b = static_cast<unsigned char>(bits[byte]); b != 0; b &= b - 1) {
+      const size_t id = byte * 8 + static_cast<size_t>(__builtin_ctz(b));
+      if (id < cache_names_.size()) AddCachedLocked(node, static_cast<uint32_t>(id), anyone_joined);
     }
   }
   // A node's join comes after every name it reported before it.
@@ -506,6 +548,8 @@ void Coordinator::AddMemberLocked(const kolo::v1::TensorMeta& meta,
   // circumstances.
   cache_meta_.back().clear_joined();
   cache_meta_.back().clear_local_error();
+  cached_rounds_.push_back(CachedRound{std::vector<uint8_t>(node_members_.size(), 0), 0,
+                                       NodesOfSetLocked(meta.process_set()), meta.process_set()});
   auto* a = plan->add_new_cache_ids();
   a->set_name(meta.name());
   a->set_process_set(meta.process_set());
@@ -537,11 +581,10 @@ void Coordinator::AttachDeviceCommLocked(
 
 void Coordinator::SendPlanLocked(kolo::v1::Plan plan, Outbox* out) {
   plan.set_sequence(plans_++);
+  auto msg = std::make_shared<kolo::v1::CoordinatorMessage>();
+  *msg->mutable_plan() = std::move(plan);
   for (const auto& [id, m] : members_) {
-    if (!m.connected) continue;
-    kolo::v1::CoordinatorMessage msg;
-    *msg.mutable_plan() = plan;
-    out->push_back({m.sink, std::move(msg)});
+    if (m.connected) out->push_back({m.sink, msg});
   }
 }
 
@@ -627,11 +670,10 @@ void Coordinator::AbortLocked(const absl::Status& why, Outbox* out) {
   if (aborted_) return;
   aborted_ = true;
   aborted_flag_.store(true);
+  auto msg = std::make_shared<kolo::v1::CoordinatorMessage>();
+  ToPeerAbort(why, msg->mutable_abort());
   for (const auto& [id, m] : members_) {
-    if (!m.connected) continue;
-    kolo::v1::CoordinatorMessage msg;
-    ToPeerAbort(why, msg.mutable_abort());
-    out->push_back({m.sink, std::move(msg)});
+    if (m.connected) out->push_back({m.sink, msg});
   }
 }
 
@@ -675,11 +717,10 @@ bool Coordinator::Tick(absl::Time now, absl::Duration timeout) {
     }
   }
   if (!aborted_) {
+    auto msg = std::make_shared<kolo::v1::CoordinatorMessage>();
+    msg->mutable_heartbeat();
     for (const auto& [id, m] : members_) {
-      if (!m.connected) continue;
-      kolo::v1::CoordinatorMessage msg;
-      msg.mutable_heartbeat();
-      out.push_back({m.sink, std::move(msg)});
+      if (m.connected) out.push_back({m.sink, msg});
     }
   }
   const bool alive = !aborted_;

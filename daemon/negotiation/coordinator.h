@@ -44,7 +44,9 @@ class MemberSink {
  public:
   virtual ~MemberSink() = default;
   // Must not block for long and must not call back into the coordinator.
-  virtual void Send(const kolo::v1::CoordinatorMessage& message) = 0;
+  // Every member gets the same plan object: a sink keeps the pointer, never
+  // a copy of its own.
+  virtual void Send(std::shared_ptr<const kolo::v1::CoordinatorMessage> message) = 0;
 };
 
 struct CoordinatorOptions {
@@ -109,11 +111,32 @@ class Coordinator {
     absl::Status error;             // fails the name on every node
     std::vector<int> joined_nodes;  // fully joined nodes of its set, then
   };
-  using Outbox = std::vector<std::pair<std::shared_ptr<MemberSink>, kolo::v1::CoordinatorMessage>>;
+  // A round of one cached name reported by cache bit alone (see
+  // AddCachedLocked): which nodes reported it, how many, and how many must.
+  struct CachedRound {
+    std::vector<uint8_t> reported;  // by node index
+    int count = 0;
+    int expected = 0;  // nodes of its process set
+    int process_set = 0;
+  };
+  using Outbox = std::vector<
+      std::pair<std::shared_ptr<MemberSink>, std::shared_ptr<const kolo::v1::CoordinatorMessage>>>;
 
   void WelcomeLocked(Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddReadyLocked(int node, const kolo::v1::TensorMeta& meta)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Node `node` reported cached name `id` by its bit. While no node has
+  // joined (`anyone_joined`: a node all of whose ranks joined) and the name
+  // has no round in pending_, this only counts nodes
+  // (a name cached has agreed metadata, and a bit is that metadata): at
+  // 1,024 nodes a warm step is 165,000 bits, which the general path cannot
+  // take within a millisecond. Otherwise it is AddReadyLocked.
+  void AddCachedLocked(int node, uint32_t id, bool anyone_joined)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves the counted rounds of cached names into pending_ (before a join
+  // or a full report of the same name needs the general path's state).
+  void SpillCachedRoundLocked(uint32_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SpillCachedRoundsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves pending `key` to ready_ once every node of its set that has not
   // fully joined reported it.
   void MaybeCompleteLocked(const std::string& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -206,6 +229,8 @@ class Coordinator {
   absl::flat_hash_map<std::string, uint32_t> cache_ids_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> cache_names_ ABSL_GUARDED_BY(mu_);
   std::vector<kolo::v1::TensorMeta> cache_meta_ ABSL_GUARDED_BY(mu_);
+  std::vector<CachedRound> cached_rounds_ ABSL_GUARDED_BY(mu_);  // by cache id
+  int counted_rounds_ ABSL_GUARDED_BY(mu_) = 0;                  // rounds with count > 0
 };
 
 }  // namespace kolo::daemon

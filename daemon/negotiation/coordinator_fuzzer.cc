@@ -18,7 +18,8 @@ namespace kolo::daemon {
 namespace {
 
 struct CheckingSink : MemberSink {
-  void Send(const kolo::v1::CoordinatorMessage& m) override {
+  void Send(std::shared_ptr<const kolo::v1::CoordinatorMessage> message) override {
+    const kolo::v1::CoordinatorMessage& m = *message;
     fuzz::Require(!lost);
     if (m.has_plan()) {
       fuzz::Require(m.plan().sequence() == next_sequence);

@@ -11,7 +11,9 @@ namespace kolo::daemon {
 namespace {
 
 struct RecordingSink : MemberSink {
-  void Send(const kolo::v1::CoordinatorMessage& m) override { messages.push_back(m); }
+  void Send(std::shared_ptr<const kolo::v1::CoordinatorMessage> m) override {
+    messages.push_back(*m);
+  }
   std::vector<kolo::v1::CoordinatorMessage> messages;
   std::vector<kolo::v1::Plan> plans() const {
     std::vector<kolo::v1::Plan> out;
@@ -115,6 +117,69 @@ TEST_F(CoordinatorTest, FusesCompatibleTensorsAndCachesRepeatedNames) {
   ASSERT_EQ(q.responses(0).members_size(), 2);
   EXPECT_TRUE(q.responses(0).members(0).has_cache_id());
   EXPECT_EQ(q.new_cache_ids_size(), 0);
+}
+
+// Caches g1 and g2 (ids 0 and 1) with one step of full reports.
+void CacheTwoNames(Coordinator& c, int a, int b) {
+  c.OnReady(a, ReadyOf({Meta("g1"), Meta("g2")}));
+  c.OnReady(b, ReadyOf({Meta("g1"), Meta("g2")}));
+}
+
+kolo::v1::Ready Bits(char bits) {
+  kolo::v1::Ready r;
+  r.set_cached_bits(std::string(1, bits));
+  return r;
+}
+
+TEST_F(CoordinatorTest, ARepeatedCacheBitFromOneNodeCountsOnce) {
+  Join();
+  CacheTwoNames(c_, ida_, idb_);
+  c_.OnReady(ida_, Bits('\x01'));
+  c_.OnReady(ida_, Bits('\x01'));
+  EXPECT_EQ(a_->plans().size(), 1u);  // B has not reported g1
+  c_.OnReady(idb_, Bits('\x01'));
+  ASSERT_EQ(a_->plans().size(), 2u);
+  ASSERT_EQ(a_->plans()[1].responses_size(), 1);
+  EXPECT_EQ(a_->plans()[1].responses(0).members(0).cache_id(), 0u);
+  // The round is over: g1 needs both nodes again.
+  c_.OnReady(idb_, Bits('\x01'));
+  EXPECT_EQ(a_->plans().size(), 2u);
+  c_.OnReady(ida_, Bits('\x01'));
+  EXPECT_EQ(a_->plans().size(), 3u);
+}
+
+TEST_F(CoordinatorTest, ABitAndAFullReportOfOneNameMeet) {
+  Join();
+  CacheTwoNames(c_, ida_, idb_);
+  // A reports g2 by bit, B in full (its cache did not have it): one round.
+  c_.OnReady(ida_, Bits('\x02'));
+  c_.OnReady(idb_, ReadyOf({Meta("g2")}));
+  ASSERT_EQ(a_->plans().size(), 2u);
+  EXPECT_EQ(a_->plans()[1].responses(0).error_code(), 0);
+  EXPECT_EQ(a_->plans()[1].responses(0).members(0).cache_id(), 1u);
+  // The other way round, and a disagreement in the full report is caught.
+  c_.OnReady(idb_, Bits('\x02'));
+  c_.OnReady(ida_, ReadyOf({Meta("g2", {8})}));
+  ASSERT_EQ(a_->plans().size(), 3u);
+  EXPECT_NE(a_->plans()[2].responses(0).error_code(), 0);
+  EXPECT_TRUE(absl::StrContains(a_->plans()[2].responses(0).error_message(), "shape"))
+      << a_->plans()[2].responses(0).error_message();
+}
+
+TEST_F(CoordinatorTest, AJoinCompletesANameOthersReportedByBit) {
+  Join();
+  CacheTwoNames(c_, ida_, idb_);
+  c_.OnReady(idb_, Bits('\x01'));  // B: g1, by bit
+  kolo::v1::TensorMeta joined = Meta("kolo.join");
+  joined.set_kind(7);  // join
+  joined.add_aux(1);
+  c_.OnReady(ida_, ReadyOf({joined}));  // A joins: g1 runs with A's zeros
+  ASSERT_EQ(b_->plans().size(), 2u);
+  const kolo::v1::PlannedResponse r = b_->plans()[1].responses(0);
+  EXPECT_EQ(r.error_code(), 0) << r.error_message();
+  EXPECT_EQ(r.members(0).cache_id(), 0u);
+  ASSERT_EQ(r.joined_nodes_size(), 1);
+  EXPECT_EQ(r.joined_nodes(0), 0);
 }
 
 TEST_F(CoordinatorTest, DisagreementNamesRanksNodesAndValues) {

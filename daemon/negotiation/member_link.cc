@@ -99,9 +99,9 @@ class LocalPeerChannel : public PeerChannel {
 
  private:
   struct Inbox : MemberSink {
-    void Send(const kolo::v1::CoordinatorMessage& m) override {
+    void Send(std::shared_ptr<const kolo::v1::CoordinatorMessage> m) override {
       absl::MutexLock l(&mu);
-      if (!ended) q.push_back(m);
+      if (!ended) q.push_back(std::move(m));
     }
     bool Pop(kolo::v1::CoordinatorMessage* m, std::string* why) {
       absl::MutexLock l(&mu);
@@ -109,7 +109,7 @@ class LocalPeerChannel : public PeerChannel {
           +[](Inbox* in) ABSL_NO_THREAD_SAFETY_ANALYSIS { return !in->q.empty() || in->ended; },
           this));
       if (!q.empty()) {
-        *m = std::move(q.front());
+        *m = *q.front();
         q.pop_front();
         return true;
       }
@@ -122,7 +122,7 @@ class LocalPeerChannel : public PeerChannel {
       ended = true;
     }
     absl::Mutex mu;
-    std::deque<kolo::v1::CoordinatorMessage> q;
+    std::deque<std::shared_ptr<const kolo::v1::CoordinatorMessage>> q;
     bool ended = false;
     std::string end_reason;
   };

@@ -37,7 +37,7 @@ class QueuedStreamSink : public MemberSink {
   }
   ~QueuedStreamSink() override { Close(); }
 
-  void Send(const kolo::v1::CoordinatorMessage& message) override {
+  void Send(std::shared_ptr<const kolo::v1::CoordinatorMessage> message) override {
     absl::MutexLock l(&mu_);
     if (closed_ || broken_ || overflowed_ > 0) return;
     if (queue_.size() >= max_queued_) {
@@ -45,7 +45,7 @@ class QueuedStreamSink : public MemberSink {
       context_->TryCancel();  // ends the handler's Read; it reports the member lost
       return;
     }
-    queue_.push_back(message);
+    queue_.push_back(std::move(message));
   }
   // Stops the writer (cancelling a write the member does not take) and drops
   // what is queued; the stream is not touched afterwards. Idempotent.
@@ -68,7 +68,7 @@ class QueuedStreamSink : public MemberSink {
  private:
   void WriteLoop() {
     for (;;) {
-      kolo::v1::CoordinatorMessage message;
+      std::shared_ptr<const kolo::v1::CoordinatorMessage> message;
       {
         absl::MutexLock l(&mu_);
         auto wake = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return closed_ || !queue_.empty(); };
@@ -78,7 +78,7 @@ class QueuedStreamSink : public MemberSink {
         queue_.pop_front();
         writing_ = true;
       }
-      const bool ok = stream_->Write(message);
+      const bool ok = stream_->Write(*message);
       absl::MutexLock l(&mu_);
       writing_ = false;
       if (!ok) {
@@ -92,7 +92,7 @@ class QueuedStreamSink : public MemberSink {
   PeerStream* const stream_;
   const size_t max_queued_;
   mutable absl::Mutex mu_;
-  std::deque<kolo::v1::CoordinatorMessage> queue_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::shared_ptr<const kolo::v1::CoordinatorMessage>> queue_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;

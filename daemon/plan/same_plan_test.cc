@@ -20,7 +20,8 @@ namespace {
 constexpr uint64_t kThreshold = 1024;
 
 struct RecordingSink : MemberSink {
-  void Send(const kolo::v1::CoordinatorMessage& m) override {
+  void Send(std::shared_ptr<const kolo::v1::CoordinatorMessage> message) override {
+    const kolo::v1::CoordinatorMessage& m = *message;
     if (m.has_plan()) plans.push_back(m.plan());
   }
   std::vector<kolo::v1::Plan> plans;
