@@ -14,6 +14,7 @@
 #include "common/futex.h"
 #include "common/grpc_status.h"
 #include "common/handoff.h"
+#include "common/random_id.h"
 
 namespace kolo {
 namespace {
@@ -115,6 +116,16 @@ absl::Status ClientImpl::Attach() {
   a->set_coordinator(options_.coordinator);
   a->set_shm_bytes(segment_->size());
   a->set_shm_abi_version(abi::v1::kVersion);
+  if (options_.caller_memory && options_.local_size == options_.size &&
+      options_.coordinator.empty()) {
+    // kolod proves it can reach this process's memory by reading these
+    // random bytes where they are.
+    const std::string probe = RandomHex(static_cast<int>(caller_memory_probe_.size() / 2));
+    std::memcpy(caller_memory_probe_.data(), probe.data(), caller_memory_probe_.size());
+    a->set_caller_memory_probe_address(reinterpret_cast<uint64_t>(caller_memory_probe_.data()));
+    a->set_caller_memory_probe(std::string(
+        reinterpret_cast<const char*>(caller_memory_probe_.data()), caller_memory_probe_.size()));
+  }
   kolo::v1::DaemonMessage reply;
   if (!stream_->Write(hello) || !stream_->Read(&reply) || !reply.has_attached()) {
     grpc::Status s = stream_->Finish();
@@ -124,6 +135,7 @@ absl::Status ClientImpl::Attach() {
                                                  " as rank ", options_.rank, ": ", err.message()));
   }
   session_id_ = reply.attached().session_id();
+  caller_memory_ = reply.attached().caller_memory();
   watcher_ = std::thread([this] { WatchStream(); });
   return absl::OkStatus();
 }
@@ -362,11 +374,17 @@ absl::StatusOr<Handle> ClientImpl::Submit(const SubmitSpec& spec) {
   p.bytes = input.byte_size();
   if (!input.shape.empty()) p.row_shape.assign(input.shape.begin() + 1, input.shape.end());
   uint64_t in_off = 0, out_off = 0, aux_off = 0;
-  if (absl::Status s = PlaceInArena(spec, on_device, &p, &in_off, &out_off, &aux_off); !s.ok()) {
+  const bool by_address = ByAddress(spec, on_device, p.bytes);
+  if (by_address) {
+    in_off = reinterpret_cast<uint64_t>(input.data);
+    out_off = reinterpret_cast<uint64_t>(spec.output.data);
+  } else if (absl::Status s = PlaceInArena(spec, on_device, &p, &in_off, &out_off, &aux_off);
+             !s.ok()) {
     return s;
   }
   SubmitSlot slot =
       MakeSlot(spec, next_id_.fetch_add(1, std::memory_order_relaxed), in_off, out_off, aux_off);
+  if (by_address) slot.flags |= abi::v1::kSlotFlagCallerMemory;
   if (on_device) {
     auto pending = device_io_->Prepare(input.data, spec.output.data, p.bytes, input.device,
                                        spec.reduce.cuda_stream, &slot);
@@ -424,6 +442,17 @@ absl::Status ClientImpl::Refuse(const SubmitSpec& spec, const absl::Status& why)
   if (!PushSlot(slot, p).ok()) return why;
   RingDoorbell(&header_->submit_ready);
   return why;
+}
+
+bool ClientImpl::ByAddress(const SubmitSpec& spec, bool on_device, uint64_t bytes) const {
+  if (!caller_memory_ || on_device || !InPlaceKind(spec.kind) ||
+      bytes < options_.caller_memory_min_bytes || spec.input.data == nullptr ||
+      spec.output.data == nullptr) {
+    return false;
+  }
+  // A tensor in the arena is already where kolod reads it.
+  absl::MutexLock l(&arena_->mu);
+  return !arena_->Contains(spec.input.data, bytes) && !arena_->Contains(spec.output.data, bytes);
 }
 
 absl::Status ClientImpl::PlaceInArena(const SubmitSpec& spec, bool on_device, Pending* p,

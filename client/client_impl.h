@@ -7,6 +7,7 @@
 // reads the Attach stream and marks the session dead when it ends.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -97,6 +98,7 @@ class ClientImpl {
   absl::StatusOr<AlltoallResult> WaitForAlltoall(Handle handle);
   // True once complete, waiting at most `timeout` for it.
   absl::StatusOr<bool> Test(Handle handle, absl::Duration timeout);
+  bool caller_memory() const { return caller_memory_; }
 
   absl::Status Barrier(int process_set);
   absl::StatusOr<int> Join();
@@ -164,6 +166,9 @@ class ClientImpl {
   // (offsets out; staging recorded in `p`), a place among the requests in
   // flight, the slot into the submission ring. Each frees `p`'s staging
   // when it fails.
+  // Whether kolod reads and writes `spec`'s tensors where they are in this
+  // process (caller memory) instead of through the arena.
+  bool ByAddress(const SubmitSpec& spec, bool on_device, uint64_t bytes) const;
   absl::Status PlaceInArena(const SubmitSpec& spec, bool on_device, Pending* p, uint64_t* in_off,
                             uint64_t* out_off, uint64_t* aux_off);
   absl::Status ReserveInFlight(uint64_t request_id, const Pending& p);
@@ -192,6 +197,9 @@ class ClientImpl {
   std::unique_ptr<grpc::ClientReaderWriter<kolo::v1::ClientMessage, kolo::v1::DaemonMessage>>
       stream_;
   std::string session_id_;
+  // Caller memory: offered by kolod at attach, and the probe it read.
+  bool caller_memory_ = false;
+  std::array<uint8_t, 16> caller_memory_probe_{};
   std::thread watcher_;
 
   // Per-purpose counters that name barriers, joins, groups and process-set

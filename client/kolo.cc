@@ -130,6 +130,21 @@ absl::StatusOr<ClientOptions> ClientOptions::FromEnv() {
     }
     o.result_bytes = bytes;
   }
+  if (const char* v = std::getenv("KOLO_CALLER_MEMORY"); v != nullptr && *v) {
+    if (std::string_view(v) != "0" && std::string_view(v) != "1") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("KOLO_CALLER_MEMORY=\"", v, "\": want 0 or 1"));
+    }
+    o.caller_memory = std::string_view(v) == "1";
+  }
+  if (const char* v = std::getenv("KOLO_CALLER_MEMORY_MIN_BYTES"); v != nullptr && *v) {
+    uint64_t bytes = 0;
+    if (!absl::SimpleAtoi(v, &bytes)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("KOLO_CALLER_MEMORY_MIN_BYTES=\"", v, "\": want a byte count"));
+    }
+    o.caller_memory_min_bytes = bytes;
+  }
   if (const char* v = std::getenv("KOLO_SPIN_US"); v != nullptr && *v) {
     int us = 0;
     if (!absl::SimpleAtoi(v, &us) || us < 0 || us > 100000) {
@@ -380,6 +395,8 @@ absl::StatusOr<HostBuffer> Client::WaitForOutput(Handle handle) {
 absl::StatusOr<AlltoallResult> Client::WaitForAlltoall(Handle handle) {
   return impl_->WaitForAlltoall(handle);
 }
+
+bool Client::caller_memory() const { return impl_->caller_memory(); }
 
 absl::StatusOr<bool> Client::Test(Handle handle) {
   return impl_->Test(handle, absl::ZeroDuration());

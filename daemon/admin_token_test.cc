@@ -5,6 +5,8 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "daemon/daemon.h"
@@ -54,6 +56,28 @@ TEST(LoadOrCreateAdminTokenTest, ReturnsTheSameTokenWhenReadAgain) {
   auto second = LoadOrCreateAdminToken(path);
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_EQ(*second, *first);
+}
+
+// Two kolods started together with sockets in one directory share the
+// token path: every one of them must come up with the same token, none may
+// see the file empty or fail because another created it first.
+TEST(LoadOrCreateAdminTokenTest, DaemonsStartingTogetherAgreeOnOneToken) {
+  for (int round = 0; round < 50; ++round) {
+    const std::string path = FreshPath("race.token");
+    constexpr int kDaemons = 4;
+    std::vector<absl::StatusOr<std::string>> tokens(kDaemons, absl::UnknownError("not run"));
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kDaemons; ++i) {
+      threads.emplace_back([&, i] { tokens[i] = LoadOrCreateAdminToken(path); });
+    }
+    for (auto& t : threads) t.join();
+    for (int i = 0; i < kDaemons; ++i) {
+      ASSERT_TRUE(tokens[i].ok()) << "round " << round << " daemon " << i << ": "
+                                  << tokens[i].status();
+      EXPECT_EQ(*tokens[i], *tokens[0]);
+    }
+    EXPECT_EQ(ReadFile(path), *tokens[0] + "\n");
+  }
 }
 
 TEST(LoadOrCreateAdminTokenTest, FreshFilesGetDifferentTokens) {

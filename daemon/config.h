@@ -51,6 +51,9 @@ struct DaemonConfig {
   int max_pending_per_rank = 4096;
   absl::Duration attach_timeout = absl::Seconds(10);  // handoff and AttachRequest
   bool allow_weak_job_tokens = false;                 // tokens under 128 bits
+  // One-node jobs: read and write the ranks' own memory (cross-memory
+  // attach) where the kernel allows it, instead of copies through the arena.
+  bool caller_memory = true;
 
   // --- Peer plane security (see ResolvePeerPlane and docs/security.md) ---
   // Mutual TLS between the daemons of multi-node jobs: the three PEM files

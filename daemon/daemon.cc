@@ -32,6 +32,7 @@
 #include "daemon/negotiation/member_link.h"
 #include "daemon/negotiation/peer_service.h"
 #include "daemon/negotiation/peer_tls.h"
+#include "daemon/session/caller_memory.h"
 #include "daemon/session/handoff_server.h"
 #include "daemon/session/handoff_table.h"
 #include "daemon/session/node_service.h"
@@ -81,29 +82,56 @@ absl::Status ClaimSocketPath(const std::string& path) {
 
 }  // namespace
 
-absl::StatusOr<std::string> LoadOrCreateAdminToken(const std::string& path) {
+namespace {
+
+// Reads a token file; NotFound when there is none.
+absl::StatusOr<std::string> ReadAdminToken(const std::string& path) {
   UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.valid()) {
-    char buf[512];
-    ssize_t n = read(fd.get(), buf, sizeof(buf));
-    if (n <= 0)
-      return absl::FailedPreconditionError(absl::StrCat("admin token file ", path, " is empty"));
-    std::string token(absl::StripAsciiWhitespace(absl::string_view(buf, n)));
-    if (token.size() < 16) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("admin token in ", path, " is shorter than 16 characters"));
-    }
-    return token;
+  if (!fd.valid()) {
+    if (errno == ENOENT) return absl::NotFoundError(absl::StrCat("no admin token file ", path));
+    return ErrnoToStatus(errno, absl::StrCat("open ", path));
   }
-  if (errno != ENOENT) return ErrnoToStatus(errno, absl::StrCat("open ", path));
-  std::string token = RandomHex(24);
-  UniqueFd out(open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-  if (!out.valid()) return ErrnoToStatus(errno, absl::StrCat("create ", path));
-  std::string line = token + "\n";
-  if (write(out.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
-    return ErrnoToStatus(errno, absl::StrCat("write ", path));
+  char buf[512];
+  ssize_t n = read(fd.get(), buf, sizeof(buf));
+  if (n < 0) return ErrnoToStatus(errno, absl::StrCat("read ", path));
+  if (n == 0) {
+    return absl::FailedPreconditionError(absl::StrCat("admin token file ", path, " is empty"));
+  }
+  std::string token(absl::StripAsciiWhitespace(absl::string_view(buf, n)));
+  if (token.size() < 16) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("admin token in ", path, " is shorter than 16 characters"));
   }
   return token;
+}
+
+}  // namespace
+
+// Daemons started side by side may share one token path (two kolods with
+// sockets in one directory): the token is written whole to a private file
+// and then linked to its name, so a reader never sees a half-written file,
+// and the daemon that loses the race reads the winner's token.
+absl::StatusOr<std::string> LoadOrCreateAdminToken(const std::string& path) {
+  auto existing = ReadAdminToken(path);
+  if (!absl::IsNotFound(existing.status())) return existing;
+  std::string token = RandomHex(24);
+  const std::string draft = absl::StrCat(path, ".", RandomHex(8), ".new");
+  {
+    UniqueFd out(open(draft.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+    if (!out.valid()) return ErrnoToStatus(errno, absl::StrCat("create ", draft));
+    std::string line = token + "\n";
+    if (write(out.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+      absl::Status st = ErrnoToStatus(errno, absl::StrCat("write ", draft));
+      unlink(draft.c_str());
+      return st;
+    }
+  }
+  const int linked = link(draft.c_str(), path.c_str());
+  const int link_errno = errno;
+  unlink(draft.c_str());
+  if (linked == 0) return token;
+  if (link_errno == EEXIST) return ReadAdminToken(path);
+  return ErrnoToStatus(link_errno, absl::StrCat("create ", path));
 }
 
 Daemon::Daemon(const DaemonConfig& config) : config_(config) {}
@@ -261,6 +289,14 @@ absl::Status Daemon::MakeServices(const MultiNodeEnv& multi_node, const StallPol
   node_options.policy.max_sessions_per_uid = config_.max_sessions_per_uid;
   node_options.policy.attach_timeout = config_.attach_timeout;
   node_options.policy.allow_weak_job_tokens = config_.allow_weak_job_tokens;
+  node_options.caller_memory = config_.caller_memory;
+  node_options.caller_memory_uid = getuid();
+  if (config_.caller_memory) {
+    if (absl::Status allowed = CallerMemory::DaemonPrivilegesAllow(); !allowed.ok()) {
+      spdlog::warn("--caller_memory: {}", std::string(allowed.message()));
+      node_options.caller_memory = false;
+    }
+  }
   node_options.limits.spin = config_.spin;
   node_options.limits.max_segment_bytes = config_.max_segment_bytes;
   node_options.fusion_threshold_bytes = config_.fusion_threshold_bytes;

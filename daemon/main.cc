@@ -89,6 +89,9 @@ ABSL_FLAG(int, max_pending_per_rank, 4096,
           "tensors one rank may have submitted that are not yet planned");
 ABSL_FLAG(std::string, attach_timeout_s, "10",
           "seconds a client has to complete its handoff and its AttachRequest");
+ABSL_FLAG(bool, caller_memory, true,
+          "one-node jobs: reach tensors in the ranks' own memory (cross-memory attach) "
+          "instead of copying them through shared memory");
 ABSL_FLAG(bool, allow_weak_job_tokens, false,
           "accept job tokens under 128 bits (32 characters); only for a node with one user");
 ABSL_FLAG(std::string, log_level, "",
@@ -208,6 +211,7 @@ int main(int argc, char** argv) {
     config.attach_timeout = *d;
   }
   config.allow_weak_job_tokens = absl::GetFlag(FLAGS_allow_weak_job_tokens);
+  config.caller_memory = absl::GetFlag(FLAGS_caller_memory);
   if (!absl::GetFlag(FLAGS_log_level).empty()) {
     config.log_level = absl::GetFlag(FLAGS_log_level);
   }

@@ -300,6 +300,11 @@ absl::Status Job::AdmitLocked(const Request& r) const {
   if (!abort_status_.ok()) return abort_status_;
   const char* kind = CollectiveKindName(r.kind);
 
+  if (r.caller != nullptr && SpansNodes(size_, layout_)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(kind, " \"", r.name, "\": tensors by address are for one-node jobs; job ", id_,
+                     " spans nodes"));
+  }
   if (r.device.has_value() && r.process_set != 0) {
     // The job has one NCCL communicator, over every rank's GPU.
     return absl::UnimplementedError(

@@ -18,6 +18,7 @@
 namespace kolo::daemon {
 
 class Session;
+class CallerMemory;
 
 struct Request {
   uint64_t request_id = 0;  // the client's, echoed in its completion
@@ -42,6 +43,12 @@ struct Request {
   // valid while `session` is held. Null for a device request.
   const uint8_t* input = nullptr;
   uint8_t* output = nullptr;
+  // Caller memory (abi kSlotFlagCallerMemory): the tensors are at these
+  // addresses in the rank's own process, reached through `caller` (input
+  // and output are null). Host allreduce and broadcast of one-node jobs.
+  std::shared_ptr<const CallerMemory> caller;
+  uint64_t caller_input = 0;
+  uint64_t caller_output = 0;
   // A device request: its tensors are in GPU memory, named by CUDA IPC
   // handles (plain data; no CUDA header needed). Its response runs on the
   // job's device backend.

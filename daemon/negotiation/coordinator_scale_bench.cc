@@ -201,17 +201,17 @@ int Main(int argc, char** argv) {
     }
     counts.push_back(v);
   }
-  std::printf("# coordinator negotiation, ResNet-50 (%d names per step), %d Ready message(s) "
-              "per member per step, %d steps (step 1 cold, the rest warm: median)\n",
-              bench::kResNet50Tensors, batches, steps);
+  std::printf(
+      "# coordinator negotiation, ResNet-50 (%d names per step), %d Ready message(s) "
+      "per member per step, %d steps (step 1 cold, the rest warm: median)\n",
+      bench::kResNet50Tensors, batches, steps);
   if (csv) {
     std::printf(
         "nodes,cold_us,warm_us,cold_ready_bytes_per_node,warm_ready_bytes_per_node,"
         "cold_plan_bytes_per_node,warm_plan_bytes_per_node,warm_coordinator_bytes_per_step\n");
   } else {
     std::printf("%7s %12s %12s %14s %14s %14s %14s %16s\n", "nodes", "cold(us)", "warm(us)",
-                "cold_in(B/n)", "warm_in(B/n)", "cold_out(B/n)", "warm_out(B/n)",
-                "warm_total(B)");
+                "cold_in(B/n)", "warm_in(B/n)", "cold_out(B/n)", "warm_out(B/n)", "warm_total(B)");
   }
   int failures = 0;
   for (int nodes : counts) {

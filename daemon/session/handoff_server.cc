@@ -21,13 +21,15 @@
 namespace kolo::daemon {
 
 std::string AnswerHandoff(const ProcessCredentials& caller, const std::string& request,
-                          UniqueFd segment, HandoffTable* table, absl::Time now) {
+                          UniqueFd segment, HandoffTable* table, absl::Time now,
+                          std::shared_ptr<const CallerMemory> memory) {
   if (request != kHandoffRequest) {
     return HandoffErrorReply(
         absl::InvalidArgumentError("not a Kolo handoff request (client and kolod differ?)"));
   }
   Handoff handoff;
   handoff.caller = caller;
+  if (memory != nullptr && memory->pid() == caller.pid) handoff.memory = std::move(memory);
   if (segment.valid()) {
     auto facts = SharedSegment::Inspect(segment.get());
     if (!facts.ok()) return HandoffErrorReply(facts.status());
@@ -77,6 +79,7 @@ void HandoffServer::Loop() {
   struct Connection {
     UniqueFd fd;
     ProcessCredentials caller;
+    std::shared_ptr<const CallerMemory> memory;
     absl::Time deadline;
   };
   std::list<Connection> open;
@@ -112,8 +115,8 @@ void HandoffServer::Loop() {
       }
       auto message = ReceiveWithFd(it->fd.get(), kMaxHandoffMessageBytes);
       if (message.ok() && !message->bytes.empty()) {
-        std::string reply =
-            AnswerHandoff(it->caller, message->bytes, std::move(message->fd), table_, absl::Now());
+        std::string reply = AnswerHandoff(it->caller, message->bytes, std::move(message->fd),
+                                          table_, absl::Now(), it->memory);
         (void)SendWithFd(it->fd.get(), reply, -1);
       } else if (!message.ok() && absl::IsUnavailable(message.status())) {
         ++it;  // EAGAIN: a spurious wake-up
@@ -139,8 +142,12 @@ void HandoffServer::Loop() {
         (void)SendWithFd(conn.get(), HandoffErrorReply(caller.status()), -1);
         continue;
       }
-      open.push_back(
-          Connection{std::move(conn), *caller, absl::Now() + options_.handshake_timeout});
+      // Taken now, while the peer that connected is known to be alive.
+      absl::StatusOr<std::shared_ptr<const CallerMemory>> memory =
+          CallerMemory::OfSocketPeer(conn.get());
+      open.push_back(Connection{std::move(conn), *caller,
+                                memory.ok() ? *std::move(memory) : nullptr,
+                                absl::Now() + options_.handshake_timeout});
     }
   }
 }

@@ -50,9 +50,11 @@ class HandoffServer {
   std::thread thread_;
 };
 
-// Answers one handoff request from `caller` (already received): checks the
+// Answers one handoff request from `caller` (already received; `memory`,
+// when the kernel named its process, travels with the ticket): checks the
 // message and the descriptor and deposits them. Returns the reply to send.
 std::string AnswerHandoff(const ProcessCredentials& caller, const std::string& request,
-                          UniqueFd segment, HandoffTable* table, absl::Time now);
+                          UniqueFd segment, HandoffTable* table, absl::Time now,
+                          std::shared_ptr<const CallerMemory> memory = nullptr);
 
 }  // namespace kolo::daemon

@@ -19,6 +19,7 @@
 #include "absl/time/time.h"
 #include "common/fd_passing.h"
 #include "common/unique_fd.h"
+#include "daemon/session/caller_memory.h"
 
 namespace kolo::daemon {
 
@@ -26,6 +27,9 @@ struct Handoff {
   ProcessCredentials caller;
   UniqueFd segment;  // invalid for an identity-only ticket
   uint64_t segment_bytes = 0;
+  // The caller's process, named by the kernel (null where it names none);
+  // kolod reaches its memory only once the attach probe proved it may.
+  std::shared_ptr<const CallerMemory> memory;
 };
 
 struct HandoffLimits {

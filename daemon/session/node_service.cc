@@ -149,6 +149,26 @@ void NodeService::Release(uid_t uid) {
   if (--per_uid_[uid] <= 0) per_uid_.erase(uid);
 }
 
+bool NodeService::CallerMemoryProven(const kolo::v1::AttachRequest& req, uid_t caller_uid,
+                                     const CallerMemory* memory) const {
+  // One-node jobs only: a job spanning nodes moves host tensors through
+  // staging buffers of its own (the job refuses caller memory there too).
+  // Callers of kolod's own uid only: the kernel then applies the user's own
+  // ptrace rule to every access (see caller_memory.h).
+  if (!options_.caller_memory || memory == nullptr || caller_uid != options_.caller_memory_uid ||
+      req.local_size() != req.size() || !req.coordinator().empty() ||
+      req.caller_memory_probe().size() != kCallerMemoryProbeBytes) {
+    return false;
+  }
+  std::string seen(kCallerMemoryProbeBytes, '\0');
+  absl::Status read = memory->Read(req.caller_memory_probe_address(), seen.data(), seen.size());
+  if (!read.ok()) {
+    spdlog::info("job {} rank {}: no caller memory: {}", req.job_id(), req.rank(), read.ToString());
+    return false;
+  }
+  return seen == req.caller_memory_probe();
+}
+
 grpc::Status NodeService::Attach(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<kolo::v1::DaemonMessage, kolo::v1::ClientMessage>* stream) {
@@ -182,6 +202,8 @@ grpc::Status NodeService::Attach(
                  session.status().ToString());
     return ToGrpcStatus(session.status());
   }
+  const bool caller_memory = CallerMemoryProven(req, caller.uid, admitted->handoff.memory.get());
+  if (caller_memory) (*session)->EnableCallerMemory(admitted->handoff.memory);
   auto job = registry_->Join(JoinRequest{caller.uid, req.job_id(), req.job_token(), req.rank(),
                                          req.size(), identity.session_id, caller.pid,
                                          req.local_size(), req.coordinator()});
@@ -245,6 +267,7 @@ grpc::Status NodeService::Attach(
   attached->set_fusion_threshold_bytes(options_.fusion_threshold_bytes);
   attached->set_max_submit_capacity(options_.limits.max_submit_capacity);
   attached->set_daemon_version(options_.version);
+  attached->set_caller_memory(caller_memory);
   {
     absl::MutexLock l(&write_mu);
     stream->Write(hello);

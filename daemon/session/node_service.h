@@ -8,6 +8,8 @@
 // they share only the registry and the session index (mutex-guarded).
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <memory>
 #include <string>
@@ -47,7 +49,14 @@ struct NodeServiceOptions {
   AttachPolicy policy;
   uint64_t fusion_threshold_bytes = 0;
   std::string version;
+  // Offer one-node jobs' sessions access to their ranks' memory, for
+  // callers whose uid is caller_memory_uid (kolod's own).
+  bool caller_memory = true;
+  uid_t caller_memory_uid = 0;
 };
+
+// The bytes of AttachRequest.caller_memory_probe.
+inline constexpr size_t kCallerMemoryProbeBytes = 16;
 
 class NodeService final : public kolo::v1::Node::Service {
  public:
@@ -68,6 +77,11 @@ class NodeService final : public kolo::v1::Node::Service {
   int sessions() const;
 
  private:
+  // Whether kolod may reach this client's tensors in its own memory: a
+  // one-node job, the kernel named the process, and the probe's bytes are
+  // where the client says.
+  bool CallerMemoryProven(const kolo::v1::AttachRequest& req, uid_t caller_uid,
+                          const CallerMemory* memory) const;
   struct Entry {
     std::shared_ptr<Session> session;
     std::shared_ptr<Job> job;  // the job the session joined

@@ -116,7 +116,7 @@ void Session::Fail(const absl::Status& status) {
 
 void Session::IngressLoop() {
   const int size = job_->size();
-  const ArenaBounds arena{arena_base_, arena_bytes_};
+  const ArenaBounds arena{arena_base_, arena_bytes_, caller_memory_ != nullptr};
   while (!stop_.load(std::memory_order_acquire)) {
     int popped = 0;
     for (;;) {
@@ -141,6 +141,7 @@ void Session::IngressLoop() {
       }
       request->rank = identity_.rank;
       request->session = shared_from_this();
+      if ((slot.flags & abi::v1::kSlotFlagCallerMemory) != 0) request->caller = caller_memory_;
       request->submitted_at = absl::Now();
       submitted_.fetch_add(1, std::memory_order_relaxed);
       job_->Submit(*std::move(request));

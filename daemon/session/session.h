@@ -31,6 +31,7 @@
 #include "common/shared_segment.h"
 #include "common/spsc_ring.h"
 #include "daemon/job/request.h"
+#include "daemon/session/caller_memory.h"
 #include "daemon/session/segment_check.h"
 #include "proto/kolo/abi/shm_abi_v1.h"
 
@@ -59,6 +60,13 @@ class Session : public std::enable_shared_from_this<Session> {
   // fails, not kolod).
   absl::Status Start(std::shared_ptr<RequestSink> job,
                      std::function<void(const absl::Status&)> on_failure);
+  // Lets the session name host tensors by address in the client's process
+  // (kSlotFlagCallerMemory), reached through `memory`. Before Start only.
+  void EnableCallerMemory(std::shared_ptr<const CallerMemory> memory) {
+    caller_memory_ = std::move(memory);
+  }
+  bool caller_memory() const { return caller_memory_ != nullptr; }
+
   // Stops ingress and tells the client the session is over. Idempotent.
   void Close();
 
@@ -90,6 +98,8 @@ class Session : public std::enable_shared_from_this<Session> {
   uint64_t arena_bytes_ = 0;
   SpscRing<abi::v1::SubmitSlot> submit_ring_;  // consumed by ingress only
   uint64_t result_begin_ = 0;                  // arena offset of the result area
+  // Set before Start, then read-only.
+  std::shared_ptr<const CallerMemory> caller_memory_;
 
   absl::Mutex result_mu_;
   std::unique_ptr<ArenaAllocator> results_ ABSL_GUARDED_BY(result_mu_);

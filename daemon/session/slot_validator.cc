@@ -49,7 +49,8 @@ cuda::DeviceTensorRef ToRef(const abi::v1::DeviceTensorSlot& t) {
 // to the request's, a sane ordinal, and no arena offsets.
 absl::Status ValidateDevice(const abi::v1::SubmitSlot& slot, Request* r) {
   const std::string& name = r->name;
-  if ((slot.flags & ~abi::v1::kSlotFlagDevice) != 0) {
+  if ((slot.flags & ~(abi::v1::kSlotFlagDevice | abi::v1::kSlotFlagCallerMemory)) != 0 ||
+      slot.flags == (abi::v1::kSlotFlagDevice | abi::v1::kSlotFlagCallerMemory)) {
     return absl::InvalidArgumentError(
         absl::StrCat("\"", name, "\": unknown slot flags ", slot.flags));
   }
@@ -211,11 +212,46 @@ absl::Status CheckShape(const abi::v1::SubmitSlot& slot, Request* r) {
   return absl::OkStatus();
 }
 
+// Host tensors in the submitting process (kSlotFlagCallerMemory): allowed
+// for the session, allreduce or broadcast, ranges that do not wrap, input
+// and output the same or apart. Whether they are mapped there is the
+// kernel's to say when kolod reaches them (that request fails, no other).
+absl::Status CheckCallerTensors(const abi::v1::SubmitSlot& slot, const ArenaBounds& arena,
+                                Request* r) {
+  const std::string& name = r->name;
+  if (!arena.caller_memory) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("\"", name,
+                     "\": names its tensors by address, but kolod did not offer "
+                     "this session caller memory"));
+  }
+  if (r->kind != CollectiveKind::kAllreduce && r->kind != CollectiveKind::kBroadcast) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(CollectiveKindName(r->kind), " \"", name,
+                     "\": tensors by address are for allreduce and broadcast only"));
+  }
+  const uint64_t in = slot.input_offset, out = slot.output_offset, n = r->bytes;
+  if (in == 0 || out == 0 || in + n < in || out + n < out) {
+    return absl::InvalidArgumentError(absl::StrCat("\"", name, "\": tensor at ", in,
+                                                   " or output at ", out, " for ", n, " bytes"));
+  }
+  if (in != out && n > 0 && in < out + n && out < in + n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", name, "\": input and output overlap without being the same"));
+  }
+  r->caller_input = in;
+  r->caller_output = out;
+  return absl::OkStatus();
+}
+
 // Host tensors: input and output inside the arena, either the same range or
 // apart.
 absl::Status CheckHostTensors(const abi::v1::SubmitSlot& slot, const ArenaBounds& arena,
                               Request* r) {
   const std::string& name = r->name;
+  if ((slot.flags & abi::v1::kSlotFlagCallerMemory) != 0) {
+    return CheckCallerTensors(slot, arena, r);
+  }
   if (!RangeInArena(slot.input_offset, r->bytes, arena.bytes) ||
       !RangeInArena(slot.output_offset, r->bytes, arena.bytes)) {
     return absl::OutOfRangeError(absl::StrCat(

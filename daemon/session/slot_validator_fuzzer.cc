@@ -36,6 +36,13 @@ SubmitSlot RefusalTemplate() {
 
 SubmitSlot Template(uint8_t which) {
   if (which == 0x7f) return RefusalTemplate();
+  if (which == 0x7e) {  // an allreduce by address (caller memory)
+    SubmitSlot s = Template(0);
+    s.flags = abi::v1::kSlotFlagCallerMemory;
+    s.input_offset = 0x7f0000001000;
+    s.output_offset = 0x7f0000001000;
+    return s;
+  }
   SubmitSlot s;
   std::memset(&s, 0, sizeof(s));
   s.request_id = 1;
@@ -97,7 +104,10 @@ void Run(fuzz::FuzzInput& in) {
       bytes[at] = in.Take<uint8_t>();
     }
   }
-  absl::StatusOr<Request> r = ValidateSlot(slot, ArenaBounds{arena.get(), kArenaBytes}, job_size);
+  // Half the inputs come from a session offered caller memory.
+  const bool caller_memory = (mode & 0x40) != 0;
+  absl::StatusOr<Request> r =
+      ValidateSlot(slot, ArenaBounds{arena.get(), kArenaBytes, caller_memory}, job_size);
   if (!r.ok()) return;
 
   fuzz::Require(r->name.size() == slot.name_length && r->name.size() <= abi::v1::kMaxNameBytes);
@@ -109,6 +119,13 @@ void Run(fuzz::FuzzInput& in) {
   }
   if (r->device.has_value()) {
     fuzz::Require(r->input == nullptr && r->output == nullptr);
+    return;
+  }
+  if ((slot.flags & abi::v1::kSlotFlagCallerMemory) != 0) {
+    // Addresses in the rank's process: never resolved into the arena.
+    fuzz::Require(caller_memory && r->input == nullptr && r->output == nullptr &&
+                  r->caller_input != 0 && r->caller_input + r->bytes >= r->caller_input &&
+                  r->caller_output + r->bytes >= r->caller_output);
     return;
   }
   uint64_t sum = 0;

@@ -616,3 +616,55 @@ TEST_F(SlotValidatorTest, RefusalIsBounded) {
 
 }  // namespace
 }  // namespace kolo::daemon
+
+namespace kolo::daemon {
+namespace {
+
+class CallerMemorySlotTest : public SlotValidatorTest {
+ protected:
+  static SubmitSlot ByAddress() {
+    SubmitSlot s = AllreduceSlot();
+    s.flags = abi::v1::kSlotFlagCallerMemory;
+    s.input_offset = 0x7f0000001000;  // addresses in the rank's process
+    s.output_offset = 0x7f0000001000;
+    return s;
+  }
+};
+
+TEST_F(CallerMemorySlotTest, AnAllowedSessionNamesTensorsByAddress) {
+  arena_.caller_memory = true;
+  absl::StatusOr<Request> r = ValidateSlot(ByAddress(), arena_, kJobSize);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->caller_input, 0x7f0000001000u);
+  EXPECT_EQ(r->caller_output, 0x7f0000001000u);
+  EXPECT_EQ(r->input, nullptr);
+  EXPECT_EQ(r->output, nullptr);
+  SubmitSlot b = ByAddress();
+  b.kind = static_cast<uint32_t>(CollectiveKind::kBroadcast);
+  b.output_offset = b.input_offset + 4096;
+  EXPECT_TRUE(ValidateSlot(b, arena_, kJobSize).ok());
+}
+
+TEST_F(CallerMemorySlotTest, WhatIsRefused) {
+  ExpectRejected(ByAddress(), absl::StatusCode::kPermissionDenied,
+                 "did not offer this session caller memory");
+  arena_.caller_memory = true;
+  SubmitSlot s = ByAddress();
+  s.kind = static_cast<uint32_t>(CollectiveKind::kAllgather);
+  ExpectRejected(s, "allreduce and broadcast only");
+  s = ByAddress();
+  s.input_offset = 0;
+  ExpectRejected(s, "tensor at 0");
+  s = ByAddress();
+  s.output_offset = ~uint64_t{0} - 8;  // wraps
+  ExpectRejected(s, "for 64 bytes");
+  s = ByAddress();
+  s.output_offset = s.input_offset + 8;
+  ExpectRejected(s, "overlap");
+  s = ByAddress();
+  s.flags |= abi::v1::kSlotFlagDevice;
+  ExpectRejected(s, "unknown slot flags");
+}
+
+}  // namespace
+}  // namespace kolo::daemon

@@ -1,6 +1,7 @@
 // test_rank: one rank of an integration scenario. Started by the tests in
 // this folder (or kolorun) with the KOLO_* environment; checks every result
 // it gets and exits 0 only if all were right.
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -661,6 +662,30 @@ void ScenarioSurface(kolo::Client& c) {
   for (int i = 0; i < 3; ++i) {
     absl::Status b = c.Barrier();
     CHECK_OR_COUNT(b.ok(), "barrier: %s", b.ToString().c_str());
+  }
+  // Caller memory (one node, where the kernel names processes by pidfd): a
+  // rank whose tensor is not mapped fails that collective on every rank
+  // with an error naming it; kolod and the next collective are fine.
+  if (c.caller_memory()) {
+    const size_t bytes = 1 << 20;
+    std::vector<float> good(bytes / 4, 1.0f);
+    void* gone = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK_OR_COUNT(gone != MAP_FAILED, "mmap");
+    munmap(gone, bytes);  // nothing else is mapped there until the next mmap
+    void* mine = rank == 0 ? gone : good.data();
+    kolo::TensorView v{mine, DType::kFloat32, {static_cast<int64_t>(bytes / 4)}};
+    absl::Status bad = c.Allreduce(v, v, "caller/unmapped", ReduceOp::kSum);
+    CHECK_OR_COUNT(bad.code() == absl::StatusCode::kInvalidArgument &&
+                       absl::StrContains(bad.message(), "rank 0's tensor in its own memory") &&
+                       absl::StrContains(bad.message(), "not mapped"),
+                   "unmapped tensor: %s", bad.ToString().c_str());
+    kolo::TensorView ok{good.data(), DType::kFloat32, {static_cast<int64_t>(bytes / 4)}};
+    std::fill(good.begin(), good.end(), 1.0f);
+    absl::Status after = c.Allreduce(ok, ok, "caller/after", ReduceOp::kSum);
+    CHECK_OR_COUNT(after.ok() && good[0] == size && good.back() == size, "after: %s %f",
+                   after.ToString().c_str(), good[0]);
+  } else if (rank == 0) {
+    std::printf("caller memory not offered (kernel without SO_PEERPIDFD?): skipped its checks\n");
   }
   // TestFor: rank 0's allreduce cannot complete before the others submit
   // theirs, which they do only after a barrier rank 0 enters after testing.

@@ -54,6 +54,13 @@ struct ClientOptions {
   uint64_t result_bytes = 0;
   // How long a waiting call polls before it sleeps (KOLO_SPIN_US).
   absl::Duration spin = absl::Microseconds(50);
+  // One-node jobs: host allreduce and broadcast tensors of at least
+  // caller_memory_min_bytes that are not in the arena are read and written
+  // by kolod where they are (cross-memory attach, when kolod offers it)
+  // instead of being copied through the arena (KOLO_CALLER_MEMORY=0 turns
+  // it off; KOLO_CALLER_MEMORY_MIN_BYTES).
+  bool caller_memory = true;
+  uint64_t caller_memory_min_bytes = 64 << 10;
   // How long Connect waits for the daemon's socket to appear.
   absl::Duration connect_timeout = absl::Seconds(10);
 
@@ -210,13 +217,18 @@ class Client {
   int local_rank() const;
   int local_size() const;
   const std::string& session_id() const;
+  // Whether kolod reads and writes this session's large host allreduce and
+  // broadcast tensors where they are in this process (caller memory).
+  bool caller_memory() const;
 
   // A zero-copy tensor in the session's arena.
   absl::StatusOr<HostBuffer> Allocate(DType dtype, std::vector<int64_t> shape);
 
   // Reduces `input` across the job's ranks into `output` (same dtype and
   // shape; may be the same memory). `name` identifies the collective across
-  // ranks and must not be in flight twice on one rank.
+  // ranks and must not be in flight twice on one rank. The *Async calls:
+  // `input` and `output` must stay valid, and `input` unchanged, until the
+  // handle is waited for (kolod may read and write them where they are).
   absl::StatusOr<Handle> AllreduceAsync(const ConstTensorView& input, const TensorView& output,
                                         std::string_view name,
                                         const AllreduceOptions& options = {});

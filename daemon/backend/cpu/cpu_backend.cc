@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "daemon/session/caller_memory.h"
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/reduce.h"
 #include "proto/kolo/abi/shm_abi_v1.h"
@@ -46,6 +47,123 @@ uint8_t* ResultData(const FusedMember& m, size_t i) { return m.results[i].data; 
 
 }  // namespace
 
+namespace {
+
+// Tensors in a rank's own memory (caller memory) move in pieces this size,
+// so a piece read, reduced and written back stays in the core's cache.
+constexpr uint64_t kCallerPieceBytes = 128 << 10;
+
+// Scratch buffers of the calling worker thread, for caller-memory pieces.
+uint8_t* Scratch(size_t i, uint64_t bytes) {
+  thread_local std::vector<std::vector<uint8_t>> buffers;
+  if (buffers.size() <= i) buffers.resize(i + 1);
+  if (buffers[i].size() < bytes) buffers[i].resize(bytes);
+  return buffers[i].data();
+}
+
+bool AnyCaller(const std::vector<Request>& reqs) {
+  return std::any_of(reqs.begin(), reqs.end(),
+                     [](const Request& q) { return q.caller != nullptr; });
+}
+
+// A failed access to rank q's memory, as the collective's error.
+absl::Status CallerError(const FusedMember& m, const Request& q, const absl::Status& s) {
+  return absl::Status(s.code(), absl::StrCat("\"", m.set.name, "\": rank ", q.rank,
+                                             "'s tensor in its own memory: ", s.message()));
+}
+
+// Reduces elements [first, first + count) of every rank's input into every
+// rank's output: straight between the arenas, or through scratch for the
+// ranks whose tensors are in their own memory (read, reduced in cache,
+// written back).
+absl::Status ReduceRange(const Response& r, const FusedMember& m, ReduceOp op, double postscale,
+                         bool zero_operand, uint64_t first, uint64_t count, size_t esize) {
+  const std::vector<Request>& reqs = m.set.requests;
+  const uint64_t off = first * esize, bytes = count * esize;
+  std::vector<const void*> srcs;
+  std::vector<void*> dsts;
+  std::vector<std::vector<float>> rounded;
+  std::vector<uint8_t> zeros;
+  size_t scratch = 0;
+  for (const Request& q : reqs) {
+    const uint8_t* in = q.input + off;
+    if (q.caller != nullptr) {
+      uint8_t* at = Scratch(scratch++, bytes);
+      if (absl::Status s = q.caller->Read(q.caller_input + off, at, bytes); !s.ok()) {
+        return CallerError(m, q, s);
+      }
+      in = at;
+    }
+    if (r.compression != Compression::kNone) {
+      const float* f = reinterpret_cast<const float*>(in);
+      rounded.emplace_back(f, f + count);
+      RoundTrip(r.compression, rounded.back().data(), count);
+      srcs.push_back(rounded.back().data());
+    } else {
+      srcs.push_back(in);
+    }
+    if (q.caller == nullptr) dsts.push_back(q.output + off);
+  }
+  uint8_t* out = nullptr;  // the result for the ranks of caller memory
+  if (scratch > 0) {
+    out = Scratch(scratch, bytes);
+    dsts.push_back(out);
+  }
+  if (zero_operand) {
+    zeros.assign(bytes, 0);
+    srcs.push_back(zeros.data());
+  }
+  absl::Status s = kernels::Reduce(r.dtype, op, absl::MakeSpan(srcs), absl::MakeSpan(dsts), count,
+                                   r.prescale, postscale);
+  if (!s.ok()) return s;
+  if (r.compression != Compression::kNone) {
+    for (void* d : dsts) RoundTrip(r.compression, static_cast<float*>(d), count);
+  }
+  for (const Request& q : reqs) {
+    if (q.caller == nullptr) continue;
+    if (absl::Status w = q.caller->Write(q.caller_output + off, out, bytes); !w.ok()) {
+      return CallerError(m, q, w);
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Copies elements [first, first + count) of the root's input to every other
+// rank's output, reading and writing caller memory where a rank has it.
+absl::Status BroadcastRange(const Response& r, const FusedMember& m, uint64_t first, uint64_t count,
+                            size_t esize) {
+  const std::vector<Request>& reqs = m.set.requests;
+  const uint64_t off = first * esize, bytes = count * esize;
+  const Request* root = nullptr;
+  for (const Request& q : reqs) {
+    if (q.rank == r.root_rank) root = &q;
+  }
+  if (root == nullptr) return absl::InternalError("broadcast root missing");
+  const uint8_t* src = root->input + off;
+  if (root->caller != nullptr) {
+    uint8_t* at = Scratch(0, bytes);
+    if (absl::Status s = root->caller->Read(root->caller_input + off, at, bytes); !s.ok()) {
+      return CallerError(m, *root, s);
+    }
+    src = at;
+  }
+  std::vector<void*> dsts;
+  for (const Request& q : reqs) {
+    if (q.caller != nullptr) {
+      if (&q == root && q.caller_output == q.caller_input) continue;
+      if (absl::Status w = q.caller->Write(q.caller_output + off, src, bytes); !w.ok()) {
+        return CallerError(m, q, w);
+      }
+    } else if (q.output + off != src) {
+      dsts.push_back(q.output + off);
+    }
+  }
+  if (dsts.empty()) return absl::OkStatus();
+  return kernels::ScaleCopy(r.dtype, src, absl::MakeSpan(dsts), count, 1.0);
+}
+
+}  // namespace
+
 void CpuBackend::PlanAllreduce(const Response& r, FusedMember& m, std::vector<Task>* tasks) {
   const std::vector<Request>& reqs = m.set.requests;
   const size_t esize = DTypeSize(r.dtype);
@@ -60,36 +178,16 @@ void CpuBackend::PlanAllreduce(const Response& r, FusedMember& m, std::vector<Ta
   const bool zero_operand = m.set.joined > 0 && op != ReduceOp::kSum;
   const uint64_t n = reqs.front().bytes / esize;
   const uint64_t chunk = std::max<uint64_t>(1, chunk_bytes_ / esize);
+  const uint64_t piece = AnyCaller(reqs) ? std::max<uint64_t>(1, kCallerPieceBytes / esize) : chunk;
   for (uint64_t first = 0; first < n; first += chunk) {
     const uint64_t count = std::min(chunk, n - first);
-    tasks->push_back([&m, &r, op, postscale, zero_operand, first, count, esize]() {
-      const std::vector<Request>& reqs = m.set.requests;
-      const uint64_t off = first * esize;
-      std::vector<const void*> srcs;
-      std::vector<void*> dsts;
-      std::vector<std::vector<float>> rounded;
-      std::vector<uint8_t> zeros;
-      for (const Request& q : reqs) {
-        if (r.compression != Compression::kNone) {
-          const float* in = reinterpret_cast<const float*>(q.input + off);
-          rounded.emplace_back(in, in + count);
-          RoundTrip(r.compression, rounded.back().data(), count);
-          srcs.push_back(rounded.back().data());
-        } else {
-          srcs.push_back(q.input + off);
-        }
-        dsts.push_back(q.output + off);
+    tasks->push_back([&m, &r, op, postscale, zero_operand, first, count, esize, piece]() {
+      for (uint64_t done = 0; done < count; done += piece) {
+        absl::Status s = ReduceRange(r, m, op, postscale, zero_operand, first + done,
+                                     std::min(piece, count - done), esize);
+        if (!s.ok()) return s;
       }
-      if (zero_operand) {
-        zeros.assign(count * esize, 0);
-        srcs.push_back(zeros.data());
-      }
-      absl::Status s = kernels::Reduce(r.dtype, op, absl::MakeSpan(srcs), absl::MakeSpan(dsts),
-                                       count, r.prescale, postscale);
-      if (s.ok() && r.compression != Compression::kNone) {
-        for (void* d : dsts) RoundTrip(r.compression, static_cast<float*>(d), count);
-      }
-      return s;
+      return absl::OkStatus();
     });
   }
 }
@@ -98,22 +196,16 @@ void CpuBackend::PlanBroadcast(const Response& r, FusedMember& m, std::vector<Ta
   const size_t esize = DTypeSize(r.dtype);
   const uint64_t n = m.set.requests.front().bytes / esize;
   const uint64_t chunk = std::max<uint64_t>(1, chunk_bytes_ / esize);
+  const uint64_t piece =
+      AnyCaller(m.set.requests) ? std::max<uint64_t>(1, kCallerPieceBytes / esize) : chunk;
   for (uint64_t first = 0; first < n; first += chunk) {
     const uint64_t count = std::min(chunk, n - first);
-    tasks->push_back([&m, &r, first, count, esize]() {
-      const std::vector<Request>& reqs = m.set.requests;
-      const uint64_t off = first * esize;
-      const uint8_t* src = nullptr;
-      for (const Request& q : reqs) {
-        if (q.rank == r.root_rank) src = q.input + off;
+    tasks->push_back([&m, &r, first, count, esize, piece]() {
+      for (uint64_t done = 0; done < count; done += piece) {
+        absl::Status s = BroadcastRange(r, m, first + done, std::min(piece, count - done), esize);
+        if (!s.ok()) return s;
       }
-      if (src == nullptr) return absl::InternalError("broadcast root missing");
-      std::vector<void*> dsts;
-      for (const Request& q : reqs) {
-        if (q.output + off != src) dsts.push_back(q.output + off);
-      }
-      if (dsts.empty()) return absl::OkStatus();
-      return kernels::ScaleCopy(r.dtype, src, absl::MakeSpan(dsts), count, 1.0);
+      return absl::OkStatus();
     });
   }
 }

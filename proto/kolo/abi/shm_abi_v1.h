@@ -60,7 +60,13 @@ inline constexpr uint32_t kSlotFlagDevice = 1;  // the tensors are in GPU memory
 // the set with the reason, once all of them have submitted it, so an error
 // one rank decides reaches all (the refusal's own completion comes then).
 inline constexpr uint32_t kSlotFlagRefusal = 2;
-inline constexpr uint32_t kKnownSlotFlags = kSlotFlagDevice | kSlotFlagRefusal;
+// Caller memory: `input_offset` and `output_offset` are addresses in the
+// submitting process, where the tensors are (host allreduce and broadcast,
+// in sessions whose AttachResponse said caller_memory). kolod reads and
+// writes them there (cross-memory attach) instead of in the arena.
+inline constexpr uint32_t kSlotFlagCallerMemory = 4;
+inline constexpr uint32_t kKnownSlotFlags =
+    kSlotFlagDevice | kSlotFlagRefusal | kSlotFlagCallerMemory;
 inline constexpr uint32_t kIpcHandleBytes = 64;  // cudaIpc{Mem,Event}Handle_t
 
 // A tensor in GPU memory, named by CUDA IPC handles (device requests only).
