@@ -122,9 +122,8 @@ absl::Status CallerMemory::Transfer(bool write, uint64_t address, void* local,
     if (moved < 0 && errno == EINTR) continue;
     if (moved <= 0) {
       const int e = moved < 0 ? errno : EFAULT;
-      const std::string what =
-          absl::StrCat(write ? "writing" : "reading", " [", address + done, ", +", n,
-                       ") in process ", pid_);
+      const std::string what = absl::StrCat(write ? "writing" : "reading", " [", address + done,
+                                            ", +", n, ") in process ", pid_);
       if (e == EFAULT) {
         return absl::InvalidArgumentError(
             absl::StrCat(what, ": not mapped ", write ? "writable" : "readable", " there"));

@@ -15,9 +15,9 @@
 // set-user-ID program loses the access (the kernel marks the process not
 // dumpable). kolod does not use it at all when it holds CAP_SYS_PTRACE
 // without being root, since that capability would bypass this rule for a
-// process of its uid that gained another's. Where the kernel allows no access (kolod runs as another
-// user without CAP_SYS_PTRACE, Yama, seccomp), the attach probe fails and
-// the session keeps copying through the arena.
+// process of its uid that gained another's. Where the kernel allows no access (kolod runs as
+// another user without CAP_SYS_PTRACE, Yama, seccomp), the attach probe fails and the session keeps
+// copying through the arena.
 //
 // Thread-safety: immutable after creation; Read and Write are safe from any
 // thread.

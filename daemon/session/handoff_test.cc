@@ -12,6 +12,7 @@
 
 #include "common/handoff.h"
 #include "common/shared_segment.h"
+#include "common/short_temp_dir.h"
 #include "daemon/session/handoff_server.h"
 #include "daemon/session/handoff_table.h"
 #include "gtest/gtest.h"
@@ -21,9 +22,9 @@ namespace {
 
 std::string TempSocket() {
   // Under /tmp: socket paths must stay under 108 bytes.
-  std::string tmpl = "/tmp/kolo-handoff-XXXXXX";
-  EXPECT_NE(mkdtemp(tmpl.data()), nullptr);
-  return tmpl + "/k.sock.handoff";
+  std::string dir = MakeShortTempDir("kolo-handoff");
+  EXPECT_FALSE(dir.empty());
+  return dir + "/k.sock.handoff";
 }
 
 TEST(HandoffTableTest, TicketIsOneTimeAndExpires) {

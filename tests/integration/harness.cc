@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/short_temp_dir.h"
 
 extern char** environ;
 
@@ -68,9 +69,7 @@ int Decode(int status) {
 
 std::string MakeTempDir() {
   // Under /tmp, not TEST_TMPDIR: socket paths must stay under 108 bytes.
-  std::string tmpl = "/tmp/kolo-test-XXXXXX";
-  char* dir = mkdtemp(tmpl.data());
-  return dir ? std::string(dir) : std::string();
+  return MakeShortTempDir("kolo-test");
 }
 
 std::string ReadFile(const std::string& path) {

@@ -20,7 +20,8 @@ inline constexpr char kTestRankPath[] = "tests/integration/test_rank";
 // A job token of 128 bits, as kolod wants by default.
 inline constexpr char kTestJobToken[] = "0123456789abcdef0123456789abcdef";
 
-// A fresh directory under TEST_TMPDIR.
+// A fresh directory under /tmp (socket paths must stay under 108 bytes),
+// removed with what it holds when the test program exits.
 std::string MakeTempDir();
 
 class DaemonProcess {
