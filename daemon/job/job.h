@@ -27,6 +27,7 @@
 #include "daemon/backend/backend.h"
 #include "daemon/backend/device_backend.h"
 #include "daemon/exec/executor.h"
+#include "daemon/job/ingress_group.h"
 #include "daemon/job/request_table.h"
 #include "daemon/negotiation/negotiator.h"
 #include "daemon/status/flight_recorder.h"
@@ -162,6 +163,7 @@ class Job final : public JobState, public RequestSink {
 
   // Takes one validated request of an attached rank.
   void Submit(Request request) override;
+  IngressGroup* ingress_group() override { return &ingress_group_; }
   // Members (global ranks) of a process set; NOT_FOUND if it does not exist.
   absl::StatusOr<std::vector<int>> ProcessSetMembers(int process_set) const;
   // Fails every pending and future collective with `status`.
@@ -216,6 +218,7 @@ class Job final : public JobState, public RequestSink {
 
   Timeline timeline_;  // before executor_, which records into it
   Executor executor_;
+  IngressGroup ingress_group_;
   // Made in the constructor, destroyed first (its threads use the executor
   // and the job).
   std::unique_ptr<Negotiator> negotiator_;

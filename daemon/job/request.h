@@ -94,12 +94,17 @@ struct ReadySet {
 // Where a session's ingress hands its validated requests: the session's job.
 //
 // Thread-safety: implementations are thread-safe.
+class IngressGroup;
+
 class RequestSink {
  public:
   virtual ~RequestSink() = default;
   virtual int size() const = 0;  // ranks in the job
   // Takes one validated request of an attached rank.
   virtual void Submit(Request request) = 0;
+  // Where the job's sessions on this node share their polling; null: each
+  // session polls alone. Lives as long as the sink.
+  virtual IngressGroup* ingress_group() { return nullptr; }
 };
 
 }  // namespace kolo::daemon

@@ -1,5 +1,6 @@
 #include "daemon/session/session.h"
 
+#include <sched.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -69,13 +70,23 @@ Session::~Session() { Close(); }
 absl::Status Session::Start(std::shared_ptr<RequestSink> job,
                             std::function<void(const absl::Status&)> on_failure) {
   job_ = std::move(job);
+  job_size_ = job_->size();
+  group_ = job_->ingress_group();
+  if (group_ == nullptr) {
+    own_group_ = std::make_unique<IngressGroup>();
+    group_ = own_group_.get();
+  }
+  group_->Add(this);
   {
     absl::MutexLock l(&failure_mu_);
     on_failure_ = std::move(on_failure);
   }
   absl::StatusOr<std::thread> ingress =
       StartThread(absl::StrCat("the session of rank ", identity_.rank), [this] { IngressLoop(); });
-  if (!ingress.ok()) return ingress.status();
+  if (!ingress.ok()) {
+    group_->Remove(this);
+    return ingress.status();
+  }
   ingress_ = std::move(*ingress);
   return absl::OkStatus();
 }
@@ -87,9 +98,10 @@ void Session::Close() {
     absl::MutexLock l(&failure_mu_);
     on_failure_ = nullptr;
   }
-  // Wake the ingress thread if it sleeps on the doorbell.
+  // Wake the ingress thread if it sleeps on the doorbell or on the group.
   header_->submit_ready.seq.fetch_add(1, std::memory_order_release);
   FutexWakeAll(&header_->submit_ready.seq);
+  if (group_ != nullptr) group_->Wake();
   if (ingress_.joinable()) {
     if (ingress_.get_id() == std::this_thread::get_id()) {
       ingress_.detach();  // cannot happen: Close runs on the Attach handler
@@ -97,6 +109,8 @@ void Session::Close() {
       ingress_.join();
     }
   }
+  // After this no thread of the job reads this ring or uses job_ for it.
+  if (group_ != nullptr) group_->Remove(this);
   // Requests still in flight hold this session; they must not keep the job
   // alive too, or the job could end up destroyed on one of its own threads
   // (a multi-node job's executor) when the last of them is released.
@@ -115,44 +129,86 @@ void Session::Fail(const absl::Status& status) {
 }
 
 void Session::IngressLoop() {
-  const int size = job_->size();
-  const ArenaBounds arena{arena_base_, arena_bytes_, caller_memory_ != nullptr};
   while (!stop_.load(std::memory_order_acquire)) {
-    int popped = 0;
-    for (;;) {
-      SubmitSlot slot;
-      RingResult r = submit_ring_.TryPop(&slot);
-      if (r == RingResult::kEmptyOrFull) break;
-      if (r == RingResult::kCorrupt) {
-        Fail(absl::InvalidArgumentError(
-            absl::StrCat("rank ", identity_.rank, " corrupted its submission ring indices")));
-        return;
-      }
-      ++popped;
-      if (slot.kind == abi::v1::kReleaseResult) {
-        ReleaseResult(slot.input_offset);
-        continue;
-      }
-      auto request = ValidateSlot(slot, arena, size);
-      if (!request.ok()) {
-        Fail(absl::InvalidArgumentError(absl::StrCat(
-            "rank ", identity_.rank, " sent a malformed request: ", request.status().message())));
-        return;
-      }
-      request->rank = identity_.rank;
-      request->session = shared_from_this();
-      if ((slot.flags & abi::v1::kSlotFlagCallerMemory) != 0) request->caller = caller_memory_;
-      request->submitted_at = absl::Now();
-      submitted_.fetch_add(1, std::memory_order_relaxed);
-      job_->Submit(*std::move(request));
-      if (stop_.load(std::memory_order_acquire)) return;
+    if (group_->TryLead()) {
+      Lead();
+      group_->Resign();
+    } else if (group_->led()) {
+      // The leader polls this ring too; sleep until it resigns.
+      group_->WaitWhileLed(absl::Seconds(1));
+      continue;
     }
-    if (popped > 0) RingDoorbell(&header_->submit_space);
+    // No leader: this thread watches its own ring. Activity makes it try to
+    // lead (and spin) on the next turn.
+    if (Poll() > 0) continue;
     SleepOnDoorbell(
         &header_->submit_ready,
         [this] { return submit_ring_.HasData() || stop_.load(std::memory_order_acquire); },
-        absl::Seconds(1), popped > 0 ? limits_.spin : absl::ZeroDuration());
+        absl::Seconds(1), absl::ZeroDuration());
   }
+}
+
+void Session::Lead() {
+  // Looks at the rings this many times (a pause apart) between yields.
+  constexpr int kLooksPerYield = 16;
+  absl::Time last_activity = absl::Now();
+  while (!stop_.load(std::memory_order_acquire)) {
+    if (group_->PollAll(kLooksPerYield) > 0) {
+      last_activity = absl::Now();
+      continue;
+    }
+    if (absl::Now() - last_activity >= limits_.spin) return;
+    // Yield the core between bursts of looks: on a node with fewer cores
+    // than busy threads the ranks this thread waits for still get to run.
+    sched_yield();
+  }
+}
+
+int Session::Poll() {
+  if (stop_.load(std::memory_order_acquire)) return 0;
+  bool idle = false;
+  if (!polling_.compare_exchange_strong(idle, true, std::memory_order_acquire)) return 0;
+  const int read = stop_.load(std::memory_order_acquire) ? 0 : Drain();
+  polling_.store(false, std::memory_order_release);
+  return read;
+}
+
+int Session::Drain() {
+  const ArenaBounds arena{arena_base_, arena_bytes_, caller_memory_ != nullptr};
+  int popped = 0;
+  for (;;) {
+    SubmitSlot slot;
+    RingResult r = submit_ring_.TryPop(&slot);
+    if (r == RingResult::kEmptyOrFull) break;
+    if (r == RingResult::kCorrupt) {
+      Fail(absl::InvalidArgumentError(
+          absl::StrCat("rank ", identity_.rank, " corrupted its submission ring indices")));
+      break;
+    }
+    ++popped;
+    if (slot.kind == abi::v1::kReleaseResult) {
+      ReleaseResult(slot.input_offset);
+      continue;
+    }
+    auto request = ValidateSlot(slot, arena, job_size_);
+    if (!request.ok()) {
+      Fail(absl::InvalidArgumentError(absl::StrCat(
+          "rank ", identity_.rank, " sent a malformed request: ", request.status().message())));
+      break;
+    }
+    request->rank = identity_.rank;
+    // Another session's thread may poll this ring while this session is
+    // being destroyed (its Close then waits for the poll to end).
+    request->session = weak_from_this().lock();
+    if (request->session == nullptr) break;
+    if ((slot.flags & abi::v1::kSlotFlagCallerMemory) != 0) request->caller = caller_memory_;
+    request->submitted_at = absl::Now();
+    submitted_.fetch_add(1, std::memory_order_relaxed);
+    job_->Submit(*std::move(request));
+    if (stop_.load(std::memory_order_acquire)) break;
+  }
+  if (popped > 0) RingDoorbell(&header_->submit_space);
+  return popped;
 }
 
 void Session::Complete(absl::Span<const Completion> completions) {

@@ -2,14 +2,17 @@
 // ingress thread that reads its submission ring, and the completions kolod
 // writes back to it.
 //
-// The ingress thread copies each slot out of the ring, validates it and hands
-// the Request to the session's job. It spins briefly after activity and then
-// sleeps on the submission doorbell, so an idle session costs no CPU. A
-// corrupt ring or malformed slot fails the session (and so its job), never the
-// daemon.
+// Ingress copies each slot out of the ring, validates it and hands the
+// Request to the session's job. The sessions of one job on this node share
+// their polling (IngressGroup): after activity one thread of the job polls
+// every ring of the job for the spin time, then each session's own thread
+// sleeps on its submission doorbell, so an idle session costs no CPU. A
+// corrupt ring or malformed slot fails the session (and so its job), never
+// the daemon.
 //
 // Thread-safety: thread-safe. Complete() may be called from any thread;
-// Start/Close from the owner (the Attach handler).
+// Start/Close from the owner (the Attach handler); Poll from the job's
+// ingress threads (one at a time reads the ring).
 #pragma once
 
 #include <sys/types.h>
@@ -30,6 +33,7 @@
 #include "common/arena_allocator.h"
 #include "common/shared_segment.h"
 #include "common/spsc_ring.h"
+#include "daemon/job/ingress_group.h"
 #include "daemon/job/request.h"
 #include "daemon/session/caller_memory.h"
 #include "daemon/session/segment_check.h"
@@ -45,7 +49,7 @@ struct SessionIdentity {
   uid_t uid = 0;
 };
 
-class Session : public std::enable_shared_from_this<Session> {
+class Session final : public IngressMember, public std::enable_shared_from_this<Session> {
  public:
   // Maps the client's segment (a descriptor it handed over, checked by
   // SharedSegment::Inspect) and checks its header against `limits`.
@@ -54,8 +58,8 @@ class Session : public std::enable_shared_from_this<Session> {
                                                        const SessionLimits& limits);
   ~Session();
 
-  // Starts ingress into `job`. `on_failure` is called once, from the ingress
-  // thread, if the client breaks the protocol.
+  // Starts ingress into `job`. `on_failure` is called once, from an ingress
+  // thread of the job, if the client breaks the protocol.
   // RESOURCE_EXHAUSTED when the ingress thread cannot be made (the session
   // fails, not kolod).
   absl::Status Start(std::shared_ptr<RequestSink> job,
@@ -82,11 +86,18 @@ class Session : public std::enable_shared_from_this<Session> {
 
   const SessionIdentity& identity() const { return identity_; }
   uint64_t submitted() const { return submitted_.load(std::memory_order_relaxed); }
+  // Reads the submission ring, unless another thread is reading it.
+  int Poll() override;
+  bool HasPending() const override { return submit_ring_.HasData(); }
   uint64_t completed() const { return completed_.load(std::memory_order_relaxed); }
 
  private:
   Session(SessionIdentity identity, SharedSegment segment, const SessionLimits& limits);
   void IngressLoop();
+  // Polls every ring of the job until none had anything for the spin time.
+  void Lead();
+  // Reads the ring to its end; the caller holds polling_.
+  int Drain();
   void Fail(const absl::Status& status);
 
   const SessionIdentity identity_;
@@ -109,6 +120,13 @@ class Session : public std::enable_shared_from_this<Session> {
   bool completion_broken_ ABSL_GUARDED_BY(completion_mu_) = false;
 
   std::shared_ptr<RequestSink> job_;
+  // Set by Start: the job's ring-polling group (or own_group_ when the job
+  // has none) and the job's size.
+  IngressGroup* group_ = nullptr;
+  std::unique_ptr<IngressGroup> own_group_;
+  int job_size_ = 0;
+  // Held by the thread reading the submission ring.
+  std::atomic<bool> polling_{false};
   // Cleared by Close, so that completions arriving after the Attach handler
   // returned never call into it.
   absl::Mutex failure_mu_;

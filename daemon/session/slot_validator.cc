@@ -26,11 +26,18 @@ bool RangeInArena(uint64_t offset, uint64_t length, uint64_t arena_bytes) {
 }
 
 bool AllZero(const void* p, size_t n) {
+  // Eight bytes at a time: every host request checks 304 bytes of device
+  // fields here, on the small-message path.
   const auto* b = static_cast<const uint8_t*>(p);
-  for (size_t i = 0; i < n; ++i) {
-    if (b[i] != 0) return false;
+  uint64_t any = 0;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t word;
+    std::memcpy(&word, b + i, 8);
+    any |= word;
   }
-  return true;
+  for (; i < n; ++i) any |= b[i];
+  return any == 0;
 }
 
 cuda::DeviceTensorRef ToRef(const abi::v1::DeviceTensorSlot& t) {

@@ -1,0 +1,77 @@
+#include "daemon/job/ingress_group.h"
+
+#include <algorithm>
+
+#include "common/futex.h"
+
+namespace kolo::daemon {
+
+void IngressGroup::Add(IngressMember* member) {
+  absl::MutexLock l(&mu_);
+  members_.push_back(member);
+  version_.fetch_add(1, std::memory_order_release);
+}
+
+void IngressGroup::Remove(const IngressMember* member) {
+  {
+    absl::MutexLock l(&mu_);
+    members_.erase(std::remove_if(members_.begin(), members_.end(),
+                                  [&](const IngressMember* m) { return m == member; }),
+                   members_.end());
+    version_.fetch_add(1, std::memory_order_release);
+  }
+  // A round that started before the removal ends before this returns; the
+  // next one sees the new version and leaves `member` out.
+  absl::MutexLock l(&poll_mu_);
+  polled_.erase(std::remove_if(polled_.begin(), polled_.end(),
+                               [&](const IngressMember* m) { return m == member; }),
+                polled_.end());
+}
+
+bool IngressGroup::TryLead() {
+  uint32_t none = 0;
+  return leader_.compare_exchange_strong(none, 1, std::memory_order_acq_rel);
+}
+
+void IngressGroup::Resign() {
+  leader_.store(0, std::memory_order_release);
+  Wake();
+}
+
+void IngressGroup::Wake() {
+  seq_.fetch_add(1, std::memory_order_release);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (waiters_.load(std::memory_order_relaxed) != 0) FutexWakeAll(&seq_);
+}
+
+void IngressGroup::WaitWhileLed(absl::Duration timeout) {
+  const uint32_t seq = seq_.load(std::memory_order_acquire);
+  waiters_.fetch_add(1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (led()) FutexWait(&seq_, seq, timeout);
+  waiters_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+int IngressGroup::PollAll(int looks) {
+  absl::MutexLock l(&poll_mu_);
+  const uint64_t version = version_.load(std::memory_order_acquire);
+  if (version != polled_version_) {
+    absl::MutexLock m(&mu_);
+    polled_ = members_;
+    polled_version_ = version_.load(std::memory_order_acquire);
+  }
+  int read = 0;
+  for (IngressMember* member : polled_) read += member->Poll();
+  for (int i = 0; read == 0 && i < looks; ++i) {
+    bool pending = false;
+    for (const IngressMember* member : polled_) pending = pending || member->HasPending();
+    if (!pending) {
+      __builtin_ia32_pause();
+      continue;
+    }
+    for (IngressMember* member : polled_) read += member->Poll();
+  }
+  return read;
+}
+
+}  // namespace kolo::daemon

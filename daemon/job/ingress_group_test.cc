@@ -1,0 +1,110 @@
+#include "daemon/job/ingress_group.h"
+
+#include <atomic>
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+
+namespace kolo::daemon {
+namespace {
+
+class CountingMember final : public IngressMember {
+ public:
+  int Poll() override {
+    polls.fetch_add(1);
+    if (entered != nullptr && !entered->HasBeenNotified()) entered->Notify();
+    if (release != nullptr) release->WaitForNotification();
+    return slots;
+  }
+  bool HasPending() const override { return slots > 0; }
+  std::atomic<int> polls{0};
+  int slots = 0;
+  absl::Notification* entered = nullptr;
+  absl::Notification* release = nullptr;
+};
+
+TEST(IngressGroupTest, OneLeaderAtATime) {
+  IngressGroup group;
+  EXPECT_FALSE(group.led());
+  ASSERT_TRUE(group.TryLead());
+  EXPECT_TRUE(group.led());
+  EXPECT_FALSE(group.TryLead());
+  group.Resign();
+  EXPECT_FALSE(group.led());
+  EXPECT_TRUE(group.TryLead());
+  group.Resign();
+}
+
+TEST(IngressGroupTest, PollAllReadsEveryMemberUntilItIsRemoved) {
+  IngressGroup group;
+  CountingMember a, b;
+  a.slots = 2;
+  b.slots = 3;
+  group.Add(&a);
+  group.Add(&b);
+  EXPECT_EQ(group.PollAll(), 5);
+  group.Remove(&a);
+  EXPECT_EQ(group.PollAll(), 3);
+  EXPECT_EQ(a.polls.load(), 1);
+  EXPECT_EQ(b.polls.load(), 2);
+  group.Remove(&b);
+  EXPECT_EQ(group.PollAll(), 0);
+}
+
+// A session being closed must not be polled after Remove returns: Remove
+// waits for a poll of it that is in progress on the leader's thread.
+TEST(IngressGroupTest, RemoveWaitsForAPollInProgress) {
+  IngressGroup group;
+  CountingMember m;
+  absl::Notification entered, release;
+  m.entered = &entered;
+  m.release = &release;
+  group.Add(&m);
+  std::thread leader([&] { group.PollAll(); });
+  entered.WaitForNotification();
+  std::atomic<bool> removed{false};
+  std::thread closer([&] {
+    group.Remove(&m);
+    removed.store(true);
+  });
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_FALSE(removed.load()) << "Remove returned while the member was being polled";
+  release.Notify();
+  closer.join();
+  leader.join();
+  EXPECT_TRUE(removed.load());
+  const int polls = m.polls.load();
+  EXPECT_EQ(group.PollAll(), 0);
+  EXPECT_EQ(m.polls.load(), polls);
+}
+
+TEST(IngressGroupTest, FollowersWakeWhenTheLeaderResignsOrTheGroupIsWoken) {
+  IngressGroup group;
+  ASSERT_TRUE(group.TryLead());
+  for (int round = 0; round < 2; ++round) {
+    std::atomic<bool> back{false};
+    std::thread follower([&] {
+      group.WaitWhileLed(absl::Seconds(30));
+      back.store(true);
+    });
+    absl::SleepFor(absl::Milliseconds(20));
+    const absl::Time start = absl::Now();
+    if (round == 0) {
+      group.Wake();  // a session closing
+    } else {
+      group.Resign();
+    }
+    follower.join();
+    EXPECT_TRUE(back.load());
+    EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  }
+  // Without a leader there is nothing to wait for.
+  const absl::Time start = absl::Now();
+  group.WaitWhileLed(absl::Seconds(30));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+}
+
+}  // namespace
+}  // namespace kolo::daemon
