@@ -60,16 +60,15 @@ int IngressGroup::PollAll(int looks) {
     polled_ = members_;
     polled_version_ = version_.load(std::memory_order_acquire);
   }
+  // A member is polled only when it has something pending: an empty ring
+  // costs one look, not a read.
   int read = 0;
-  for (IngressMember* member : polled_) read += member->Poll();
-  for (int i = 0; read == 0 && i < looks; ++i) {
-    bool pending = false;
-    for (const IngressMember* member : polled_) pending = pending || member->HasPending();
-    if (!pending) {
-      __builtin_ia32_pause();
-      continue;
+  for (int i = 0; i <= looks; ++i) {
+    for (IngressMember* member : polled_) {
+      if (member->HasPending()) read += member->Poll();
     }
-    for (IngressMember* member : polled_) read += member->Poll();
+    if (read > 0) break;
+    if (i < looks) __builtin_ia32_pause();
   }
   return read;
 }

@@ -48,9 +48,9 @@ class IngressGroup {
   bool TryLead();
   void Resign();
   bool led() const { return leader_.load(std::memory_order_acquire) != 0; }
-  // Polls every member once (the leader only); returns the slots read. When
-  // nothing was read, looks up to `looks` more times (a pause between
-  // looks) for a member with something pending, and polls again if one has.
+  // Polls every member with something pending (the leader only); returns
+  // the slots read. When nothing was read, looks up to `looks` more times,
+  // a pause apart.
   int PollAll(int looks = 0);
   // Sleeps while another thread leads: until it resigns, Wake is called,
   // or `timeout` passes.

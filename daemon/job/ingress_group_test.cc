@@ -25,6 +25,20 @@ class CountingMember final : public IngressMember {
   absl::Notification* release = nullptr;
 };
 
+TEST(IngressGroupTest, OnlyMembersWithSomethingPendingArePolled) {
+  IngressGroup group;
+  CountingMember idle, busy;
+  busy.slots = 1;
+  group.Add(&idle);
+  group.Add(&busy);
+  EXPECT_EQ(group.PollAll(/*looks=*/8), 1);
+  EXPECT_EQ(idle.polls.load(), 0);
+  EXPECT_EQ(busy.polls.load(), 1);
+  busy.slots = 0;
+  EXPECT_EQ(group.PollAll(/*looks=*/8), 0);
+  EXPECT_EQ(busy.polls.load(), 1);
+}
+
 TEST(IngressGroupTest, OneLeaderAtATime) {
   IngressGroup group;
   EXPECT_FALSE(group.led());
@@ -58,6 +72,7 @@ TEST(IngressGroupTest, PollAllReadsEveryMemberUntilItIsRemoved) {
 TEST(IngressGroupTest, RemoveWaitsForAPollInProgress) {
   IngressGroup group;
   CountingMember m;
+  m.slots = 1;
   absl::Notification entered, release;
   m.entered = &entered;
   m.release = &release;
@@ -76,7 +91,7 @@ TEST(IngressGroupTest, RemoveWaitsForAPollInProgress) {
   leader.join();
   EXPECT_TRUE(removed.load());
   const int polls = m.polls.load();
-  EXPECT_EQ(group.PollAll(), 0);
+  EXPECT_EQ(group.PollAll(/*looks=*/4), 0);
   EXPECT_EQ(m.polls.load(), polls);
 }
 
