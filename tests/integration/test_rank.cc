@@ -988,6 +988,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   options->arena_bytes = uint64_t{320} << 20;
+  // Tensors outside the arena go through the ranks' own memory where kolod
+  // offers it (KOLO_CALLER_MEMORY=0 in the environment keeps them copied).
+  if (std::getenv("KOLO_CALLER_MEMORY") == nullptr) options->caller_memory = true;
   auto client = kolo::Client::Connect(*options);
   if (!client.ok()) {
     std::fprintf(stderr, "connect: %s\n", client.status().ToString().c_str());
