@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/handoff.h"
 
 namespace kolo::bench {
 namespace {
@@ -49,12 +50,19 @@ absl::StatusOr<JobCountersReader> JobCountersReader::Connect(const std::string& 
                                                ": no connection within ",
                                                absl::FormatDuration(timeout)));
   }
-  return JobCountersReader(kolo::v1::Status::NewStub(channel));
+  absl::StatusOr<std::string> ticket = HandOff(HandoffSocketPath(socket_path), -1, timeout);
+  if (!ticket.ok()) {
+    return absl::Status(ticket.status().code(),
+                        absl::StrCat("identity from kolod's handoff socket beside ", socket_path,
+                                     ": ", ticket.status().message()));
+  }
+  return JobCountersReader(kolo::v1::Status::NewStub(channel), *std::move(ticket));
 }
 
 absl::StatusOr<JobCounters> JobCountersReader::Read(const std::string& job_id) const {
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  context.AddMetadata(kHandoffMetadata, identity_ticket_);
   kolo::v1::GetStatusResponse response;
   absl::Status s = FromGrpc(stub_->GetStatus(&context, kolo::v1::GetStatusRequest(), &response),
                             "kolo.v1.Status/GetStatus");

@@ -42,7 +42,8 @@ FusionDelta FusionBetween(const JobCounters& before, const JobCounters& after,
 class JobCountersReader {
  public:
   // Connects to the daemon on `socket_path` (a Unix socket), waiting at most
-  // `timeout`.
+  // `timeout`, and takes an identity ticket from its handoff socket: kolod
+  // shows a caller only the jobs of its own uid.
   static absl::StatusOr<JobCountersReader> Connect(const std::string& socket_path,
                                                    absl::Duration timeout);
 
@@ -50,9 +51,10 @@ class JobCountersReader {
   absl::StatusOr<JobCounters> Read(const std::string& job_id) const;
 
  private:
-  explicit JobCountersReader(std::unique_ptr<kolo::v1::Status::Stub> stub)
-      : stub_(std::move(stub)) {}
+  JobCountersReader(std::unique_ptr<kolo::v1::Status::Stub> stub, std::string identity_ticket)
+      : stub_(std::move(stub)), identity_ticket_(std::move(identity_ticket)) {}
   std::unique_ptr<kolo::v1::Status::Stub> stub_;
+  std::string identity_ticket_;
 };
 
 }  // namespace kolo::bench
