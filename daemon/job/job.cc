@@ -561,6 +561,13 @@ void Job::MaybeJoinedLocked() {
 }
 
 void Job::Submit(Request request) {
+  Accept(std::move(request));
+  Progress();
+}
+
+void Job::Progress() { negotiator_->Progress(); }
+
+void Job::Accept(Request request) {
   Outbox out;
   {
     absl::MutexLock l(&mu_);
@@ -600,7 +607,6 @@ void Job::Submit(Request request) {
     }
   }
   Deliver(out);
-  negotiator_->Progress();
 }
 
 void Job::Executing(const std::string& name, CollectiveKind kind, const std::string& backend,

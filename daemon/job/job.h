@@ -163,6 +163,8 @@ class Job final : public JobState, public RequestSink {
 
   // Takes one validated request of an attached rank.
   void Submit(Request request) override;
+  void Accept(Request request) override;
+  void Progress() override;
   IngressGroup* ingress_group() override { return &ingress_group_; }
   // Members (global ranks) of a process set; NOT_FOUND if it does not exist.
   absl::StatusOr<std::vector<int>> ProcessSetMembers(int process_set) const;

@@ -197,6 +197,20 @@ TEST_F(JobObservabilityTest, SnapshotWithHistoryCarriesRecordsOfCompletedCollect
   EXPECT_FALSE(snap.aborted);
 }
 
+// Ingress hands a batch of requests over with Accept and then calls
+// Progress once: the names the batch made ready run as one fused response.
+TEST_F(JobObservabilityTest, NamesReadyInOneBatchAreFused) {
+  MakeJob(2);
+  for (const char* name : {"a", "b", "c"}) job_->Accept(MakeRequest(0, name, absl::Now()));
+  for (const char* name : {"a", "b", "c"}) job_->Accept(MakeRequest(1, name, absl::Now()));
+  EXPECT_THAT(backend_.executed(), IsEmpty()) << "Accept alone must not run anything";
+  job_->Progress();
+  ASSERT_EQ(backend_.executed().size(), 1u);
+  EXPECT_THAT(backend_.executed()[0], ElementsAre("a", "b", "c"));
+  EXPECT_EQ(Completions(0).size(), 3u);
+  EXPECT_EQ(Completions(1).size(), 3u);
+}
+
 TEST_F(JobObservabilityTest, MismatchIsRecordedAsAFailedRecordAndAnError) {
   MakeJob(2);
   job_->Submit(MakeRequest(0, "grad/w1", absl::Now(), DType::kFloat32));

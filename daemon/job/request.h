@@ -100,8 +100,13 @@ class RequestSink {
  public:
   virtual ~RequestSink() = default;
   virtual int size() const = 0;  // ranks in the job
-  // Takes one validated request of an attached rank.
+  // Takes one validated request of an attached rank and acts on it: plans
+  // and runs what became ready (Accept, then Progress).
   virtual void Submit(Request request) = 0;
+  // Takes a request without acting on it yet; the caller calls Progress
+  // after a batch, so names that became ready together are fused.
+  virtual void Accept(Request request) { Submit(std::move(request)); }
+  virtual void Progress() {}
   // Where the job's sessions on this node share their polling; null: each
   // session polls alone. Lives as long as the sink.
   virtual IngressGroup* ingress_group() { return nullptr; }

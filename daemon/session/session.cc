@@ -204,10 +204,14 @@ int Session::Drain() {
     if ((slot.flags & abi::v1::kSlotFlagCallerMemory) != 0) request->caller = caller_memory_;
     request->submitted_at = absl::Now();
     submitted_.fetch_add(1, std::memory_order_relaxed);
-    job_->Submit(*std::move(request));
+    job_->Accept(*std::move(request));
     if (stop_.load(std::memory_order_acquire)) break;
   }
-  if (popped > 0) RingDoorbell(&header_->submit_space);
+  if (popped > 0) {
+    RingDoorbell(&header_->submit_space);
+    // Names that this batch made ready are planned together (and fused).
+    job_->Progress();
+  }
   return popped;
 }
 
