@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
 #include "common/job_token_rule.h"
+#include "common/publish_file.h"
 #include "common/random_id.h"
 #include "common/unique_fd.h"
 
@@ -59,25 +60,12 @@ absl::StatusOr<std::string> LoadOrCreateJobToken(const std::string& path) {
       return ErrnoToStatus(errno, absl::StrCat("create ", dir));
     }
   }
-  // Written under a private name, then linked into place: link fails if
-  // another rank got there first, and then its token is the one to use.
-  const std::string line = RandomHex(16) + "\n";
-  const std::string temp = absl::StrCat(path, ".", getpid(), ".", RandomHex(4));
-  {
-    UniqueFd out(open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-    if (!out.valid()) return ErrnoToStatus(errno, absl::StrCat("create ", temp));
-    if (write(out.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size()) ||
-        fsync(out.get()) != 0) {
-      absl::Status s = ErrnoToStatus(errno, absl::StrCat("write ", temp));
-      unlink(temp.c_str());
-      return s;
-    }
-  }
-  const int linked = link(temp.c_str(), path.c_str());
-  const int link_errno = errno;
-  unlink(temp.c_str());
-  if (linked != 0 && link_errno != EEXIST) {
-    return ErrnoToStatus(link_errno, absl::StrCat("create job token file ", path));
+  // Published whole: if another rank got there first, its token is the one
+  // to use.
+  absl::StatusOr<bool> created = PublishFileOnce(path, RandomHex(16) + "\n");
+  if (!created.ok()) {
+    return absl::Status(created.status().code(),
+                        absl::StrCat("job token file: ", created.status().message()));
   }
   return ReadToken(path);
 }

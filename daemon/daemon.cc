@@ -22,6 +22,7 @@
 #include "absl/time/clock.h"
 #include "common/errno_status.h"
 #include "common/handoff.h"
+#include "common/publish_file.h"
 #include "common/random_id.h"
 #include "common/sd_notify.h"
 #include "common/unique_fd.h"
@@ -108,30 +109,16 @@ absl::StatusOr<std::string> ReadAdminToken(const std::string& path) {
 }  // namespace
 
 // Daemons started side by side may share one token path (two kolods with
-// sockets in one directory): the token is written whole to a private file
-// and then linked to its name, so a reader never sees a half-written file,
-// and the daemon that loses the race reads the winner's token.
+// sockets in one directory): the token is published whole (PublishFileOnce),
+// so a reader never sees a half-written file, and the daemon that loses the
+// race reads the winner's token.
 absl::StatusOr<std::string> LoadOrCreateAdminToken(const std::string& path) {
   auto existing = ReadAdminToken(path);
   if (!absl::IsNotFound(existing.status())) return existing;
-  std::string token = RandomHex(24);
-  const std::string draft = absl::StrCat(path, ".", RandomHex(8), ".new");
-  {
-    UniqueFd out(open(draft.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-    if (!out.valid()) return ErrnoToStatus(errno, absl::StrCat("create ", draft));
-    std::string line = token + "\n";
-    if (write(out.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
-      absl::Status st = ErrnoToStatus(errno, absl::StrCat("write ", draft));
-      unlink(draft.c_str());
-      return st;
-    }
-  }
-  const int linked = link(draft.c_str(), path.c_str());
-  const int link_errno = errno;
-  unlink(draft.c_str());
-  if (linked == 0) return token;
-  if (link_errno == EEXIST) return ReadAdminToken(path);
-  return ErrnoToStatus(link_errno, absl::StrCat("create ", path));
+  const std::string token = RandomHex(24);
+  absl::StatusOr<bool> created = PublishFileOnce(path, token + "\n");
+  if (!created.ok()) return created.status();
+  return *created ? token : ReadAdminToken(path);
 }
 
 Daemon::Daemon(const DaemonConfig& config) : config_(config) {}

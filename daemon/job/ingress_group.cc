@@ -7,25 +7,15 @@
 namespace kolo::daemon {
 
 void IngressGroup::Add(IngressMember* member) {
-  absl::MutexLock l(&mu_);
+  absl::MutexLock l(&poll_mu_);
   members_.push_back(member);
-  version_.fetch_add(1, std::memory_order_release);
 }
 
 void IngressGroup::Remove(const IngressMember* member) {
-  {
-    absl::MutexLock l(&mu_);
-    members_.erase(std::remove_if(members_.begin(), members_.end(),
-                                  [&](const IngressMember* m) { return m == member; }),
-                   members_.end());
-    version_.fetch_add(1, std::memory_order_release);
-  }
-  // A round that started before the removal ends before this returns; the
-  // next one sees the new version and leaves `member` out.
   absl::MutexLock l(&poll_mu_);
-  polled_.erase(std::remove_if(polled_.begin(), polled_.end(),
-                               [&](const IngressMember* m) { return m == member; }),
-                polled_.end());
+  members_.erase(std::remove_if(members_.begin(), members_.end(),
+                                [&](const IngressMember* m) { return m == member; }),
+                 members_.end());
 }
 
 bool IngressGroup::TryLead() {
@@ -54,17 +44,11 @@ void IngressGroup::WaitWhileLed(absl::Duration timeout) {
 
 int IngressGroup::PollAll(int looks) {
   absl::MutexLock l(&poll_mu_);
-  const uint64_t version = version_.load(std::memory_order_acquire);
-  if (version != polled_version_) {
-    absl::MutexLock m(&mu_);
-    polled_ = members_;
-    polled_version_ = version_.load(std::memory_order_acquire);
-  }
   // A member is polled only when it has something pending: an empty ring
   // costs one look, not a read.
   int read = 0;
   for (int i = 0; i <= looks; ++i) {
-    for (IngressMember* member : polled_) {
+    for (IngressMember* member : members_) {
       if (member->HasPending()) read += member->Poll();
     }
     if (read > 0) break;

@@ -38,7 +38,8 @@ class IngressMember {
 
 class IngressGroup {
  public:
-  // `member` must stay valid until Remove(member) returned.
+  // `member` must stay valid until Remove(member) returned. Add and Remove
+  // wait for a PollAll round in progress.
   void Add(IngressMember* member);
   // Once Remove returns, no thread of the group polls `member` again (a
   // poll of it in progress has ended).
@@ -59,14 +60,10 @@ class IngressGroup {
   void Wake();
 
  private:
-  absl::Mutex mu_;
-  std::vector<IngressMember*> members_ ABSL_GUARDED_BY(mu_);
-  std::atomic<uint64_t> version_{0};  // bumped by Add and Remove
-
-  // Held by the leader through one PollAll round; Remove waits for it.
+  // Held by the leader through one PollAll round, and by Add and Remove:
+  // once Remove has it, no round is polling the member it removes.
   absl::Mutex poll_mu_;
-  std::vector<IngressMember*> polled_ ABSL_GUARDED_BY(poll_mu_);
-  uint64_t polled_version_ ABSL_GUARDED_BY(poll_mu_) = ~uint64_t{0};
+  std::vector<IngressMember*> members_ ABSL_GUARDED_BY(poll_mu_);
 
   std::atomic<uint32_t> leader_{0};
   std::atomic<uint32_t> seq_{0};  // futex word of WaitWhileLed

@@ -24,34 +24,38 @@ namespace {
 // At most this much per system call: the kernel pins the pages of one call.
 constexpr uint64_t kMaxPerCall = uint64_t{1} << 30;
 
-// The pid a pidfd refers to (-1 once the process has exited), from
-// /proc/self/fdinfo.
-absl::StatusOr<pid_t> PidOf(int pidfd) {
-  std::ifstream in(absl::StrCat("/proc/self/fdinfo/", pidfd));
+// The value after "<key>:" in a /proc file of "Key: value" lines.
+absl::StatusOr<std::string> ProcField(const std::string& file, absl::string_view key) {
+  std::ifstream in(file);
   std::string line;
   while (std::getline(in, line)) {
     absl::string_view v = line;
-    if (!absl::ConsumePrefix(&v, "Pid:")) continue;
-    int pid = 0;
-    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(v), &pid)) break;
-    return static_cast<pid_t>(pid);
+    if (absl::ConsumePrefix(&v, key) && absl::ConsumePrefix(&v, ":")) {
+      return std::string(absl::StripAsciiWhitespace(v));
+    }
   }
-  return absl::FailedPreconditionError(absl::StrCat("descriptor ", pidfd, " is not a pidfd"));
+  return absl::NotFoundError(absl::StrCat("no ", key, " line in ", file));
 }
 
-// Whether this process's effective capabilities hold `bit`, from
-// /proc/self/status (CapEff is a hexadecimal mask).
-absl::StatusOr<bool> HasEffectiveCapability(int bit) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    absl::string_view v = line;
-    if (!absl::ConsumePrefix(&v, "CapEff:")) continue;
-    uint64_t mask = 0;
-    if (!absl::SimpleHexAtoi(absl::StripAsciiWhitespace(v), &mask)) break;
-    return ((mask >> bit) & 1) != 0;
+// The pid a pidfd refers to (-1 once the process has exited).
+absl::StatusOr<pid_t> PidOf(int pidfd) {
+  absl::StatusOr<std::string> v = ProcField(absl::StrCat("/proc/self/fdinfo/", pidfd), "Pid");
+  int pid = 0;
+  if (!v.ok() || !absl::SimpleAtoi(*v, &pid)) {
+    return absl::FailedPreconditionError(absl::StrCat("descriptor ", pidfd, " is not a pidfd"));
   }
-  return absl::InternalError("no readable CapEff line in /proc/self/status");
+  return static_cast<pid_t>(pid);
+}
+
+// Whether this process's effective capabilities hold `bit` (CapEff is a
+// hexadecimal mask).
+absl::StatusOr<bool> HasEffectiveCapability(int bit) {
+  absl::StatusOr<std::string> v = ProcField("/proc/self/status", "CapEff");
+  uint64_t mask = 0;
+  if (!v.ok() || !absl::SimpleHexAtoi(*v, &mask)) {
+    return absl::InternalError("no readable CapEff line in /proc/self/status");
+  }
+  return ((mask >> bit) & 1) != 0;
 }
 
 constexpr int kCapSysPtrace = 19;

@@ -165,7 +165,6 @@ void Session::Lead() {
 }
 
 int Session::Poll() {
-  if (stop_.load(std::memory_order_acquire)) return 0;
   bool idle = false;
   if (!polling_.compare_exchange_strong(idle, true, std::memory_order_acquire)) return 0;
   const int read = stop_.load(std::memory_order_acquire) ? 0 : Drain();

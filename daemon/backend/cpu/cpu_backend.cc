@@ -45,10 +45,6 @@ absl::Status AllocateResults(ResultAllocator* results, FusedMember& m,
 
 uint8_t* ResultData(const FusedMember& m, size_t i) { return m.results[i].data; }
 
-}  // namespace
-
-namespace {
-
 // Tensors in a rank's own memory (caller memory) move in pieces this size,
 // so a piece read, reduced and written back stays in the core's cache.
 constexpr uint64_t kCallerPieceBytes = 128 << 10;
