@@ -81,7 +81,10 @@ absl::StatusOr<DeviceTensorRef> DeviceTensorExporter::Export(const void* ptr, ui
   ref.event = event;
   absl::MutexLock lock(&mu_);
   auto it = by_base_.find(range->base);
-  if (it == by_base_.end() || it->second.size != range->size) {
+  // A new allocation at a freed one's address gets a new buffer id: its
+  // handle is exported afresh (the old handle names the freed memory).
+  if (it == by_base_.end() || it->second.size != range->size ||
+      it->second.buffer_id != range->buffer_id) {
     cudaIpcMemHandle_t handle;
     if (absl::Status s =
             CudaStatus(cudaIpcGetMemHandle(&handle, reinterpret_cast<void*>(range->base)),
@@ -91,6 +94,7 @@ absl::StatusOr<DeviceTensorRef> DeviceTensorExporter::Export(const void* ptr, ui
     }
     Exported e;
     e.size = range->size;
+    e.buffer_id = range->buffer_id;
     e.device = attr.device;
     std::memcpy(e.handle.data(), &handle, sizeof(handle));
     it = by_base_.insert_or_assign(range->base, e).first;

@@ -5,9 +5,9 @@
 // A CUDA IPC memory handle names a whole allocation, so Export finds the
 // allocation that contains the pointer (cuMemGetAddressRange), exports the
 // handle of its base and sends the pointer's offset in it. Handles are cached
-// per allocation base; an application that frees device memory and may get a
-// new allocation at the same address must call Forget (caching allocators,
-// which keep their blocks, need not).
+// per allocation base and checked against the driver's buffer id, so a new
+// allocation at a freed one's address is exported afresh; Forget drops an
+// allocation's entry early.
 //
 // Per request the SDK takes an EventPair from the pool: `ready` is recorded
 // on the producer's stream before the request is submitted (kolod's stream
@@ -80,6 +80,7 @@ class DeviceTensorExporter {
  private:
   struct Exported {
     uint64_t size = 0;
+    uint64_t buffer_id = 0;
     IpcHandleBytes handle{};
     int device = -1;
   };

@@ -42,6 +42,27 @@ TEST_F(DeviceTensorExportTest, ExportsBaseHandleAndOffset) {
   cudaFree(base);
 }
 
+// A freed allocation's address and size reused by a new one: the new one
+// gets its own handle (the cached one names the freed memory, which a
+// daemon that mapped it would keep alive and read). Found on an H200.
+TEST_F(DeviceTensorExportTest, ANewAllocationAtAFreedAddressIsExportedAfresh) {
+  DeviceTensorExporter exporter;
+  void* first = nullptr;
+  ASSERT_EQ(cudaMalloc(&first, 1 << 20), cudaSuccess);
+  auto a = exporter.Export(first, 64, IpcHandleBytes{});
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(cudaFree(first), cudaSuccess);
+  void* second = nullptr;
+  ASSERT_EQ(cudaMalloc(&second, 1 << 20), cudaSuccess);
+  auto b = exporter.Export(second, 64, IpcHandleBytes{});
+  ASSERT_TRUE(b.ok()) << b.status();
+  if (second == first) {
+    EXPECT_NE(b->memory, a->memory) << "a stale handle for a reused address";
+  }
+  EXPECT_EQ(exporter.cached_allocations(), 1u);
+  cudaFree(second);
+}
+
 TEST_F(DeviceTensorExportTest, RefusesHostMemory) {
   static float host[16];
   DeviceTensorExporter exporter;

@@ -12,27 +12,44 @@ namespace {
 
 struct Lookup {
   PFN_cuMemGetAddressRange_v3020 fn = nullptr;
+  PFN_cuPointerGetAttribute_v4000 attribute = nullptr;
   absl::Status status;
 };
+
+// The driver's `name` at ABI `version`, or why there is none.
+absl::StatusOr<void*> EntryPoint(const char* name, int version) {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+  if (absl::Status s = CudaStatus(
+          cudaGetDriverEntryPointByVersion(name, &fn, version, cudaEnableDefault, &found),
+          absl::StrCat("looking up ", name));
+      !s.ok()) {
+    return s;
+  }
+  if (found != cudaDriverEntryPointSuccess || fn == nullptr) {
+    return absl::UnavailableError(absl::StrCat("the CUDA driver has no ", name,
+                                               " (query result ", static_cast<int>(found), ")"));
+  }
+  return fn;
+}
 
 // Resolved once per process: the pointer never changes afterwards, so the
 // function-local static is immutable state, not shared mutable state.
 const Lookup& GetAddressRangeEntryPoint() {
   static const Lookup lookup = [] {
     Lookup l;
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
     // 12000: the cuMemGetAddressRange ABI as of CUDA 12.0 (the _v2 form with
-    // 64-bit addresses and size_t sizes).
-    l.status = CudaStatus(cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000,
-                                                           cudaEnableDefault, &found),
-                          "looking up cuMemGetAddressRange");
-    if (l.status.ok() && (found != cudaDriverEntryPointSuccess || fn == nullptr)) {
-      l.status = absl::UnavailableError(
-          absl::StrCat("the CUDA driver has no cuMemGetAddressRange (query result ",
-                       static_cast<int>(found), ")"));
+    // 64-bit addresses and size_t sizes); cuPointerGetAttribute's is 4.0's.
+    absl::StatusOr<void*> range = EntryPoint("cuMemGetAddressRange", 12000);
+    absl::StatusOr<void*> attribute = EntryPoint("cuPointerGetAttribute", 12000);
+    if (!range.ok()) {
+      l.status = range.status();
+    } else if (!attribute.ok()) {
+      l.status = attribute.status();
+    } else {
+      l.fn = reinterpret_cast<PFN_cuMemGetAddressRange_v3020>(*range);
+      l.attribute = reinterpret_cast<PFN_cuPointerGetAttribute_v4000>(*attribute);
     }
-    if (l.status.ok()) l.fn = reinterpret_cast<PFN_cuMemGetAddressRange_v3020>(fn);
     return l;
   }();
   return lookup;
@@ -51,7 +68,16 @@ absl::StatusOr<AllocationRange> FindAllocation(const void* device_ptr) {
                             absl::StrCat("cuMemGetAddressRange(0x",
                                          absl::Hex(reinterpret_cast<uintptr_t>(device_ptr)), ")"));
   }
-  return AllocationRange{static_cast<uint64_t>(base), static_cast<uint64_t>(size)};
+  unsigned long long buffer_id = 0;  // NOLINT(runtime/int): the driver's type
+  const CUresult a =
+      lookup.attribute(&buffer_id, CU_POINTER_ATTRIBUTE_BUFFER_ID, static_cast<CUdeviceptr>(base));
+  if (a != CUDA_SUCCESS) {
+    return CudaDriverStatus(static_cast<int>(a),
+                            absl::StrCat("cuPointerGetAttribute(BUFFER_ID, 0x",
+                                         absl::Hex(static_cast<uint64_t>(base)), ")"));
+  }
+  return AllocationRange{static_cast<uint64_t>(base), static_cast<uint64_t>(size),
+                         static_cast<uint64_t>(buffer_id)};
 }
 
 }  // namespace kolo::cuda

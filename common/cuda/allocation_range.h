@@ -1,5 +1,5 @@
 // The allocation that contains a device address: its base and size, from the
-// driver's cuMemGetAddressRange. A CUDA IPC handle names a whole allocation,
+// driver's cuMemGetAddressRange and cuPointerGetAttribute. A CUDA IPC handle names a whole allocation,
 // so the SDK exports the base and sends the offset, and kolod checks each
 // offset against the size of what it mapped.
 //
@@ -19,6 +19,10 @@ namespace kolo::cuda {
 struct AllocationRange {
   uint64_t base = 0;
   uint64_t size = 0;
+  // The driver's identifier of the allocation (CU_POINTER_ATTRIBUTE_BUFFER_ID):
+  // unique for the life of the process, so a new allocation at a freed one's
+  // address and size is told apart from it.
+  uint64_t buffer_id = 0;
 };
 
 // The allocation containing `device_ptr` in the current context.

@@ -3,6 +3,9 @@
 // may be opened only once per process, so each handle is opened on first use
 // and kept until the session ends (or it is evicted while unused).
 //
+// An opener that returns ALREADY_EXISTS says an open entry stands in its way;
+// the cache then closes the entries nobody holds and opens once more.
+//
 // Values are handed out as shared_ptr: a collective holds what it uses, so
 // eviction or Clear() while it runs closes nothing under it — the last
 // holder closes the object.
@@ -39,10 +42,16 @@ class HandleCache {
     absl::MutexLock lock(&mu_);
     if (auto it = entries_.find(handle); it != entries_.end()) return it->second;
     if (entries_.size() >= max_) EvictUnusedLocked();
-    absl::StatusOr<Value> opened = open_(handle);
-    if (!opened.ok()) return opened.status();
-    auto value = std::make_shared<const Value>(std::move(*opened));
-    entries_.emplace(handle, value);
+    absl::StatusOr<std::shared_ptr<const Value>> value = Open(handle);
+    if (value.status().code() == absl::StatusCode::kAlreadyExists) {
+      // The opener says an open entry blocks this one (a CUDA IPC mapping of
+      // memory its exporter freed and reallocated at the same address):
+      // close the unused entries and try once more.
+      EvictUnusedLocked();
+      value = Open(handle);
+    }
+    if (!value.ok()) return value.status();
+    entries_.emplace(handle, *value);
     return value;
   }
 
@@ -62,6 +71,12 @@ class HandleCache {
   }
 
  private:
+  absl::StatusOr<std::shared_ptr<const Value>> Open(const IpcHandleBytes& handle) {
+    absl::StatusOr<Value> opened = open_(handle);
+    if (!opened.ok()) return opened.status();
+    return std::make_shared<const Value>(std::move(*opened));
+  }
+
   void EvictUnusedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     for (auto it = entries_.begin(); it != entries_.end();) {
       if (it->second.use_count() == 1) {

@@ -96,5 +96,42 @@ TEST(HandleCacheTest, EvictsOnlyUnusedEntriesWhenFull) {
   EXPECT_EQ(held->get(), again->get());
 }
 
+// A stale entry in the way (the opener says ALREADY_EXISTS while it is
+// open): the unused entries close and the open is tried once more.
+TEST(HandleCacheTest, AnEntryInTheWayIsClosedAndTheOpenRetried) {
+  Counters c;
+  HandleCache<FakeMapping> cache(
+      [&](const IpcHandleBytes& h) -> absl::StatusOr<FakeMapping> {
+        // Handle 2 maps what stale handle 1 mapped: refused while 1 is open.
+        if (h[0] == 2 && c.opened > c.closed) {
+          return absl::AlreadyExistsError("already mapped");
+        }
+        return FakeMapping(&c, h[0]);
+      },
+      16);
+  ASSERT_TRUE(cache.Get(Handle(1)).ok());
+  auto fresh = cache.Get(Handle(2));
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_EQ((*fresh)->tag(), 2);
+  EXPECT_EQ(c.closed, 1);
+  EXPECT_EQ(cache.size(), 1u);
+}
+
+// While the stale entry is still held, the open fails with the reason.
+TEST(HandleCacheTest, AHeldEntryInTheWayFailsTheOpen) {
+  Counters c;
+  HandleCache<FakeMapping> cache(
+      [&](const IpcHandleBytes& h) -> absl::StatusOr<FakeMapping> {
+        if (h[0] == 2 && c.opened > c.closed) {
+          return absl::AlreadyExistsError("already mapped");
+        }
+        return FakeMapping(&c, h[0]);
+      },
+      16);
+  auto held = cache.Get(Handle(1));
+  ASSERT_TRUE(held.ok());
+  EXPECT_EQ(cache.Get(Handle(2)).status().code(), absl::StatusCode::kAlreadyExists);
+}
+
 }  // namespace
 }  // namespace kolo::cuda

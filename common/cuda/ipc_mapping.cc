@@ -16,8 +16,17 @@ absl::StatusOr<IpcMemoryMapping> IpcMemoryMapping::Open(const IpcHandleBytes& ha
   void* base = nullptr;
   int device = 0;
   KOLO_RETURN_IF_CUDA_ERROR(cudaGetDevice(&device), "cudaGetDevice");
-  KOLO_RETURN_IF_CUDA_ERROR(cudaIpcOpenMemHandle(&base, h, cudaIpcMemLazyEnablePeerAccess),
-                            "cudaIpcOpenMemHandle");
+  const cudaError_t opened = cudaIpcOpenMemHandle(&base, h, cudaIpcMemLazyEnablePeerAccess);
+  if (opened == cudaErrorAlreadyMapped) {
+    // The exporter freed an allocation this process still maps and got a new
+    // one in its place: the old mapping must close first (HandleCache
+    // retries after closing the unused ones).
+    (void)cudaGetLastError();
+    return absl::AlreadyExistsError(
+        "cudaIpcOpenMemHandle: a mapping of the exporter's freed allocation at this address is "
+        "still open (cudaErrorAlreadyMapped)");
+  }
+  KOLO_RETURN_IF_CUDA_ERROR(opened, "cudaIpcOpenMemHandle");
   IpcMemoryMapping mapping(static_cast<uint8_t*>(base), 0, device);
   // The mapping's extent bounds every offset a client may send. The mapped
   // range is the exporter's whole allocation.

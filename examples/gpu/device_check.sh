@@ -75,9 +75,13 @@ benches() {
   if [ -f "$LOGS/pack-bench.log" ]; then
     sed 's/^/    /' "$LOGS/pack-bench.log"
   fi
+  step ipc-event-bench 40 "$BIN/examples/gpu/ipc_event_bench"
+  if [ -f "$LOGS/ipc-event-bench.log" ]; then
+    sed 's/^/    /' "$LOGS/ipc-event-bench.log"
+  fi
   # Device tensors through kolod, beside the direct ncclAllReduce above.
   KOLOD_DIR=$(mktemp -d /tmp/kolo-device-kolod.XXXXXX)
-  "$BIN/daemon/kolod" --socket "$KOLOD_DIR/kolod.sock" --status_address=127.0.0.1:0 \
+  "$BIN/daemon/kolod" --socket "$KOLOD_DIR/kolod.sock" --status_address=127.0.0.1:0 --log_level=debug \
     --peer_address= --admin_token_file="$KOLOD_DIR/admin_token" >"$LOGS/kolod.log" 2>&1 &
   KOLOD_PID=$!
   for _ in $(seq 100); do [ -S "$KOLOD_DIR/kolod.sock" ] && break; sleep 0.1; done
@@ -85,6 +89,13 @@ benches() {
     --socket="$KOLOD_DIR/kolod.sock" --ranks=2 --max_bytes=$((256 << 20)) --iters=10 --warmup=3
   if [ -f "$LOGS/device-allreduce-perf.log" ]; then
     sed 's/^/    /' "$LOGS/device-allreduce-perf.log"
+  fi
+  # One rank: the same work as pack_bench's single-rank ncclAllReduce above,
+  # through kolod (IPC mapping, events, the done event back to the stream).
+  step device-allreduce-perf-1rank 60 "$BIN/examples/gpu/device_allreduce_perf" \
+    --socket="$KOLOD_DIR/kolod.sock" --ranks=1 --max_bytes=$((256 << 20)) --iters=10 --warmup=3
+  if [ -f "$LOGS/device-allreduce-perf-1rank.log" ]; then
+    sed 's/^/    /' "$LOGS/device-allreduce-perf-1rank.log"
   fi
   kill "$KOLOD_PID" 2>/dev/null
   wait "$KOLOD_PID" 2>/dev/null
@@ -126,7 +137,7 @@ PY
     while read -r t; do
       [ -n "$t" ] || continue
       name="test-$(basename "$t")"
-      step "$name" 70 bash -c "cd '$BIN' && './$t'"
+      step "$name" "${KOLO_DEVICE_TEST_LIMIT_S:-70}" bash -c "cd '$BIN' && './$t'"
       TEST_LOGS+=("$LOGS/$name.log")
     done <"$BUNDLE/tests.txt"
     check_nothing_skipped "${TEST_LOGS[@]}"
@@ -135,6 +146,7 @@ PY
     echo "FAIL gpu-tests: not run (libraries missing)"
   fi
 elif step build 200 "$BAZEL" build "${GPU_PACKAGES[@]}" //examples/gpu:pack_bench \
+    //examples/gpu:ipc_event_bench \
     //examples/gpu:device_allreduce_perf //daemon:kolod; then
   # The build step compiled everything, so this is test time only.
   step gpu-tests 75 "$BAZEL" test --config=gpu --test_output=errors --local_test_jobs=4 \

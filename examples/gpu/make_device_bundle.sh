@@ -25,7 +25,8 @@ if [ "${#TESTS[@]}" -eq 0 ]; then
   echo "no gpu-tagged tests found (is CUDA at /usr/local/cuda?)" >&2
   exit 1
 fi
-PROGRAMS=(//daemon:kolod //examples/gpu:pack_bench //examples/gpu:device_allreduce_perf)
+PROGRAMS=(//daemon:kolod //examples/gpu:pack_bench //examples/gpu:device_allreduce_perf
+          //examples/gpu:ipc_event_bench)
 "$BAZEL" build "${TESTS[@]}" "${PROGRAMS[@]}"
 
 rm -rf "$OUT"

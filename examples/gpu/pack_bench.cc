@@ -29,7 +29,7 @@ namespace kc = kolo::kernels::cuda;
 
 // Pack and unpack must reach this fraction of cudaMemcpy's bandwidth on
 // large fused buffers with the backend's (16-byte aligned) layout.
-constexpr double kMinRatio = 0.70;
+constexpr double kMinRatio = 0.85;
 
 #define CHECK_OK(expr)                                                         \
   do {                                                                         \

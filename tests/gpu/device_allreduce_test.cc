@@ -44,6 +44,7 @@ void RunRank(const std::string& socket, int rank, const std::vector<int64_t>& si
   ClientOptions options;
   options.socket_path = socket;
   options.job_id = "gpu-job";
+  options.job_token = kTestJobToken;
   options.rank = rank;
   options.size = kRanks;
   options.local_rank = rank;

@@ -184,6 +184,7 @@ TEST_F(NcclBackendTest, AMemberThatFailsToResolveFailsAlone) {
   m.set.set_size = 1;
   Request r;
   r.request_id = 999;  // unknown to the resolver
+  r.rank = 0;
   r.bytes = 64;
   m.set.requests.push_back(r);
   response.members.push_back(m);
