@@ -25,7 +25,12 @@ absl::StatusOr<CudaDevice> CudaDevice::Open(int ordinal) {
   cudaDeviceProp prop;
   KOLO_RETURN_IF_CUDA_ERROR(cudaGetDeviceProperties(&prop, ordinal),
                             absl::StrCat("cudaGetDeviceProperties(", ordinal, ")"));
-  return CudaDevice(ordinal, std::string(prop.name));
+  int mps = 0;
+  if (cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, ordinal) != cudaSuccess) {
+    (void)cudaGetLastError();  // an older driver without the attribute: no MPS
+    mps = 0;
+  }
+  return CudaDevice(ordinal, std::string(prop.name), mps != 0);
 }
 
 absl::Status CudaDevice::MakeCurrent() const {

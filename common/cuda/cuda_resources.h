@@ -34,13 +34,19 @@ class CudaDevice {
 
   int ordinal() const { return ordinal_; }
   const std::string& name() const { return name_; }
+  // Whether contexts on this device are shared through the Multi-Process
+  // Service (cudaDevAttrMpsEnabled): without it the GPU switches between
+  // kolod's context and each rank's for every collective.
+  bool mps() const { return mps_; }
   // Selects this device on the calling thread.
   absl::Status MakeCurrent() const;
 
  private:
-  CudaDevice(int ordinal, std::string name) : ordinal_(ordinal), name_(std::move(name)) {}
+  CudaDevice(int ordinal, std::string name, bool mps)
+      : ordinal_(ordinal), name_(std::move(name)), mps_(mps) {}
   int ordinal_;
   std::string name_;
+  bool mps_;
 };
 
 class CudaStream {

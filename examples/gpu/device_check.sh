@@ -15,7 +15,13 @@
 #      NCCL backend), in the allreduce_perf table format, printed after the
 #      direct ncclAllReduce figures of step 3 for comparison. (The gpu tests
 #      of step 2 include //tests/gpu:device_allreduce_test, the same path
-#      checked element by element.)
+#      checked element by element.) ipc_event_bench prints what CUDA's
+#      interprocess events and a GPU context switch between two processes
+#      cost; where the MPS control daemon exists, both run again under MPS;
+#   5. kolo.torch with CUDA tensors and kolo's __cuda_array_interface__ path
+#      (examples/gpu/python_device_check.py, 2 ranks under kolorun); with
+#      the bundle, kolo's extension is first compiled there against that
+#      machine's Python (examples/gpu/build_python_core.sh).
 #
 # Prints one "PASS <step>" or "FAIL <step>" line per step and a final
 # summary; exits 0 only if every step passed. Each step has its own time
@@ -100,6 +106,62 @@ benches() {
   kill "$KOLOD_PID" 2>/dev/null
   wait "$KOLOD_PID" 2>/dev/null
   rm -rf "$KOLOD_DIR"
+  mps_compare
+}
+
+# Ranks and kolod are separate processes, so each collective switches the
+# GPU between their contexts; the Multi-Process Service (MPS) shares one.
+# Where the MPS control daemon exists, the IPC bench and the 2-rank
+# allreduce run again under it.
+mps_compare() {
+  if ! command -v nvidia-cuda-mps-control >/dev/null; then
+    echo "=== mps: nvidia-cuda-mps-control not found; not compared"
+    return 0
+  fi
+  # A comparison, not a requirement: its steps do not fail the check.
+  local failed_before=$FAILED dir
+  dir=$(mktemp -d /tmp/kolo-mps.XXXXXX)
+  export CUDA_MPS_PIPE_DIRECTORY="$dir/pipe" CUDA_MPS_LOG_DIRECTORY="$dir/log"
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  if ! nvidia-cuda-mps-control -d; then
+    echo "=== mps: the control daemon did not start; not compared"
+    unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+    return 0
+  fi
+  step mps-ipc-event-bench 40 "$BIN/examples/gpu/ipc_event_bench"
+  sed 's/^/    /' "$LOGS/mps-ipc-event-bench.log"
+  local kdir
+  kdir=$(mktemp -d /tmp/kolo-device-kolod.XXXXXX)
+  "$BIN/daemon/kolod" --socket "$kdir/kolod.sock" --status_address=127.0.0.1:0 \
+    --peer_address= --admin_token_file="$kdir/admin_token" >"$LOGS/kolod-mps.log" 2>&1 &
+  local pid=$!
+  for _ in $(seq 100); do [ -S "$kdir/kolod.sock" ] && break; sleep 0.1; done
+  step mps-device-allreduce-perf 60 "$BIN/examples/gpu/device_allreduce_perf" \
+    --socket="$kdir/kolod.sock" --ranks=2 --max_bytes=$((256 << 20)) --iters=10 --warmup=3
+  sed 's/^/    /' "$LOGS/mps-device-allreduce-perf.log"
+  kill "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+  echo quit | nvidia-cuda-mps-control
+  rm -rf "$kdir" "$dir"
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+  FAILED=$failed_before
+}
+
+# kolo.torch with CUDA tensors and kolo's API with __cuda_array_interface__
+# arrays: two ranks under kolorun (its private kolod) on GPU 0. `$1` is the
+# Python that has torch and can import kolo (PYTHONPATH=python).
+python_device() {
+  local py="$1" dir
+  if ! "$py" -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+    echo "=== python-device: $py has no PyTorch with CUDA; not run"
+    return 0
+  fi
+  dir=$(mktemp -d /tmp/kolo-python-device.XXXXXX)
+  step python-device 120 env PYTHONPATH="$PWD/python" "$BIN/client/kolorun/kolorun" \
+    --kolod "$BIN/daemon/kolod" --socket "$dir/kolod.sock" -np 2 -- \
+    "$py" examples/gpu/python_device_check.py
+  sed 's/^/    /' "$LOGS/python-device.log" | grep -v '^    \[kolod\]' | tail -n 40
+  rm -rf "$dir"
 }
 
 # A test without a usable GPU skips and still passes: catch that.
@@ -142,6 +204,11 @@ PY
     done <"$BUNDLE/tests.txt"
     check_nothing_skipped "${TEST_LOGS[@]}"
     benches
+    # This machine's Python differs from the build machine's: compile
+    # kolo's extension here against the bundle.
+    if step python-core 120 examples/gpu/build_python_core.sh python3; then
+      python_device python3
+    fi
   else
     echo "FAIL gpu-tests: not run (libraries missing)"
   fi
@@ -159,6 +226,11 @@ elif step build 200 "$BAZEL" build "${GPU_PACKAGES[@]}" //examples/gpu:pack_benc
     bazel-testlogs/tests/gpu/*/test.log
   BIN="$PWD/bazel-bin"
   benches
+  if [ -f python/kolo/_core.so ] && [ -x .venv/bin/python ]; then
+    python_device .venv/bin/python  # scripts/install_python.sh made both
+  else
+    echo "=== python-device: run scripts/install_python.sh first; not run"
+  fi
 else
   echo "FAIL gpu-tests: not run (build failed)"
   echo "FAIL pack-bench: not run (build failed)"

@@ -12,6 +12,10 @@
 //   rank_wait_done   in the rank: its stream waits on the done event kolod
 //                    recorded, then cudaStreamSynchronize
 //   rank_sync        in the rank: cudaStreamSynchronize alone
+//   ping_pong        the two processes take turns: each runs a tiny memset
+//                    and synchronizes, then hands over through a pipe; the
+//                    time of one turn of each (GPU context switches included)
+//   pipe_only        the same hand-over without GPU work
 //
 // The fork happens before either process touches CUDA.
 #include <sys/wait.h>
@@ -20,6 +24,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -89,6 +94,16 @@ int Rank(int to_kolod, int from_kolod) {
   });
   std::printf("%-16s %8.1f\n%-16s %8.1f\n", "rank_wait_done", wait_done, "rank_sync", sync);
   std::fflush(stdout);
+  const char go = 1;
+  if (write(to_kolod, &go, 1) != 1) return 4;
+  // Ping-pong: answer each turn, with GPU work (c == 1) or without (c == 2).
+  while (read(from_kolod, &c, 1) == 1 && c != 0) {
+    if (c == 1) {
+      cudaMemsetAsync(buf, 0, 64, s);
+      cudaStreamSynchronize(s);
+    }
+    if (write(to_kolod, &c, 1) != 1) return 5;
+  }
   return 0;
 }
 
@@ -133,8 +148,23 @@ int Kolod(int from_rank, int to_rank) {
                 Poll(local);
               }));
   std::fflush(stdout);
-  const char c = 1;
+  char c = 1;
   if (write(to_rank, &c, 1) != 1) return 3;
+  if (read(from_rank, &c, 1) != 1) return 4;  // the rank printed its figures
+  for (const char mode : {1, 2}) {
+    const double turn = MedianUs([&] {
+      if (mode == 1) {
+        cudaMemsetAsync(buf, 0, 64, s);
+        cudaStreamSynchronize(s);
+      }
+      char m = mode;
+      if (write(to_rank, &m, 1) != 1 || read(from_rank, &m, 1) != 1) std::abort();
+    });
+    std::printf("%-16s %8.1f\n", mode == 1 ? "ping_pong" : "pipe_only", turn);
+  }
+  c = 0;
+  if (write(to_rank, &c, 1) != 1) return 5;
+  std::fflush(stdout);
   return 0;
 }
 

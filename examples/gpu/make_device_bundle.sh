@@ -11,7 +11,11 @@
 #   lib/       every shared library they need except the C/C++ runtime, the
 #              CUDA driver and NCCL, which come from the GPU machine
 #              (libnccl is 200+ MiB; the GPU machine's Python has one);
-#   tests.txt  the test binaries, one per line.
+#   tests.txt  the test binaries, one per line;
+#   include/   the Abseil headers: with libkolo in lib/ (as Bazel names it,
+#              libclient_Slibkolo.so), what examples/gpu/build_python_core.sh
+#              needs to compile kolo's _core.so there against that
+#              machine's Python.
 # Then examples/gpu/device_check.sh, run there, uses the bundle.
 #
 # Usage: examples/gpu/make_device_bundle.sh
@@ -26,7 +30,7 @@ if [ "${#TESTS[@]}" -eq 0 ]; then
   exit 1
 fi
 PROGRAMS=(//daemon:kolod //examples/gpu:pack_bench //examples/gpu:device_allreduce_perf
-          //examples/gpu:ipc_event_bench)
+          //examples/gpu:ipc_event_bench //client/kolorun:kolorun)
 "$BAZEL" build "${TESTS[@]}" "${PROGRAMS[@]}"
 
 rm -rf "$OUT"
@@ -48,8 +52,18 @@ for label in "${TESTS[@]}"; do path_of "$label" >>"$OUT/tests.txt"; done
 # What the GPU machine provides itself: the C and C++ runtime, the CUDA
 # driver, NCCL.
 SYSTEM='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libgcc_s|libstdc\+\+|libcuda\.so|libnvidia|libnccl\.so)'
-for bin in $(find "$OUT/kolo" -type f); do
-  (cd "$(dirname "bazel-bin/${bin#$OUT/kolo/}")" && ldd "$PWD/$(basename "$bin")") |
+# libkolo's own libraries as Bazel links them dynamically, for
+# build_python_core.sh (the programs above link them statically).
+for lib in bazel-bin/_solib_k8/lib{client,common,proto}_*.so; do
+  cp -L "$lib" "$OUT/lib/"
+  chmod u+w "$OUT/lib/$(basename "$lib")"
+done
+for bin in $(find "$OUT/kolo" -type f) bazel-bin/_solib_k8/lib{client,common,proto}_*.so; do
+  case "$bin" in
+    "$OUT/kolo/"*) dir=$(dirname "bazel-bin/${bin#$OUT/kolo/}") ;;
+    *) dir=$(dirname "$bin") ;;
+  esac
+  (cd "$dir" && ldd "$PWD/$(basename "$bin")") |
     awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}'
 done | sort -u | while read -r name path; do
   if [[ "$name" =~ $SYSTEM ]]; then continue; fi
@@ -59,6 +73,11 @@ done | sort -u | while read -r name path; do
     strip --strip-unneeded "$OUT/lib/$name" 2>/dev/null || true
   fi
 done
+
+# With the Abseil headers, build_python_core.sh compiles _core.so on the GPU
+# machine against lib/'s libkolo.
+mkdir -p "$OUT/include"
+cp -r /usr/include/absl "$OUT/include/"
 
 # Every library must now resolve inside the bundle, but for the system's.
 missing=0

@@ -13,6 +13,7 @@
 #include "spdlog/spdlog.h"
 #include "kernels/cuda/cast.h"
 #include "kernels/cuda/reduce.h"
+#include "kernels/cuda/scale.h"
 
 // Returns from the enclosing function if a Kolo kernel launch failed.
 #define KOLO_RETURN_IF_LAUNCH_ERROR(launch, what)                             \
@@ -102,6 +103,14 @@ absl::StatusOr<std::unique_ptr<NcclBackend>> NcclBackend::Create(const NcclBacke
     if (!stream.ok()) return stream.status();
     absl::StatusOr<cuda::CudaEvent> done = cuda::CudaEvent::Create();
     if (!done.ok()) return done.status();
+    if (!device->mps()) {
+      spdlog::warn(
+          "CUDA device {} ({}) is not shared through MPS: every device collective switches the "
+          "GPU between a rank's context and kolod's and back (about 0.14 ms each way measured on "
+          "an H200, against 0.01 ms under MPS); start nvidia-cuda-mps-control -d for kolod and "
+          "the ranks (docs/operator-guide.md, \"GPUs\")",
+          place.device, device->name());
+    }
     ranks.push_back(NcclLaneRank{place.nccl_rank, place.device});
     lanes.push_back(std::make_unique<Lane>(std::move(place), std::move(*device), std::move(*stream),
                                            std::move(*done)));
@@ -192,7 +201,10 @@ absl::Status NcclBackend::Execute(Response& response, const StepContext& /*step*
     }
   }
   const absl::Time prepared = absl::Now();
-  if (absl::Status s = Enqueue(response, broadcast, deadline); !s.ok()) {
+  const bool direct = CanRunDirect(response, broadcast);
+  if (absl::Status s =
+          direct ? EnqueueDirect(response, deadline) : Enqueue(response, broadcast, deadline);
+      !s.ok()) {
     comm_->Abort(s);
     // Drain what was enqueued before returning (bounded: NCCL has exited).
     // Lanes whose step 7 never ran get their completion event recorded now,
@@ -207,8 +219,8 @@ absl::Status NcclBackend::Execute(Response& response, const StepContext& /*step*
   const absl::Time enqueued = absl::Now();
   absl::Status done = WaitForCompletion(what, deadline);
   // Where a device collective's time goes (kolod --log_level=debug).
-  spdlog::debug("{}: {} members, {} bytes: prepare {:.1f} us, enqueue {:.1f} us, gpu wait {:.1f} us",
-                what, response.members.size(), response.total_bytes,
+  spdlog::debug("{} ({} path): prepare {:.1f} us, enqueue {:.1f} us, gpu wait {:.1f} us", what,
+                direct ? "direct" : "fused",
                 absl::ToDoubleMicroseconds(prepared - start),
                 absl::ToDoubleMicroseconds(enqueued - prepared),
                 absl::ToDoubleMicroseconds(absl::Now() - enqueued));
@@ -516,6 +528,64 @@ absl::Status NcclBackend::Enqueue(Response& response, bool broadcast, absl::Time
                                     dtype, unpack_desc, static_cast<uint32_t>(lane.unpack.size()),
                                     lane.unpack_chunks, postscale, s),
                                 "unpack kernel");
+    for (cudaEvent_t e : lane.record_events) {
+      KOLO_RETURN_IF_CUDA_ERROR(cudaEventRecord(e, s), "recording an output event");
+    }
+    if (absl::Status st = lane.done.Record(s); !st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
+bool NcclBackend::CanRunDirect(const Response& response, bool broadcast) const {
+  if (broadcast || response.members.size() != 1 || !response.members.front().status.ok() ||
+      response.prescale != 1.0 || compress_ || response.dtype == DType::kBool) {
+    return false;
+  }
+  for (const auto& lane : lanes_) {
+    if (lane->place.ranks.size() != 1 || lane->pack.size() != 1 || lane->unpack.size() != 1 ||
+        !lane->zero.empty()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+absl::Status NcclBackend::EnqueueDirect(const Response& response, absl::Time deadline) {
+  const DType dtype = response.dtype;
+  const uint64_t count = lanes_.front()->pack.front().count;  // elements
+  std::vector<NcclLaneBuffers> buffers;
+  for (auto& lane_ptr : lanes_) {
+    Lane& lane = *lane_ptr;
+    if (absl::Status st = lane.device.MakeCurrent(); !st.ok()) return st;
+    const cudaStream_t s = lane.stream.get();
+    for (cudaEvent_t e : lane.wait_events) {
+      KOLO_RETURN_IF_CUDA_ERROR(cudaStreamWaitEvent(s, e, 0), "cudaStreamWaitEvent on an input");
+    }
+    auto* in = reinterpret_cast<uint8_t*>(lane.pack.front().src);
+    auto* out = reinterpret_cast<uint8_t*>(lane.unpack.front().dst);
+    if (comm_->size() > 1) {
+      buffers.push_back(NcclLaneBuffers{in, out, s});
+    } else if (in != out) {
+      KOLO_RETURN_IF_CUDA_ERROR(
+          cudaMemcpyAsync(out, in, count * DTypeSize(dtype), cudaMemcpyDeviceToDevice, s),
+          "copying the input to the output");
+    }
+  }
+  if (comm_->size() > 1) {
+    if (absl::Status st = comm_->AllReduce(buffers, count, dtype, op_, deadline); !st.ok()) {
+      return st;
+    }
+  }
+  for (auto& lane_ptr : lanes_) {
+    Lane& lane = *lane_ptr;
+    if (absl::Status st = lane.device.MakeCurrent(); !st.ok()) return st;
+    const cudaStream_t s = lane.stream.get();
+    if (postscale_ != 1.0) {
+      KOLO_RETURN_IF_LAUNCH_ERROR(
+          kernels::cuda::ScaleAsync(dtype, reinterpret_cast<void*>(lane.unpack.front().dst), count,
+                                    postscale_, s),
+          "postscale kernel");
+    }
     for (cudaEvent_t e : lane.record_events) {
       KOLO_RETURN_IF_CUDA_ERROR(cudaEventRecord(e, s), "recording an output event");
     }

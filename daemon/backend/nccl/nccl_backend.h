@@ -27,6 +27,11 @@
 //      with backoff) on the executing thread while the watchdog thread
 //      checks ncclCommGetAsyncError and the collective's deadline, aborting
 //      the communicator on failure.
+// Direct path: an allreduce of one tensor whose every lane has one rank (the
+// usual one rank per GPU), without prescale, compression or a failed or
+// joined member, skips the fusion buffer: steps 2, 4, 5 and 7 become one
+// ncclAllReduce from the input to the output (one NCCL rank: a copy, none
+// in place) and an in-place postscale.
 // A broadcast packs the root's tensors into its lane's region 0, runs one
 // grouped ncclBroadcast from the root's NCCL rank into every lane, and
 // unpacks on every lane (steps 1-4, 6-8).
@@ -153,6 +158,11 @@ class NcclBackend : public Backend {
   absl::Status PlaceMember(Response& response, size_t mi, bool broadcast,
                            std::vector<ResolvedIo>* holds) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Enqueue(Response& response, bool broadcast, absl::Time deadline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the prepared response may take the direct path, and that path.
+  bool CanRunDirect(const Response& response, bool broadcast) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status EnqueueDirect(const Response& response, absl::Time deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Step 8, up to `deadline` (then the watchdog aborts the communicator).
   absl::Status WaitForCompletion(const std::string& what, absl::Time deadline)

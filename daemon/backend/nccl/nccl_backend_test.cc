@@ -165,6 +165,14 @@ TEST_F(NcclBackendTest, OneRankCopiesWithScales) {
   RunAndCheck({1, 1000, 77777}, 1, ReduceOp::kSum, 2.0, 0.5);
 }
 
+// One tensor, one rank on the GPU, no prescale: the direct path (no fusion
+// buffer), with and without a postscale, for a float and an integer type.
+TEST_F(NcclBackendTest, OneTensorOfOneRankTakesTheDirectPath) {
+  RunAndCheck({77777}, 1, ReduceOp::kSum, 1.0, 0.5);
+  RunAndCheck({1 << 20}, 1, ReduceOp::kMax, 1.0, 1.0);
+  RunAndCheck({4096}, 1, ReduceOp::kAverage, 1.0, 1.0);
+}
+
 TEST_F(NcclBackendTest, ThreeLocalRanksSumAverageAndMax) {
   RunAndCheck({3, 4096, 100001}, 3, ReduceOp::kSum, 1.0, 1.0);
   RunAndCheck({513, 9}, 3, ReduceOp::kAverage, 1.0, 1.0);
