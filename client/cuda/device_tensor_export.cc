@@ -90,7 +90,17 @@ absl::StatusOr<DeviceTensorRef> DeviceTensorExporter::Export(const void* ptr, ui
             CudaStatus(cudaIpcGetMemHandle(&handle, reinterpret_cast<void*>(range->base)),
                        "cudaIpcGetMemHandle");
         !s.ok()) {
-      return s;
+      // Memory mapped through CUDA's virtual memory API (PyTorch's
+      // expandable_segments, other VMM allocators) or taken from a
+      // cudaMallocAsync pool has no legacy IPC handle.
+      return absl::Status(
+          s.code(),
+          absl::StrCat(s.message(),
+                       ": kolod reaches device tensors through legacy CUDA IPC, which only "
+                       "memory from cudaMalloc has; memory from CUDA's virtual memory API "
+                       "(PyTorch with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True) or a "
+                       "cudaMallocAsync pool cannot be shared this way yet: allocate the tensor "
+                       "with cudaMalloc (PyTorch's default allocator) or reduce a host copy"));
     }
     Exported e;
     e.size = range->size;

@@ -26,7 +26,14 @@ absl::StatusOr<IpcMemoryMapping> IpcMemoryMapping::Open(const IpcHandleBytes& ha
         "cudaIpcOpenMemHandle: a mapping of the exporter's freed allocation at this address is "
         "still open (cudaErrorAlreadyMapped)");
   }
-  KOLO_RETURN_IF_CUDA_ERROR(opened, "cudaIpcOpenMemHandle");
+  if (opened != cudaSuccess) {
+    // What a host lacks when legacy CUDA IPC cannot map a rank's memory.
+    return CudaStatus(opened,
+                      "cudaIpcOpenMemHandle (kolod maps a rank's GPU memory through CUDA IPC: "
+                      "both processes must see the same GPU and share the host's IPC namespace: "
+                      "docker --ipc=host, Kubernetes hostIPC: true for kolod's and the training "
+                      "pods)");
+  }
   IpcMemoryMapping mapping(static_cast<uint8_t*>(base), 0, device);
   // The mapping's extent bounds every offset a client may send. The mapped
   // range is the exporter's whole allocation.

@@ -39,6 +39,9 @@ ABSL_FLAG(uint64_t, max_bytes, uint64_t{256} << 20, "Largest message size in byt
 ABSL_FLAG(int, iters, 20, "Timed allreduces per size.");
 ABSL_FLAG(int, warmup, 5, "Untimed allreduces per size before timing.");
 ABSL_FLAG(bool, csv, false, "Print CSV rows instead of a table.");
+ABSL_FLAG(bool, out_of_place, false,
+          "Reduce into a second buffer instead of in place (one rank: the same work as a "
+          "single-rank ncclAllReduce, a copy).");
 
 namespace kolo::bench {
 namespace {
@@ -80,11 +83,20 @@ absl::Status RunRank(int rank, int ranks, const std::vector<uint64_t>& sizes, Sh
   if (absl::Status s = Cuda(cudaMalloc(&buf, max_count * sizeof(float)), "cudaMalloc"); !s.ok()) {
     return s;
   }
+  const bool out_of_place = absl::GetFlag(FLAGS_out_of_place);
+  void* out = buf;
+  if (out_of_place) {
+    if (absl::Status s = Cuda(cudaMalloc(&out, max_count * sizeof(float)), "cudaMalloc");
+        !s.ok()) {
+      return s;
+    }
+  }
   std::vector<float> host(max_count);
   for (size_t k = 0; k < sizes.size(); ++k) {
     const uint64_t count = sizes[k] / sizeof(float);
     const std::string name = absl::StrCat("perf/", sizes[k]);
     TensorView view{buf, DType::kFloat32, {static_cast<int64_t>(count)}, /*device=*/0};
+    TensorView result{out, DType::kFloat32, {static_cast<int64_t>(count)}, /*device=*/0};
     AllreduceOptions ar;
     ar.cuda_stream = stream;
     FillInput(ReduceOp::kSum, rank, host.data(), count);
@@ -93,7 +105,7 @@ absl::Status RunRank(int rank, int ranks, const std::vector<uint64_t>& sizes, Sh
     std::vector<double> calls;
     for (int i = 0; i < absl::GetFlag(FLAGS_warmup) + absl::GetFlag(FLAGS_iters); ++i) {
       const auto start = std::chrono::steady_clock::now();
-      if (absl::Status s = (*client)->Allreduce(view, view, name, ar); !s.ok()) return s;
+      if (absl::Status s = (*client)->Allreduce(view, result, name, ar); !s.ok()) return s;
       const auto returned = std::chrono::steady_clock::now();
       cudaStreamSynchronize(stream);
       if (i >= absl::GetFlag(FLAGS_warmup)) {
@@ -106,8 +118,8 @@ absl::Status RunRank(int rank, int ranks, const std::vector<uint64_t>& sizes, Sh
     // One more on fresh data, checked on the host.
     FillInput(ReduceOp::kSum, rank, host.data(), count);
     cudaMemcpyAsync(buf, host.data(), count * sizeof(float), cudaMemcpyHostToDevice, stream);
-    if (absl::Status s = (*client)->Allreduce(view, view, name, ar); !s.ok()) return s;
-    cudaMemcpyAsync(host.data(), buf, count * sizeof(float), cudaMemcpyDeviceToHost, stream);
+    if (absl::Status s = (*client)->Allreduce(view, result, name, ar); !s.ok()) return s;
+    cudaMemcpyAsync(host.data(), out, count * sizeof(float), cudaMemcpyDeviceToHost, stream);
     if (absl::Status s = Cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize"); !s.ok()) {
       return s;
     }
@@ -119,6 +131,7 @@ absl::Status RunRank(int rank, int ranks, const std::vector<uint64_t>& sizes, Sh
     shared->wrong[k] = std::max(shared->wrong[k], wrong);
   }
   cudaFree(buf);
+  if (out_of_place) cudaFree(out);
   cudaStreamDestroy(stream);
   return absl::OkStatus();
 }
@@ -152,10 +165,11 @@ int Main(int argc, char** argv) {
   }
   std::printf(
       "# kolo device allreduce through kolod: %d ranks on GPU 0, "
-      "float32 sum, in place\n"
+      "float32 sum, %s\n"
       "# time: submit to stream past kolod's done event; max over "
       "ranks of the median\n%s",
-      ranks, SweepHeader(csv).c_str());
+      ranks, absl::GetFlag(FLAGS_out_of_place) ? "out of place" : "in place",
+      SweepHeader(csv).c_str());
   bool ok = true;
   for (size_t k = 0; k < sizes.size(); ++k) {
     const SweepRow row{.bytes = sizes[k],

@@ -139,6 +139,12 @@ mps_compare() {
   step mps-device-allreduce-perf 60 "$BIN/examples/gpu/device_allreduce_perf" \
     --socket="$kdir/kolod.sock" --ranks=2 --max_bytes=$((256 << 20)) --iters=10 --warmup=3
   sed 's/^/    /' "$LOGS/mps-device-allreduce-perf.log"
+  # One rank, out of place: the work of pack_bench's single-rank
+  # ncclAllReduce (a copy), through kolod.
+  step mps-device-allreduce-perf-1rank 60 "$BIN/examples/gpu/device_allreduce_perf" \
+    --socket="$kdir/kolod.sock" --ranks=1 --out_of_place --max_bytes=$((1 << 30)) --iters=10 \
+    --warmup=3
+  sed 's/^/    /' "$LOGS/mps-device-allreduce-perf-1rank.log"
   kill "$pid" 2>/dev/null
   wait "$pid" 2>/dev/null
   echo quit | nvidia-cuda-mps-control
@@ -160,7 +166,7 @@ python_device() {
   step python-device 120 env PYTHONPATH="$PWD/python" "$BIN/client/kolorun/kolorun" \
     --kolod "$BIN/daemon/kolod" --socket "$dir/kolod.sock" -np 2 -- \
     "$py" examples/gpu/python_device_check.py
-  sed 's/^/    /' "$LOGS/python-device.log" | grep -v '^    \[kolod\]' | tail -n 40
+  sed 's/^/    /' "$LOGS/python-device.log" | grep -v '^    \[kolod\]' | tail -n 60
   rm -rf "$dir"
 }
 

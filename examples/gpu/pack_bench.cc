@@ -90,7 +90,7 @@ int main() {
   Timer timer;
   bool ok = true;
 
-  const uint64_t kMax = 256ull << 20;
+  const uint64_t kMax = 1ull << 30;
   uint8_t *a = nullptr, *b = nullptr;
   CHECK_OK(CudaStatus(cudaMalloc(&a, kMax + (1 << 20)), "cudaMalloc"));
   CHECK_OK(CudaStatus(cudaMalloc(&b, kMax + (1 << 20)), "cudaMalloc"));

@@ -26,6 +26,38 @@ def check(what, got, want, atol=1e-5):
     print(f"ok {what}", flush=True)
 
 
+VMM_PROBE = """
+import torch, kolo.torch as kt
+kt.init()
+t = torch.ones(1 << 20, device="cuda")
+try:
+    kt.allreduce(t, name="vmm")
+except Exception as e:
+    print("refused:", e)
+else:
+    print("accepted")
+"""
+
+
+def vmm_probe():
+    """Which mechanism carries device tensors, and what happens to memory from
+    CUDA's virtual memory API (PyTorch's expandable segments), which has no
+    legacy IPC handle: a one-rank job of its own, so the others are not
+    involved."""
+    import os
+    import subprocess
+    print("mechanism: legacy CUDA IPC (cudaIpcGetMemHandle / cudaIpcOpenMemHandle)", flush=True)
+    env = dict(os.environ, PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True",
+               KOLO_JOB_ID="vmm-probe", KOLO_RANK="0", KOLO_SIZE="1", KOLO_LOCAL_RANK="0",
+               KOLO_LOCAL_SIZE="1")
+    out = subprocess.run([sys.executable, "-c", VMM_PROBE], env=env, capture_output=True,
+                         text=True, timeout=60)
+    text = (out.stdout + out.stderr).strip()
+    print(f"expandable_segments tensor: {text[-600:]}", flush=True)
+    if "refused:" in text and "legacy CUDA IPC" not in text:
+        raise AssertionError("the refusal of a VMM tensor does not say why")
+
+
 def main():
     kt.init()
     rank, size = kt.rank(), kt.size()
@@ -52,6 +84,7 @@ def main():
     ints = kt.allreduce(torch.full((1000,), rank + 1, dtype=torch.int32, device=dev), op=kt.Sum,
                         name="t.i32")
     check("torch allreduce int32", ints, torch.full((1000,), size * (size + 1) // 2))
+    # One group, fused by kolod on the device (one response of two members).
     outs = kt.grouped_allreduce([mine(rank), mine(rank)[:1000] * 2], op=kt.Sum, name="t.group")
     check("torch grouped allreduce [0]", outs[0], total)
     check("torch grouped allreduce [1]", outs[1], total[:1000] * 2)
@@ -87,11 +120,20 @@ def main():
             c = cupy.asarray(mine(rank).cpu().numpy())
             kolo.allreduce_(c, op=kolo.Sum, name="cai.cupy")
             check("kolo.allreduce_ on a CuPy array", torch.as_tensor(cupy.asnumpy(c)), total)
+            g1, g2 = kolo.grouped_allreduce(
+                [cupy.asarray(mine(rank).cpu().numpy()), cupy.full((5,), rank + 1.0)],
+                op=kolo.Sum, name="cai.cupy.group")
+            check("kolo.grouped_allreduce on CuPy arrays [0]", torch.as_tensor(cupy.asnumpy(g1)),
+                  total)
+            check("kolo.grouped_allreduce on CuPy arrays [1]", torch.as_tensor(cupy.asnumpy(g2)),
+                  torch.full((5,), float(size * (size + 1) // 2)))
             cb = cupy.full((17,), rank, dtype=cupy.int64)
             kolo.broadcast_(cb, root_rank=0, name="cai.cupy.bcast")
             check("kolo.broadcast_ on a CuPy array", torch.as_tensor(cupy.asnumpy(cb)),
                   torch.zeros(17))
     torch.cuda.synchronize()
+    if rank == 0:
+        vmm_probe()
     kt.shutdown()
     print("PASS python-device", flush=True)
 

@@ -501,7 +501,25 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None,
                             prescale_factor=1.0, postscale_factor=1.0,
                             compression=Compression.none,
                             process_set=global_process_set):
-    """Starts reducing several tensors negotiated and fused as one unit."""
+    """Starts reducing several tensors negotiated and fused as one unit.
+    CUDA arrays (all on one GPU, one stream) are reduced there by kolod."""
+    if any(_is_cuda(t) for t in tensors):
+        if not all(_is_cuda(t) for t in tensors):
+            raise ValueError("grouped_allreduce: a group is all CUDA arrays or all host arrays")
+        copies = [_cuda_copy(t) for t in tensors]
+        views = [_CudaView(c) for c in copies]
+        if len({v.device for v in views}) != 1 or len({v.stream for v in views}) != 1:
+            raise ValueError("grouped_allreduce: the CUDA arrays of a group must be on one GPU "
+                             "and one stream")
+        base = _name("grouped_allreduce", name, process_set)
+        names = [f"{base}.{i}" for i in range(len(views))]
+        ids = core.grouped_allreduce_device_async(
+            [v.data for v in views], [v.shape for v in views], [v.dtype_code for v in views],
+            views[0].device, views[0].stream, names, _op_code(op, average),
+            float(prescale_factor), float(postscale_factor), _compression_code(compression),
+            _ps_id(process_set))
+        return _GroupHandle([Handle(h, Handle._PLAIN, (c,), result=c)
+                             for h, c in zip(ids, copies)])
     inputs = [_as_input(t) for t in tensors]
     outputs = [np.empty_like(t) for t in inputs]
     base = _name("grouped_allreduce", name, process_set)

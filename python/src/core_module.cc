@@ -311,6 +311,30 @@ PYBIND11_MODULE(_core, m) {
                                           TensorView{p, t, shape, device}, name, o))
         .id;
   });
+  // Several CUDA arrays of one GPU, negotiated and fused as one unit, each
+  // reduced in place; one producer stream for all.
+  m.def("grouped_allreduce_device_async",
+        [](std::vector<uintptr_t> datas, std::vector<std::vector<int64_t>> shapes,
+           std::vector<int> dtypes, int device, uintptr_t stream, std::vector<std::string> names,
+           int op, double prescale, double postscale, int compression, int ps) {
+          if (datas.size() != shapes.size() || datas.size() != dtypes.size()) {
+            throw py::value_error("grouped device allreduce: pointers, shapes and dtypes differ "
+                                  "in length");
+          }
+          auto c = ClientOrThrow();
+          std::vector<ConstTensorView> ins;
+          std::vector<TensorView> outs;
+          for (size_t i = 0; i < datas.size(); ++i) {
+            auto* p = reinterpret_cast<void*>(datas[i]);
+            const auto t = static_cast<DType>(dtypes[i]);
+            ins.emplace_back(p, t, shapes[i], device);
+            outs.push_back(TensorView{p, t, shapes[i], device});
+          }
+          AllreduceOptions o = ReduceOptions(op, prescale, postscale, compression, ps);
+          o.cuda_stream = reinterpret_cast<void*>(stream);
+          py::gil_scoped_release nogil;
+          return Ids(ValueOrThrow(c->GroupedAllreduceAsync(ins, outs, names, o)));
+        });
   m.def("broadcast_device_async",
         [](uintptr_t data, std::vector<int64_t> shape, int dtype, int device, uintptr_t stream,
            const std::string& name, int root, int ps) {

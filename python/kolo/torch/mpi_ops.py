@@ -298,9 +298,25 @@ def _grouped_allreduce_start(tensors, outputs, name, op, prescale, postscale, wi
         _check_tensor(t, "grouped_allreduce")
     names = _grouped_names("grouped_allreduce", name, len(tensors), process_set)
     if any(_is_cuda(t) for t in tensors):
-        # Device tensors: one device allreduce each (negotiated one by one).
-        parts = [_allreduce_start(t, o, n, op, prescale, postscale, wire, process_set)
-                 for t, o, n in zip(tensors, outputs, names)]
+        devices = {t.device for t in tensors}
+        if len(devices) != 1 or not all(_is_cuda(t) for t in tensors):
+            raise ValueError("grouped_allreduce: the tensors of a group must all be on one GPU "
+                             f"(got {sorted(str(d) for d in devices)})")
+        # One device allreduce of the whole group, fused by kolod, in place
+        # on the outputs (contiguous working copies where they are not).
+        works = []
+        for t, o in zip(tensors, outputs):
+            if o is not t:
+                o.copy_(t)
+            works.append(o if o.is_contiguous() else o.contiguous())
+        ids = core.grouped_allreduce_device_async(
+            [w.data_ptr() for w in works], [list(w.shape) for w in works],
+            [_code(w) for w in works], works[0].device.index, _stream(works[0]), names,
+            int(op), float(prescale), float(postscale), int(wire), _api._ps_id(process_set))
+        parts = []
+        for hid, w, o in zip(ids, works, outputs):
+            after = None if w is o else (lambda w=w, o=o: o.copy_(w))
+            parts.append(Handle(hid, _wait_plain(o, after), (w, o)))
         return _group(parts)
     srcs = [t if t.is_contiguous() else t.contiguous() for t in tensors]
     works = [o if o.is_contiguous() else torch.empty_like(o, memory_format=torch.contiguous_format)

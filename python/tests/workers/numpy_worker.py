@@ -287,7 +287,9 @@ def cuda_arrays_take_the_device_path():
     x = np.ones([4], np.float32)
     for fn in (lambda: kolo.allreduce_(FakeCudaArray(x), name="cuda.fake"),
                lambda: kolo.allreduce(FakeCudaArray(x), name="cuda.fake2"),
-               lambda: kolo.broadcast_(FakeCudaArray(x), 0, name="cuda.fakeb")):
+               lambda: kolo.broadcast_(FakeCudaArray(x), 0, name="cuda.fakeb"),
+               lambda: kolo.grouped_allreduce([FakeCudaArray(x), FakeCudaArray(x)],
+                                              name="cuda.fakeg")):
         try:
             fn()
         except kolo.KoloError as e:
