@@ -261,6 +261,17 @@ bool InPlaceKind(CollectiveKind kind) {
   return kind == CollectiveKind::kAllreduce || kind == CollectiveKind::kBroadcast;
 }
 
+// Kinds that, for device tensors, write a caller-sized output.
+bool DeviceOutputKind(CollectiveKind kind) {
+  return kind == CollectiveKind::kAllgather || kind == CollectiveKind::kReducescatter;
+}
+
+// Whether `spec`'s tensors are in GPU memory.
+bool OnDevice(const SubmitSpec& spec) {
+  return spec.input.device >= 0 ||
+         ((InPlaceKind(spec.kind) || DeviceOutputKind(spec.kind)) && spec.output.device >= 0);
+}
+
 // Whether kolod takes `name` (1 to kMaxNameBytes bytes, no control
 // characters; see daemon/session/slot_validator.cc).
 bool NameKolodTakes(std::string_view name) {
@@ -313,12 +324,32 @@ absl::Status CheckSpec(const SubmitSpec& spec) {
   for (int64_t d : input.shape) {
     if (d < 0) return absl::InvalidArgumentError("negative dimension");
   }
-  const bool on_device = input.device >= 0 || (InPlaceKind(spec.kind) && spec.output.device >= 0);
-  if (!on_device) return absl::OkStatus();
-  if (!InPlaceKind(spec.kind)) {
-    return absl::UnimplementedError(
-        absl::StrCat(CollectiveKindName(spec.kind), " \"", name,
-                     "\": device tensors are supported for allreduce and broadcast so far"));
+  const bool on_device = OnDevice(spec);
+  if (!on_device) {
+    if (DeviceOutputKind(spec.kind) && spec.output.data != nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          CollectiveKindName(spec.kind), " \"", name,
+          "\": the form with an output takes device tensors; host tensors use the form that "
+          "returns a HostBuffer"));
+    }
+    return absl::OkStatus();
+  }
+  if (!InPlaceKind(spec.kind) && !DeviceOutputKind(spec.kind)) {
+    return absl::UnimplementedError(absl::StrCat(
+        CollectiveKindName(spec.kind), " \"", name,
+        "\": device tensors are supported for allreduce, broadcast, allgather and reducescatter "
+        "so far"));
+  }
+  if (DeviceOutputKind(spec.kind)) {
+    const TensorView& out = spec.output;
+    if (out.data == nullptr || out.dtype != input.dtype || out.shape.empty() ||
+        !std::equal(out.shape.begin() + 1, out.shape.end(), input.shape.begin() + 1,
+                    input.shape.end())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          CollectiveKindName(spec.kind), " \"", name,
+          "\": a device tensor's output must be given, of the input's dtype and of its shape "
+          "but for the first dimension"));
+    }
   }
   if (input.device != spec.output.device) {
     return absl::InvalidArgumentError(absl::StrCat("\"", name, "\": input on device ", input.device,
@@ -366,7 +397,7 @@ absl::StatusOr<Handle> ClientImpl::Submit(const SubmitSpec& spec) {
   if (Dead()) return DeadStatus();
   if (absl::Status s = CheckSpec(spec); !s.ok()) return Refuse(spec, s);
   const ConstTensorView& input = spec.input;
-  const bool on_device = input.device >= 0 || (InPlaceKind(spec.kind) && spec.output.device >= 0);
+  const bool on_device = OnDevice(spec);
   Pending p;
   p.kind = spec.kind;
   p.dtype = input.dtype;
@@ -386,8 +417,9 @@ absl::StatusOr<Handle> ClientImpl::Submit(const SubmitSpec& spec) {
       MakeSlot(spec, next_id_.fetch_add(1, std::memory_order_relaxed), in_off, out_off, aux_off);
   if (by_address) slot.flags |= abi::v1::kSlotFlagCallerMemory;
   if (on_device) {
-    auto pending = device_io_->Prepare(input.data, spec.output.data, p.bytes, input.device,
-                                       spec.reduce.cuda_stream, &slot);
+    auto pending =
+        device_io_->Prepare(input.data, p.bytes, spec.output.data, spec.output.byte_size(),
+                            input.device, spec.reduce.cuda_stream, &slot);
     if (!pending.ok()) {
       FreeStaging(p);
       return absl::Status(pending.status().code(),
@@ -571,8 +603,9 @@ void ClientImpl::DrainLocked() {
     d.process_set = p.process_set;
     if (d.status.ok()) {
       d.value = slot.value;
-      if (ReturnsResult(p.kind)) {
+      if (ReturnsResult(p.kind) && p.device == nullptr) {
         // Results must lie in the result area; anything else is ignored.
+        // (A device request's result is in its own output.)
         uint64_t begin = arena_->size - header_->result_bytes;
         if (slot.result_offset >= begin && slot.result_offset <= arena_->size &&
             slot.result_bytes <= arena_->size - slot.result_offset) {

@@ -65,7 +65,9 @@ struct HostBuffer::Arena {
 struct SubmitSpec {
   CollectiveKind kind;
   ConstTensorView input;
-  TensorView output;  // allreduce and broadcast; others return a new tensor
+  // Allreduce and broadcast; device allgather and reducescatter (the others
+  // return a new tensor in the result area).
+  TensorView output;
   std::string_view name;
   AllreduceOptions reduce;
   int root_rank = 0;

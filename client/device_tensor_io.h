@@ -30,12 +30,14 @@ class DevicePending {
 class DeviceTensorIo {
  public:
   virtual ~DeviceTensorIo() = default;
-  // Fills the device fields and flag of `slot` for `bytes` at `input` and
-  // `output` (device memory of CUDA device `device`) and records the input's
-  // ready event on `stream` (a cudaStream_t; null: the legacy default
-  // stream), so kolod reads only after the work enqueued there so far.
-  virtual absl::StatusOr<std::unique_ptr<DevicePending>> Prepare(const void* input, void* output,
-                                                                 uint64_t bytes, int device,
+  // Fills the device fields and flag of `slot` for `input_bytes` at `input`
+  // and `output_bytes` at `output` (device memory of CUDA device `device`)
+  // and records the input's ready event on `stream` (a cudaStream_t; null:
+  // the legacy default stream), so kolod reads only after the work enqueued
+  // there so far.
+  virtual absl::StatusOr<std::unique_ptr<DevicePending>> Prepare(const void* input,
+                                                                 uint64_t input_bytes, void* output,
+                                                                 uint64_t output_bytes, int device,
                                                                  void* stream,
                                                                  abi::v1::SubmitSlot* slot) = 0;
 };

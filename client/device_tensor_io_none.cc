@@ -7,7 +7,8 @@ namespace {
 
 class NoDeviceTensorIo : public DeviceTensorIo {
  public:
-  absl::StatusOr<std::unique_ptr<DevicePending>> Prepare(const void*, void*, uint64_t, int, void*,
+  absl::StatusOr<std::unique_ptr<DevicePending>> Prepare(const void*, uint64_t, void*, uint64_t,
+                                                         int, void*,
                                                          abi::v1::SubmitSlot*) override {
     return absl::UnimplementedError(
         "device tensors: libkolo was built without CUDA (rebuild it where the "

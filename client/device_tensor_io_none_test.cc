@@ -11,7 +11,7 @@ TEST(NoDeviceTensorIoTest, RefusesDeviceTensorsWithUnimplemented) {
   std::unique_ptr<DeviceTensorIo> io = MakeDeviceTensorIo();
   abi::v1::SubmitSlot slot{};
   int buffer = 0;
-  auto pending = io->Prepare(&buffer, &buffer, sizeof(buffer), 0, nullptr, &slot);
+  auto pending = io->Prepare(&buffer, sizeof(buffer), &buffer, sizeof(buffer), 0, nullptr, &slot);
   ASSERT_FALSE(pending.ok());
   EXPECT_EQ(pending.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_TRUE(absl::StrContains(pending.status().message(), "libkolo was built without CUDA"))

@@ -265,6 +265,24 @@ absl::StatusOr<HostBuffer> Client::Allgather(const ConstTensorView& input, std::
   return WaitForOutput(*h);
 }
 
+absl::StatusOr<Handle> Client::AllgatherAsync(const ConstTensorView& input,
+                                              const TensorView& output, std::string_view name,
+                                              const CollectiveOptions& options) {
+  SubmitSpec spec{CollectiveKind::kAllgather, input, output, name};
+  spec.process_set = options.process_set;
+  spec.reduce.cuda_stream = options.cuda_stream;
+  return impl_->Submit(spec);
+}
+
+absl::StatusOr<Handle> Client::ReducescatterAsync(const ConstTensorView& input,
+                                                  const TensorView& output, std::string_view name,
+                                                  const AllreduceOptions& options) {
+  SubmitSpec spec{CollectiveKind::kReducescatter, input, output, name};
+  spec.reduce = options;
+  spec.process_set = options.process_set;
+  return impl_->Submit(spec);
+}
+
 absl::StatusOr<Handle> Client::ReducescatterAsync(const ConstTensorView& input,
                                                   std::string_view name,
                                                   const AllreduceOptions& options) {

@@ -54,9 +54,10 @@ done
 # at most 8 MiB plus 5% of the start (the allocator's caches and the sizes in
 # flight at the moment of the sample move it a little); fds and threads may
 # differ by the few a connection being set up or torn down holds. Idle (after
-# the jobs, after the short jobs): fds exactly as idle; threads at most 2
-# above idle (gRPC's synchronous server keeps a few of the threads a burst of
-# streams made; how many it keeps idle varies by one or two); VmRSS after the
+# the jobs, after the short jobs): fds never above idle (fewer is not a leak;
+# the two-daemon soak has ended one below idle); threads at most 2 above idle
+# (gRPC's synchronous server keeps a few of the threads a burst of streams
+# made; how many it keeps idle varies by one or two); VmRSS after the
 # jobs within 8 MiB + 5% of idle, and after the short jobs within 8 MiB of
 # after the jobs (1,000 jobs leaking 8 KiB each would exceed it). /dev/shm:
 # never an entry more than idle.
@@ -288,7 +289,7 @@ echo
 echo "tolerances: under load (middle, end vs start): RssAnon +${rss_tol_kb} KiB + ${rss_tol_pct}%," \
   "fds and threads +-${busy_fd_tol}; after-jobs: VmRSS within +${rss_tol_kb} KiB + ${rss_tol_pct}%" \
   "of idle; after-short: VmRSS within +${rss_tol_kb} KiB of after-jobs;" \
-  "both: fds as idle, threads at most idle + ${idle_thread_tol}; /dev/shm never above idle"
+  "both: fds never above idle, threads at most idle + ${idle_thread_tol}; /dev/shm never above idle"
 if [[ -n "$report_only" ]]; then
   echo "(--report_only: the tolerances are not checked)"
 elif ! awk -v tol="$rss_tol_kb" -v pct="$rss_tol_pct" -v busy="$busy_fd_tol" \
@@ -317,7 +318,7 @@ elif ! awk -v tol="$rss_tol_kb" -v pct="$rss_tol_pct" -v busy="$busy_fd_tol" \
       for (i = 1; i <= 2; ++i) {
         s = i == 1 ? "after-jobs" : "after-short"
         if (!has[k, s]) continue
-        if (fds[k, s] != fds[k, "idle"]) bad(k ": fds " s " " fds[k, s] " != idle " fds[k, "idle"])
+        if (fds[k, s] > fds[k, "idle"]) bad(k ": fds " s " " fds[k, s] " > idle " fds[k, "idle"])
         if (thr[k, s] > thr[k, "idle"] + idle_t)
           bad(k ": threads " s " " thr[k, s] " > idle " thr[k, "idle"] " + " idle_t)
       }

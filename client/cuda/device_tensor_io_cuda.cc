@@ -58,8 +58,9 @@ class CudaDevicePending : public DevicePending {
 
 class CudaDeviceTensorIo : public DeviceTensorIo {
  public:
-  absl::StatusOr<std::unique_ptr<DevicePending>> Prepare(const void* input, void* output,
-                                                         uint64_t bytes, int device, void* stream,
+  absl::StatusOr<std::unique_ptr<DevicePending>> Prepare(const void* input, uint64_t input_bytes,
+                                                         void* output, uint64_t output_bytes,
+                                                         int device, void* stream,
                                                          abi::v1::SubmitSlot* slot) override {
     if (absl::Status s = kolo::cuda::CudaStatus(
             cudaSetDevice(device), absl::StrCat("cudaSetDevice(", device, ") for a tensor"));
@@ -70,10 +71,10 @@ class CudaDeviceTensorIo : public DeviceTensorIo {
     absl::StatusOr<std::unique_ptr<cuda::EventPair>> pair = pool->Acquire();
     if (!pair.ok()) return pair.status();
     absl::StatusOr<kolo::cuda::DeviceTensorRef> in =
-        exporter_.Export(input, bytes, (*pair)->ready_handle);
+        exporter_.Export(input, input_bytes, (*pair)->ready_handle);
     if (!in.ok()) return Give(pool, std::move(*pair), in.status());
     absl::StatusOr<kolo::cuda::DeviceTensorRef> out =
-        exporter_.Export(output, bytes, (*pair)->done_handle);
+        exporter_.Export(output, output_bytes, (*pair)->done_handle);
     if (!out.ok()) return Give(pool, std::move(*pair), out.status());
     if (in->device != device || out->device != device) {
       return Give(pool, std::move(*pair),

@@ -27,8 +27,8 @@ absl::StatusOr<void*> EntryPoint(const char* name, int version) {
     return s;
   }
   if (found != cudaDriverEntryPointSuccess || fn == nullptr) {
-    return absl::UnavailableError(absl::StrCat("the CUDA driver has no ", name,
-                                               " (query result ", static_cast<int>(found), ")"));
+    return absl::UnavailableError(absl::StrCat("the CUDA driver has no ", name, " (query result ",
+                                               static_cast<int>(found), ")"));
   }
   return fn;
 }

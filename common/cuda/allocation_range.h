@@ -1,7 +1,7 @@
 // The allocation that contains a device address: its base and size, from the
-// driver's cuMemGetAddressRange and cuPointerGetAttribute. A CUDA IPC handle names a whole allocation,
-// so the SDK exports the base and sends the offset, and kolod checks each
-// offset against the size of what it mapped.
+// driver's cuMemGetAddressRange and cuPointerGetAttribute. A CUDA IPC handle names a whole
+// allocation, so the SDK exports the base and sends the offset, and kolod checks each offset
+// against the size of what it mapped.
 //
 // The driver entry point is looked up through the runtime
 // (cudaGetDriverEntryPointByVersion), so nothing links libcuda directly and

@@ -69,10 +69,14 @@ absl::Status ValidateDevice(const abi::v1::SubmitSlot& slot, Request* r) {
     }
     return absl::OkStatus();
   }
-  if (r->kind != CollectiveKind::kAllreduce && r->kind != CollectiveKind::kBroadcast) {
-    return absl::UnimplementedError(
-        absl::StrCat(CollectiveKindName(r->kind), " \"", name,
-                     "\": device tensors are supported for allreduce and broadcast so far"));
+  const bool same_size =
+      r->kind == CollectiveKind::kAllreduce || r->kind == CollectiveKind::kBroadcast;
+  if (!same_size && r->kind != CollectiveKind::kAllgather &&
+      r->kind != CollectiveKind::kReducescatter) {
+    return absl::UnimplementedError(absl::StrCat(
+        CollectiveKindName(r->kind), " \"", name,
+        "\": device tensors are supported for allreduce, broadcast, allgather and reducescatter "
+        "so far"));
   }
   if (slot.input_offset != 0 || slot.output_offset != 0 || slot.aux_count != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -84,7 +88,9 @@ absl::Status ValidateDevice(const abi::v1::SubmitSlot& slot, Request* r) {
     const abi::v1::DeviceTensorSlot& t;
   } sides[] = {{"input", slot.device_input}, {"output", slot.device_output}};
   for (const auto& [what, t] : sides) {
-    if (t.bytes != r->bytes) {
+    // An allgather's output holds every rank's rows, a reducescatter's its
+    // own share: the device backend checks their sizes against the plan.
+    if ((same_size || &t == &slot.device_input) && t.bytes != r->bytes) {
       return absl::InvalidArgumentError(absl::StrCat(
           "\"", name, "\": device ", what, " of ", t.bytes, " bytes, the request has ", r->bytes));
     }
@@ -101,6 +107,12 @@ absl::Status ValidateDevice(const abi::v1::SubmitSlot& slot, Request* r) {
       return absl::InvalidArgumentError(
           absl::StrCat("\"", name, "\": device ", what, " has reserved bits set"));
     }
+  }
+  if ((r->kind == CollectiveKind::kAllgather && slot.device_output.bytes < r->bytes) ||
+      (r->kind == CollectiveKind::kReducescatter && slot.device_output.bytes > r->bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        CollectiveKindName(r->kind), " \"", name, "\": device output of ", slot.device_output.bytes,
+        " bytes cannot hold its result (input ", r->bytes, " bytes)"));
   }
   if (slot.device_input.device != slot.device_output.device) {
     return absl::InvalidArgumentError(absl::StrCat("\"", name, "\": input on CUDA device ",

@@ -538,14 +538,40 @@ TEST_F(SlotValidatorTest, DeviceOffsetMustNotOverflow) {
   ExpectRejected(s, "overflows");
 }
 
-TEST_F(SlotValidatorTest, DeviceTensorsForAllreduceAndBroadcastOnly) {
+TEST_F(SlotValidatorTest, DeviceTensorsForEveryKindButAlltoall) {
   SubmitSlot s = DeviceSlot();
   s.kind = static_cast<uint32_t>(CollectiveKind::kBroadcast);
   s.root_rank = 0;
   absl::StatusOr<Request> broadcast = ValidateSlot(s, arena_, kJobSize);
   EXPECT_TRUE(broadcast.ok()) << broadcast.status();
+  s = DeviceSlot();
+  s.kind = static_cast<uint32_t>(CollectiveKind::kAlltoall);
+  ExpectRejected(s, absl::StatusCode::kUnimplemented, "allgather and reducescatter so far");
+}
+
+// An allgather's device output holds every rank's rows, a reducescatter's
+// its own share: their sizes differ from the input's (the backend checks
+// them exactly), but never the wrong way.
+TEST_F(SlotValidatorTest, DeviceGatherAndScatterOutputsHaveTheirOwnSizes) {
+  SubmitSlot s = DeviceSlot();
   s.kind = static_cast<uint32_t>(CollectiveKind::kAllgather);
-  ExpectRejected(s, absl::StatusCode::kUnimplemented, "allreduce and broadcast so far");
+  s.device_output.bytes = 64 * 3;
+  absl::StatusOr<Request> gather = ValidateSlot(s, arena_, kJobSize);
+  ASSERT_TRUE(gather.ok()) << gather.status();
+  EXPECT_EQ(gather->device->output.bytes, 192u);
+  s.device_output.bytes = 32;
+  ExpectRejected(s, "device output of 32 bytes cannot hold its result");
+  s = DeviceSlot();
+  s.kind = static_cast<uint32_t>(CollectiveKind::kReducescatter);
+  s.device_output.bytes = 16;
+  absl::StatusOr<Request> scatter = ValidateSlot(s, arena_, kJobSize);
+  ASSERT_TRUE(scatter.ok()) << scatter.status();
+  EXPECT_EQ(scatter->device->output.bytes, 16u);
+  s.device_output.bytes = 128;
+  ExpectRejected(s, "device output of 128 bytes cannot hold its result");
+  s.device_output.bytes = 16;
+  s.device_input.bytes = 60;
+  ExpectRejected(s, "device input of 60 bytes, the request has 64");
 }
 
 // A refusal of allreduce "grad/w1" in process set 2, group 9 of 3, whose

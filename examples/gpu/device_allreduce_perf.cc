@@ -86,8 +86,7 @@ absl::Status RunRank(int rank, int ranks, const std::vector<uint64_t>& sizes, Sh
   const bool out_of_place = absl::GetFlag(FLAGS_out_of_place);
   void* out = buf;
   if (out_of_place) {
-    if (absl::Status s = Cuda(cudaMalloc(&out, max_count * sizeof(float)), "cudaMalloc");
-        !s.ok()) {
+    if (absl::Status s = Cuda(cudaMalloc(&out, max_count * sizeof(float)), "cudaMalloc"); !s.ok()) {
       return s;
     }
   }

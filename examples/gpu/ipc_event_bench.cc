@@ -24,9 +24,9 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <vector>
 
@@ -52,12 +52,12 @@ void Poll(cudaEvent_t e) {
   }
 }
 
-#define CHECK(x)                                                         \
-  do {                                                                   \
-    if ((x) != cudaSuccess) {                                            \
+#define CHECK(x)                                                          \
+  do {                                                                    \
+    if ((x) != cudaSuccess) {                                             \
       std::printf("FAIL ipc_event_bench: %s at line %d\n", #x, __LINE__); \
-      return 1;                                                          \
-    }                                                                    \
+      return 1;                                                           \
+    }                                                                     \
   } while (0)
 
 struct Handles {

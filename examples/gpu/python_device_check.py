@@ -2,9 +2,9 @@
 
 Run by examples/gpu/device_check.sh under kolorun (2 ranks on GPU 0):
   - kolo.torch with CUDA tensors: allreduce (sum, average, in place, with a
-    postscale), grouped allreduce, broadcast, and the collectives that pass
-    through host memory (allgather, reducescatter, alltoall), each result
-    checked against the value computed here;
+    postscale), grouped allreduce, broadcast, allgather and reducescatter on
+    the device, and alltoall (through host memory), each result checked
+    against the value computed here;
   - kolo's own API with __cuda_array_interface__ arrays (CuPy where it is
     installed, and PyTorch tensors through the same interface).
 Prints one line per check and "PASS python-device" or raises.
@@ -91,7 +91,24 @@ def main():
     b = mine(rank).clone()
     kt.broadcast_(b, root_rank=1, name="t.bcast")
     check("torch broadcast_ from rank 1", b, mine(1))
-    # Through host memory (kolod has no device path for these yet).
+    # Allgather and reducescatter on the device (alltoall passes through host
+    # memory: kolod has no device path for it yet).
+    uneven = kt.allgather(torch.full((rank + 1, 2), rank, dtype=torch.int64, device=dev),
+                          name="t.gather.uneven")
+    check("torch allgather of uneven rows (device)", uneven,
+          torch.cat([torch.full((r + 1, 2), r, dtype=torch.int64) for r in range(size)]))
+    rs_rows = size * 3 + 1
+    rs_in = (torch.arange(rs_rows * 2, dtype=torch.float32, device=dev).reshape(rs_rows, 2)
+             * (rank + 1))
+    rs_full = torch.arange(rs_rows * 2, dtype=torch.float32).reshape(rs_rows, 2) * (
+        size * (size + 1) / 2)
+    first = rank * (rs_rows // size) + min(rank, rs_rows % size)
+    mine_rows = rs_rows // size + (1 if rank < rs_rows % size else 0)
+    rs_avg = kt.reducescatter(rs_in, op=kt.Average, name="t.rscatter.avg")
+    check("torch reducescatter average of uneven rows (device)", rs_avg,
+          rs_full[first:first + mine_rows] / size)
+    if rs_avg.device != dev:
+        raise AssertionError(f"reducescatter result on {rs_avg.device}, want {dev}")
     g = kt.allgather(torch.full((2, 3), float(rank), device=dev), name="t.gather")
     check("torch allgather (device tensor)", g,
           torch.cat([torch.full((2, 3), float(r)) for r in range(size)]))

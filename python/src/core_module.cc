@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "common/scatter_rows.h"
 #include "kolo/kolo.h"
 #include "python/src/process_client.h"
 
@@ -318,8 +319,9 @@ PYBIND11_MODULE(_core, m) {
            std::vector<int> dtypes, int device, uintptr_t stream, std::vector<std::string> names,
            int op, double prescale, double postscale, int compression, int ps) {
           if (datas.size() != shapes.size() || datas.size() != dtypes.size()) {
-            throw py::value_error("grouped device allreduce: pointers, shapes and dtypes differ "
-                                  "in length");
+            throw py::value_error(
+                "grouped device allreduce: pointers, shapes and dtypes differ "
+                "in length");
           }
           auto c = ClientOrThrow();
           std::vector<ConstTensorView> ins;
@@ -335,6 +337,38 @@ PYBIND11_MODULE(_core, m) {
           py::gil_scoped_release nogil;
           return Ids(ValueOrThrow(c->GroupedAllreduceAsync(ins, outs, names, o)));
         });
+  // Device allgather and reducescatter into a caller-allocated output on the
+  // input's GPU (its size: every rank's rows, or this rank's share).
+  m.def("allgather_device_async", [](uintptr_t in, std::vector<int64_t> in_shape, uintptr_t out,
+                                     std::vector<int64_t> out_shape, int dtype, int device,
+                                     uintptr_t stream, const std::string& name, int ps) {
+    auto c = ClientOrThrow();
+    const auto t = static_cast<DType>(dtype);
+    ConstTensorView input(reinterpret_cast<void*>(in), t, std::move(in_shape), device);
+    TensorView output{reinterpret_cast<void*>(out), t, std::move(out_shape), device};
+    CollectiveOptions o{.process_set = ps, .cuda_stream = reinterpret_cast<void*>(stream)};
+    py::gil_scoped_release nogil;
+    return ValueOrThrow(c->AllgatherAsync(input, output, name, o)).id;
+  });
+  m.def("reducescatter_device_async",
+        [](uintptr_t in, std::vector<int64_t> in_shape, uintptr_t out,
+           std::vector<int64_t> out_shape, int dtype, int device, uintptr_t stream,
+           const std::string& name, int op, double prescale, double postscale, int ps) {
+          auto c = ClientOrThrow();
+          const auto t = static_cast<DType>(dtype);
+          ConstTensorView input(reinterpret_cast<void*>(in), t, std::move(in_shape), device);
+          TensorView output{reinterpret_cast<void*>(out), t, std::move(out_shape), device};
+          AllreduceOptions o = ReduceOptions(op, prescale, postscale, 0, ps);
+          o.cuda_stream = reinterpret_cast<void*>(stream);
+          py::gil_scoped_release nogil;
+          return ValueOrThrow(c->ReducescatterAsync(input, output, name, o)).id;
+        });
+  // Rows of a reducescatter's result at position i of n (common/scatter_rows.h).
+  m.def("scatter_rows", [](int64_t total, int64_t n, int64_t i) {
+    if (n <= 0 || i < 0 || i >= n || total < 0)
+      throw py::value_error("scatter_rows: bad arguments");
+    return ScatterRows(total, n, i);
+  });
   m.def("broadcast_device_async",
         [](uintptr_t data, std::vector<int64_t> shape, int dtype, int device, uintptr_t stream,
            const std::string& name, int root, int ps) {

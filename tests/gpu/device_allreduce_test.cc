@@ -39,17 +39,22 @@ class DeviceAllreduceTest : public ::testing::Test {
 // Rank r's tensor: element i is r + 1 + i / 1024 (exact in float32).
 float Value(int rank, int64_t i) { return static_cast<float>(rank + 1) + (i % 1024) / 1024.0f; }
 
-void RunRank(const std::string& socket, int rank, const std::vector<int64_t>& sizes,
-             absl::Status* result) {
+// Rank `rank` of job `job`, both ranks on this node.
+ClientOptions RankOptions(const std::string& socket, const std::string& job, int rank) {
   ClientOptions options;
   options.socket_path = socket;
-  options.job_id = "gpu-job";
+  options.job_id = job;
   options.job_token = kTestJobToken;
   options.rank = rank;
   options.size = kRanks;
   options.local_rank = rank;
   options.local_size = kRanks;
-  auto client = Client::Connect(options);
+  return options;
+}
+
+void RunRank(const std::string& socket, int rank, const std::vector<int64_t>& sizes,
+             absl::Status* result) {
+  auto client = Client::Connect(RankOptions(socket, "gpu-job", rank));
   if (!client.ok()) {
     *result = client.status();
     return;
@@ -141,6 +146,88 @@ TEST_F(DeviceAllreduceTest, TwoRanksOnOneGpuSumAndBroadcastDeviceTensors) {
   std::vector<std::thread> threads;
   for (int r = 0; r < kRanks; ++r) {
     threads.emplace_back(RunRank, daemon_->socket_path(), r, sizes, &results[r]);
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < kRanks; ++r)
+    EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r];
+  EXPECT_TRUE(daemon_->Alive());
+}
+
+// Rank r allgathers r + 2 rows of [.., 3] int32 (the output sized by the
+// caller, as the SDK's users do after exchanging row counts), then
+// reducescatters [5, 4] float32 (rank 0 gets 3 rows, rank 1 gets 2).
+void GatherAndScatter(const std::string& socket, int rank, absl::Status* result) {
+  auto client = Client::Connect(RankOptions(socket, "gpu-gather-job", rank));
+  if (!client.ok() || cudaSetDevice(0) != cudaSuccess) {
+    *result = client.ok() ? absl::InternalError("cudaSetDevice") : client.status();
+    return;
+  }
+  cudaStream_t stream;
+  cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  auto fail = [&](const std::string& why) {
+    *result = absl::InternalError("rank " + std::to_string(rank) + ": " + why);
+  };
+  // Allgather.
+  const int64_t my_rows = rank + 2, total_rows = 2 + 3;
+  std::vector<int32_t> mine(my_rows * 3);
+  for (size_t i = 0; i < mine.size(); ++i) mine[i] = rank * 100 + static_cast<int32_t>(i);
+  void *in = nullptr, *out = nullptr;
+  cudaMalloc(&in, mine.size() * 4);
+  cudaMalloc(&out, total_rows * 3 * 4);
+  cudaMemcpyAsync(in, mine.data(), mine.size() * 4, cudaMemcpyHostToDevice, stream);
+  CollectiveOptions co;
+  co.cuda_stream = stream;
+  auto h =
+      (*client)->AllgatherAsync(ConstTensorView(in, DType::kInt32, {my_rows, 3}, 0),
+                                TensorView{out, DType::kInt32, {total_rows, 3}, 0}, "gather", co);
+  absl::Status s = h.ok() ? (*client)->Wait(*h) : h.status();
+  if (!s.ok()) return fail(s.ToString());
+  std::vector<int32_t> got(total_rows * 3);
+  cudaMemcpyAsync(got.data(), out, got.size() * 4, cudaMemcpyDeviceToHost, stream);
+  cudaStreamSynchronize(stream);
+  size_t at = 0;
+  for (int r = 0; r < kRanks; ++r) {
+    for (int64_t i = 0; i < (r + 2) * 3; ++i, ++at) {
+      if (got[at] != r * 100 + i) return fail("allgather element " + std::to_string(at));
+    }
+  }
+  // Reducescatter (average).
+  const int64_t rows = 5, cols = 4, share = rank == 0 ? 3 : 2, first = rank == 0 ? 0 : 3;
+  std::vector<float> full(rows * cols);
+  for (size_t i = 0; i < full.size(); ++i) full[i] = static_cast<float>(rank + 1) * i;
+  void *fin = nullptr, *fout = nullptr;
+  cudaMalloc(&fin, full.size() * 4);
+  cudaMalloc(&fout, share * cols * 4);
+  cudaMemcpyAsync(fin, full.data(), full.size() * 4, cudaMemcpyHostToDevice, stream);
+  AllreduceOptions ao;
+  ao.op = ReduceOp::kAverage;
+  ao.cuda_stream = stream;
+  h = (*client)->ReducescatterAsync(ConstTensorView(fin, DType::kFloat32, {rows, cols}, 0),
+                                    TensorView{fout, DType::kFloat32, {share, cols}, 0}, "scatter",
+                                    ao);
+  s = h.ok() ? (*client)->Wait(*h) : h.status();
+  if (!s.ok()) return fail(s.ToString());
+  std::vector<float> part(share * cols);
+  cudaMemcpyAsync(part.data(), fout, part.size() * 4, cudaMemcpyDeviceToHost, stream);
+  cudaStreamSynchronize(stream);
+  for (int64_t i = 0; i < share * cols; ++i) {
+    const float want = 1.5f * static_cast<float>(first * cols + i);  // (1 + 2) / 2
+    if (std::fabs(part[i] - want) > 1e-4f)
+      return fail("reducescatter element " + std::to_string(i));
+  }
+  cudaFree(in);
+  cudaFree(out);
+  cudaFree(fin);
+  cudaFree(fout);
+  cudaStreamDestroy(stream);
+  *result = absl::OkStatus();
+}
+
+TEST_F(DeviceAllreduceTest, TwoRanksAllgatherAndReducescatterDeviceTensors) {
+  absl::Status results[kRanks];
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r) {
+    threads.emplace_back(GatherAndScatter, daemon_->socket_path(), r, &results[r]);
   }
   for (auto& t : threads) t.join();
   for (int r = 0; r < kRanks; ++r)

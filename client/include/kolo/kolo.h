@@ -184,7 +184,8 @@ struct AllreduceOptions {
 
 struct CollectiveOptions {
   int process_set = kGlobalProcessSet;
-  // Device tensors (broadcast) only: as AllreduceOptions::cuda_stream.
+  // Device tensors (broadcast, allgather) only: as
+  // AllreduceOptions::cuda_stream.
   void* cuda_stream = nullptr;
 };
 
@@ -254,6 +255,13 @@ class Client {
                                         const CollectiveOptions& options = {});
   absl::StatusOr<HostBuffer> Allgather(const ConstTensorView& input, std::string_view name,
                                        const CollectiveOptions& options = {});
+  // Device tensors: gathers into `output` on the input's GPU, whose size the
+  // caller knows (the sum of every rank's rows, e.g. from a host allgather of
+  // the first dimensions); kolod fails a rank whose output has another size.
+  // Wait on the handle; the output is ordered with options.cuda_stream.
+  absl::StatusOr<Handle> AllgatherAsync(const ConstTensorView& input, const TensorView& output,
+                                        std::string_view name,
+                                        const CollectiveOptions& options = {});
 
   // Reduces `input` (same shape on every rank; op sum or average) and returns
   // this rank's block of rows: the first dimension is split across ranks, the
@@ -262,6 +270,11 @@ class Client {
                                             const AllreduceOptions& options = {});
   absl::StatusOr<HostBuffer> Reducescatter(const ConstTensorView& input, std::string_view name,
                                            const AllreduceOptions& options = {});
+  // Device tensors: this rank's rows of the result into `output` on the
+  // input's GPU (ReducescatterRows tells how many). Wait on the handle.
+  absl::StatusOr<Handle> ReducescatterAsync(const ConstTensorView& input, const TensorView& output,
+                                            std::string_view name,
+                                            const AllreduceOptions& options = {});
 
   // Sends splits[j] rows of `input` (in order) to rank j of the process set
   // and receives what every rank sent to this one. Empty `splits` divides

@@ -19,6 +19,7 @@ namespace kolo::daemon::nccl {
 
 struct ResolvedTensor {
   uint8_t* data = nullptr;      // valid on the backend's device
+  uint64_t bytes = 0;           // the client's size of it
   cudaEvent_t event = nullptr;  // see cuda::DeviceTensorRef::event
 };
 
@@ -34,7 +35,9 @@ class DeviceTensorResolver {
   virtual ~DeviceTensorResolver() = default;
   // Called on the executing thread with the backend's device current.
   // Errors concern this request alone (INVALID_ARGUMENT for bad handles,
-  // offsets or sizes).
+  // offsets or sizes). The input has the request's bytes, and so has the
+  // output of an allreduce or broadcast; an allgather's or reducescatter's
+  // output size is the backend's to check.
   virtual absl::StatusOr<ResolvedIo> Resolve(const Request& request) = 0;
 };
 

@@ -40,7 +40,10 @@ absl::StatusOr<ResolvedIo> IpcTensorResolver::Resolve(const Request& request) {
   };
   for (const Side& side :
        {Side{&io->input, &out.input, "input"}, Side{&io->output, &out.output, "output"}}) {
-    if (side.ref->bytes != request.bytes) {
+    const bool sized_by_request = side.into == &out.input ||
+                                  request.kind == CollectiveKind::kAllreduce ||
+                                  request.kind == CollectiveKind::kBroadcast;
+    if (sized_by_request && side.ref->bytes != request.bytes) {
       return absl::InvalidArgumentError(
           absl::StrCat(CollectiveKindName(request.kind), " \"", request.name, "\": rank ",
                        request.rank, " ", side.name, " device tensor has ", side.ref->bytes,
@@ -53,6 +56,7 @@ absl::StatusOr<ResolvedIo> IpcTensorResolver::Resolve(const Request& request) {
     auto event = cache->Event(side.ref->event);
     if (!event.ok()) return Annotate(event.status(), request, side.name);
     side.into->data = *data;
+    side.into->bytes = side.ref->bytes;
     side.into->event = (*event)->get();
     out.holds.push_back(*mapping);
     out.holds.push_back(*event);

@@ -10,10 +10,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/cuda/cuda_status.h"
-#include "spdlog/spdlog.h"
+#include "common/scatter_rows.h"
 #include "kernels/cuda/cast.h"
 #include "kernels/cuda/reduce.h"
 #include "kernels/cuda/scale.h"
+#include "spdlog/spdlog.h"
 
 // Returns from the enclosing function if a Kolo kernel launch failed.
 #define KOLO_RETURN_IF_LAUNCH_ERROR(launch, what)                             \
@@ -74,6 +75,19 @@ struct NcclBackend::Lane {
 
   uint8_t* region(size_t i, uint64_t region_bytes) const {
     return fusion.data() + i * region_bytes;
+  }
+
+  // Before a response: a fusion buffer of at least `bytes` on this lane's
+  // GPU and no work from the last one.
+  absl::Status Reset(uint64_t bytes) {
+    if (absl::Status s = device.MakeCurrent(); !s.ok()) return s;
+    if (absl::Status s = fusion.Reserve(bytes); !s.ok()) return s;
+    pack.clear();
+    unpack.clear();
+    zero.clear();
+    wait_events.clear();
+    record_events.clear();
+    return absl::OkStatus();
   }
 };
 
@@ -162,13 +176,16 @@ NcclBackend::~NcclBackend() {
   }
 }
 
-absl::Status NcclBackend::Execute(Response& response, const StepContext& /*step*/) {
+absl::Status NcclBackend::Execute(Response& response, const StepContext& step) {
   absl::MutexLock lock(&mu_);
   const bool broadcast = response.kind == CollectiveKind::kBroadcast;
-  if (response.kind != CollectiveKind::kAllreduce && !broadcast) {
+  const bool gather = response.kind == CollectiveKind::kAllgather;
+  if (response.kind != CollectiveKind::kAllreduce && !broadcast && !gather &&
+      response.kind != CollectiveKind::kReducescatter) {
     return absl::UnimplementedError(
         absl::StrCat("the nccl backend does not run ", CollectiveKindName(response.kind), " yet"));
   }
+  step_ = &step;
   const std::string what = Describe(response);
   if (comm_->aborted()) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -179,7 +196,8 @@ absl::Status NcclBackend::Execute(Response& response, const StepContext& /*step*
   const absl::Time start = absl::Now();
   const absl::Time deadline = start + options_.collective_timeout;
   std::vector<ResolvedIo> holds;  // keeps mappings and events open until the end
-  absl::StatusOr<bool> runs = Prepare(response, broadcast, &holds);
+  absl::StatusOr<bool> runs =
+      gather ? PrepareAllgather(response, &holds) : Prepare(response, broadcast, &holds);
   if (!runs.ok()) {
     // Every daemon plans the same response; one that cannot run it must not
     // leave the others waiting.
@@ -220,8 +238,7 @@ absl::Status NcclBackend::Execute(Response& response, const StepContext& /*step*
   absl::Status done = WaitForCompletion(what, deadline);
   // Where a device collective's time goes (kolod --log_level=debug).
   spdlog::debug("{} ({} path): prepare {:.1f} us, enqueue {:.1f} us, gpu wait {:.1f} us", what,
-                direct ? "direct" : "fused",
-                absl::ToDoubleMicroseconds(prepared - start),
+                direct ? "direct" : "fused", absl::ToDoubleMicroseconds(prepared - start),
                 absl::ToDoubleMicroseconds(enqueued - prepared),
                 absl::ToDoubleMicroseconds(absl::Now() - enqueued));
   return done;
@@ -306,18 +323,13 @@ absl::StatusOr<bool> NcclBackend::LayOutRegions(Response& response, bool broadca
   fused_bytes = AlignUp(fused_bytes, esize);
   count_ = broadcast ? fused_bytes : fused_bytes / esize;
   region_ = AlignUp(fused_bytes, kRegionAlign);
-  compress_ = !broadcast && response.compression != Compression::kNone &&
-              response.dtype == DType::kFloat32 && comm_->size() > 1;
+  compress_ = response.kind == CollectiveKind::kAllreduce &&
+              response.compression != Compression::kNone && response.dtype == DType::kFloat32 &&
+              comm_->size() > 1;
   for (auto& lane : lanes_) {
     const size_t regions = broadcast ? 1 : lane->place.ranks.size();
     const uint64_t bytes = region_ * regions + (compress_ ? AlignUp(count_ * 2, kRegionAlign) : 0);
-    if (absl::Status s = lane->device.MakeCurrent(); !s.ok()) return s;
-    if (absl::Status s = lane->fusion.Reserve(bytes); !s.ok()) return s;
-    lane->pack.clear();
-    lane->unpack.clear();
-    lane->zero.clear();
-    lane->wait_events.clear();
-    lane->record_events.clear();
+    if (absl::Status s = lane->Reset(bytes); !s.ok()) return s;
   }
   return true;
 }
@@ -370,6 +382,22 @@ absl::Status NcclBackend::PlaceMember(Response& response, size_t mi, bool broadc
     }
     resolved.push_back(std::move(*io));
   }
+  const bool scatter = response.kind == CollectiveKind::kReducescatter;
+  const uint64_t row = scatter ? RowBytes(m.set.requests.front()) : 0;
+  const int64_t total_rows =
+      scatter && !m.set.requests.front().shape.empty() ? m.set.requests.front().shape.front() : 0;
+  const int64_t positions = std::max(1, m.set.set_size);
+  for (size_t k = 0; scatter && m.status.ok() && k < resolved.size(); ++k) {
+    // Each rank's output holds its rows alone (common/scatter_rows.h).
+    const uint64_t want =
+        static_cast<uint64_t>(ScatterRows(total_rows, positions, Position(placed[k].first->rank))) *
+        row;
+    if (resolved[k].output.bytes != want) {
+      m.status = absl::InvalidArgumentError(absl::StrCat(
+          "reducescatter \"", m.set.name, "\": rank ", placed[k].first->rank, "'s output has ",
+          resolved[k].output.bytes, " bytes; its rows of the result have ", want));
+    }
+  }
   if (!m.status.ok()) {
     // Zeros instead of this member, on every lane: the collective runs.
     for (auto& lane : lanes_) {
@@ -411,7 +439,13 @@ absl::Status NcclBackend::PlaceMember(Response& response, size_t mi, bool broadc
     // the ranks whose input it does not read).
     if (io.input.event != nullptr) lane.wait_events.push_back(io.input.event);
     // The root's own output already holds the data when it is the input.
-    if (!(is_root && io.output.data == io.input.data)) {
+    if (scatter) {
+      const int pos = Position(r->rank);
+      const uint64_t first = static_cast<uint64_t>(ScatterFirstRow(total_rows, positions, pos));
+      lane.unpack.push_back(CopySegment{reinterpret_cast<uint64_t>(lane_result + first * row),
+                                        reinterpret_cast<uint64_t>(io.output.data),
+                                        io.output.bytes / unit, 0});
+    } else if (!(is_root && io.output.data == io.input.data)) {
       lane.unpack.push_back(CopySegment{reinterpret_cast<uint64_t>(lane_result),
                                         reinterpret_cast<uint64_t>(io.output.data), bytes / unit,
                                         0});
@@ -423,9 +457,12 @@ absl::Status NcclBackend::PlaceMember(Response& response, size_t mi, bool broadc
 }
 
 absl::Status NcclBackend::Enqueue(Response& response, bool broadcast, absl::Time deadline) {
-  const DType dtype = broadcast ? DType::kUint8 : response.dtype;
-  const double prescale = broadcast ? 1.0 : response.prescale;
-  const double postscale = broadcast ? 1.0 : postscale_;
+  const bool gather = response.kind == CollectiveKind::kAllgather;
+  // A broadcast and an allgather move bytes; one region per lane.
+  const bool bytewise = broadcast || gather;
+  const DType dtype = bytewise ? DType::kUint8 : response.dtype;
+  const double prescale = bytewise ? 1.0 : response.prescale;
+  const double postscale = bytewise ? 1.0 : postscale_;
 
   // Steps 2-5 per lane.
   for (auto& lane_ptr : lanes_) {
@@ -463,7 +500,7 @@ absl::Status NcclBackend::Enqueue(Response& response, bool broadcast, absl::Time
         "pack kernel");
     // Step 5: the lane's ranks into region 0. A lone bool region is reduced
     // too (in place): its bytes become 0 or 1 before NCCL's max or min.
-    const size_t regions = broadcast ? 1 : lane.place.ranks.size();
+    const size_t regions = bytewise ? 1 : lane.place.ranks.size();
     if (regions > 1 || dtype == DType::kBool) {
       std::vector<const void*> srcs(regions);
       for (size_t r = 0; r < regions; ++r) srcs[r] = lane.region(r, region_);
@@ -476,7 +513,18 @@ absl::Status NcclBackend::Enqueue(Response& response, bool broadcast, absl::Time
   // Step 6: between GPUs and daemons, one NCCL group over every lane.
   if (comm_->size() > 1) {
     std::vector<NcclLaneBuffers> buffers;
-    if (broadcast) {
+    if (gather) {
+      // Disjoint parts on zeroed regions: their bytewise sum is the gather.
+      for (auto& lane : lanes_) {
+        uint8_t* r0 = lane->region(0, region_);
+        buffers.push_back(NcclLaneBuffers{r0, r0, lane->stream.get()});
+      }
+      if (absl::Status st =
+              comm_->AllReduce(buffers, count_, DType::kUint8, ReduceOp::kSum, deadline);
+          !st.ok()) {
+        return st;
+      }
+    } else if (broadcast) {
       for (auto& lane : lanes_) {
         uint8_t* r0 = lane->region(0, region_);
         buffers.push_back(NcclLaneBuffers{r0, r0, lane->stream.get()});
@@ -536,9 +584,154 @@ absl::Status NcclBackend::Enqueue(Response& response, bool broadcast, absl::Time
   return absl::OkStatus();
 }
 
+int NcclBackend::Position(int rank) const {
+  if (step_ == nullptr || step_->set_ranks == nullptr) return rank;
+  const std::vector<int>& ranks = *step_->set_ranks;
+  auto it = std::lower_bound(ranks.begin(), ranks.end(), rank);
+  return it != ranks.end() && *it == rank ? static_cast<int>(it - ranks.begin()) : -1;
+}
+
+absl::StatusOr<bool> NcclBackend::PrepareAllgather(Response& response,
+                                                   std::vector<ResolvedIo>* holds) {
+  const std::string what = Describe(response);
+  const bool spans_daemons = comm_->size() > static_cast<int>(lanes_.size());
+  const std::vector<int64_t>& plan_rows = step_->rows;
+  if (response.members.empty() || (!plan_rows.empty() && response.members.size() != 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": malformed response"));
+  }
+  // Per member: each position's bytes, where they start, and the total.
+  struct Layout {
+    std::vector<uint64_t> at;
+    std::vector<uint64_t> bytes;
+    uint64_t total = 0;
+  };
+  std::vector<Layout> layouts;
+  offsets_.clear();
+  uint64_t fused = 0;
+  for (FusedMember& m : response.members) {
+    if (m.set.requests.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": a member without requests"));
+    }
+    const uint64_t row = RowBytes(m.set.requests.front());
+    const int n = std::max(1, m.set.set_size);
+    Layout l;
+    l.bytes.assign(n, 0);
+    if (!plan_rows.empty()) {
+      // Across daemons: every rank's rows, from the plan.
+      for (int pos = 0; pos < n; ++pos) {
+        const int rank = step_->set_ranks != nullptr ? (*step_->set_ranks)[pos] : pos;
+        if (rank < 0 || rank >= static_cast<int>(plan_rows.size()) || plan_rows[rank] < 0 ||
+            (row > 0 && static_cast<uint64_t>(plan_rows[rank]) > (uint64_t{1} << 48) / row)) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(what, ": the plan gives no usable rows for rank ", rank));
+        }
+        l.bytes[pos] = static_cast<uint64_t>(plan_rows[rank]) * row;
+      }
+    } else if (spans_daemons) {
+      return absl::InternalError(absl::StrCat(what, ": an allgather across daemons without rows"));
+    } else if (static_cast<int>(m.set.requests.size()) != n) {
+      m.status = absl::FailedPreconditionError(absl::StrCat(
+          "allgather \"", m.set.name, "\": ", n - static_cast<int>(m.set.requests.size()),
+          " rank(s) joined; an allgather needs every rank's tensor"));
+    } else {
+      for (const Request& r : m.set.requests) {
+        const int pos = Position(r.rank);
+        if (pos < 0 || pos >= n) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(what, ": rank ", r.rank, " is not in the process set"));
+        }
+        l.bytes[pos] = r.bytes;
+      }
+    }
+    l.at.assign(n, 0);
+    for (int pos = 0; pos < n; ++pos) {
+      l.at[pos] = l.total;
+      l.total += l.bytes[pos];
+    }
+    fused = AlignUp(fused, kMemberAlign);
+    offsets_.push_back(fused);
+    fused += l.total;
+    layouts.push_back(std::move(l));
+  }
+  count_ = fused;  // bytes
+  region_ = AlignUp(fused, kRegionAlign);
+  compress_ = false;
+  op_ = ReduceOp::kSum;
+  postscale_ = 1.0;
+  root_ = -1;
+  for (auto& lane : lanes_) {
+    if (absl::Status s = lane->Reset(region_); !s.ok()) return s;
+    // Other lanes add their parts: what this one does not write is zero.
+    if (comm_->size() > 1 && fused > 0) lane->zero.push_back({lane->region(0, region_), fused});
+  }
+  for (size_t mi = 0; mi < response.members.size(); ++mi) {
+    FusedMember& m = response.members[mi];
+    const Layout& l = layouts[mi];
+    std::vector<std::pair<const Request*, Slot>> placed;
+    std::vector<ResolvedIo> resolved;
+    for (const Request& r : m.set.requests) {
+      if (!m.status.ok()) break;
+      auto it = slots_.find(r.rank);
+      if (it == slots_.end()) {
+        m.status = absl::FailedPreconditionError(absl::StrCat(
+            "allgather \"", m.set.name, "\": rank ", r.rank,
+            " has no GPU in the job's communicator (its first device tensor places it)"));
+        break;
+      }
+      const Lane& lane = *lanes_[it->second.lane];
+      if (r.device.has_value() && r.device->input.device != lane.place.device) {
+        m.status = absl::FailedPreconditionError(absl::StrCat(
+            "allgather \"", m.set.name, "\": rank ", r.rank, " sent a tensor on CUDA device ",
+            r.device->input.device, "; its GPU in this job is device ", lane.place.device));
+        break;
+      }
+      if (absl::Status s = lane.device.MakeCurrent(); !s.ok()) return s;
+      absl::StatusOr<ResolvedIo> io = resolver_->Resolve(r);
+      if (!io.ok()) {
+        m.status = io.status();
+        break;
+      }
+      if (io->output.bytes != l.total) {
+        m.status = absl::InvalidArgumentError(
+            absl::StrCat("allgather \"", m.set.name, "\": rank ", r.rank, "'s output has ",
+                         io->output.bytes, " bytes; the gathered tensor has ", l.total));
+        break;
+      }
+      placed.push_back({&r, it->second});
+      resolved.push_back(std::move(*io));
+    }
+    if (!m.status.ok()) continue;  // no part of it is written or read
+    for (size_t k = 0; k < placed.size(); ++k) {
+      const auto& [r, slot] = placed[k];
+      const ResolvedIo& io = resolved[k];
+      Lane& lane = *lanes_[slot.lane];
+      uint8_t* gathered = lane.region(0, region_) + offsets_[mi];
+      const int pos = Position(r->rank);
+      if (l.bytes[pos] > 0) {
+        lane.pack.push_back(CopySegment{reinterpret_cast<uint64_t>(io.input.data),
+                                        reinterpret_cast<uint64_t>(gathered + l.at[pos]),
+                                        l.bytes[pos], 0});
+      }
+      if (io.input.event != nullptr) lane.wait_events.push_back(io.input.event);
+      if (l.total > 0) {
+        lane.unpack.push_back(CopySegment{reinterpret_cast<uint64_t>(gathered),
+                                          reinterpret_cast<uint64_t>(io.output.data), l.total, 0});
+      }
+      if (io.output.event != nullptr) lane.record_events.push_back(io.output.event);
+    }
+    for (ResolvedIo& io : resolved) holds->push_back(std::move(io));
+  }
+  for (auto& lane : lanes_) {
+    lane->wait_events = Distinct(std::move(lane->wait_events));
+    lane->record_events = Distinct(std::move(lane->record_events));
+  }
+  return true;
+}
+
 bool NcclBackend::CanRunDirect(const Response& response, bool broadcast) const {
-  if (broadcast || response.members.size() != 1 || !response.members.front().status.ok() ||
-      response.prescale != 1.0 || compress_ || response.dtype == DType::kBool) {
+  if (broadcast || response.kind != CollectiveKind::kAllreduce || response.members.size() != 1 ||
+      !response.members.front().status.ok() || response.prescale != 1.0 || compress_ ||
+      response.dtype == DType::kBool) {
     return false;
   }
   for (const auto& lane : lanes_) {

@@ -1,6 +1,6 @@
-// NcclBackend: allreduce and broadcast of device tensors. One instance per
-// job and daemon: it holds this daemon's NCCL ranks of the job's
-// communicator, one per GPU ("lane") the job's local ranks use (see
+// NcclBackend: allreduce, broadcast, allgather and reducescatter of device
+// tensors. One instance per job and daemon: it holds this daemon's NCCL ranks
+// of the job's communicator, one per GPU ("lane") the job's local ranks use (see
 // daemon/backend/device_comm_plan.h), and reduces the contributions of the
 // local ranks that share a GPU on that GPU before the NCCL step.
 //
@@ -32,6 +32,9 @@
 // joined member, skips the fusion buffer: steps 2, 4, 5 and 7 become one
 // ncclAllReduce from the input to the output (one NCCL rank: a copy, none
 // in place) and an in-place postscale.
+// A reducescatter runs as an allreduce whose unpack gives each rank only its
+// rows (common/scatter_rows.h) of each member, postscale fused in; an
+// allgather as described at PrepareAllgather.
 // A broadcast packs the root's tensors into its lane's region 0, runs one
 // grouped ncclBroadcast from the root's NCCL rank into every lane, and
 // unpacks on every lane (steps 1-4, 6-8).
@@ -164,6 +167,17 @@ class NcclBackend : public Backend {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status EnqueueDirect(const Response& response, absl::Time deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Allgather (nccl_backend_gather.cc): one region per lane holds every
+  // rank's rows in rank order; each lane packs its ranks' inputs at their
+  // places (the region zeroed first when other lanes take part), one
+  // ncclAllReduce over the region's bytes (a sum of disjoint parts: exact
+  // for every dtype) fills in the rest, and each rank's output gets the
+  // whole. It moves twice an allgather's bytes between GPUs; it keeps every
+  // lane's NCCL call identical when ranks send different row counts.
+  absl::StatusOr<bool> PrepareAllgather(Response& response, std::vector<ResolvedIo>* holds)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A rank's position in the response's process set (the job's: the rank).
+  int Position(int rank) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Step 8, up to `deadline` (then the watchdog aborts the communicator).
   absl::Status WaitForCompletion(const std::string& what, absl::Time deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -183,6 +197,7 @@ class NcclBackend : public Backend {
   double postscale_ ABSL_GUARDED_BY(mu_) = 1.0;
   bool compress_ ABSL_GUARDED_BY(mu_) = false;
   int root_ ABSL_GUARDED_BY(mu_) = 0;  // NCCL rank of a broadcast's root
+  const StepContext* step_ ABSL_GUARDED_BY(mu_) = nullptr;
   // Thread-safe on their own:
   std::unique_ptr<NcclCommunicator> comm_;
   std::unique_ptr<CollectiveWatchdog> watchdog_;  // after comm_: stops first

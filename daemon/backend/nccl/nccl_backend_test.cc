@@ -114,8 +114,8 @@ class NcclBackendTest : public ::testing::Test {
         host_in[m].push_back(std::move(v));
         outs[m].push_back(out);
         ResolvedIo io;
-        io.input = {in, Event()};
-        io.output = {out, Event()};
+        io.input = {in, req.bytes, Event()};
+        io.output = {out, req.bytes, Event()};
         EXPECT_EQ(cudaEventRecord(io.input.event, nullptr), cudaSuccess);
         resolver_.io_[req.request_id] = io;
         member.set.requests.push_back(std::move(req));
@@ -231,8 +231,8 @@ TEST_F(NcclBackendTest, BroadcastsFromTheRootToEveryLocalRank) {
       EXPECT_EQ(cudaMemcpy(buf, v.data(), req.bytes, cudaMemcpyHostToDevice), cudaSuccess);
       outs[m].push_back(buf);
       ResolvedIo io;
-      io.input = {buf, Event()};
-      io.output = {buf, Event()};
+      io.input = {buf, req.bytes, Event()};
+      io.output = {buf, req.bytes, Event()};
       EXPECT_EQ(cudaEventRecord(io.input.event, nullptr), cudaSuccess);
       resolver_.io_[req.request_id] = io;
       member.set.requests.push_back(std::move(req));
@@ -252,6 +252,155 @@ TEST_F(NcclBackendTest, BroadcastsFromTheRootToEveryLocalRank) {
       EXPECT_EQ(got, want[m]) << "member " << m << " rank " << r;
     }
   }
+}
+
+// Allgather of int32 rows [rows_r, 3] from `ranks` local ranks on one GPU
+// (rank r sends rows[r] rows), two members fused; checked on the host.
+TEST_F(NcclBackendTest, AllgathersRanksOfDifferentRowCounts) {
+  for (int ranks : {1, 3}) {
+    UseRanks(ranks);
+    const std::vector<int64_t> rows = {2, 0, 5};
+    Response response;
+    response.kind = CollectiveKind::kAllgather;
+    response.dtype = DType::kInt32;
+    std::vector<std::vector<int32_t>> want(2);
+    std::vector<std::vector<uint8_t*>> outs(2);
+    uint64_t next_id = 1;
+    for (int m = 0; m < 2; ++m) {
+      FusedMember member;
+      member.set.name = "g" + std::to_string(m);
+      member.set.set_size = ranks;
+      int64_t total_rows = 0;
+      for (int r = 0; r < ranks; ++r) total_rows += rows[r] + m;
+      for (int r = 0; r < ranks; ++r) {
+        Request req;
+        req.request_id = next_id++;
+        req.rank = r;
+        req.kind = CollectiveKind::kAllgather;
+        req.dtype = DType::kInt32;
+        req.shape = {rows[r] + m, 3};
+        req.bytes = static_cast<uint64_t>(rows[r] + m) * 12;
+        std::vector<int32_t> v((rows[r] + m) * 3);
+        for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int32_t>(r * 1000 + m * 100 + i);
+        want[m].insert(want[m].end(), v.begin(), v.end());
+        uint8_t* in = DeviceAlloc(req.bytes) + 4;  // unaligned input
+        uint8_t* out = DeviceAlloc(total_rows * 12);
+        if (!v.empty()) {
+          EXPECT_EQ(cudaMemcpy(in, v.data(), req.bytes, cudaMemcpyHostToDevice), cudaSuccess);
+        }
+        outs[m].push_back(out);
+        ResolvedIo io;
+        io.input = {in, req.bytes, Event()};
+        io.output = {out, static_cast<uint64_t>(total_rows) * 12, Event()};
+        EXPECT_EQ(cudaEventRecord(io.input.event, nullptr), cudaSuccess);
+        resolver_.io_[req.request_id] = io;
+        member.set.requests.push_back(std::move(req));
+      }
+      response.members.push_back(std::move(member));
+    }
+    const absl::Status s = backend_->Execute(response, StepContext{});
+    ASSERT_TRUE(s.ok()) << s;
+    for (int m = 0; m < 2; ++m) {
+      ASSERT_TRUE(response.members[m].status.ok()) << response.members[m].status;
+      for (int r = 0; r < ranks; ++r) {
+        std::vector<int32_t> got(want[m].size());
+        ASSERT_EQ(cudaMemcpy(got.data(), outs[m][r], got.size() * 4, cudaMemcpyDeviceToHost),
+                  cudaSuccess);
+        EXPECT_EQ(got, want[m]) << ranks << " ranks, member " << m << " rank " << r;
+      }
+    }
+  }
+}
+
+// Reducescatter (sum and average) of [7, 5] float32 over 3 local ranks:
+// rank 0 gets rows 0-2, rank 1 rows 3-4, rank 2 rows 5-6; checked on the
+// host.
+TEST_F(NcclBackendTest, ReducescattersEachRanksRows) {
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+    UseRanks(3);
+    const int ranks = 3;
+    const int64_t total_rows = 7, cols = 5;
+    const std::vector<int64_t> my_rows = {3, 2, 2};
+    const std::vector<int64_t> first = {0, 3, 5};
+    Response response;
+    response.kind = CollectiveKind::kReducescatter;
+    response.dtype = DType::kFloat32;
+    response.op = op;
+    FusedMember member;
+    member.set.name = "rs";
+    member.set.set_size = ranks;
+    std::vector<float> sum(total_rows * cols, 0.0f);
+    std::vector<uint8_t*> outs;
+    for (int r = 0; r < ranks; ++r) {
+      Request req;
+      req.request_id = 100 + r;
+      req.rank = r;
+      req.kind = CollectiveKind::kReducescatter;
+      req.dtype = DType::kFloat32;
+      req.op = op;
+      req.shape = {total_rows, cols};
+      req.bytes = total_rows * cols * 4;
+      std::vector<float> v(total_rows * cols);
+      for (size_t i = 0; i < v.size(); ++i) {
+        v[i] = static_cast<float>(r + 1) * 0.5f + static_cast<float>(i);
+        sum[i] += v[i];
+      }
+      uint8_t* in = DeviceAlloc(req.bytes);
+      uint8_t* out = DeviceAlloc(my_rows[r] * cols * 4);
+      EXPECT_EQ(cudaMemcpy(in, v.data(), req.bytes, cudaMemcpyHostToDevice), cudaSuccess);
+      outs.push_back(out);
+      ResolvedIo io;
+      io.input = {in, req.bytes, Event()};
+      io.output = {out, static_cast<uint64_t>(my_rows[r] * cols * 4), Event()};
+      EXPECT_EQ(cudaEventRecord(io.input.event, nullptr), cudaSuccess);
+      resolver_.io_[req.request_id] = io;
+      member.set.requests.push_back(std::move(req));
+    }
+    response.total_bytes = total_rows * cols * 4;
+    response.members.push_back(std::move(member));
+    const absl::Status s = backend_->Execute(response, StepContext{});
+    ASSERT_TRUE(s.ok()) << s;
+    ASSERT_TRUE(response.members[0].status.ok()) << response.members[0].status;
+    const float scale = op == ReduceOp::kAverage ? 1.0f / ranks : 1.0f;
+    for (int r = 0; r < ranks; ++r) {
+      std::vector<float> got(my_rows[r] * cols);
+      ASSERT_EQ(cudaMemcpy(got.data(), outs[r], got.size() * 4, cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_NEAR(got[i], sum[first[r] * cols + i] * scale, 1e-4)
+            << "rank " << r << " element " << i;
+      }
+    }
+  }
+}
+
+// An output of the wrong size fails that member alone, with the sizes.
+TEST_F(NcclBackendTest, AGatherOutputOfTheWrongSizeFailsItsMember) {
+  UseRanks(1);
+  Response response;
+  response.kind = CollectiveKind::kAllgather;
+  response.dtype = DType::kFloat32;
+  FusedMember member;
+  member.set.name = "small";
+  member.set.set_size = 1;
+  Request req;
+  req.request_id = 500;
+  req.rank = 0;
+  req.kind = CollectiveKind::kAllgather;
+  req.shape = {4};
+  req.bytes = 16;
+  uint8_t* buf = DeviceAlloc(16);
+  ResolvedIo io;
+  io.input = {buf, 16, Event()};
+  io.output = {buf, 8, Event()};
+  resolver_.io_[req.request_id] = io;
+  member.set.requests.push_back(std::move(req));
+  response.members.push_back(std::move(member));
+  EXPECT_TRUE(backend_->Execute(response, StepContext{}).ok());
+  EXPECT_EQ(response.members[0].status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(response.members[0].status.message().find("the gathered tensor has 16"),
+            std::string::npos)
+      << response.members[0].status;
 }
 
 TEST_F(NcclBackendTest, ARankOnAnotherGpuThanItsOwnFailsAlone) {
@@ -280,7 +429,7 @@ TEST_F(NcclBackendTest, ARankOnAnotherGpuThanItsOwnFailsAlone) {
 TEST_F(NcclBackendTest, OtherCollectivesAreUnimplemented) {
   UseRanks(1);
   Response response;
-  response.kind = CollectiveKind::kAllgather;
+  response.kind = CollectiveKind::kAlltoall;
   EXPECT_EQ(backend_->Execute(response, StepContext{}).code(), absl::StatusCode::kUnimplemented);
 }
 

@@ -468,8 +468,35 @@ def _host_input(tensor):
     return (t if t.is_contiguous() else t.contiguous()), device
 
 
+def _device_allgather(tensor, name, process_set):
+    """A CUDA tensor of the global set gathered on its GPU by kolod: every
+    rank's first dimension first (a host allgather of one number, so the
+    output can be allocated), then the device allgather into it."""
+    src = tensor.detach()
+    if src.dim() == 0:
+        src = src.reshape(1)
+    src = src if src.is_contiguous() else src.contiguous()
+    nm = _api._name("allgather", name, process_set)
+    mine = torch.tensor([src.shape[0]], dtype=torch.int64)
+    rows = core.allgather_async(_host(mine), _code(mine), nm + ".rows", _api._ps_id(process_set))
+    total = int(Handle(rows, _wait_output(torch.int64), (mine,)).wait().sum())
+    out = torch.empty((total,) + tuple(src.shape[1:]), dtype=src.dtype, device=src.device)
+    hid = core.allgather_device_async(src.data_ptr(), list(src.shape), out.data_ptr(),
+                                      list(out.shape), _code(src), src.device.index,
+                                      _stream(src), nm, _api._ps_id(process_set))
+    return Handle(hid, _wait_plain(out), (src, out))
+
+
+def _on_device(tensor, process_set):
+    """Whether kolod runs this collective on the tensor's GPU (CUDA tensors
+    of the global process set; others pass through host memory)."""
+    return _is_cuda(tensor) and _api._ps_id(process_set) == 0
+
+
 def allgather_async(tensor, name=None, process_set=global_process_set):
     _check_tensor(tensor, "allgather")
+    if _on_device(tensor, process_set):
+        return _device_allgather(tensor, name, process_set)
     src, device = _host_input(tensor)
     if src.dim() == 0:
         src = src.reshape(1)
@@ -558,6 +585,18 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
                         prescale_factor=1.0, postscale_factor=1.0):
     _check_tensor(tensor, "reducescatter")
     op = _scatter_op(op)
+    if _on_device(tensor, process_set) and tensor.dim() > 0:
+        # This rank's rows of the result, on the tensor's GPU.
+        src = tensor.detach()
+        src = src if src.is_contiguous() else src.contiguous()
+        rows = core.scatter_rows(src.shape[0], _api._ps_size(process_set),
+                                 _api._ps_rank(process_set))
+        out = torch.empty((rows,) + tuple(src.shape[1:]), dtype=src.dtype, device=src.device)
+        hid = core.reducescatter_device_async(
+            src.data_ptr(), list(src.shape), out.data_ptr(), list(out.shape), _code(src),
+            src.device.index, _stream(src), _api._name("reducescatter", name, process_set),
+            int(op), float(prescale_factor), float(postscale_factor), _api._ps_id(process_set))
+        return Handle(hid, _wait_plain(out), (src, out))
     src, device = _host_input(tensor)
     hid = core.reducescatter_async(_host(src), _code(src),
                                    _api._name("reducescatter", name, process_set), int(op),
