@@ -75,8 +75,9 @@ struct ClientOptions {
 // `device` says where: -1 (the default) is host memory; an ordinal N is the
 // memory of CUDA device N, allocated with cudaMalloc (not managed memory),
 // which kolod reads and writes through CUDA IPC. Device tensors work for
-// allreduce and broadcast of the whole job (not a process set), on one node
-// or across nodes, with input and output on the same device; a rank keeps
+// allreduce, broadcast, allgather and reducescatter (the forms with an
+// output view) of the whole job (not a process set), on one node or across
+// nodes, with input and output on the same device; a rank keeps
 // the GPU of its first device tensor for the job's life (ranks may use
 // different GPUs). AllreduceOptions::cuda_stream and
 // CollectiveOptions::cuda_stream order them with the caller's work. A

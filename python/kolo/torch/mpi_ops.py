@@ -7,11 +7,12 @@ alltoall are copied once from shared memory into a new tensor. A
 non-contiguous tensor is made contiguous first (one more copy, and one back
 for the in-place forms).
 
-CUDA tensors: allreduce and broadcast run on the GPU in kolod (CUDA IPC,
-ordered with the tensor's current stream); allgather, reducescatter and
-alltoall of CUDA tensors go through host memory (a copy to the host and the
-result back to the tensor's device), since kolod has no device path for
-collectives whose output size is known only at run time.
+CUDA tensors of the global process set: allreduce (grouped: one fused
+device response), broadcast, allgather and reducescatter run on the GPU in
+kolod (CUDA IPC, ordered with the tensor's current stream); an allgather
+first allgathers the ranks' row counts on the host, to allocate its output on
+the GPU. Alltoall, and CUDA tensors of other process sets, go through host
+memory (a copy to the host and the result back to the tensor's device).
 
 A failed collective raises the kolo.KoloError subclass of its status code
 (FailedPreconditionError when ranks disagree on shapes or dtypes, with kolod's
