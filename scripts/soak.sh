@@ -17,11 +17,15 @@
 # usage: scripts/soak.sh [--duration_s=600] [--min_collectives=100000]
 #          [--short_jobs=1000] [--phases=1,2] [--inflight=8]
 #          [--max_elements=524288] [--bin_dir=DIR] [--report_only] [--keep]
+#          [--trace_every_s=N]
 #   --bin_dir: take daemon/kolod, koloctl/koloctl and tests/soak/soak_rank from
 #   DIR instead of building them with bazel.
 #   --report_only: print the table and tolerances but fail only on a failed
 #   collective or job (for runs too short for the figures to mean anything).
 #   --keep: keep the run's folder (the daemons' logs) and print where it is.
+#   --trace_every_s: also sample every N seconds under load and print the
+#   series (seconds into the load, then each kolod's RssAnon, fds, threads):
+#   whether a rise levels off shows there, not in three samples.
 set -euo pipefail
 duration_s=${SOAK_DURATION_S:-600}
 min_collectives=${SOAK_MIN_COLLECTIVES:-100000}
@@ -32,6 +36,7 @@ max_elements=524288
 bin_dir=""
 report_only=""
 keep=""
+trace_every_s=0
 for a in "$@"; do
   case "$a" in
     --duration_s=*) duration_s="${a#*=}" ;;
@@ -42,6 +47,7 @@ for a in "$@"; do
     --max_elements=*) max_elements="${a#*=}" ;;
     --bin_dir=*) bin_dir="${a#*=}" ;;
     --report_only) report_only=1 ;;
+    --trace_every_s=*) trace_every_s="${a#*=}" ;;
     --keep) keep=1 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "soak.sh: unknown argument $a" >&2; exit 2 ;;
@@ -85,7 +91,8 @@ if [[ -z "${SOAK_PRIVATE_SHM:-}" && $(id -u) -eq 0 ]] && unshare -m true 2>/dev/
      else export SOAK_PRIVATE_SHM=0; fi; exec "$@"' soak "$0" \
     --duration_s="$duration_s" --min_collectives="$min_collectives" --short_jobs="$short_jobs" \
     --phases="$phases" --inflight="$inflight" --max_elements="$max_elements" \
-    --bin_dir="$bin_dir" ${report_only:+--report_only} ${keep:+--keep}
+    --bin_dir="$bin_dir" --trace_every_s="$trace_every_s" ${report_only:+--report_only} \
+    ${keep:+--keep}
 fi
 shm_note="private /dev/shm"
 [[ "${SOAK_PRIVATE_SHM:-}" == 1 ]] || shm_note="/dev/shm shared with the rest of the machine"
@@ -169,11 +176,33 @@ sample() {  # phase label daemon-names...
   done
 }
 
-# Sleeps `seconds` while the load runs; 1 (early) if a rank has ended.
+# One line of the trace: seconds into the load, then per kolod RssAnon KiB,
+# fds and threads.
+trace_line() {  # phase seconds daemon-names...
+  local phase=$1 at=$2; shift 2
+  local line="$phase $at"
+  for name in "$@"; do
+    local pid; pid=$(eval echo "\$pid_$name")
+    line="$line $name $(awk '/^RssAnon/ {print $2}' "/proc/$pid/status")"
+    line="$line $(find "/proc/$pid/fd" -mindepth 1 -maxdepth 1 | wc -l)"
+    line="$line $(find "/proc/$pid/task" -mindepth 1 -maxdepth 1 | wc -l)"
+  done
+  echo "$line" >>"$dir/trace"
+}
+
+# Sleeps `seconds` while the load runs; 1 (early) if a rank has ended. With
+# --trace_every_s, samples the daemons (trace_daemons) on the way.
 watch_load() {  # seconds
   for _ in $(seq 1 "$1"); do
     for p in "${rank_pids[@]}"; do kill -0 "$p" 2>/dev/null || return 1; done
     sleep 1
+    if [[ $trace_every_s -gt 0 ]]; then
+      local at=$(($(date +%s) - load_t0))
+      if [[ $at -ge $next_trace ]]; then
+        trace_line "$trace_phase" "$at" "${trace_daemons[@]}"
+        next_trace=$((next_trace + trace_every_s))
+      fi
+    fi
   done
 }
 # The exit codes of rank_pids; prints the logs of those that failed.
@@ -222,6 +251,7 @@ run_phase() {
     sleep 0.1
   done
   local t0; t0=$(date +%s)
+  load_t0=$t0 next_trace=0 trace_phase=$phase trace_daemons=("${daemons[@]}")
   sample "$phase" start "${daemons[@]}"
   if watch_load $((duration_s / 2)); then
     sample "$phase" middle "${daemons[@]}"
@@ -275,6 +305,11 @@ if [[ ",$phases," == *,2,* ]]; then
   [[ -n "$peer_n0" && -n "$peer_n1" ]] || { echo "FAIL: no peer address"; exit 1; }
   run_phase 2 "n0 n0 n1" "n1 n1 n0" n0 n1
   stop_daemons n0 n1
+fi
+
+if [[ $trace_every_s -gt 0 && -f "$dir/trace" ]]; then
+  echo "trace under load (phase, seconds, then per kolod: name RssAnon-KiB fds threads):"
+  cat "$dir/trace"
 fi
 
 # The table, then the tolerances checked against it.
