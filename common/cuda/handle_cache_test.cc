@@ -133,5 +133,26 @@ TEST(HandleCacheTest, AHeldEntryInTheWayFailsTheOpen) {
   EXPECT_EQ(cache.Get(Handle(2)).status().code(), absl::StatusCode::kAlreadyExists);
 }
 
+// Entries unused since a cutoff close, unless someone holds them.
+TEST(HandleCacheTest, EvictsEntriesUnusedSinceACutoff) {
+  Counters c;
+  HandleCache<FakeMapping> cache(
+      [&](const IpcHandleBytes& h) -> absl::StatusOr<FakeMapping> { return FakeMapping(&c, h[0]); },
+      16);
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  ASSERT_TRUE(cache.Get(Handle(1), t0).ok());
+  auto held = cache.Get(Handle(2), t0);
+  ASSERT_TRUE(held.ok());
+  ASSERT_TRUE(cache.Get(Handle(3), t0 + absl::Seconds(50)).ok());
+  ASSERT_TRUE(cache.Get(Handle(1), t0 + absl::Seconds(90)).ok());  // used again
+  // Unused since before t0 + 60 s: 2 (held, so kept) and 3.
+  EXPECT_EQ(cache.EvictUnusedSince(t0 + absl::Seconds(60)), 1u);
+  EXPECT_EQ(c.closed, 1);  // handle 3
+  EXPECT_EQ(cache.size(), 2u);
+  held->reset();
+  EXPECT_EQ(cache.EvictUnusedSince(t0 + absl::Seconds(60)), 1u);  // now 2
+  EXPECT_EQ(cache.size(), 1u);
+}
+
 }  // namespace
 }  // namespace kolo::cuda

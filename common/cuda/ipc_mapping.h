@@ -1,6 +1,7 @@
 // IpcMemoryMapping: another process's device allocation mapped into kolod
 // (cudaIpcOpenMemHandle), closed on destruction. IpcMappingCache: the
-// mappings and opened events of one session, kept while the session lives.
+// mappings and opened events of one session, kept while the session lives
+// and used (SweepIdle closes the ones left unused).
 //
 // Thread-safety: IpcMemoryMapping is thread-compatible (immutable once
 // open); IpcMappingCache is thread-safe.
@@ -12,6 +13,8 @@
 #include <utility>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/cuda/cuda_resources.h"
 #include "common/cuda/device_tensor.h"
 #include "common/cuda/handle_cache.h"
@@ -71,9 +74,23 @@ class IpcMappingCache {
   }
   size_t size() const { return memory_.size() + events_.size(); }
 
+  // Closes the mappings and events no collective holds that went unused for
+  // `idle` (so memory a rank freed is released), looking at most once per
+  // `every`; returns how many closed.
+  size_t SweepIdle(absl::Time now, absl::Duration idle, absl::Duration every) {
+    {
+      absl::MutexLock lock(&sweep_mu_);
+      if (now < next_sweep_) return 0;
+      next_sweep_ = now + every;
+    }
+    return memory_.EvictUnusedSince(now - idle) + events_.EvictUnusedSince(now - idle);
+  }
+
  private:
   HandleCache<IpcMemoryMapping> memory_;
   HandleCache<CudaEvent> events_;
+  absl::Mutex sweep_mu_;
+  absl::Time next_sweep_ ABSL_GUARDED_BY(sweep_mu_) = absl::InfinitePast();
 };
 
 }  // namespace kolo::cuda

@@ -6,6 +6,11 @@
 namespace kolo::daemon::nccl {
 namespace {
 
+// A mapping unused this long closes (a training loop uses its buffers every
+// step; one used again later is reopened, at the cost of a driver call).
+constexpr absl::Duration kIdleMapping = absl::Seconds(60);
+constexpr absl::Duration kSweepEvery = absl::Seconds(10);
+
 absl::Status Annotate(const absl::Status& s, const Request& r, const char* which) {
   return absl::Status(s.code(), absl::StrCat(CollectiveKindName(r.kind), " \"", r.name, "\": rank ",
                                              r.rank, " ", which, ": ", s.message()));
@@ -61,6 +66,9 @@ absl::StatusOr<ResolvedIo> IpcTensorResolver::Resolve(const Request& request) {
     out.holds.push_back(*mapping);
     out.holds.push_back(*event);
   }
+  // A rank does not say when it frees device memory, and an open mapping
+  // keeps that memory allocated: close what its collectives stopped using.
+  cache->SweepIdle(absl::Now(), kIdleMapping, kSweepEvery);
   return out;
 }
 
