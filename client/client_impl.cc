@@ -422,9 +422,11 @@ absl::StatusOr<Handle> ClientImpl::Submit(const SubmitSpec& spec) {
                             input.device, spec.reduce.cuda_stream, &slot);
     if (!pending.ok()) {
       FreeStaging(p);
-      return absl::Status(pending.status().code(),
-                          absl::StrCat(CollectiveKindName(spec.kind), " \"", std::string(spec.name),
-                                       "\": ", pending.status().message()));
+      // The other ranks learn of it too (a refusal), rather than wait.
+      return Refuse(spec, absl::Status(pending.status().code(),
+                                       absl::StrCat(CollectiveKindName(spec.kind), " \"",
+                                                    std::string(spec.name),
+                                                    "\": ", pending.status().message())));
     }
     p.device = std::move(*pending);
   }

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/rank_ranges.h"
+#include "common/scatter_rows.h"
 #include "daemon/backend/host_multinode/host_multinode_backend.h"
 #include "daemon/exec/completions.h"
 #include "daemon/negotiation/abort_status.h"
@@ -312,6 +313,17 @@ absl::Status Job::AdmitLocked(const Request& r) const {
                      "\": device tensors run on the whole job so far, not on process "
                      "set ",
                      r.process_set, " (copy the tensor to host memory for a process set)"));
+  }
+  if (r.device.has_value() && r.kind == CollectiveKind::kReducescatter && !r.shape.empty()) {
+    // The rank's share of the rows is known here; a wrong output size found
+    // by the device backend of a job across nodes would end the job.
+    const uint64_t want =
+        static_cast<uint64_t>(ScatterRows(r.shape.front(), size_, r.rank)) * RowBytes(r);
+    if (r.device->output.bytes != want) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(kind, " \"", r.name, "\": rank ", r.rank, "'s device output has ",
+                       r.device->output.bytes, " bytes; its rows of the result have ", want));
+    }
   }
   if (r.kind == CollectiveKind::kJoin && sets_.size() > 1 &&
       !negotiator_->joins_with_process_sets()) {

@@ -188,6 +188,36 @@ TEST_F(JobDeviceBackendTest, DeviceTensorsOfAProcessSetAreRefused) {
   EXPECT_TRUE(absl::StrContains(got[0].message, "not on process set 1")) << got[0].message;
 }
 
+// A device reducescatter's output must hold the rank's rows exactly: [4]
+// over 2 ranks is 2 rows (8 bytes) each. A wrong size is refused when the
+// request arrives, not found by the device backend (which, across nodes,
+// would have to end the job).
+TEST_F(JobDeviceBackendTest, ADeviceReducescatterOutputOfTheWrongSizeIsRefused) {
+  FakeDeviceBackendFactory factory;
+  MakeJob(2, &factory);
+  Request r = FakeRequest(next_request_id_++, 0, "gpu/rs", 0, sessions_[0]->session(),
+                          CollectiveKind::kReducescatter);
+  job_->Submit(std::move(r));  // output of 16 bytes
+  std::vector<ReceivedCompletion> got = Completions(0);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].code, absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(got[0].message,
+                                "device output has 16 bytes; its rows of the "
+                                "result have 8"))
+      << got[0].message;
+  for (int rank : {0, 1}) {
+    Request ok = FakeRequest(next_request_id_++, rank, "gpu/rs2", 0, sessions_[rank]->session(),
+                             CollectiveKind::kReducescatter);
+    ok.device->output.bytes = 8;
+    job_->Submit(std::move(ok));
+  }
+  for (int rank : {0, 1}) {
+    got = Completions(rank);
+    ASSERT_EQ(got.size(), 1u) << "rank " << rank;
+    EXPECT_EQ(got[0].code, absl::StatusCode::kOk) << got[0].message;
+  }
+}
+
 TEST_F(JobDeviceBackendTest, AbortingTheJobAbortsTheDeviceBackend) {
   FakeDeviceBackendFactory factory;
   MakeJob(2, &factory);

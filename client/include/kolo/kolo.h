@@ -272,7 +272,8 @@ class Client {
   absl::StatusOr<HostBuffer> Reducescatter(const ConstTensorView& input, std::string_view name,
                                            const AllreduceOptions& options = {});
   // Device tensors: this rank's rows of the result into `output` on the
-  // input's GPU (ReducescatterRows tells how many). Wait on the handle.
+  // input's GPU: rows / size, one more for the first rows % size ranks (as
+  // the form above). Wait on the handle.
   absl::StatusOr<Handle> ReducescatterAsync(const ConstTensorView& input, const TensorView& output,
                                             std::string_view name,
                                             const AllreduceOptions& options = {});

@@ -298,9 +298,9 @@ absl::StatusOr<bool> NcclBackend::LayOutRegions(Response& response, bool broadca
     if (absl::StatusOr<ncclDataType_t> type = ToNcclType(response.dtype); !type.ok()) {
       for (FusedMember& m : response.members) {
         if (!m.status.ok()) continue;
-        m.status =
-            absl::Status(type.status().code(),
-                         absl::StrCat("allreduce \"", m.set.name, "\": ", type.status().message()));
+        m.status = absl::Status(type.status().code(),
+                                absl::StrCat(CollectiveKindName(response.kind), " \"", m.set.name,
+                                             "\": ", type.status().message()));
       }
       return false;
     }
@@ -389,9 +389,14 @@ absl::Status NcclBackend::PlaceMember(Response& response, size_t mi, bool broadc
   const int64_t positions = std::max(1, m.set.set_size);
   for (size_t k = 0; scatter && m.status.ok() && k < resolved.size(); ++k) {
     // Each rank's output holds its rows alone (common/scatter_rows.h).
-    const uint64_t want =
-        static_cast<uint64_t>(ScatterRows(total_rows, positions, Position(placed[k].first->rank))) *
-        row;
+    const int pos = Position(placed[k].first->rank);
+    if (pos < 0 || pos >= positions) {
+      m.status = absl::InvalidArgumentError(absl::StrCat("reducescatter \"", m.set.name,
+                                                         "\": rank ", placed[k].first->rank,
+                                                         " is not in the process set"));
+      break;
+    }
+    const uint64_t want = static_cast<uint64_t>(ScatterRows(total_rows, positions, pos)) * row;
     if (resolved[k].output.bytes != want) {
       m.status = absl::InvalidArgumentError(absl::StrCat(
           "reducescatter \"", m.set.name, "\": rank ", placed[k].first->rank, "'s output has ",

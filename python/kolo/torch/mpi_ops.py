@@ -7,12 +7,16 @@ alltoall are copied once from shared memory into a new tensor. A
 non-contiguous tensor is made contiguous first (one more copy, and one back
 for the in-place forms).
 
-CUDA tensors of the global process set: allreduce (grouped: one fused
-device response), broadcast, allgather and reducescatter run on the GPU in
+CUDA tensors: allreduce (grouped: one fused device response), broadcast, and
+for the global process set allgather and reducescatter run on the GPU in
 kolod (CUDA IPC, ordered with the tensor's current stream); an allgather
-first allgathers the ranks' row counts on the host, to allocate its output on
-the GPU. Alltoall, and CUDA tensors of other process sets, go through host
+first allgathers the ranks' row counts on the host, at the call, to allocate
+its output on the GPU, so ranks start their CUDA allgathers in the same order.
+Alltoall, allgather and reducescatter of other process sets, and empty
+tensors (and a reducescatter with fewer rows than ranks) go through host
 memory (a copy to the host and the result back to the tensor's device).
+Device allreduce and broadcast are refused by kolod for process sets other
+than the global one.
 
 A failed collective raises the kolo.KoloError subclass of its status code
 (FailedPreconditionError when ranks disagree on shapes or dtypes, with kolod's
@@ -25,6 +29,8 @@ gathered gradient (times size for op Sum).
 """
 
 import threading
+
+import math
 
 import numpy as np
 import torch
@@ -210,7 +216,7 @@ def _allreduce_start(tensor, output, name, op, prescale, postscale, wire, proces
     op_code = int(op)
     name = _api._name("allreduce", name, process_set)
     ps = _api._ps_id(process_set)
-    if _is_cuda(tensor):
+    if _is_cuda(tensor) and tensor.numel() > 0:
         if output is not tensor:
             output.copy_(tensor)
         work = output if output.is_contiguous() else output.contiguous()
@@ -219,9 +225,12 @@ def _allreduce_start(tensor, output, name, op, prescale, postscale, wire, proces
             name, op_code, float(prescale), float(postscale), int(wire), ps)
         after = None if work is output else (lambda: output.copy_(work))
         return Handle(hid, _wait_plain(output, after), (work, output))
-    src = tensor if tensor.is_contiguous() else tensor.contiguous()
-    work = output if output.is_contiguous() else torch.empty_like(
-        output, memory_format=torch.contiguous_format)
+    # Host tensors, and empty CUDA tensors (no device memory to share),
+    # through host memory.
+    src = tensor.detach().cpu() if _is_cuda(tensor) else tensor
+    src = src if src.is_contiguous() else src.contiguous()
+    work = output if not _is_cuda(output) and output.is_contiguous() else torch.empty(
+        output.shape, dtype=output.dtype)
     after = None if work is output else (lambda: output.copy_(work))
     hid = core.allreduce_async(_host(src), _host(work), _code(src), name, op_code,
                                float(prescale), float(postscale), int(wire), ps)
@@ -299,10 +308,12 @@ def _grouped_allreduce_start(tensors, outputs, name, op, prescale, postscale, wi
         _check_tensor(t, "grouped_allreduce")
     names = _grouped_names("grouped_allreduce", name, len(tensors), process_set)
     if any(_is_cuda(t) for t in tensors):
-        devices = {t.device for t in tensors}
-        if len(devices) != 1 or not all(_is_cuda(t) for t in tensors):
-            raise ValueError("grouped_allreduce: the tensors of a group must all be on one GPU "
-                             f"(got {sorted(str(d) for d in devices)})")
+        if (len({t.device for t in tensors}) != 1 or not all(_is_cuda(t) for t in tensors)
+                or any(t.numel() == 0 for t in tensors)):
+            # Mixed devices, or empty tensors: one allreduce each.
+            parts = [_allreduce_start(t, o, n, op, prescale, postscale, wire, process_set)
+                     for t, o, n in zip(tensors, outputs, names)]
+            return _group(parts)
         # One device allreduce of the whole group, fused by kolod, in place
         # on the outputs (contiguous working copies where they are not).
         works = []
@@ -412,13 +423,16 @@ def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_se
     name = _api._name("broadcast", name, process_set)
     ps = _api._ps_id(process_set)
     work = tensor if tensor.is_contiguous() else tensor.contiguous()
-    after = None if work is tensor else (lambda: tensor.copy_(work))
-    if _is_cuda(work):
+    if _is_cuda(work) and work.numel() > 0:
         hid = core.broadcast_device_async(work.data_ptr(), list(work.shape), _code(work),
                                           work.device.index, _stream(work), name,
                                           int(root_rank), ps)
     else:
+        # Host tensors, and empty CUDA tensors, through host memory.
+        if _is_cuda(work):
+            work = work.cpu()
         hid = core.broadcast_async(_host(work), _code(work), name, int(root_rank), ps)
+    after = None if work is tensor else (lambda: tensor.copy_(work))
     return Handle(hid, _wait_plain(tensor, after), (work, tensor))
 
 
@@ -469,18 +483,23 @@ def _host_input(tensor):
     return (t if t.is_contiguous() else t.contiguous()), device
 
 
-def _device_allgather(tensor, name, process_set):
+def _device_allgather(tensor, nm, process_set):
     """A CUDA tensor of the global set gathered on its GPU by kolod: every
-    rank's first dimension first (a host allgather of one number, so the
-    output can be allocated), then the device allgather into it."""
+    rank's first dimension first (a host allgather of one number, waited for
+    here, so the output can be allocated), then the device allgather into
+    it. None when some rank sends no data (no device memory to share): every
+    rank sees the same counts and takes the host path instead."""
     src = tensor.detach()
     if src.dim() == 0:
         src = src.reshape(1)
     src = src if src.is_contiguous() else src.contiguous()
-    nm = _api._name("allgather", name, process_set)
+    row_numel = math.prod(src.shape[1:])
     mine = torch.tensor([src.shape[0]], dtype=torch.int64)
     rows = core.allgather_async(_host(mine), _code(mine), nm + ".rows", _api._ps_id(process_set))
-    total = int(Handle(rows, _wait_output(torch.int64), (mine,)).wait().sum())
+    counts = Handle(rows, _wait_output(torch.int64), (mine,)).wait()
+    if int(counts.min()) == 0 or row_numel == 0:
+        return None
+    total = int(counts.sum())
     out = torch.empty((total,) + tuple(src.shape[1:]), dtype=src.dtype, device=src.device)
     hid = core.allgather_device_async(src.data_ptr(), list(src.shape), out.data_ptr(),
                                       list(out.shape), _code(src), src.device.index,
@@ -495,15 +514,20 @@ def _on_device(tensor, process_set):
 
 
 def allgather_async(tensor, name=None, process_set=global_process_set):
+    """Starts gathering every rank's `tensor` along the first dimension. A
+    CUDA tensor of the global set is gathered on its GPU; its row counts are
+    exchanged first, at this call, so every rank must start its CUDA
+    allgathers in the same order (as with NCCL)."""
     _check_tensor(tensor, "allgather")
+    nm = _api._name("allgather", name, process_set)
     if _on_device(tensor, process_set):
-        return _device_allgather(tensor, name, process_set)
+        handle = _device_allgather(tensor, nm, process_set)
+        if handle is not None:
+            return handle
     src, device = _host_input(tensor)
     if src.dim() == 0:
         src = src.reshape(1)
-    hid = core.allgather_async(_host(src), _code(src),
-                               _api._name("allgather", name, process_set),
-                               _api._ps_id(process_set))
+    hid = core.allgather_async(_host(src), _code(src), nm, _api._ps_id(process_set))
     return Handle(hid, _wait_output(src.dtype, device=device), (src,))
 
 
@@ -586,7 +610,8 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
                         prescale_factor=1.0, postscale_factor=1.0):
     _check_tensor(tensor, "reducescatter")
     op = _scatter_op(op)
-    if _on_device(tensor, process_set) and tensor.dim() > 0:
+    if (_on_device(tensor, process_set) and tensor.dim() > 0 and tensor.numel() > 0
+            and tensor.shape[0] >= _api._ps_size(process_set)):
         # This rank's rows of the result, on the tensor's GPU.
         src = tensor.detach()
         src = src if src.is_contiguous() else src.contiguous()
