@@ -193,6 +193,23 @@ sample() {  # phase label daemon-names...
   done
 }
 
+# Waits (up to 10 s) until no daemon holds more descriptors than at idle.
+settle_fds() {  # phase daemon-names...
+  local phase=$1; shift
+  for _ in $(seq 1 100); do
+    local over=0
+    for name in "$@"; do
+      local pid; pid=$(eval echo "\$pid_$name")
+      local idle; idle=$(awk -v p="$phase" -v n="$name" '$1 == p && $2 == "idle" && $3 == n {print $6}' \
+        "$dir/samples")
+      local now; now=$(find "/proc/$pid/fd" -mindepth 1 -maxdepth 1 | wc -l)
+      [[ $now -le ${idle:-0} ]] || over=1
+    done
+    [[ $over -eq 0 ]] && return 0
+    sleep 0.1
+  done
+}
+
 # One line of the trace: seconds into the load, then per kolod RssAnon KiB,
 # fds and threads.
 trace_line() {  # phase seconds daemon-names...
@@ -285,6 +302,9 @@ run_phase() {
   done
   echo "phase $phase: $total collectives checked in the two jobs"
   [[ $total -ge $min_collectives ]] || fail "phase $phase: $total collectives, want $min_collectives"
+  # The ranks have exited; kolod tears their sessions down as it notices.
+  # Give that up to 10 s (a descriptor still open after it is a leak).
+  settle_fds "$phase" "${daemons[@]}"
   sample "$phase" after-jobs "${daemons[@]}"
   local s0; s0=$(date +%s)
   run_short_jobs "$phase" "$short_jobs" short "${place_a[@]}" ||
