@@ -96,19 +96,20 @@ TEST(HandleCacheTest, EvictsOnlyUnusedEntriesWhenFull) {
   EXPECT_EQ(held->get(), again->get());
 }
 
-// A stale entry in the way (the opener says ALREADY_EXISTS while it is
-// open): the unused entries close and the open is tried once more.
+// An opener for which handle 2 maps what stale handle 1 mapped: refused
+// (ALREADY_EXISTS) while 1 is open.
+HandleCache<FakeMapping>::Opener StaleOpener(Counters* c) {
+  return [c](const IpcHandleBytes& h) -> absl::StatusOr<FakeMapping> {
+    if (h[0] == 2 && c->opened > c->closed) return absl::AlreadyExistsError("already mapped");
+    return FakeMapping(c, h[0]);
+  };
+}
+
+// A stale entry in the way: the unused entries close and the open is tried
+// once more.
 TEST(HandleCacheTest, AnEntryInTheWayIsClosedAndTheOpenRetried) {
   Counters c;
-  HandleCache<FakeMapping> cache(
-      [&](const IpcHandleBytes& h) -> absl::StatusOr<FakeMapping> {
-        // Handle 2 maps what stale handle 1 mapped: refused while 1 is open.
-        if (h[0] == 2 && c.opened > c.closed) {
-          return absl::AlreadyExistsError("already mapped");
-        }
-        return FakeMapping(&c, h[0]);
-      },
-      16);
+  HandleCache<FakeMapping> cache(StaleOpener(&c), 16);
   ASSERT_TRUE(cache.Get(Handle(1)).ok());
   auto fresh = cache.Get(Handle(2));
   ASSERT_TRUE(fresh.ok()) << fresh.status();
@@ -120,14 +121,7 @@ TEST(HandleCacheTest, AnEntryInTheWayIsClosedAndTheOpenRetried) {
 // While the stale entry is still held, the open fails with the reason.
 TEST(HandleCacheTest, AHeldEntryInTheWayFailsTheOpen) {
   Counters c;
-  HandleCache<FakeMapping> cache(
-      [&](const IpcHandleBytes& h) -> absl::StatusOr<FakeMapping> {
-        if (h[0] == 2 && c.opened > c.closed) {
-          return absl::AlreadyExistsError("already mapped");
-        }
-        return FakeMapping(&c, h[0]);
-      },
-      16);
+  HandleCache<FakeMapping> cache(StaleOpener(&c), 16);
   auto held = cache.Get(Handle(1));
   ASSERT_TRUE(held.ok());
   EXPECT_EQ(cache.Get(Handle(2)).status().code(), absl::StatusCode::kAlreadyExists);

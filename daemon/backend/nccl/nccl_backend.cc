@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/cuda/cuda_status.h"
 #include "common/scatter_rows.h"
+#include "daemon/backend/nccl/nccl_lane.h"
 #include "kernels/cuda/cast.h"
 #include "kernels/cuda/reduce.h"
 #include "kernels/cuda/scale.h"
@@ -26,70 +27,12 @@
   } while (0)
 
 namespace kolo::daemon::nccl {
-namespace {
 
-using kernels::cuda::CopySegment;
-
-constexpr uint64_t kRegionAlign = 256;
-constexpr uint64_t kMemberAlign = 16;
-
-uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
-
-std::vector<cudaEvent_t> Distinct(std::vector<cudaEvent_t> events) {
-  std::sort(events.begin(), events.end());
-  events.erase(std::unique(events.begin(), events.end()), events.end());
-  return events;
-}
-
-std::string Describe(const Response& r) {
-  std::string first = r.members.empty() ? std::string() : r.members.front().set.name;
-  return absl::StrCat(CollectiveKindName(r.kind), " of ", r.members.size(), " tensor(s) (",
-                      r.total_bytes, " bytes of ", DTypeName(r.dtype), ", first \"", first, "\")");
-}
-
-}  // namespace
-
-struct NcclBackend::Lane {
-  Lane(DeviceLane place, cuda::CudaDevice device, cuda::CudaStream stream, cuda::CudaEvent done)
-      : place(std::move(place)),
-        device(std::move(device)),
-        stream(std::move(stream)),
-        done(std::move(done)) {}
-  // Buffers, stream and event belong to this lane's GPU: free them there.
-  ~Lane() { (void)device.MakeCurrent(); }
-
-  const DeviceLane place;
-  const cuda::CudaDevice device;
-  cuda::CudaStream stream;
-  cuda::CudaEvent done;
-  cuda::DeviceBuffer fusion;
-  cuda::DeviceBuffer descriptors;
-  cuda::PinnedBuffer staging;
-  // What the response being executed moves on this lane.
-  std::vector<CopySegment> pack;
-  std::vector<CopySegment> unpack;
-  uint64_t unpack_chunks = 0;
-  std::vector<std::pair<uint8_t*, uint64_t>> zero;  // regions of failed members
-  std::vector<cudaEvent_t> wait_events;
-  std::vector<cudaEvent_t> record_events;
-
-  uint8_t* region(size_t i, uint64_t region_bytes) const {
-    return fusion.data() + i * region_bytes;
-  }
-
-  // Before a response: a fusion buffer of at least `bytes` on this lane's
-  // GPU and no work from the last one.
-  absl::Status Reset(uint64_t bytes) {
-    if (absl::Status s = device.MakeCurrent(); !s.ok()) return s;
-    if (absl::Status s = fusion.Reserve(bytes); !s.ok()) return s;
-    pack.clear();
-    unpack.clear();
-    zero.clear();
-    wait_events.clear();
-    record_events.clear();
-    return absl::OkStatus();
-  }
-};
+using layout::AlignUp;
+using layout::Describe;
+using layout::Distinct;
+using layout::kMemberAlign;
+using layout::kRegionAlign;
 
 absl::StatusOr<std::unique_ptr<NcclBackend>> NcclBackend::Create(const NcclBackendOptions& options,
                                                                  DeviceTensorResolver* resolver) {
@@ -518,22 +461,17 @@ absl::Status NcclBackend::Enqueue(Response& response, bool broadcast, absl::Time
   // Step 6: between GPUs and daemons, one NCCL group over every lane.
   if (comm_->size() > 1) {
     std::vector<NcclLaneBuffers> buffers;
-    if (gather) {
-      // Disjoint parts on zeroed regions: their bytewise sum is the gather.
+    // In place on every lane's region 0. An allgather's is an allreduce too:
+    // disjoint parts on zeroed regions, whose bytewise sum (dtype uint8, op_
+    // sum, set by PrepareAllgather) is the gather.
+    auto region_zero = [&] {
       for (auto& lane : lanes_) {
         uint8_t* r0 = lane->region(0, region_);
         buffers.push_back(NcclLaneBuffers{r0, r0, lane->stream.get()});
       }
-      if (absl::Status st =
-              comm_->AllReduce(buffers, count_, DType::kUint8, ReduceOp::kSum, deadline);
-          !st.ok()) {
-        return st;
-      }
-    } else if (broadcast) {
-      for (auto& lane : lanes_) {
-        uint8_t* r0 = lane->region(0, region_);
-        buffers.push_back(NcclLaneBuffers{r0, r0, lane->stream.get()});
-      }
+    };
+    if (broadcast) {
+      region_zero();
       if (absl::Status st = comm_->Broadcast(buffers, count_, root_, deadline); !st.ok()) {
         return st;
       }
@@ -561,10 +499,7 @@ absl::Status NcclBackend::Enqueue(Response& response, bool broadcast, absl::Time
             "decompression kernel");
       }
     } else {
-      for (auto& lane : lanes_) {
-        uint8_t* r0 = lane->region(0, region_);
-        buffers.push_back(NcclLaneBuffers{r0, r0, lane->stream.get()});
-      }
+      region_zero();
       if (absl::Status st = comm_->AllReduce(buffers, count_, dtype, op_, deadline); !st.ok()) {
         return st;
       }
@@ -581,156 +516,9 @@ absl::Status NcclBackend::Enqueue(Response& response, bool broadcast, absl::Time
                                     dtype, unpack_desc, static_cast<uint32_t>(lane.unpack.size()),
                                     lane.unpack_chunks, postscale, s),
                                 "unpack kernel");
-    for (cudaEvent_t e : lane.record_events) {
-      KOLO_RETURN_IF_CUDA_ERROR(cudaEventRecord(e, s), "recording an output event");
-    }
-    if (absl::Status st = lane.done.Record(s); !st.ok()) return st;
+    if (absl::Status st = lane.RecordOutputs(s); !st.ok()) return st;
   }
   return absl::OkStatus();
-}
-
-int NcclBackend::Position(int rank) const {
-  if (step_ == nullptr || step_->set_ranks == nullptr) return rank;
-  const std::vector<int>& ranks = *step_->set_ranks;
-  auto it = std::lower_bound(ranks.begin(), ranks.end(), rank);
-  return it != ranks.end() && *it == rank ? static_cast<int>(it - ranks.begin()) : -1;
-}
-
-absl::StatusOr<bool> NcclBackend::PrepareAllgather(Response& response,
-                                                   std::vector<ResolvedIo>* holds) {
-  const std::string what = Describe(response);
-  const bool spans_daemons = comm_->size() > static_cast<int>(lanes_.size());
-  const std::vector<int64_t>& plan_rows = step_->rows;
-  if (response.members.empty() || (!plan_rows.empty() && response.members.size() != 1)) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": malformed response"));
-  }
-  // Per member: each position's bytes, where they start, and the total.
-  struct Layout {
-    std::vector<uint64_t> at;
-    std::vector<uint64_t> bytes;
-    uint64_t total = 0;
-  };
-  std::vector<Layout> layouts;
-  offsets_.clear();
-  uint64_t fused = 0;
-  for (FusedMember& m : response.members) {
-    if (m.set.requests.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": a member without requests"));
-    }
-    const uint64_t row = RowBytes(m.set.requests.front());
-    const int n = std::max(1, m.set.set_size);
-    Layout l;
-    l.bytes.assign(n, 0);
-    if (!plan_rows.empty()) {
-      // Across daemons: every rank's rows, from the plan.
-      for (int pos = 0; pos < n; ++pos) {
-        const int rank = step_->set_ranks != nullptr ? (*step_->set_ranks)[pos] : pos;
-        if (rank < 0 || rank >= static_cast<int>(plan_rows.size()) || plan_rows[rank] < 0 ||
-            (row > 0 && static_cast<uint64_t>(plan_rows[rank]) > (uint64_t{1} << 48) / row)) {
-          return absl::InvalidArgumentError(
-              absl::StrCat(what, ": the plan gives no usable rows for rank ", rank));
-        }
-        l.bytes[pos] = static_cast<uint64_t>(plan_rows[rank]) * row;
-      }
-    } else if (spans_daemons) {
-      return absl::InternalError(absl::StrCat(what, ": an allgather across daemons without rows"));
-    } else if (static_cast<int>(m.set.requests.size()) != n) {
-      m.status = absl::FailedPreconditionError(absl::StrCat(
-          "allgather \"", m.set.name, "\": ", n - static_cast<int>(m.set.requests.size()),
-          " rank(s) joined; an allgather needs every rank's tensor"));
-    } else {
-      for (const Request& r : m.set.requests) {
-        const int pos = Position(r.rank);
-        if (pos < 0 || pos >= n) {
-          return absl::InvalidArgumentError(
-              absl::StrCat(what, ": rank ", r.rank, " is not in the process set"));
-        }
-        l.bytes[pos] = r.bytes;
-      }
-    }
-    l.at.assign(n, 0);
-    for (int pos = 0; pos < n; ++pos) {
-      l.at[pos] = l.total;
-      l.total += l.bytes[pos];
-    }
-    fused = AlignUp(fused, kMemberAlign);
-    offsets_.push_back(fused);
-    fused += l.total;
-    layouts.push_back(std::move(l));
-  }
-  count_ = fused;  // bytes
-  region_ = AlignUp(fused, kRegionAlign);
-  compress_ = false;
-  op_ = ReduceOp::kSum;
-  postscale_ = 1.0;
-  root_ = -1;
-  for (auto& lane : lanes_) {
-    if (absl::Status s = lane->Reset(region_); !s.ok()) return s;
-    // Other lanes add their parts: what this one does not write is zero.
-    if (comm_->size() > 1 && fused > 0) lane->zero.push_back({lane->region(0, region_), fused});
-  }
-  for (size_t mi = 0; mi < response.members.size(); ++mi) {
-    FusedMember& m = response.members[mi];
-    const Layout& l = layouts[mi];
-    std::vector<std::pair<const Request*, Slot>> placed;
-    std::vector<ResolvedIo> resolved;
-    for (const Request& r : m.set.requests) {
-      if (!m.status.ok()) break;
-      auto it = slots_.find(r.rank);
-      if (it == slots_.end()) {
-        m.status = absl::FailedPreconditionError(absl::StrCat(
-            "allgather \"", m.set.name, "\": rank ", r.rank,
-            " has no GPU in the job's communicator (its first device tensor places it)"));
-        break;
-      }
-      const Lane& lane = *lanes_[it->second.lane];
-      if (r.device.has_value() && r.device->input.device != lane.place.device) {
-        m.status = absl::FailedPreconditionError(absl::StrCat(
-            "allgather \"", m.set.name, "\": rank ", r.rank, " sent a tensor on CUDA device ",
-            r.device->input.device, "; its GPU in this job is device ", lane.place.device));
-        break;
-      }
-      if (absl::Status s = lane.device.MakeCurrent(); !s.ok()) return s;
-      absl::StatusOr<ResolvedIo> io = resolver_->Resolve(r);
-      if (!io.ok()) {
-        m.status = io.status();
-        break;
-      }
-      if (io->output.bytes != l.total) {
-        m.status = absl::InvalidArgumentError(
-            absl::StrCat("allgather \"", m.set.name, "\": rank ", r.rank, "'s output has ",
-                         io->output.bytes, " bytes; the gathered tensor has ", l.total));
-        break;
-      }
-      placed.push_back({&r, it->second});
-      resolved.push_back(std::move(*io));
-    }
-    if (!m.status.ok()) continue;  // no part of it is written or read
-    for (size_t k = 0; k < placed.size(); ++k) {
-      const auto& [r, slot] = placed[k];
-      const ResolvedIo& io = resolved[k];
-      Lane& lane = *lanes_[slot.lane];
-      uint8_t* gathered = lane.region(0, region_) + offsets_[mi];
-      const int pos = Position(r->rank);
-      if (l.bytes[pos] > 0) {
-        lane.pack.push_back(CopySegment{reinterpret_cast<uint64_t>(io.input.data),
-                                        reinterpret_cast<uint64_t>(gathered + l.at[pos]),
-                                        l.bytes[pos], 0});
-      }
-      if (io.input.event != nullptr) lane.wait_events.push_back(io.input.event);
-      if (l.total > 0) {
-        lane.unpack.push_back(CopySegment{reinterpret_cast<uint64_t>(gathered),
-                                          reinterpret_cast<uint64_t>(io.output.data), l.total, 0});
-      }
-      if (io.output.event != nullptr) lane.record_events.push_back(io.output.event);
-    }
-    for (ResolvedIo& io : resolved) holds->push_back(std::move(io));
-  }
-  for (auto& lane : lanes_) {
-    lane->wait_events = Distinct(std::move(lane->wait_events));
-    lane->record_events = Distinct(std::move(lane->record_events));
-  }
-  return true;
 }
 
 bool NcclBackend::CanRunDirect(const Response& response, bool broadcast) const {
@@ -784,10 +572,7 @@ absl::Status NcclBackend::EnqueueDirect(const Response& response, absl::Time dea
                                     postscale_, s),
           "postscale kernel");
     }
-    for (cudaEvent_t e : lane.record_events) {
-      KOLO_RETURN_IF_CUDA_ERROR(cudaEventRecord(e, s), "recording an output event");
-    }
-    if (absl::Status st = lane.done.Record(s); !st.ok()) return st;
+    if (absl::Status st = lane.RecordOutputs(s); !st.ok()) return st;
   }
   return absl::OkStatus();
 }
