@@ -60,12 +60,6 @@ absl::StatusOr<std::unique_ptr<ClientImpl>> ClientImpl::Connect(const ClientOpti
     c->arena_->release_result = [self](uint64_t offset) { self->ReleaseResult(offset); };
   }
   {
-    absl::MutexLock l(&c->counters_mu_);
-    std::vector<int> all(options.size);
-    for (int r = 0; r < options.size; ++r) all[r] = r;
-    c->process_sets_[kGlobalProcessSet] = std::move(all);
-  }
-  {
     absl::MutexLock l(&c->submit_mu_);
     c->submit_ring_ = SpscRing<SubmitSlot>(
         &h->submit_tail, &h->submit_head,
@@ -75,6 +69,13 @@ absl::StatusOr<std::unique_ptr<ClientImpl>> ClientImpl::Connect(const ClientOpti
       &h->completion_tail, &h->completion_head,
       reinterpret_cast<CompletionSlot*>(base + layout.completion_offset), kCompletionCapacity);
   if (absl::Status s = c->Attach(); !s.ok()) return s;
+  {
+    // After the attach: an elastic job's size is kolod's to say.
+    absl::MutexLock l(&c->counters_mu_);
+    std::vector<int> all(c->options_.size);
+    for (int r = 0; r < c->options_.size; ++r) all[r] = r;
+    c->process_sets_[kGlobalProcessSet] = std::move(all);
+  }
   return c;
 }
 
@@ -126,6 +127,15 @@ absl::Status ClientImpl::Attach() {
     a->set_caller_memory_probe(std::string(
         reinterpret_cast<const char*>(caller_memory_probe_.data()), caller_memory_probe_.size()));
   }
+  if (options_.elastic.enabled) {
+    auto* e = a->mutable_elastic();
+    e->set_enabled(true);
+    e->set_min_size(options_.elastic.min_size);
+    e->set_max_size(options_.elastic.max_size);
+    e->set_joiner(options_.elastic.joiner);
+    e->set_previous_rank(options_.elastic.previous_rank);
+    e->set_previous_epoch(options_.elastic.previous_epoch);
+  }
   kolo::v1::DaemonMessage reply;
   if (!stream_->Write(hello) || !stream_->Read(&reply) || !reply.has_attached()) {
     grpc::Status s = stream_->Finish();
@@ -136,6 +146,20 @@ absl::Status ClientImpl::Attach() {
   }
   session_id_ = reply.attached().session_id();
   caller_memory_ = reply.attached().caller_memory();
+  if (options_.elastic.enabled) {
+    // kolod numbered this rank when the epoch formed.
+    const kolo::v1::AttachResponse& r = reply.attached();
+    if (r.size() < 1 || r.rank() < 0 || r.rank() >= r.size() || r.local_size() < 1 ||
+        r.local_rank() < 0 || r.local_rank() >= r.local_size() || r.epoch() == 0) {
+      return absl::InternalError(absl::StrCat("kolod assigned rank ", r.rank(), " of ", r.size(),
+                                              " in epoch ", r.epoch(), ": not a seat"));
+    }
+    options_.rank = r.rank();
+    options_.size = r.size();
+    options_.local_rank = r.local_rank();
+    options_.local_size = r.local_size();
+    epoch_ = r.epoch();
+  }
   watcher_ = std::thread([this] { WatchStream(); });
   return absl::OkStatus();
 }
@@ -192,11 +216,27 @@ ClientImpl::~ClientImpl() {
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
     kolo::v1::DetachRequest req;
     req.set_session_id(session_id_);
+    req.set_rejoin(detach_to_rejoin_);
     kolo::v1::DetachResponse resp;
     (void)stub_->Detach(&ctx, req, &resp);
   }
   if (stream_ != nullptr) attach_context_.TryCancel();
   if (watcher_.joinable()) watcher_.join();
+}
+
+absl::StatusOr<Client::ElasticStatus> ClientImpl::GetElasticStatus() const {
+  if (Dead()) return DeadStatus();
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  kolo::v1::ElasticStatusRequest req;
+  req.set_session_id(session_id_);
+  kolo::v1::ElasticStatusResponse resp;
+  if (grpc::Status s = stub_->ElasticStatus(&ctx, req, &resp); !s.ok()) return FromGrpcStatus(s);
+  Client::ElasticStatus out;
+  out.epoch = resp.epoch();
+  out.current_epoch = resp.current_epoch();
+  out.joiners_waiting = resp.joiners_waiting();
+  return out;
 }
 
 absl::StatusOr<kolo::v1::JobTimelineResponse> ClientImpl::JobTimeline(

@@ -84,6 +84,10 @@ class ClientImpl {
 
   const ClientOptions& options() const { return options_; }
   const std::string& session_id() const { return session_id_; }
+  uint64_t epoch() const { return epoch_; }
+  absl::StatusOr<Client::ElasticStatus> GetElasticStatus() const;
+  // The destructor's Detach tells kolod the rank resets into the next epoch.
+  void DetachToRejoin() { detach_to_rejoin_ = true; }
 
   absl::StatusOr<HostBuffer> Allocate(DType dtype, std::vector<int64_t> shape);
   absl::StatusOr<Handle> Submit(const SubmitSpec& spec);
@@ -176,7 +180,7 @@ class ClientImpl {
   absl::Status ReserveInFlight(uint64_t request_id, const Pending& p);
   absl::Status PushSlot(const abi::v1::SubmitSlot& slot, const Pending& p);
 
-  const ClientOptions options_;
+  ClientOptions options_;  // written once, by Attach (an elastic seat), before any use
   std::shared_ptr<SharedSegment> segment_;
   abi::v1::SegmentHeader* header_ = nullptr;
   std::shared_ptr<HostBuffer::Arena> arena_;
@@ -199,6 +203,8 @@ class ClientImpl {
   std::unique_ptr<grpc::ClientReaderWriter<kolo::v1::ClientMessage, kolo::v1::DaemonMessage>>
       stream_;
   std::string session_id_;
+  uint64_t epoch_ = 0;  // elastic jobs
+  bool detach_to_rejoin_ = false;
   // Caller memory: offered by kolod at attach, and the probe it read.
   bool caller_memory_ = false;
   std::array<uint8_t, 16> caller_memory_probe_{};

@@ -98,6 +98,28 @@ absl::StatusOr<ClientOptions> ClientOptions::FromEnv() {
     return absl::InvalidArgumentError(
         absl::StrCat("KOLO_RANK=", o.rank, " must lie in [0, KOLO_SIZE=", o.size, ")"));
   }
+  for (auto [name, field] : {std::pair{"KOLO_ELASTIC", &o.elastic.enabled},
+                             std::pair{"KOLO_ELASTIC_JOINER", &o.elastic.joiner}}) {
+    if (const char* v = std::getenv(name); v != nullptr && *v) {
+      if (std::string_view(v) != "0" && std::string_view(v) != "1") {
+        return absl::InvalidArgumentError(absl::StrCat(name, "=\"", v, "\": want 0 or 1"));
+      }
+      *field = std::string_view(v) == "1";
+    }
+  }
+  if (o.elastic.enabled) {
+    o.elastic.min_size = o.size;
+    for (auto [name, field] : {std::pair{"KOLO_ELASTIC_MIN_SIZE", &o.elastic.min_size},
+                               std::pair{"KOLO_ELASTIC_MAX_SIZE", &o.elastic.max_size}}) {
+      if (absl::Status s = EnvInt(name, field); !s.ok()) return s;
+    }
+    if (o.elastic.min_size < 1 || o.elastic.max_size < 0 ||
+        (o.elastic.max_size > 0 && o.elastic.max_size < o.elastic.min_size)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("KOLO_ELASTIC_MIN_SIZE=", o.elastic.min_size, " and KOLO_ELASTIC_MAX_SIZE=",
+                       o.elastic.max_size, " want 1 <= min <= max (max 0: no bound)"));
+    }
+  }
   if (std::getenv("KOLO_JOB_TOKEN") == nullptr) {
     // See client/job_token.h.
     if (o.size == 1) {
@@ -209,6 +231,26 @@ int Client::size() const { return impl_->options().size; }
 int Client::local_rank() const { return impl_->options().local_rank; }
 int Client::local_size() const { return impl_->options().local_size; }
 const std::string& Client::session_id() const { return impl_->session_id(); }
+uint64_t Client::epoch() const { return impl_->epoch(); }
+
+absl::StatusOr<Client::ElasticStatus> Client::GetElasticStatus() const {
+  return impl_->GetElasticStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Reset(std::unique_ptr<Client> client) {
+  if (client == nullptr) return absl::InvalidArgumentError("Client::Reset of no client");
+  ClientOptions options = client->impl_->options();
+  if (!options.elastic.enabled) {
+    return absl::FailedPreconditionError(
+        "Client::Reset: the job is not elastic (KOLO_ELASTIC=1, or kolorun --min-np)");
+  }
+  options.elastic.previous_rank = client->rank();
+  options.elastic.previous_epoch = client->epoch();
+  options.elastic.joiner = false;
+  client->impl_->DetachToRejoin();
+  client.reset();
+  return Connect(options);
+}
 
 absl::StatusOr<HostBuffer> Client::Allocate(DType dtype, std::vector<int64_t> shape) {
   return impl_->Allocate(dtype, std::move(shape));

@@ -50,7 +50,11 @@ struct DaemonConfig {
   // Names a rank may have submitted that are not yet planned.
   int max_pending_per_rank = 4096;
   absl::Duration attach_timeout = absl::Seconds(10);  // handoff and AttachRequest
-  bool allow_weak_job_tokens = false;                 // tokens under 128 bits
+  // Elastic jobs: how long an attach waits for its epoch, and how long a
+  // rank that detached to reset is waited for.
+  absl::Duration elastic_timeout = absl::Seconds(600);
+  absl::Duration elastic_rejoin_grace = absl::Seconds(10);
+  bool allow_weak_job_tokens = false;  // tokens under 128 bits
   // One-node jobs: read and write the ranks' own memory (cross-memory
   // attach) where the kernel allows it, instead of copies through the arena.
   bool caller_memory = true;

@@ -262,9 +262,12 @@ absl::Status Daemon::MakeServices(const MultiNodeEnv& multi_node, const StallPol
   observers.timeline = timeline_.get();
   JobLimits job_limits;
   job_limits.max_pending_per_rank = config_.max_pending_per_rank;
+  ElasticLimits elastic_limits;
+  elastic_limits.timeout = config_.elastic_timeout;
+  elastic_limits.rejoin_grace = config_.elastic_rejoin_grace;
   registry_ =
       std::make_unique<JobRegistry>(backend_.get(), config_.fusion_threshold_bytes, observers,
-                                    multi_node, device_backends_.get(), job_limits);
+                                    multi_node, device_backends_.get(), job_limits, elastic_limits);
   HandoffLimits handoff_limits;
   handoff_limits.ttl = config_.attach_timeout;
   handoff_limits.max_waiting = config_.max_sessions;

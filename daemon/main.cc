@@ -89,6 +89,11 @@ ABSL_FLAG(int, max_pending_per_rank, 4096,
           "tensors one rank may have submitted that are not yet planned");
 ABSL_FLAG(std::string, attach_timeout_s, "10",
           "seconds a client has to complete its handoff and its AttachRequest");
+ABSL_FLAG(std::string, elastic_timeout_s, "600",
+          "elastic jobs: seconds an attaching rank waits for its membership epoch to form");
+ABSL_FLAG(std::string, elastic_rejoin_grace_s, "10",
+          "elastic jobs: seconds a rank that detached to reset is waited for before the next "
+          "epoch forms without it");
 ABSL_FLAG(bool, caller_memory, true,
           "one-node jobs: reach tensors in the ranks' own memory (cross-memory attach) "
           "instead of copying them through shared memory");
@@ -209,6 +214,16 @@ int main(int argc, char** argv) {
       return Fail("--attach_timeout_s wants a number of seconds > 0");
     }
     config.attach_timeout = *d;
+  }
+  for (auto [flag, field, name] :
+       {std::tuple{&FLAGS_elastic_timeout_s, &config.elastic_timeout, "--elastic_timeout_s"},
+        std::tuple{&FLAGS_elastic_rejoin_grace_s, &config.elastic_rejoin_grace,
+                   "--elastic_rejoin_grace_s"}}) {
+    auto d = kolo::daemon::ParseSeconds(absl::GetFlag(*flag));
+    if (!d.ok() || *d <= absl::ZeroDuration()) {
+      return Fail(std::string(name) + " wants a number of seconds > 0");
+    }
+    *field = *d;
   }
   config.allow_weak_job_tokens = absl::GetFlag(FLAGS_allow_weak_job_tokens);
   config.caller_memory = absl::GetFlag(FLAGS_caller_memory);

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/membership.h"
 #include "common/rank_ranges.h"
 #include "common/scatter_rows.h"
 #include "daemon/backend/host_multinode/host_multinode_backend.h"
@@ -196,7 +197,13 @@ int Job::RankLeft(int rank, bool clean, const absl::Status& why) {
     }
     remaining = attached_;
   }
-  if (remaining > 0) {
+  if (remaining > 0 && layout_.elastic_epoch > 0) {
+    // What was planned with the rank still runs (it may have its part); what
+    // needs it fails, and the survivors reset into the next epoch.
+    Abort(PlannedMayFinish(MembershipChangedError(absl::StrCat(
+        "job ", id_, " epoch ", layout_.elastic_epoch, ": rank ", rank,
+        clean ? " left" : absl::StrCat(" died: ", why.message()), "; reset into the next epoch"))));
+  } else if (remaining > 0) {
     absl::Status status = clean ? PlannedMayFinish(absl::AbortedError(absl::StrCat(
                                       "job ", id_, ": rank ", rank,
                                       " has shut down; collectives that need it cannot run")))
@@ -740,6 +747,7 @@ JobSnapshot Job::Snapshot(bool with_history) const {
   JobSnapshot s;
   s.job_id = id_;
   s.size = size_;
+  s.epoch = layout_.elastic_epoch;
   s.aborted = !abort_status_.ok();
   s.error = std::string(abort_status_.message());
   s.ranks.reserve(ranks_.size());

@@ -93,6 +93,11 @@ struct JobLayout {
   std::string coordinator;  // the peer address of the daemon hosting rank 0
   MultiNodeEnv env;
   JobLimits limits;
+  // An elastic job's membership epoch (1 for the first; 0: not elastic). A
+  // rank that leaves an elastic epoch fails the others' collectives with
+  // MEMBERSHIP_CHANGED (common/membership.h) instead of ABORTED: they reset
+  // into the next epoch.
+  uint64_t elastic_epoch = 0;
 };
 
 // Whether a job of `size` ranks laid out as `layout` spans nodes (then its
@@ -107,10 +112,22 @@ struct JobObservers {
   size_t flight_errors = 32;
 };
 
+// One membership change of an elastic job: epoch `epoch` formed.
+struct EpochRecord {
+  uint64_t epoch = 0;
+  absl::Time at;
+  int size = 0;
+  std::string reason;       // why the previous epoch ended ("started" first)
+  std::vector<int> joined;  // ranks of this epoch that are new
+  int left = 0;             // ranks of the previous epoch not in this one
+};
+
 struct JobSnapshot {
   std::string job_id;
   uid_t uid = 0;  // the owner (filled by the registry)
   int size = 0;
+  uint64_t epoch = 0;               // elastic jobs; 0 otherwise
+  std::vector<EpochRecord> epochs;  // elastic jobs, oldest first (registry)
   bool aborted = false;
   std::string error;
   std::vector<RankSnapshot> ranks;
@@ -139,6 +156,8 @@ class Job final : public JobState, public RequestSink {
   ~Job() override;
 
   bool spans_nodes() const { return spans_nodes_; }
+  // The job's membership epoch; 0 when it is not elastic.
+  uint64_t elastic_epoch() const { return layout_.elastic_epoch; }
   // Once every local rank has attached: starts the job's negotiator (across
   // nodes: connects to the job's coordinator, blocking up to the connect
   // timeout; a failure aborts the job). Names become ready only after that.

@@ -28,6 +28,11 @@ absl::StatusOr<std::shared_ptr<Job>> JobRegistry::Join(const JoinRequest& reques
       jobs_[key] = job;
     } else {
       job = it->second;
+      if (job->elastic_epoch() > 0) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("job ", request.job_id, " is elastic; rank ", request.rank,
+                         " attaches without KOLO_ELASTIC (every rank of a job must agree)"));
+      }
       if (!SecretsEqual(job->token(), request.job_token)) {
         return absl::PermissionDeniedError(
             absl::StrCat("job ", request.job_id, ": wrong job token for rank ", request.rank));
@@ -56,13 +61,100 @@ absl::StatusOr<std::shared_ptr<Job>> JobRegistry::Join(const JoinRequest& reques
   return job;
 }
 
-void JobRegistry::Leave(const std::shared_ptr<Job>& job, uid_t uid, int rank, bool clean,
-                        const absl::Status& why) {
+absl::StatusOr<ElasticSeat> JobRegistry::JoinElastic(const JoinRequest& request,
+                                                     const ElasticJoin& join,
+                                                     const std::function<bool()>& cancelled) {
+  const Key key(request.uid, request.job_id);
+  std::shared_ptr<ElasticGroup> group;
+  {
+    absl::MutexLock l(&mu_);
+    // Memberships nobody holds any more (every rank gone, no rejoin due).
+    const absl::Time now = absl::Now();
+    for (auto it = elastic_.begin(); it != elastic_.end();) {
+      auto next = std::next(it);
+      if (it->first != key && it->second->Idle(now) && jobs_.count(it->first) == 0) {
+        elastic_.erase(it);
+      }
+      it = next;
+    }
+    auto job = jobs_.find(key);
+    if (job != jobs_.end() && job->second->elastic_epoch() == 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("job ", request.job_id, " is not elastic; rank ", request.rank,
+                       " attaches with KOLO_ELASTIC (every rank of a job must agree)"));
+    }
+    auto it = elastic_.find(key);
+    if (it == elastic_.end()) {
+      if (draining_) {
+        return absl::UnavailableError(
+            absl::StrCat("kolod is draining: it starts no new job (job ", request.job_id, ")"));
+      }
+      const std::string id = request.job_id;
+      const std::string token = request.job_token;
+      auto make_job = [this, id, token](int size, uint64_t epoch) {
+        JobLayout layout;
+        layout.local_size = size;
+        layout.env = multi_node_;
+        layout.limits = limits_;
+        layout.elastic_epoch = epoch;
+        return std::make_shared<Job>(id, token, size, backend_, fusion_threshold_, observers_,
+                                     std::move(layout), device_backends_);
+      };
+      it = elastic_
+               .emplace(key, std::make_shared<ElasticGroup>(id, token, std::move(make_job),
+                                                            elastic_limits_.rejoin_grace))
+               .first;
+    } else if (!SecretsEqual(it->second->token(), request.job_token)) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("job ", request.job_id, ": wrong job token for rank ", request.rank));
+    }
+    group = it->second;
+  }
+  auto seat = group->Join(join, absl::Now() + elastic_limits_.timeout, cancelled);
+  if (!seat.ok()) return seat.status();
   absl::MutexLock l(&mu_);
+  std::shared_ptr<Job>& current = jobs_[key];
+  if (current == nullptr || current->elastic_epoch() < seat->epoch) current = seat->job;
+  return seat;
+}
+
+void JobRegistry::Leave(const std::shared_ptr<Job>& job, uid_t uid, int rank, bool clean,
+                        const absl::Status& why, bool rejoin) {
+  absl::MutexLock l(&mu_);
+  const Key key(uid, job->id());
   if (job->RankLeft(rank, clean, why) == 0) {
-    auto it = jobs_.find(Key(uid, job->id()));
+    auto it = jobs_.find(key);
     if (it != jobs_.end() && it->second == job) jobs_.erase(it);
   }
+  if (job->elastic_epoch() > 0) {
+    auto group = elastic_.find(key);
+    if (group != elastic_.end()) {
+      group->second->Left(job->elastic_epoch(), rank, clean, rejoin, why);
+      if (group->second->Idle(absl::Now()) && jobs_.count(key) == 0) elastic_.erase(group);
+    }
+  }
+}
+
+ElasticView JobRegistry::Elastic(uid_t uid, const std::string& job_id) const {
+  std::shared_ptr<ElasticGroup> group;
+  {
+    absl::MutexLock l(&mu_);
+    auto it = elastic_.find(Key(uid, job_id));
+    if (it == elastic_.end()) return {};
+    group = it->second;
+  }
+  return group->View();
+}
+
+std::vector<EpochRecord> JobRegistry::Epochs(uid_t uid, const std::string& job_id) const {
+  std::shared_ptr<ElasticGroup> group;
+  {
+    absl::MutexLock l(&mu_);
+    auto it = elastic_.find(Key(uid, job_id));
+    if (it == elastic_.end()) return {};
+    group = it->second;
+  }
+  return group->History();
 }
 
 std::vector<JobSnapshot> JobRegistry::Snapshot() const {
@@ -70,6 +162,7 @@ std::vector<JobSnapshot> JobRegistry::Snapshot() const {
   for (const OwnedJob& owned : Owned()) {
     out.push_back(owned.job->Snapshot());
     out.back().uid = owned.uid;
+    if (owned.job->elastic_epoch() > 0) out.back().epochs = Epochs(owned.uid, owned.job->id());
   }
   return out;
 }

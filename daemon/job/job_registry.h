@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -20,9 +21,18 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/backend/backend.h"
+#include "daemon/job/elastic_group.h"
 #include "daemon/job/job.h"
 
 namespace kolo::daemon {
+
+// How elastic jobs wait (kolod's flags).
+struct ElasticLimits {
+  // An attach waits this long for its epoch to form.
+  absl::Duration timeout = absl::Seconds(600);
+  // A rank that detached to rejoin is waited for this long.
+  absl::Duration rejoin_grace = absl::Seconds(10);
+};
 
 struct JoinRequest {
   uid_t uid = 0;  // the attaching process's, from the kernel
@@ -42,21 +52,33 @@ class JobRegistry {
   // and the observers must outlive the registry.
   JobRegistry(Backend* backend, uint64_t fusion_threshold_bytes, JobObservers observers = {},
               MultiNodeEnv multi_node = {}, DeviceBackendFactory* device_backends = nullptr,
-              JobLimits limits = {})
+              JobLimits limits = {}, ElasticLimits elastic = {})
       : backend_(backend),
         device_backends_(device_backends),
         fusion_threshold_(fusion_threshold_bytes),
         observers_(observers),
         multi_node_(std::move(multi_node)),
-        limits_(limits) {}
+        limits_(limits),
+        elastic_limits_(elastic) {}
 
   // Creates the job on its first rank, or joins it: the token and size must
   // match the job's, and the rank must be free.
   absl::StatusOr<std::shared_ptr<Job>> Join(const JoinRequest& request);
+  // Joins an elastic job (one node): waits until an epoch with this rank
+  // forms (elastic_group.h), up to the elastic timeout or until `cancelled`
+  // says the caller went away. `request.rank` and `.size` are hints.
+  absl::StatusOr<ElasticSeat> JoinElastic(const JoinRequest& request, const ElasticJoin& join,
+                                          const std::function<bool()>& cancelled);
   // The rank's session ended; the job (of `uid`, which joined it) is dropped
-  // when its last rank leaves.
+  // when its last rank leaves. `rejoin`: an elastic job's rank detached to
+  // attach again for the next epoch.
   void Leave(const std::shared_ptr<Job>& job, uid_t uid, int rank, bool clean,
-             const absl::Status& why);
+             const absl::Status& why, bool rejoin = false);
+  // An elastic job's current epoch and the ranks waiting to join it; an
+  // empty view for a job that is not elastic.
+  ElasticView Elastic(uid_t uid, const std::string& job_id) const;
+  // An elastic job's epochs so far, oldest first (empty for other jobs).
+  std::vector<EpochRecord> Epochs(uid_t uid, const std::string& job_id) const;
 
   struct OwnedJob {
     uid_t uid = 0;
@@ -82,10 +104,13 @@ class JobRegistry {
   const JobObservers observers_;
   const MultiNodeEnv multi_node_;
   const JobLimits limits_;
+  const ElasticLimits elastic_limits_;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   mutable absl::Mutex mu_;
   using Key = std::pair<uid_t, std::string>;
   absl::flat_hash_map<Key, std::shared_ptr<Job>> jobs_ ABSL_GUARDED_BY(mu_);
+  // Elastic jobs' memberships; jobs_ holds each one's current epoch.
+  absl::flat_hash_map<Key, std::shared_ptr<ElasticGroup>> elastic_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace kolo::daemon

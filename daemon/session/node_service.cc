@@ -69,6 +69,27 @@ absl::Status ValidateAttachRequest(const kolo::v1::AttachRequest& r, const Attac
   if (r.coordinator().size() > 256) {
     return absl::InvalidArgumentError("coordinator address longer than 256 bytes");
   }
+  if (r.has_elastic() && r.elastic().enabled()) {
+    const kolo::v1::ElasticAttach& e = r.elastic();
+    if (r.local_size() != r.size() || !r.coordinator().empty()) {
+      return absl::UnimplementedError(
+          absl::StrCat("job ", r.job_id(),
+                       ": elastic jobs run on one node so far (this one spans nodes: local "
+                       "size ",
+                       r.local_size(), " of ", r.size(), "); run it without --min-np/--max-np"));
+    }
+    if (e.min_size() < 1 || e.min_size() > max_ranks ||
+        (e.max_size() != 0 && (e.max_size() < e.min_size() || e.max_size() > max_ranks))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("elastic job ", r.job_id(), ": min size ", e.min_size(), " and max size ",
+                       e.max_size(), " (0: no bound) must satisfy 1 <= min <= max <= ", max_ranks));
+    }
+    if (e.previous_rank() < -1 || e.previous_rank() >= max_ranks) {
+      return absl::InvalidArgumentError(absl::StrCat("elastic job ", r.job_id(), ": previous rank ",
+                                                     e.previous_rank(), " outside [-1, ", max_ranks,
+                                                     ")"));
+    }
+  }
   if (r.shm_abi_version() != abi::v1::kVersion) {
     return absl::FailedPreconditionError(absl::StrCat("client speaks shared-memory ABI ",
                                                       r.shm_abi_version(), ", kolod speaks ",
@@ -194,25 +215,52 @@ grpc::Status NodeService::Attach(
         absl::StrCat("the request says the segment has ", req.shm_bytes(), " bytes, the one ",
                      "handed over has ", admitted->handoff.segment_bytes)));
   }
-  SessionIdentity identity{RandomHex(16), req.job_id(), req.rank(), caller.pid, caller.uid};
+  const std::string session_id = RandomHex(16);
+  const bool elastic = req.has_elastic() && req.elastic().enabled();
+  Seat seat{nullptr, req.rank(), req.size(), req.local_rank(), req.local_size(), 0};
+  if (elastic) {
+    // Ranks are kolod's to number: the attach waits for its epoch to form.
+    const kolo::v1::ElasticAttach& e = req.elastic();
+    ElasticJoin join{session_id,   caller.pid, req.rank(),        req.size(),        e.min_size(),
+                     e.max_size(), e.joiner(), e.previous_rank(), e.previous_epoch()};
+    auto elastic_seat = registry_->JoinElastic(
+        JoinRequest{caller.uid, req.job_id(), req.job_token(), req.rank(), req.size(), session_id,
+                    caller.pid, req.local_size(), req.coordinator()},
+        join, [context] { return context->IsCancelled(); });
+    if (!elastic_seat.ok()) {
+      spdlog::warn("elastic job {} (pid {}): attach refused: {}", req.job_id(), caller.pid,
+                   elastic_seat.status().ToString());
+      return ToGrpcStatus(elastic_seat.status());
+    }
+    seat = Seat{elastic_seat->job,  elastic_seat->rank, elastic_seat->size,
+                elastic_seat->rank, elastic_seat->size, elastic_seat->epoch};
+  }
+  SessionIdentity identity{session_id, req.job_id(), seat.rank, caller.pid, caller.uid};
   auto session = Session::Open(identity, std::move(admitted->handoff.segment), req.shm_bytes(),
                                options_.limits);
   if (!session.ok()) {
-    spdlog::warn("job {} rank {}: attach refused: {}", req.job_id(), req.rank(),
+    spdlog::warn("job {} rank {}: attach refused: {}", req.job_id(), seat.rank,
                  session.status().ToString());
+    if (seat.job != nullptr) {
+      registry_->Leave(seat.job, caller.uid, seat.rank, /*clean=*/false, session.status());
+    }
     return ToGrpcStatus(session.status());
   }
   const bool caller_memory = CallerMemoryProven(req, caller.uid, admitted->handoff.memory.get());
   if (caller_memory) (*session)->EnableCallerMemory(admitted->handoff.memory);
-  auto job = registry_->Join(JoinRequest{caller.uid, req.job_id(), req.job_token(), req.rank(),
-                                         req.size(), identity.session_id, caller.pid,
-                                         req.local_size(), req.coordinator()});
-  if (!job.ok()) {
-    spdlog::warn("job {} rank {}: attach refused: {}", req.job_id(), req.rank(),
-                 job.status().ToString());
-    (*session)->Close();
-    return ToGrpcStatus(job.status());
+  if (!elastic) {
+    auto job = registry_->Join(JoinRequest{caller.uid, req.job_id(), req.job_token(), req.rank(),
+                                           req.size(), identity.session_id, caller.pid,
+                                           req.local_size(), req.coordinator()});
+    if (!job.ok()) {
+      spdlog::warn("job {} rank {}: attach refused: {}", req.job_id(), req.rank(),
+                   job.status().ToString());
+      (*session)->Close();
+      return ToGrpcStatus(job.status());
+    }
+    seat.job = *std::move(job);
   }
+  std::shared_ptr<Job>* job = &seat.job;
   if (req.job_token().size() < options_.policy.min_job_token_chars) {
     spdlog::warn(
         "job {} rank {} (uid {}): weak job token of {} characters accepted "
@@ -223,7 +271,8 @@ grpc::Status NodeService::Attach(
   auto entry = std::make_shared<Entry>();
   entry->session = *session;
   entry->job = *job;
-  entry->rank = req.rank();
+  entry->rank = seat.rank;
+  entry->uid = caller.uid;
   {
     absl::MutexLock l(&mu_);
     sessions_[identity.session_id] = entry;
@@ -238,7 +287,7 @@ grpc::Status NodeService::Attach(
       if (!failure.ok()) return;
       failure = status;
     }
-    spdlog::warn("job {} rank {}: session failed: {}", identity.job_id, identity.rank,
+    spdlog::warn("job {} rank {}: session failed: {}", identity.job_id, seat.rank,
                  status.ToString());
     kolo::v1::DaemonMessage event;
     event.mutable_event()->set_job_id(identity.job_id);
@@ -251,10 +300,9 @@ grpc::Status NodeService::Attach(
     context->TryCancel();
   });
   if (!started.ok()) {
-    spdlog::warn("job {} rank {}: attach refused: {}", req.job_id(), req.rank(),
-                 started.ToString());
+    spdlog::warn("job {} rank {}: attach refused: {}", req.job_id(), seat.rank, started.ToString());
     (*session)->Close();
-    registry_->Leave(*job, caller.uid, req.rank(), /*clean=*/false, started);
+    registry_->Leave(*job, caller.uid, seat.rank, /*clean=*/false, started);
     absl::MutexLock l(&mu_);
     sessions_.erase(identity.session_id);
     return ToGrpcStatus(started);
@@ -268,12 +316,18 @@ grpc::Status NodeService::Attach(
   attached->set_max_submit_capacity(options_.limits.max_submit_capacity);
   attached->set_daemon_version(options_.version);
   attached->set_caller_memory(caller_memory);
+  attached->set_rank(seat.rank);
+  attached->set_size(seat.size);
+  attached->set_local_rank(seat.local_rank);
+  attached->set_local_size(seat.local_size);
+  attached->set_epoch(seat.epoch);
   {
     absl::MutexLock l(&write_mu);
     stream->Write(hello);
   }
-  spdlog::info("job {} rank {}/{}: attached (pid {}, uid {}, session {})", req.job_id(), req.rank(),
-               req.size(), caller.pid, caller.uid, identity.session_id);
+  spdlog::info("job {} rank {}/{}: attached (pid {}, uid {}, session {}{})", req.job_id(),
+               seat.rank, seat.size, caller.pid, caller.uid, identity.session_id,
+               elastic ? absl::StrCat(", epoch ", seat.epoch) : "");
   // Once every local rank attached, the job starts its negotiator (across
   // nodes: the last local rank connects this node to the job's coordinator).
   (*job)->MaybeStart();
@@ -294,15 +348,16 @@ grpc::Status NodeService::Attach(
     why = absl::UnavailableError(
         absl::StrCat("its session ended without detaching (pid ", caller.pid, ")"));
   }
-  registry_->Leave(*job, caller.uid, req.rank(), clean, why);
+  registry_->Leave(*job, caller.uid, seat.rank, clean, why, entry->rejoin.load());
   {
     absl::MutexLock l(&mu_);
     sessions_.erase(identity.session_id);
   }
   if (clean) {
-    spdlog::info("job {} rank {}: detached", req.job_id(), req.rank());
+    spdlog::info("job {} rank {}: detached{}", req.job_id(), seat.rank,
+                 entry->rejoin.load() ? " to rejoin" : "");
   } else {
-    spdlog::warn("job {} rank {}: session lost: {}", req.job_id(), req.rank(), why.ToString());
+    spdlog::warn("job {} rank {}: session lost: {}", req.job_id(), seat.rank, why.ToString());
   }
   return grpc::Status::OK;
 }
@@ -319,7 +374,24 @@ grpc::Status NodeService::Detach(grpc::ServerContext*, const kolo::v1::DetachReq
   if (entry == nullptr) {
     return grpc::Status(grpc::StatusCode::NOT_FOUND, "no such session " + request->session_id());
   }
+  entry->rejoin.store(request->rejoin());
   entry->clean.store(true);
+  return grpc::Status::OK;
+}
+
+grpc::Status NodeService::ElasticStatus(grpc::ServerContext*,
+                                        const kolo::v1::ElasticStatusRequest* request,
+                                        kolo::v1::ElasticStatusResponse* response) {
+  std::shared_ptr<Entry> entry = FindSession(request->session_id());
+  if (entry == nullptr) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        "elastic status: no session with that id is attached to this kolod");
+  }
+  response->set_epoch(entry->job->elastic_epoch());
+  if (entry->job->elastic_epoch() == 0) return grpc::Status::OK;
+  ElasticView view = registry_->Elastic(entry->uid, entry->job->id());
+  response->set_current_epoch(view.epoch);
+  response->set_joiners_waiting(view.joiners_waiting);
   return grpc::Status::OK;
 }
 

@@ -73,6 +73,10 @@ class NodeService final : public kolo::v1::Node::Service {
   grpc::Status JobTimeline(grpc::ServerContext* context,
                            const kolo::v1::JobTimelineRequest* request,
                            kolo::v1::JobTimelineResponse* response) override;
+  // An elastic job's epoch and joiners, for the session's rank (node.proto).
+  grpc::Status ElasticStatus(grpc::ServerContext* context,
+                             const kolo::v1::ElasticStatusRequest* request,
+                             kolo::v1::ElasticStatusResponse* response) override;
 
   int sessions() const;
 
@@ -86,7 +90,18 @@ class NodeService final : public kolo::v1::Node::Service {
     std::shared_ptr<Session> session;
     std::shared_ptr<Job> job;  // the job the session joined
     int rank = 0;
+    uid_t uid = 0;
     std::atomic<bool> clean{false};
+    std::atomic<bool> rejoin{false};  // detached to attach for the next epoch
+  };
+  // Where an attach landed in its job.
+  struct Seat {
+    std::shared_ptr<Job> job;
+    int rank = 0;
+    int size = 0;
+    int local_rank = 0;
+    int local_size = 0;
+    uint64_t epoch = 0;
   };
   // The entry of `session_id`, or null.
   std::shared_ptr<Entry> FindSession(const std::string& session_id) const;

@@ -36,6 +36,17 @@ void FillJob(const JobSnapshot& j, absl::Time now, kolo::v1::JobInfo* job) {
     rank->set_last_submit_age_s(AgeSeconds(now, r.last_submit));
     rank->set_last_complete_age_s(AgeSeconds(now, r.last_complete));
   }
+  job->set_epoch(j.epoch);
+  const absl::Time first = j.epochs.empty() ? now : j.epochs.front().at;
+  for (const EpochRecord& e : j.epochs) {
+    auto* change = job->add_epochs();
+    change->set_epoch(e.epoch);
+    change->set_at_s(absl::ToDoubleSeconds(e.at - first));
+    change->set_size(e.size);
+    change->set_reason(e.reason);
+    for (int r : e.joined) change->add_joined(r);
+    change->set_left(e.left);
+  }
   for (const PendingView& p : j.pending) {
     auto* t = job->add_pending();
     t->set_name(p.name);
@@ -119,8 +130,12 @@ grpc::Status StatusService::GetJob(grpc::ServerContext* context,
   auto viewer = ViewerOf(*context);
   if (!viewer.ok()) return ToGrpcStatus(viewer.status());
   std::shared_ptr<Job> job;
+  uid_t owner = 0;
   for (JobRegistry::OwnedJob& owned : sources_.registry->Find(request->job_id())) {
-    if (viewer->MaySee(owned.uid)) job = std::move(owned.job);
+    if (viewer->MaySee(owned.uid)) {
+      job = std::move(owned.job);
+      owner = owned.uid;
+    }
   }
   // A job the caller may not see is answered as one that does not exist.
   if (job == nullptr) {
@@ -133,6 +148,7 @@ grpc::Status StatusService::GetJob(grpc::ServerContext* context,
   }
   absl::Time now = absl::Now();
   JobSnapshot j = job->Snapshot(/*with_history=*/true);
+  j.epochs = sources_.registry->Epochs(owner, j.job_id);
   FillJob(j, now, response->mutable_job());
   for (const StallView& s : job->Stalls(now, sources_.stall_policy.warning)) {
     FillStall(j.job_id, s, response->add_stalls());

@@ -66,6 +66,24 @@ struct ClientOptions {
   // How long Connect waits for the daemon's socket to appear.
   absl::Duration connect_timeout = absl::Seconds(10);
 
+  // Elastic jobs (one node): kolod numbers the ranks and re-forms the job
+  // in a new membership epoch when a rank dies, leaves or joins; rank, size
+  // and the local values above are then hints (the first epoch orders ranks
+  // by them) and Client::rank() and the others say what kolod assigned.
+  // Collectives of an ended epoch fail with MEMBERSHIP_CHANGED
+  // (IsMembershipChanged); the rank then calls Client::Reset. KOLO_ELASTIC=1,
+  // KOLO_ELASTIC_MIN_SIZE, KOLO_ELASTIC_MAX_SIZE (0: no bound),
+  // KOLO_ELASTIC_JOINER=1 (a rank started after the job began); kolorun
+  // --min-np/--max-np sets them.
+  struct Elastic {
+    bool enabled = false;
+    int min_size = 1;
+    int max_size = 0;
+    bool joiner = false;
+    int previous_rank = -1;  // set by Client::Reset
+    uint64_t previous_epoch = 0;
+  } elastic;
+
   static absl::StatusOr<ClientOptions> FromEnv();
 };
 
@@ -221,6 +239,21 @@ class Client {
   int local_rank() const;
   int local_size() const;
   const std::string& session_id() const;
+
+  // Elastic jobs: the membership epoch this client's session belongs to
+  // (1 for the first; 0 for a job that is not elastic).
+  uint64_t epoch() const;
+  struct ElasticStatus {
+    uint64_t epoch = 0;          // this session's
+    uint64_t current_epoch = 0;  // the job's; larger once this one ended
+    int joiners_waiting = 0;     // ranks waiting to join at the next reset
+  };
+  absl::StatusOr<ElasticStatus> GetElasticStatus() const;
+  // Elastic jobs: leaves the client's epoch and attaches again for the next
+  // one, which forms once every rank of this epoch reset or is gone; returns
+  // the new client (its rank and size may differ). Handles of `client` fail
+  // with CANCELLED; its HostBuffers stay valid as plain memory.
+  static absl::StatusOr<std::unique_ptr<Client>> Reset(std::unique_ptr<Client> client);
   // Whether kolod reads and writes this session's large host allreduce and
   // broadcast tensors where they are in this process (caller memory).
   bool caller_memory() const;

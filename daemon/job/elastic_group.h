@@ -1,0 +1,132 @@
+// ElasticGroup: the membership of one elastic job on this node. Its ranks run
+// in epochs; each epoch is a fresh Job (its own request table, response
+// cache, process sets and communicators) whose ranks are numbered densely.
+//
+// An epoch ends when one of its ranks dies or leaves (the Job fails the
+// others' collectives with MEMBERSHIP_CHANGED) or when a rank resets into
+// the next epoch on its own (after its elastic state saw ranks waiting to
+// join at a commit). The next epoch forms once every rank of the ended one
+// has either attached again (asking for the next epoch, with its previous
+// rank) or is gone: died, left for good, or did not come back within the
+// rejoin grace after detaching to rejoin. Ranks keep their order: the
+// survivors first, by their previous rank (so the new rank 0 holds the last
+// committed state), then the joiners (restarted ranks, added hosts) in the
+// order they attached. An epoch needs at least min_size ranks and takes at
+// most max_size; an attach waits up to its deadline for one to form.
+//
+// The first epoch forms when as many ranks attached as the first of them
+// asked for (the job's initial size), ordered by the ranks they asked for.
+//
+// Thread-safety: thread-safe (one mutex; waiting attaches sleep on it).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "daemon/job/job.h"
+
+namespace kolo::daemon {
+
+// One attach of an elastic job's rank.
+struct ElasticJoin {
+  std::string session_id;
+  int64_t pid = 0;
+  int hint_rank = 0;  // the rank it asked for (orders the first epoch)
+  int size = 1;       // the job's initial size, as it asked
+  int min_size = 1;
+  int max_size = 0;     // 0: no bound
+  bool joiner = false;  // started after the job began
+  int previous_rank = -1;
+  uint64_t previous_epoch = 0;
+};
+
+// Where an attach landed: rank `rank` of `size` in epoch `epoch`, attached
+// to `job` (the epoch's Job).
+struct ElasticSeat {
+  std::shared_ptr<Job> job;
+  int rank = 0;
+  int size = 0;
+  uint64_t epoch = 0;
+};
+
+struct ElasticView {
+  uint64_t epoch = 0;  // the current epoch (0 before the first formed)
+  int joiners_waiting = 0;
+};
+
+class ElasticGroup {
+ public:
+  // Makes the Job of epoch `epoch` with `size` ranks.
+  using MakeJob = std::function<std::shared_ptr<Job>(int size, uint64_t epoch)>;
+
+  ElasticGroup(std::string job_id, std::string token, MakeJob make_job,
+               absl::Duration rejoin_grace);
+
+  const std::string& token() const { return token_; }
+
+  // Waits until an epoch with this rank forms, `deadline` passes
+  // (DEADLINE_EXCEEDED naming how many ranks wait and how many are needed)
+  // or `cancelled` says the caller is gone (CANCELLED). The seat's rank is
+  // attached to its job already.
+  absl::StatusOr<ElasticSeat> Join(const ElasticJoin& join, absl::Time deadline,
+                                   const std::function<bool()>& cancelled);
+
+  // Rank `rank` of epoch `epoch` left: cleanly, or it died with `why`.
+  // `rejoin`: it detached to attach again for the next epoch.
+  void Left(uint64_t epoch, int rank, bool clean, bool rejoin, const absl::Status& why);
+
+  ElasticView View() const;
+  // Nothing attached, waiting or expected back: the registry may drop it.
+  bool Idle(absl::Time now) const;
+  // Every epoch so far (the last 64), oldest first.
+  std::vector<EpochRecord> History() const;
+
+ private:
+  struct Waiter {
+    ElasticJoin join;
+    uint64_t arrival = 0;
+    bool seated = false;
+    absl::Status status;  // of attaching the seat's rank
+    ElasticSeat seat;
+  };
+  struct Member {
+    bool attached = true;
+    bool gone = false;                                    // died or left for good
+    absl::Time rejoin_deadline = absl::InfiniteFuture();  // detached to rejoin
+  };
+
+  // Ends the current epoch (fails its collectives) for `reason`.
+  void EndEpochLocked(const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Forms the next epoch when its rule says so.
+  void MaybeFormLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool MemberSettledLocked(int rank, const Member& member, absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FormLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const std::string job_id_;
+  const std::string token_;
+  const MakeJob make_job_;
+  const absl::Duration rejoin_grace_;
+  mutable absl::Mutex mu_;
+  uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  std::shared_ptr<Job> current_ ABSL_GUARDED_BY(mu_);
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;
+  std::string end_reason_ ABSL_GUARDED_BY(mu_);
+  int initial_size_ ABSL_GUARDED_BY(mu_) = 0;
+  int min_size_ ABSL_GUARDED_BY(mu_) = 1;
+  int max_size_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<int, Member> members_ ABSL_GUARDED_BY(mu_);  // ranks of the current epoch
+  std::vector<Waiter*> waiting_ ABSL_GUARDED_BY(mu_);
+  uint64_t arrivals_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<EpochRecord> history_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace kolo::daemon
