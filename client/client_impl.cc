@@ -211,12 +211,19 @@ ClientImpl::~ClientImpl() {
     absl::MutexLock l(&arena_->mu);
     arena_->release_result = nullptr;
   }
+  Close(/*rejoin=*/false);
+}
+
+void ClientImpl::Close(bool rejoin) {
+  absl::MutexLock l(&close_mu_);
+  if (closed_) return;
+  closed_ = true;
   if (stub_ != nullptr && !dead_.load()) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
     kolo::v1::DetachRequest req;
     req.set_session_id(session_id_);
-    req.set_rejoin(detach_to_rejoin_);
+    req.set_rejoin(rejoin);
     kolo::v1::DetachResponse resp;
     (void)stub_->Detach(&ctx, req, &resp);
   }

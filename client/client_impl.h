@@ -86,8 +86,10 @@ class ClientImpl {
   const std::string& session_id() const { return session_id_; }
   uint64_t epoch() const { return epoch_; }
   absl::StatusOr<Client::ElasticStatus> GetElasticStatus() const;
-  // The destructor's Detach tells kolod the rank resets into the next epoch.
-  void DetachToRejoin() { detach_to_rejoin_ = true; }
+  // Ends the session now (the destructor does it otherwise): detaches,
+  // telling kolod whether the rank `rejoin`s the next epoch of an elastic
+  // job, and waits for the stream to end. Later calls fail. Idempotent.
+  void Close(bool rejoin);
 
   absl::StatusOr<HostBuffer> Allocate(DType dtype, std::vector<int64_t> shape);
   absl::StatusOr<Handle> Submit(const SubmitSpec& spec);
@@ -204,7 +206,8 @@ class ClientImpl {
       stream_;
   std::string session_id_;
   uint64_t epoch_ = 0;  // elastic jobs
-  bool detach_to_rejoin_ = false;
+  absl::Mutex close_mu_;
+  bool closed_ ABSL_GUARDED_BY(close_mu_) = false;
   // Caller memory: offered by kolod at attach, and the probe it read.
   bool caller_memory_ = false;
   std::array<uint8_t, 16> caller_memory_probe_{};

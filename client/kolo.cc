@@ -237,18 +237,16 @@ absl::StatusOr<Client::ElasticStatus> Client::GetElasticStatus() const {
   return impl_->GetElasticStatus();
 }
 
-absl::StatusOr<std::unique_ptr<Client>> Client::Reset(std::unique_ptr<Client> client) {
-  if (client == nullptr) return absl::InvalidArgumentError("Client::Reset of no client");
-  ClientOptions options = client->impl_->options();
+absl::StatusOr<std::unique_ptr<Client>> Client::Reset() {
+  ClientOptions options = impl_->options();
   if (!options.elastic.enabled) {
     return absl::FailedPreconditionError(
         "Client::Reset: the job is not elastic (KOLO_ELASTIC=1, or kolorun --min-np)");
   }
-  options.elastic.previous_rank = client->rank();
-  options.elastic.previous_epoch = client->epoch();
+  options.elastic.previous_rank = rank();
+  options.elastic.previous_epoch = epoch();
   options.elastic.joiner = false;
-  client->impl_->DetachToRejoin();
-  client.reset();
+  impl_->Close(/*rejoin=*/true);
   return Connect(options);
 }
 

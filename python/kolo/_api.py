@@ -244,6 +244,13 @@ def _name(kind, name, process_set=None):
     return f"{kind}.noname.{n}" if ps == 0 else f"{kind}.ps{ps}.noname.{n}"
 
 
+def _reset_names():
+    """Unnamed collectives count from zero again (an elastic job's new epoch:
+    its joiners start from zero too)."""
+    with _counters_lock:
+        _counters.clear()
+
+
 class _Unsupported:
     """A reduction op Kolo does not implement: using it raises
     NotImplementedError with the reason."""

@@ -68,6 +68,28 @@ class AbortedError(KoloError):
     code, code_name = 10, "ABORTED"
 
 
+# What kolod's message of a membership change starts with (common/membership.h
+# holds the rule; kolo._core.MEMBERSHIP_CHANGED_PREFIX is the same text and a
+# test keeps the two equal).
+MEMBERSHIP_CHANGED_PREFIX = "MEMBERSHIP_CHANGED: "
+
+
+class MembershipChangedError(AbortedError):
+    """An elastic job's membership changed under this collective: a rank
+    died, left, or ranks wait to join. Collectives of the ended epoch fail
+    with it on every survivor; kolo.elastic.run catches it, restores the last
+    committed state and resets into the next epoch (Horovod's
+    HorovodInternalError plays this part there)."""
+
+
+def is_membership_changed(error):
+    """Whether `error` (a KoloError, or a framework's error carrying kolod's
+    message, e.g. tf.errors.AbortedError) reports a membership change."""
+    if isinstance(error, MembershipChangedError):
+        return True
+    return MEMBERSHIP_CHANGED_PREFIX in str(error)
+
+
 class OutOfRangeError(KoloError):
     code, code_name = 11, "OUT_OF_RANGE"
 
@@ -108,6 +130,8 @@ _BY_CODE = {
 def error_for(code, message):
     """The exception for status `code` with `message` (KoloError when unknown)."""
     cls = _BY_CODE.get(int(code))
+    if cls is AbortedError and str(message).startswith(MEMBERSHIP_CHANGED_PREFIX):
+        cls = MembershipChangedError
     if cls is None:
         return KoloError(message, code=int(code))
     return cls(message)

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "common/membership.h"
 #include "common/scatter_rows.h"
 #include "kolo/kolo.h"
 #include "python/src/process_client.h"
@@ -245,6 +246,23 @@ PYBIND11_MODULE(_core, m) {
     ShutdownProcessClient();
   });
   m.def("is_initialized", [] { return GetProcessClient().ok(); });
+  // Elastic jobs (one node): kolo.elastic's reset and commit checks.
+  m.def("elastic_reset", [] {
+    py::gil_scoped_release nogil;
+    ThrowIfError(ResetProcessClient());
+  });
+  m.def("epoch", [] { return ClientOrThrow()->epoch(); });
+  // (this session's epoch, the job's current epoch, ranks waiting to join)
+  m.def("elastic_status", [] {
+    auto c = ClientOrThrow();
+    Client::ElasticStatus s;
+    {
+      py::gil_scoped_release nogil;
+      s = ValueOrThrow(c->GetElasticStatus());
+    }
+    return py::make_tuple(s.epoch, s.current_epoch, s.joiners_waiting);
+  });
+  m.attr("MEMBERSHIP_CHANGED_PREFIX") = kMembershipChangedPrefix;
   m.def("rank", [] { return ClientOrThrow()->rank(); });
   m.def("size", [] { return ClientOrThrow()->size(); });
   m.def("local_rank", [] { return ClientOrThrow()->local_rank(); });

@@ -325,6 +325,24 @@ void ShutdownProcessClient() {
   // `last` detaches here, outside the lock, once no caller holds it.
 }
 
+absl::Status ResetProcessClient() {
+  std::shared_ptr<Client> old;
+  {
+    absl::MutexLock l(&g_mu);
+    if (g_client == nullptr) {
+      return absl::FailedPreconditionError("kolo is not initialized: call kolo.init() first");
+    }
+    old = std::move(g_client);
+    g_client = nullptr;
+  }
+  // The next epoch's attach waits for the other ranks: outside the lock.
+  auto next = old->Reset();
+  if (!next.ok()) return next.status();
+  absl::MutexLock l(&g_mu);
+  g_client = std::shared_ptr<Client>(*std::move(next));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::shared_ptr<Client>> GetProcessClient() {
   absl::MutexLock l(&g_mu);
   if (g_client == nullptr) {

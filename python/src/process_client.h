@@ -22,6 +22,9 @@ namespace kolo::python {
 absl::Status InitProcessClient();
 // Detaches; pending collectives fail with CANCELLED. Idempotent.
 void ShutdownProcessClient();
+// Elastic jobs: ends this process's session and attaches for the job's next
+// membership epoch (Client::Reset); calls in flight on the old session fail.
+absl::Status ResetProcessClient();
 // The attached Client, or FAILED_PRECONDITION naming init().
 absl::StatusOr<std::shared_ptr<Client>> GetProcessClient();
 

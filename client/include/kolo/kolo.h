@@ -249,11 +249,12 @@ class Client {
     int joiners_waiting = 0;     // ranks waiting to join at the next reset
   };
   absl::StatusOr<ElasticStatus> GetElasticStatus() const;
-  // Elastic jobs: leaves the client's epoch and attaches again for the next
-  // one, which forms once every rank of this epoch reset or is gone; returns
-  // the new client (its rank and size may differ). Handles of `client` fail
-  // with CANCELLED; its HostBuffers stay valid as plain memory.
-  static absl::StatusOr<std::unique_ptr<Client>> Reset(std::unique_ptr<Client> client);
+  // Elastic jobs: leaves this client's epoch and attaches again for the
+  // next one, which forms once every rank of this epoch reset or is gone;
+  // returns the new client (its rank and size may differ). This client's
+  // session ends at once: its calls fail from then on (drop it), its
+  // HostBuffers stay valid as plain memory.
+  absl::StatusOr<std::unique_ptr<Client>> Reset();
   // Whether kolod reads and writes this session's large host allreduce and
   // broadcast tensors where they are in this process (caller memory).
   bool caller_memory() const;
