@@ -65,7 +65,9 @@ std::string RenderStatus(const kolo::v1::GetStatusResponse& response) {
               {"", Align::kLeft},
               {"", Align::kLeft}});
   for (const auto& job : response.jobs()) {
-    jobs.AddRow({job.job_id(), StateText(job), absl::StrCat("size ", job.size()),
+    jobs.AddRow({job.job_id(), StateText(job),
+                 job.epoch() > 0 ? absl::StrCat("size ", job.size(), ", epoch ", job.epoch())
+                                 : absl::StrCat("size ", job.size()),
                  absl::StrCat(AttachedRanks(job), "/", job.size(), " attached"),
                  absl::StrCat(job.pending_size(), " pending"),
                  job.error().empty() ? "" : absl::StrCat("error: ", job.error())});
@@ -102,6 +104,22 @@ std::string RenderJob(const kolo::v1::JobDetail& detail) {
                   ", reduced ", FormatBytes(job.bytes_reduced()), ", ",
                   FormatRate(job.bytes_per_s()), "\n");
   if (!job.error().empty()) absl::StrAppend(&out, "  error: ", job.error(), "\n");
+
+  if (job.epoch() > 0) {
+    absl::StrAppend(&out, "\nepochs (elastic; now epoch ", job.epoch(), "):\n");
+    Table epochs({{"EPOCH", Align::kRight},
+                  {"AT", Align::kRight},
+                  {"SIZE", Align::kRight},
+                  {"JOINED", Align::kLeft},
+                  {"LEFT", Align::kRight},
+                  {"WHY", Align::kLeft}});
+    for (const auto& e : job.epochs()) {
+      epochs.AddRow({absl::StrCat(e.epoch()), absl::StrFormat("+%.3fs", e.at_s()),
+                     absl::StrCat(e.size()), Or(CompressRanks(e.joined()), "-"),
+                     absl::StrCat(e.left()), e.reason()});
+    }
+    out += epochs.Render(2);
+  }
 
   out += "\nranks:\n";
   if (job.ranks().empty()) {

@@ -42,5 +42,37 @@ TEST(RenderTest, JobWithoutRanksOrHistory) {
   EXPECT_EQ(text.find("errors"), std::string::npos) << text;
 }
 
+TEST(RenderTest, AnElasticJobListsItsEpochs) {
+  kolo::v1::JobDetail detail;
+  kolo::v1::JobInfo* job = detail.mutable_job();
+  job->set_job_id("e");
+  job->set_size(3);
+  job->set_epoch(3);
+  auto* first = job->add_epochs();
+  first->set_epoch(1);
+  first->set_size(3);
+  first->set_reason("started");
+  auto* second = job->add_epochs();
+  second->set_epoch(2);
+  second->set_at_s(12.5);
+  second->set_size(2);
+  second->set_left(1);
+  second->set_reason("rank 1 died: pid 7 exited");
+  auto* third = job->add_epochs();
+  third->set_epoch(3);
+  third->set_at_s(20.25);
+  third->set_size(3);
+  third->add_joined(2);
+  third->set_reason("rank 0 reset (1 rank(s) waiting to join)");
+  const std::string text = RenderJob(detail);
+  EXPECT_NE(text.find("epochs (elastic; now epoch 3):"), std::string::npos) << text;
+  EXPECT_NE(text.find("+12.500s"), std::string::npos) << text;
+  EXPECT_NE(text.find("rank 1 died: pid 7 exited"), std::string::npos) << text;
+  EXPECT_NE(text.find("rank 0 reset (1 rank(s) waiting to join)"), std::string::npos) << text;
+  kolo::v1::GetStatusResponse status;
+  *status.add_jobs() = *job;
+  EXPECT_NE(RenderStatus(status).find("size 3, epoch 3"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace kolo::koloctl
