@@ -1,5 +1,6 @@
 #include "client/kolorun/command_line.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -8,15 +9,34 @@
 #include "absl/strings/strip.h"
 
 namespace kolo::kolorun {
+namespace {
 
-absl::StatusOr<CommandLine> SplitCommandLine(const std::vector<std::string>& argv) {
+// `arg` with its flag name spelled with '_' for '-', when that names one of
+// `flag_names`; else `arg`.
+std::string UnderscoreSpelling(const std::string& arg, const std::vector<std::string>& flag_names) {
+  absl::string_view rest = arg;
+  if (!absl::ConsumePrefix(&rest, "--") && !absl::ConsumePrefix(&rest, "-")) return arg;
+  const absl::string_view name = rest.substr(0, rest.find('='));
+  if (!absl::StrContains(name, '-')) return arg;
+  std::string underscored(name);
+  std::replace(underscored.begin(), underscored.end(), '-', '_');
+  if (std::find(flag_names.begin(), flag_names.end(), underscored) == flag_names.end()) return arg;
+  const size_t dashes = arg.size() - rest.size();
+  return absl::StrCat(arg.substr(0, dashes), underscored, rest.substr(name.size()));
+}
+
+}  // namespace
+
+absl::StatusOr<CommandLine> SplitCommandLine(const std::vector<std::string>& argv,
+                                             const std::vector<std::string>& flag_names) {
   CommandLine out;
   const std::pair<absl::string_view, std::vector<std::string>*> repeatable[] = {
       {"kolod_arg", &out.kolod_args}, {"ssh_arg", &out.ssh_args}};
   size_t i = 0;
   if (!argv.empty()) out.flag_args.push_back(argv[i++]);
   for (; i < argv.size(); ++i) {
-    absl::string_view arg = argv[i];
+    const std::string word = UnderscoreSpelling(argv[i], flag_names);
+    absl::string_view arg = word;
     if (arg == "--") {
       out.command.assign(argv.begin() + static_cast<std::ptrdiff_t>(i) + 1, argv.end());
       break;

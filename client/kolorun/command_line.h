@@ -8,6 +8,8 @@
 //     ssh_args:   {"-p", "2222"}
 //     command:    {"python3", "train.py", "--epochs", "3"}
 //
+// It also lets kolorun's flags be spelled with '-' for '_' (--min-np).
+//
 // Thread-safety: a pure function; safe from any thread.
 #pragma once
 
@@ -33,6 +35,12 @@ struct CommandLine {
 
 // Accepts --kolod_arg=V, --kolod_arg V and the single-dash forms (and the
 // same for --ssh_arg). INVALID_ARGUMENT when such a flag has no value.
-absl::StatusOr<CommandLine> SplitCommandLine(const std::vector<std::string>& argv);
+//
+// A flag before "--" whose name, with each '-' read as '_', is one of
+// `flag_names` is rewritten to that name: with "min_np" among them,
+// --min-np=2 becomes --min_np=2 (horovodrun spells its flags with dashes).
+// Other words, flag values included, pass unchanged.
+absl::StatusOr<CommandLine> SplitCommandLine(const std::vector<std::string>& argv,
+                                             const std::vector<std::string>& flag_names = {});
 
 }  // namespace kolo::kolorun

@@ -56,5 +56,19 @@ TEST(SplitCommandLineTest, EmptyCommandAfterDoubleDash) {
   EXPECT_THAT(cl->command, IsEmpty());
 }
 
+TEST(SplitCommandLineTest, DashedSpellingOfKnownFlags) {
+  const std::vector<std::string> names = {"min_np", "host_discovery_script", "kolod_arg", "job_id"};
+  auto cl = SplitCommandLine(
+      {"kolorun", "--min-np=2", "-host-discovery-script", "./find-hosts", "--job_id", "-not-a-flag",
+       "--kolod-arg", "--x-y", "--max-np", "3", "--", "--min-np=9"},
+      names);
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_THAT(cl->flag_args,
+              ElementsAre("kolorun", "--min_np=2", "-host_discovery_script", "./find-hosts",
+                          "--job_id", "-not-a-flag", "--max-np", "3"));
+  EXPECT_THAT(cl->kolod_args, ElementsAre("--x-y"));
+  EXPECT_THAT(cl->command, ElementsAre("--min-np=9"));
+}
+
 }  // namespace
 }  // namespace kolo::kolorun

@@ -16,65 +16,15 @@ namespace {
 // Far more than any job; it keeps the slot total within an int.
 constexpr int kMaxSlotsPerHost = 1 << 20;
 
-absl::StatusOr<int> ParseSlots(absl::string_view entry, absl::string_view text) {
+absl::StatusOr<int> ParseSlots(absl::string_view context, absl::string_view entry,
+                               absl::string_view text) {
   int slots = 0;
   if (!absl::SimpleAtoi(text, &slots) || slots < 1 || slots > kMaxSlotsPerHost) {
-    return absl::InvalidArgumentError(absl::StrCat("-H entry \"", entry, "\": slots \"", text,
+    return absl::InvalidArgumentError(absl::StrCat(context, " \"", entry, "\": slots \"", text,
                                                    "\" must be a whole number from 1 to ",
                                                    kMaxSlotsPerHost));
   }
   return slots;
-}
-
-absl::StatusOr<HostSlots> ParseEntry(absl::string_view entry) {
-  HostSlots out;
-  absl::string_view host = entry;
-  absl::string_view slots;
-  bool has_slots = false;
-  if (absl::StartsWith(entry, "[")) {
-    const size_t close = entry.find(']');
-    if (close == absl::string_view::npos) {
-      return absl::InvalidArgumentError(absl::StrCat("-H entry \"", entry, "\": no ] after ["));
-    }
-    host = entry.substr(1, close - 1);
-    absl::string_view rest = entry.substr(close + 1);
-    if (!rest.empty()) {
-      if (rest[0] != ':') {
-        return absl::InvalidArgumentError(
-            absl::StrCat("-H entry \"", entry, "\": expected :SLOTS after ]"));
-      }
-      slots = rest.substr(1);
-      has_slots = true;
-    }
-  } else if (const size_t colon = entry.rfind(':');
-             colon != absl::string_view::npos && entry.find(':') == colon) {
-    // Exactly one colon: HOST:SLOTS. (More: a bare IPv6 literal.)
-    host = entry.substr(0, colon);
-    slots = entry.substr(colon + 1);
-    has_slots = true;
-  }
-  if (host.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("-H entry \"", entry, "\": empty host name"));
-  }
-  if (host[0] == '-') {
-    return absl::InvalidArgumentError(
-        absl::StrCat("-H entry \"", entry, "\": a host name must not start with '-'"));
-  }
-  for (char c : host) {
-    if (absl::ascii_isspace(static_cast<unsigned char>(c)) ||
-        absl::ascii_iscntrl(static_cast<unsigned char>(c))) {
-      return absl::InvalidArgumentError(absl::StrCat("-H entry \"", entry,
-                                                     "\": a host name must not contain spaces or "
-                                                     "control characters"));
-    }
-  }
-  out.host = std::string(host);
-  if (has_slots) {
-    absl::StatusOr<int> n = ParseSlots(entry, slots);
-    if (!n.ok()) return n.status();
-    out.slots = *n;
-  }
-  return out;
 }
 
 // The machine part of an ssh destination: "user@host" -> "host".
@@ -89,6 +39,62 @@ bool IsLoopbackName(absl::string_view host) {
 
 }  // namespace
 
+absl::StatusOr<HostSlots> ParseHostEntry(absl::string_view entry, absl::string_view context) {
+  HostSlots out;
+  absl::string_view host = entry;
+  absl::string_view slots;
+  bool has_slots = false;
+  if (absl::StartsWith(entry, "[")) {
+    const size_t close = entry.find(']');
+    if (close == absl::string_view::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(context, " \"", entry, "\": no ] after ["));
+    }
+    host = entry.substr(1, close - 1);
+    absl::string_view rest = entry.substr(close + 1);
+    if (!rest.empty()) {
+      if (rest[0] != ':') {
+        return absl::InvalidArgumentError(
+            absl::StrCat(context, " \"", entry, "\": expected :SLOTS after ]"));
+      }
+      slots = rest.substr(1);
+      has_slots = true;
+    }
+  } else if (const size_t colon = entry.rfind(':');
+             colon != absl::string_view::npos && entry.find(':') == colon) {
+    // Exactly one colon: HOST:SLOTS. (More: a bare IPv6 literal.)
+    host = entry.substr(0, colon);
+    slots = entry.substr(colon + 1);
+    has_slots = true;
+  }
+  if (host.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(context, " \"", entry, "\": empty host name"));
+  }
+  if (host[0] == '-') {
+    return absl::InvalidArgumentError(
+        absl::StrCat(context, " \"", entry, "\": a host name must not start with '-'"));
+  }
+  if (absl::StrContains(host, ',')) {
+    // A comma separates -H entries; in one entry it is a typo.
+    return absl::InvalidArgumentError(
+        absl::StrCat(context, " \"", entry, "\": a host name must not contain ','"));
+  }
+  for (char c : host) {
+    if (absl::ascii_isspace(static_cast<unsigned char>(c)) ||
+        absl::ascii_iscntrl(static_cast<unsigned char>(c))) {
+      return absl::InvalidArgumentError(absl::StrCat(context, " \"", entry,
+                                                     "\": a host name must not contain spaces or "
+                                                     "control characters"));
+    }
+  }
+  out.host = std::string(host);
+  if (has_slots) {
+    absl::StatusOr<int> n = ParseSlots(context, entry, slots);
+    if (!n.ok()) return n.status();
+    out.slots = *n;
+  }
+  return out;
+}
+
 absl::StatusOr<std::vector<HostSlots>> ParseHostList(const std::string& spec) {
   if (absl::StripAsciiWhitespace(spec).empty()) {
     return absl::InvalidArgumentError("-H: the host list is empty");
@@ -99,7 +105,7 @@ absl::StatusOr<std::vector<HostSlots>> ParseHostList(const std::string& spec) {
     if (entry.empty()) {
       return absl::InvalidArgumentError(absl::StrCat("-H \"", spec, "\": empty entry"));
     }
-    absl::StatusOr<HostSlots> parsed = ParseEntry(entry);
+    absl::StatusOr<HostSlots> parsed = ParseHostEntry(entry, "-H entry");
     if (!parsed.ok()) return parsed.status();
     if (!seen.insert(absl::AsciiStrToLower(parsed->host)).second) {
       return absl::InvalidArgumentError(absl::StrCat("-H: host ", parsed->host,

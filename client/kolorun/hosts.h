@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace kolo::kolorun {
 
@@ -30,6 +31,11 @@ struct HostSlots {
 // read as an option (leading '-') or that contains whitespace, and a host
 // listed twice.
 absl::StatusOr<std::vector<HostSlots>> ParseHostList(const std::string& spec);
+
+// Parses one "HOST[:SLOTS]" entry, by the rules of ParseHostList (without the
+// duplicate check, and also refusing ',' in a host). Errors start with
+// `context` and the entry in quotes: `-H entry "a:x": slots "x" must be ...`.
+absl::StatusOr<HostSlots> ParseHostEntry(absl::string_view entry, absl::string_view context);
 
 // True when `host` names this machine: localhost, 127.0.0.1, ::1, or
 // `this_host` (gethostname) or its first label, case-insensitively. A host

@@ -23,7 +23,8 @@ expect_grep() {  # expect_grep PATTERN FILE WHAT
 "${kolorun}" --help >"${tmp}/help" 2>&1
 for flag in np job_id socket private_daemon kolod kolod_arg grace_s \
     kill_grace_s daemon_start_timeout_s H hosts peer_port coordinator ssh \
-    ssh_arg; do
+    ssh_arg min_np max_np host_discovery_script discovery_interval_s \
+    max_failures_per_host elastic_timeout_s; do
   expect_grep "--${flag} " "${tmp}/help" "--help"
 done
 
@@ -62,6 +63,62 @@ expect_grep "kolorun: rank 1 exited with status 4" "${tmp}/err" "failing rank"
 expect_grep "kolorun: rank 0 killed by signal SIGTERM" "${tmp}/err" "failing rank"
 
 expect_grep "a remote rank is not signalled" "${tmp}/help" "--help"
+expect_grep "KOLO_ELASTIC_JOINER=1" "${tmp}/help" "--help"
+expect_grep "no bound with" "${tmp}/help" "--help"
+
+# Elastic flag errors, in either spelling.
+"${kolorun}" -np 2 --min-np 3 -- true 2>"${tmp}/err"
+expect_rc 2 $? "--min-np above -np"
+expect_grep "kolorun: --min-np 3 is more than -np 2" "${tmp}/err" "--min-np above -np"
+"${kolorun}" -np 2 --max_np=1 -- true 2>"${tmp}/err"
+expect_rc 2 $? "--max_np below -np"
+expect_grep "--max-np 1 is less than -np 2" "${tmp}/err" "--max_np below -np"
+"${kolorun}" -np 2 --min-np 0 -- true 2>"${tmp}/err"
+expect_rc 2 $? "--min-np 0"
+expect_grep "--min-np must be at least 1, got 0" "${tmp}/err" "--min-np 0"
+"${kolorun}" -np 2 --max-np 0 -- true 2>"${tmp}/err"
+expect_rc 2 $? "--max-np 0"
+"${kolorun}" -np 1 --min-np 1 --discovery-interval-s=0 -- true 2>"${tmp}/err"
+expect_rc 2 $? "--discovery-interval-s 0"
+expect_grep "--discovery-interval-s must be a positive number" "${tmp}/err" \
+    "--discovery-interval-s 0"
+
+# An elastic job: a rank that fails once is restarted as a joiner; the job
+# succeeds. The discovery script names this machine with 2 slots.
+cat >"${tmp}/discover.sh" <<'SCRIPT'
+#!/bin/sh
+echo "# this machine"
+echo localhost:2
+SCRIPT
+chmod +x "${tmp}/discover.sh"
+mkdir "${tmp}/el"
+"${kolorun}" -np 2 --min-np 1 --host-discovery-script "${tmp}/discover.sh" \
+    --discovery-interval-s 0.05 --max-failures-per-host 2 --grace_s 5 \
+    --private_daemon --kolod "${fake}" -- /bin/sh -c '
+      d='"${tmp}"'/el
+      echo "$KOLO_ELASTIC $KOLO_ELASTIC_MIN_SIZE $KOLO_ELASTIC_MAX_SIZE ${KOLO_ELASTIC_JOINER:-0}"
+      if [ -z "$KOLO_ELASTIC_JOINER" ] && [ "$KOLO_RANK" = 1 ]; then exit 3; fi
+      if [ -n "$KOLO_ELASTIC_JOINER" ]; then touch "$d/joined"; fi
+      while [ ! -e "$d/joined" ]; do sleep 0.01; done' \
+    >"${tmp}/out" 2>"${tmp}/err"
+expect_rc 0 $? "elastic job"
+expect_grep "[0] 1 1 0 0" "${tmp}/out" "elastic job"
+expect_grep "[1] 1 1 0 0" "${tmp}/out" "elastic job"
+expect_grep "[2] 1 1 0 1" "${tmp}/out" "elastic job"
+expect_grep "kolorun: process [1] on localhost exited with status 3" "${tmp}/err" \
+    "elastic job"
+expect_grep "restarting it on host localhost as a joiner in 1s" "${tmp}/err" "elastic job"
+
+# A rank that keeps failing: the host is blocklisted and the job ends below
+# --min-np with a failure.
+"${kolorun}" -np 2 --min_np 2 --max-failures-per-host 1 --grace_s 0.1 \
+    --private_daemon --kolod "${fake}" -- /bin/sh -c \
+    '[ "$KOLO_RANK" = 1 ] && exit 6; exec sleep 1000' >"${tmp}/out" 2>"${tmp}/err"
+expect_rc 6 $? "elastic job below --min-np"
+expect_grep "blocklisting it: no more ranks start there" "${tmp}/err" \
+    "elastic job below --min-np"
+expect_grep "1 rank(s) remain, fewer than --min-np 2; ending the job" "${tmp}/err" \
+    "elastic job below --min-np"
 
 # Host list errors.
 "${kolorun}" -np 4 -H a:2,b:1 -- true 2>"${tmp}/err"

@@ -28,6 +28,33 @@
 //      kolod (SIGTERM, SIGKILL after `daemon_stop_grace`) and remove its
 //      directory.
 //
+// In an elastic job (LaunchOptions::elastic; elastic_options.h) the same
+// steps run with these changes:
+//   1. With a discovery script the hosts come from its first run (-H is
+//      ignored), waiting up to the elastic timeout for --min-np slots, and
+//      min(-np, slots) ranks start. Without one, the hosts are -H, or this
+//      machine with -np slots. A job whose first host list names one host
+//      stays on it (hosts that discovery adds later are ignored) unless
+//      --coordinator is given; with it, or with several hosts in that list,
+//      the job needs the system kolod and every rank gets KOLO_COORDINATOR.
+//   2. Every rank also gets KOLO_ELASTIC=1, KOLO_ELASTIC_MIN_SIZE and
+//      KOLO_ELASTIC_MAX_SIZE (0: no bound); KOLO_RANK and the others are
+//      hints, since kolod numbers the ranks. A rank started later (a restart
+//      or a new slot) is a joiner: KOLO_ELASTIC_JOINER=1, KOLO_RANK the
+//      lowest rank no running process holds, KOLO_SIZE the running ranks
+//      with it, KOLO_LOCAL_RANK the lowest local rank free on its host.
+//   3. The output prefix "[N] " is a launcher serial: the Nth process
+//      started, counting from 0 (the initial ranks keep 0 .. -np - 1, so
+//      it matches their KOLO_RANK), not the rank kolod assigns.
+//   4. A failing rank does not stop the job: ElasticController
+//      (elastic_controller.h) decides restarts, blocklisting and joiners,
+//      discovery runs every interval, and the ranks of a host that left the
+//      list get SIGTERM (SIGKILL after `kill_grace`). A rank exiting 0 makes
+//      the job finishing: the others are waited for, and a failure from
+//      then on starts the shutdown of step 4, as do a forwarded signal and
+//      falling below --min-np (reported as "job ID: N rank(s) remain, fewer
+//      than --min-np M"). The private kolod runs until the job ends.
+//
 // A remote rank is not signalled itself: ssh (without a terminal) cannot
 // deliver signals, so ending ssh only closes the connection, and the remote
 // rank notices when it next writes output (SIGPIPE) or reads its stdin.
@@ -41,6 +68,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "client/kolorun/elastic_options.h"
 #include "client/kolorun/hosts.h"
 
 namespace kolo::kolorun {
@@ -88,6 +116,9 @@ struct LaunchOptions {
   std::string ssh_program = "ssh";
   std::vector<std::string> ssh_args;  // Before the host on ssh's command line.
 
+  // Off unless --min-np, --max-np or --host-discovery-script is given.
+  ElasticOptions elastic;
+
   absl::Duration grace = absl::Seconds(10);
   absl::Duration kill_grace = absl::Seconds(5);
   absl::Duration daemon_start_timeout = absl::Seconds(10);
@@ -114,10 +145,17 @@ struct RankIdentity {
   int size = 0;
   int local_rank = 0;
   int local_size = 0;
+  // An elastic job's ranks: KOLO_ELASTIC=1 with the bounds, and
+  // KOLO_ELASTIC_JOINER=1 for a joiner.
+  bool elastic = false;
+  int elastic_min_size = 0;
+  int elastic_max_size = 0;  // 0: no bound.
+  bool joiner = false;
 };
 
-// `base_env` with the per-rank KOLO_* variables (and KOLO_COORDINATOR)
-// replaced by `id`'s.
+// `base_env` with the per-rank KOLO_* variables (KOLO_COORDINATOR and the
+// KOLO_ELASTIC* ones too) replaced by `id`'s: a variable `id` does not set is
+// removed.
 std::vector<std::string> RankEnvironment(const std::vector<std::string>& base_env,
                                          const RankIdentity& id);
 // The same for a job on one machine: local rank and size are the global ones.
@@ -131,7 +169,11 @@ bool SocketAccepts(const std::string& path);
 // Runs the job to the end (steps 1-5 above) and returns the exit code
 // kolorun should exit with: 0 when every rank exited 0, else the first
 // failing rank's shell code (its exit status, or 128 + signal), or 128 +
-// signal when a signal arrived before the ranks were started. An error means
+// signal when a signal arrived before the ranks were started. In an elastic
+// job failures that were restarted do not count: 0 when the job finished
+// without a failure after its first success, else the first failing rank's
+// code after that (or after a forwarded signal); a job ended for falling
+// below --min-np returns the last failure's code, or 1. An error means
 // the job could not be started (no kolod, a command that cannot be run);
 // whatever was already started has then been stopped.
 //

@@ -8,11 +8,13 @@
 
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/status/statusor.h"
@@ -21,6 +23,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "client/kolorun/command_line.h"
+#include "client/kolorun/elastic_options.h"
 #include "client/kolorun/hosts.h"
 #include "client/kolorun/launcher.h"
 
@@ -73,6 +76,33 @@ ABSL_FLAG(double, grace_s, 10,
 ABSL_FLAG(double, kill_grace_s, 5, "Seconds between SIGTERM and SIGKILL for ranks still running.");
 ABSL_FLAG(double, daemon_start_timeout_s, 10,
           "Seconds to wait for a private kolod to accept connections.");
+ABSL_FLAG(std::optional<int>, min_np, std::nullopt,
+          "Elastic mode: the fewest ranks the job may run with; fewer, and "
+          "kolorun ends the job. Default: -np. Giving it, --max_np or "
+          "--host_discovery_script turns elastic mode on (also spelled "
+          "--min-np).");
+ABSL_FLAG(std::optional<int>, max_np, std::nullopt,
+          "Elastic mode: the most ranks the job may run with (-np is how many "
+          "start). Default: -np without --host_discovery_script, no bound with "
+          "it (also spelled --max-np).");
+ABSL_FLAG(std::string, host_discovery_script, "",
+          "Elastic mode: an executable that prints the usable hosts, one "
+          "HOST:SLOTS (or HOST, 1 slot) a line; blank lines and # comments are "
+          "ignored. It names the initial hosts (instead of -H) and is run again "
+          "every --discovery_interval_s: new slots get new ranks (joiners), "
+          "the ranks of a host that is no longer listed are stopped. A run "
+          "that fails or takes over 10 s keeps the previous list (also spelled "
+          "--host-discovery-script).");
+ABSL_FLAG(double, discovery_interval_s, 1, "Elastic mode: seconds between host discovery runs.");
+ABSL_FLAG(int, max_failures_per_host, 3,
+          "Elastic mode: a failed rank is restarted on its host, as a joiner, "
+          "after a back-off of 1 s doubling with each failure there (at most "
+          "30 s); a host with this many failures is blocklisted: no more ranks "
+          "start there.");
+ABSL_FLAG(double, elastic_timeout_s, 600,
+          "Elastic mode: seconds to wait, with fewer than --min_np ranks, for "
+          "host discovery to bring hosts (at the start, and after losing "
+          "ranks) before ending the job.");
 
 namespace kolo::kolorun {
 namespace {
@@ -122,6 +152,19 @@ absl::StatusOr<absl::Duration> Seconds(const char* flag, double s) {
   return absl::Seconds(s);
 }
 
+bool IsKolorunFlag(const absl::CommandLineFlag& flag) {
+  return absl::EndsWith(flag.Filename(), "client/kolorun/main.cc");
+}
+
+// kolorun's own flag names, for the dashed spellings SplitCommandLine takes.
+std::vector<std::string> KolorunFlagNames() {
+  std::vector<std::string> names;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (IsKolorunFlag(*flag)) names.emplace_back(name);
+  }
+  return names;
+}
+
 int Fail(int code, absl::string_view message) {
   std::fprintf(stderr, "kolorun: %.*s\n", static_cast<int>(message.size()), message.data());
   return code;
@@ -162,9 +205,21 @@ int Main(int argc, char** argv) {
       "failed rank, a forwarded signal) sends SIGTERM to its ssh, which\n"
       "closes the connection; without a terminal, the remote rank notices\n"
       "only when it next writes output (SIGPIPE) or reads stdin, so a rank\n"
-      "blocked elsewhere can outlive kolorun on its host.");
+      "blocked elsewhere can outlive kolorun on its host.\n\n"
+      "Elastic mode (--min_np, --max_np or --host_discovery_script, as with\n"
+      "horovodrun): a failed rank is restarted on its host as a joiner, hosts\n"
+      "with --max_failures_per_host failures are blocklisted, discovered\n"
+      "slots get joiners, and the job ends when a rank exits 0 (the others are\n"
+      "waited for) or when fewer than --min_np ranks are left. Ranks also get\n"
+      "KOLO_ELASTIC=1, KOLO_ELASTIC_MIN_SIZE, KOLO_ELASTIC_MAX_SIZE (0: no\n"
+      "bound) and, for a joiner, KOLO_ELASTIC_JOINER=1; kolod assigns the\n"
+      "ranks, so the [N] prefix counts processes started (the initial ranks\n"
+      "are [0] to [np-1], joiners [np] on). Without -H or a discovery script\n"
+      "the job runs here with -np slots.\n\n"
+      "Every flag may also be spelled with '-' for '_' (--min-np).");
 
-  absl::StatusOr<CommandLine> split = SplitCommandLine(std::vector<std::string>(argv, argv + argc));
+  absl::StatusOr<CommandLine> split =
+      SplitCommandLine(std::vector<std::string>(argv, argv + argc), KolorunFlagNames());
   if (!split.ok()) return Fail(kUsageExit, split.status().message());
   std::vector<char*> flag_argv;
   for (std::string& arg : split->flag_args) flag_argv.push_back(arg.data());
@@ -234,6 +289,17 @@ int Main(int argc, char** argv) {
     if (!parsed.ok()) return Fail(kUsageExit, parsed.status().message());
     *d.out = *parsed;
   }
+  absl::StatusOr<ElasticOptions> elastic = ElasticOptionsFromFlags(
+      options.num_ranks, ElasticFlags{
+                             .min_np = absl::GetFlag(FLAGS_min_np),
+                             .max_np = absl::GetFlag(FLAGS_max_np),
+                             .host_discovery_script = absl::GetFlag(FLAGS_host_discovery_script),
+                             .discovery_interval_s = absl::GetFlag(FLAGS_discovery_interval_s),
+                             .max_failures_per_host = absl::GetFlag(FLAGS_max_failures_per_host),
+                             .elastic_timeout_s = absl::GetFlag(FLAGS_elastic_timeout_s),
+                         });
+  if (!elastic.ok()) return Fail(kUsageExit, elastic.status().message());
+  options.elastic = *std::move(elastic);
   if (absl::Status valid = ValidateOptions(options); !valid.ok()) {
     return Fail(kUsageExit, valid.message());
   }
