@@ -30,6 +30,8 @@
 #include "daemon/backend/cpu/worker_pool.h"
 #include "daemon/backend/device_backend.h"
 #include "daemon/job/job_registry.h"
+#include "daemon/job/rendezvous_client.h"
+#include "daemon/negotiation/elastic_leader.h"
 #include "daemon/negotiation/member_link.h"
 #include "daemon/negotiation/peer_service.h"
 #include "daemon/negotiation/peer_tls.h"
@@ -50,6 +52,8 @@
 namespace kolo::daemon {
 namespace {
 
+// One Peer.Rendezvous call (the leader answers within half a second).
+constexpr absl::Duration kRendezvousDeadline = absl::Seconds(5);
 // Attaches in progress and status calls that may run beside the sessions.
 constexpr int kAttachHeadroomThreads = 128;
 
@@ -231,7 +235,12 @@ absl::Status Daemon::StartPeerService(MultiNodeEnv* multi_node) {
   coordinator_options.new_device_comm_id = [f = device_backends_.get()] { return f->NewCommId(); };
   coordinators_ = std::make_unique<CoordinatorRegistry>(coordinator_options, absl::Seconds(1),
                                                         config_.peer_timeout);
-  peer_service_ = std::make_unique<PeerService>(coordinators_.get());
+  ElasticLeaderOptions leader_options;
+  leader_options.lost_after = config_.peer_timeout;
+  elastic_leaders_ = std::make_unique<ElasticLeaders>(leader_options);
+  rendezvous_ = std::make_unique<GrpcRendezvous>((*credentials)->Channel(), kRendezvousDeadline);
+  peer_service_ = std::make_unique<PeerService>(coordinators_.get(), PeerServiceLimits{},
+                                                elastic_leaders_.get());
   int selected = 0;
   grpc::ServerBuilder peer;
   peer.AddListeningPort(config_.peer_address, (*credentials)->Server(), &selected);
@@ -250,6 +259,14 @@ absl::Status Daemon::StartPeerService(MultiNodeEnv* multi_node) {
   gethostname(hostname, sizeof(hostname) - 1);
   multi_node->node_name =
       config_.node_name.empty() ? absl::StrCat(hostname, ":", selected) : config_.node_name;
+  // Where the other daemons of an elastic job reach this one: a wildcard
+  // listening address is reached by the host's name.
+  const bool wildcard = host.empty() || host == "0.0.0.0" || host == "[::]" || host == "::";
+  multi_node->peer_address = wildcard ? absl::StrCat(hostname, ":", selected) : peer_address_;
+  // Set before any job can start (the node service is not up yet).
+  elastic_leaders_->set_node(multi_node->node_name);
+  multi_node->rendezvous = rendezvous_.get();
+  multi_node->elastic_leaders = elastic_leaders_.get();
   multi_node->coordinators = coordinators_.get();
   multi_node->peer_timeout = config_.peer_timeout;
   multi_node->peer_credentials = *std::move(credentials);

@@ -22,6 +22,8 @@ namespace kolo::daemon {
 
 class AdminService;
 class CoordinatorRegistry;
+class ElasticLeaders;
+class RendezvousCaller;
 class PeerService;
 class PeerCredentials;
 class CpuBackend;
@@ -83,6 +85,10 @@ class Daemon {
   std::string status_address_;
   std::string peer_address_;
   std::unique_ptr<CoordinatorRegistry> coordinators_;
+  // Elastic jobs across nodes: the membership leaders this daemon runs and
+  // how it reaches another daemon's (both outlive the registry's jobs).
+  std::unique_ptr<ElasticLeaders> elastic_leaders_;
+  std::unique_ptr<RendezvousCaller> rendezvous_;
   std::unique_ptr<PeerService> peer_service_;
   std::unique_ptr<grpc::Server> peer_server_;
   std::unique_ptr<Metrics> metrics_;

@@ -48,7 +48,10 @@ void Executor::Run(PlannedStep step) {
 }
 
 void Executor::Fail(std::vector<ReadySet> sets, const absl::Status& status) {
-  CompleteAll(sets, status);
+  // Once the job ended, its requests fail with why it ended (to the ranks of
+  // an elastic epoch that reads MEMBERSHIP_CHANGED: they reset).
+  const absl::Status why = state_->AbortStatus();
+  CompleteAll(sets, why.ok() ? status : why);
 }
 
 absl::InlinedVector<Timeline*, 2> Executor::RecordingTimelines() const {

@@ -21,11 +21,14 @@ constexpr absl::Duration kWaitTick = absl::Milliseconds(50);
 }  // namespace
 
 ElasticGroup::ElasticGroup(std::string job_id, std::string token, MakeJob make_job,
-                           absl::Duration rejoin_grace)
+                           absl::Duration rejoin_grace, std::optional<Spanning> spanning)
     : job_id_(std::move(job_id)),
       token_(std::move(token)),
       make_job_(std::move(make_job)),
-      rejoin_grace_(rejoin_grace) {}
+      rejoin_grace_(rejoin_grace),
+      spanning_(std::move(spanning)) {
+  if (spanning_.has_value()) leader_address_ = spanning_->leader;
+}
 
 absl::StatusOr<ElasticSeat> ElasticGroup::Join(const ElasticJoin& join, absl::Time deadline,
                                                const std::function<bool()>& cancelled) {
@@ -43,11 +46,21 @@ absl::StatusOr<ElasticSeat> ElasticGroup::Join(const ElasticJoin& join, absl::Ti
     waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), &w), waiting_.end());
   };
   while (true) {
-    const absl::Time now = absl::Now();
-    MaybeFormLocked(now);
+    absl::Time now = absl::Now();
+    if (spanning_.has_value()) {
+      MaybeReportLocked(now);
+      now = absl::Now();
+    } else {
+      MaybeFormLocked(now);
+    }
     if (w.seated) {
       if (!w.status.ok()) return w.status;
       return w.seat;
+    }
+    if (w.reported) {
+      // Part of a call to the leader in flight: its answer may seat it.
+      mu_.AwaitWithTimeout(absl::Condition(&w.seated), kWaitTick);
+      continue;
     }
     if (now >= deadline) {
       forget();
@@ -82,7 +95,9 @@ void ElasticGroup::Left(uint64_t epoch, int rank, bool clean, bool rejoin,
                    : rejoin ? absl::StrCat("rank ", rank, " reset")
                             : absl::StrCat("rank ", rank, " left"));
   }
-  MaybeFormLocked(now);
+  // Across nodes the waiting attaches report to the leader (they wake
+  // within a tick); on one node the next epoch may form now.
+  if (!spanning_.has_value()) MaybeFormLocked(now);
 }
 
 void ElasticGroup::EndEpochLocked(const std::string& reason) {
@@ -111,17 +126,7 @@ void ElasticGroup::MaybeFormLocked(absl::Time now) {
     return;
   }
   if (!ended_) {
-    // A rank of the current epoch asks for the next one: it reset (its
-    // state saw ranks waiting to join); the others must follow.
-    for (const Waiter* w : waiting_) {
-      if (w->join.previous_epoch == epoch_ && members_.count(w->join.previous_rank) > 0) {
-        int joiners = 0;
-        for (const Waiter* o : waiting_) joiners += o->join.previous_epoch != epoch_ ? 1 : 0;
-        EndEpochLocked(absl::StrCat("rank ", w->join.previous_rank, " reset (", joiners,
-                                    " rank(s) waiting to join)"));
-        break;
-      }
-    }
+    EndOnResetLocked();
     if (!ended_) return;  // joiners wait for the next reset
   }
   for (const auto& [rank, member] : members_) {
@@ -129,6 +134,131 @@ void ElasticGroup::MaybeFormLocked(absl::Time now) {
   }
   if (static_cast<int>(waiting_.size()) < min_size_) return;
   FormLocked(now);
+}
+
+void ElasticGroup::EndOnResetLocked() {
+  // A rank of the current epoch asks for the next one: it reset (its state
+  // saw ranks waiting to join, or its collectives failed); the others must
+  // follow.
+  for (const Waiter* w : waiting_) {
+    if (w->join.previous_epoch == epoch_ && members_.count(w->join.previous_rank) > 0) {
+      int joiners = 0;
+      for (const Waiter* o : waiting_) joiners += o->join.previous_epoch != epoch_ ? 1 : 0;
+      EndEpochLocked(absl::StrCat("rank ", w->join.previous_rank, " reset (", joiners,
+                                  " rank(s) waiting to join)"));
+      return;
+    }
+  }
+}
+
+void ElasticGroup::MaybeReportLocked(absl::Time now) {
+  if (reporting_ || waiting_.empty()) return;
+  if (epoch_ == 0) {
+    bool joiners_only = true;
+    for (const Waiter* w : waiting_) joiners_only = joiners_only && w->join.joiner;
+    if (!joiners_only && static_cast<int>(waiting_.size()) < spanning_->local_size) return;
+  } else if (!ended_) {
+    EndOnResetLocked();
+  }
+  if (ended_) {
+    for (const auto& [rank, member] : members_) {
+      if (!MemberSettledLocked(rank, member, now)) return;
+    }
+  }
+  kolo::v1::ElasticReport report;
+  report.set_job_id(job_id_);
+  report.set_job_token(token_);
+  report.set_node(spanning_->node);
+  report.set_address(spanning_->address);
+  report.set_ended_epoch(epoch_);
+  for (const kolo::v1::ElasticNode& n : nodes_) *report.add_ended_nodes() = n;
+  report.set_ended_leader(leader_name_);
+  report.set_initial_size(initial_size_);
+  report.set_min_size(min_size_);
+  report.set_max_size(max_size_);
+  report.set_epoch_ended(ended_);
+  report.set_reason(end_reason_);
+  std::vector<Waiter*> reported = waiting_;
+  for (Waiter* w : reported) {
+    auto* c = report.add_candidates();
+    c->set_id(w->join.session_id);
+    c->set_previous_rank(w->join.previous_rank);
+    c->set_previous_epoch(w->join.previous_epoch);
+    c->set_hint_rank(std::max(0, w->join.hint_rank));
+    c->set_joiner(w->join.joiner);
+    c->set_arrival(w->arrival);
+    w->reported = true;
+  }
+  reporting_ = true;
+  const std::string address = leader_address_;
+  mu_.Unlock();
+  absl::StatusOr<kolo::v1::ElasticFormed> formed = spanning_->rendezvous->Call(address, report);
+  mu_.Lock();
+  reporting_ = false;
+  for (Waiter* w : reported) w->reported = false;
+  if (!formed.ok()) {
+    const absl::StatusCode code = formed.status().code();
+    const bool unreachable =
+        code == absl::StatusCode::kUnavailable || code == absl::StatusCode::kDeadlineExceeded;
+    if (unreachable && epoch_ == 0) return;  // the leader's daemon may not be up yet
+    if (unreachable) {
+      // The leader is lost: its successor is the ended epoch's next node in
+      // rank order that has not failed (the leader keeps the quorum rule).
+      unreachable_.push_back(address);
+      for (const kolo::v1::ElasticNode& n : nodes_) {
+        if (std::find(unreachable_.begin(), unreachable_.end(), n.address()) ==
+            unreachable_.end()) {
+          spdlog::warn(
+              "elastic job {}: the membership leader at {} is unreachable ({}); "
+              "reporting to {} ({}) instead",
+              job_id_, address, formed.status().ToString(), n.address(), n.node());
+          leader_address_ = n.address();
+          return;
+        }
+      }
+    }
+    FailWaitersLocked(absl::Status(
+        code,
+        absl::StrCat("elastic job ", job_id_, ": no epoch formed: ", formed.status().message())));
+    return;
+  }
+  if (formed->epoch() == 0) return;  // not yet
+  ApplyFormedLocked(*formed, absl::Now());
+}
+
+void ElasticGroup::FailWaitersLocked(const absl::Status& why) {
+  for (Waiter* w : waiting_) {
+    w->status = why;
+    w->seated = true;
+  }
+  waiting_.clear();
+}
+
+void ElasticGroup::ApplyFormedLocked(const kolo::v1::ElasticFormed& formed, absl::Time now) {
+  std::map<std::string, int> rank_of;
+  for (const kolo::v1::ElasticPlacement& p : formed.placements()) rank_of[p.id()] = p.rank();
+  std::vector<std::pair<int, Waiter*>> placed;
+  for (Waiter* w : waiting_) {
+    auto it = rank_of.find(w->join.session_id);
+    if (it != rank_of.end()) placed.emplace_back(it->second, w);
+  }
+  std::sort(placed.begin(), placed.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  const int local_size = static_cast<int>(placed.size());
+  std::shared_ptr<Job> job;
+  if (local_size > 0) {
+    // An epoch left on this node alone runs as a one-node job (no Peer
+    // negotiation); its leader is still this node for the next change.
+    const bool alone = formed.nodes_size() <= 1;
+    job = make_job_(EpochLayout{formed.size(), formed.epoch(), local_size,
+                                alone ? std::string() : formed.coordinator()});
+  }
+  nodes_.assign(formed.nodes().begin(), formed.nodes().end());
+  leader_address_ = formed.coordinator();
+  leader_name_ = formed.leader();
+  unreachable_.clear();
+  InstallEpochLocked(std::move(job), formed.epoch(), formed.size(), placed, formed.reason(), now);
+  spdlog::info("job {}: epoch {} is led by {}", job_id_, formed.epoch(), formed.leader());
 }
 
 void ElasticGroup::FormLocked(absl::Time now) {
@@ -150,23 +280,34 @@ void ElasticGroup::FormLocked(absl::Time now) {
   int size = static_cast<int>(order.size());
   if (max_size_ > 0) size = std::min(size, max_size_);
   const uint64_t epoch = epoch_ + 1;
-  std::shared_ptr<Job> job = make_job_(size, epoch);
+  std::shared_ptr<Job> job = make_job_(EpochLayout{size, epoch, size, ""});
 
+  std::vector<std::pair<int, Waiter*>> placed;
+  for (int rank = 0; rank < size; ++rank) placed.emplace_back(rank, order[rank]);
+  InstallEpochLocked(std::move(job), epoch, size, placed, epoch_ == 0 ? "started" : end_reason_,
+                     now);
+}
+
+void ElasticGroup::InstallEpochLocked(std::shared_ptr<Job> job, uint64_t epoch, int size,
+                                      const std::vector<std::pair<int, Waiter*>>& placed,
+                                      const std::string& reason, absl::Time now) {
   EpochRecord record;
   record.epoch = epoch;
   record.at = now;
   record.size = size;
-  record.reason = epoch_ == 0 ? "started" : end_reason_;
+  record.reason = reason;
+  const int local_size = static_cast<int>(placed.size());
   int survivors = 0;
-  for (int rank = 0; rank < size; ++rank) {
-    Waiter* w = order[rank];
-    if (std::get<0>(key(w)) == 0) {
+  for (int i = 0; i < local_size; ++i) {
+    const auto& [rank, w] = placed[i];
+    const ElasticJoin& j = w->join;
+    if (epoch_ > 0 && j.previous_epoch == epoch_ && members_.count(j.previous_rank) > 0) {
       ++survivors;
     } else if (epoch_ > 0) {
       record.joined.push_back(rank);
     }
-    w->status = job->AttachRank(rank, w->join.session_id, w->join.pid);
-    w->seat = ElasticSeat{job, rank, size, epoch};
+    w->status = job->AttachRank(rank, j.session_id, j.pid);
+    w->seat = ElasticSeat{job, rank, size, epoch, i, local_size};
     w->seated = true;
   }
   record.left = epoch_ == 0 ? 0 : static_cast<int>(members_.size()) - survivors;
@@ -174,9 +315,9 @@ void ElasticGroup::FormLocked(absl::Time now) {
       std::remove_if(waiting_.begin(), waiting_.end(), [](const Waiter* w) { return w->seated; }),
       waiting_.end());
   members_.clear();
-  for (int rank = 0; rank < size; ++rank) members_[rank] = Member{};
-  spdlog::info("job {}: epoch {} formed with {} rank(s) ({}; joined: {}, left: {})", job_id_, epoch,
-               size, record.reason,
+  for (const auto& [rank, w] : placed) members_[rank] = Member{};
+  spdlog::info("job {}: epoch {} formed with {} rank(s), {} here ({}; joined: {}, left: {})",
+               job_id_, epoch, size, local_size, record.reason,
                record.joined.empty() ? std::string("none") : FormatRankRanges(record.joined),
                record.left);
   history_.push_back(std::move(record));

@@ -17,6 +17,13 @@
 // The first epoch forms when as many ranks attached as the first of them
 // asked for (the job's initial size), ordered by the ranks they asked for.
 //
+// A job that spans nodes (Spanning below) follows the same rules, but the
+// epoch is formed by the job's membership leader (negotiation/
+// elastic_leader.h): once this node's ranks are settled, one waiting attach
+// reports them over Peer.Rendezvous and polls until the leader answers with
+// their ranks; when the leader cannot be reached it tries the ended epoch's
+// other nodes in rank order (the leader's successors).
+//
 // Thread-safety: thread-safe (one mutex; waiting attaches sleep on it).
 #pragma once
 
@@ -24,6 +31,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +40,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/job/job.h"
+#include "proto/kolo/v1/peer.pb.h"
 
 namespace kolo::daemon {
 
@@ -49,12 +58,40 @@ struct ElasticJoin {
 };
 
 // Where an attach landed: rank `rank` of `size` in epoch `epoch`, attached
-// to `job` (the epoch's Job).
+// to `job` (the epoch's Job), local rank `local_rank` of this node's
+// `local_size`.
 struct ElasticSeat {
   std::shared_ptr<Job> job;
   int rank = 0;
   int size = 0;
   uint64_t epoch = 0;
+  int local_rank = 0;
+  int local_size = 0;
+};
+
+// How an epoch's Job is laid out.
+struct EpochLayout {
+  int size = 0;
+  uint64_t epoch = 0;
+  int local_size = 0;       // ranks on this node
+  std::string coordinator;  // empty on one node
+};
+
+// Calls Peer.Rendezvous of the daemon at an address.
+class RendezvousCaller {
+ public:
+  virtual ~RendezvousCaller() = default;
+  virtual absl::StatusOr<kolo::v1::ElasticFormed> Call(const std::string& address,
+                                                       const kolo::v1::ElasticReport& report) = 0;
+};
+
+// An elastic job across nodes, as this node takes part in it.
+struct Spanning {
+  RendezvousCaller* rendezvous = nullptr;
+  std::string node;     // this daemon's node name
+  std::string address;  // this daemon's Peer address
+  std::string leader;   // the first epoch's leader (KOLO_COORDINATOR)
+  int local_size = 1;   // the first epoch's ranks on this node
 };
 
 struct ElasticView {
@@ -64,11 +101,12 @@ struct ElasticView {
 
 class ElasticGroup {
  public:
-  // Makes the Job of epoch `epoch` with `size` ranks.
-  using MakeJob = std::function<std::shared_ptr<Job>(int size, uint64_t epoch)>;
+  using MakeJob = std::function<std::shared_ptr<Job>(const EpochLayout& layout)>;
 
-  ElasticGroup(std::string job_id, std::string token, MakeJob make_job,
-               absl::Duration rejoin_grace);
+  // `spanning`: the job spans nodes (its rendezvous must outlive the group);
+  // null on one node.
+  ElasticGroup(std::string job_id, std::string token, MakeJob make_job, absl::Duration rejoin_grace,
+               std::optional<Spanning> spanning = std::nullopt);
 
   const std::string& token() const { return token_; }
 
@@ -93,6 +131,7 @@ class ElasticGroup {
   struct Waiter {
     ElasticJoin join;
     uint64_t arrival = 0;
+    bool reported = false;  // part of a rendezvous call in flight
     bool seated = false;
     absl::Status status;  // of attaching the seat's rank
     ElasticSeat seat;
@@ -110,12 +149,35 @@ class ElasticGroup {
   bool MemberSettledLocked(int rank, const Member& member, absl::Time now) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FormLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the epoch when a rank of it asks for the next one.
+  void EndOnResetLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Across nodes: reports this node's waiting ranks to the leader when they
+  // are settled, and seats them once the leader formed their epoch. Unlocks
+  // mu_ while it calls.
+  void MaybeReportLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ApplyFormedLocked(const kolo::v1::ElasticFormed& formed, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FailWaitersLocked(const absl::Status& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Attaches the placed waiters (rank, waiter; in local-rank order) to the
+  // epoch's `job` and makes it the current one.
+  void InstallEpochLocked(std::shared_ptr<Job> job, uint64_t epoch, int size,
+                          const std::vector<std::pair<int, Waiter*>>& placed,
+                          const std::string& reason, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string job_id_;
   const std::string token_;
   const MakeJob make_job_;
   const absl::Duration rejoin_grace_;
+  const std::optional<Spanning> spanning_;
   mutable absl::Mutex mu_;
+  // Across nodes: the leader to report to, the ended epoch's nodes and
+  // leader, the addresses that failed since, and whether a call is out.
+  std::string leader_address_ ABSL_GUARDED_BY(mu_);
+  std::string leader_name_ ABSL_GUARDED_BY(mu_);
+  std::vector<kolo::v1::ElasticNode> nodes_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> unreachable_ ABSL_GUARDED_BY(mu_);
+  bool reporting_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
   std::shared_ptr<Job> current_ ABSL_GUARDED_BY(mu_);
   bool ended_ ABSL_GUARDED_BY(mu_) = false;

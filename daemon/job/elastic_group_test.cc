@@ -19,11 +19,11 @@ class ElasticGroupTest : public ::testing::Test {
   std::unique_ptr<ElasticGroup> MakeGroup(absl::Duration grace = absl::Seconds(10)) {
     return std::make_unique<ElasticGroup>(
         "elastic", "token",
-        [this](int size, uint64_t epoch) {
+        [this](const EpochLayout& epoch) {
           JobLayout layout;
-          layout.local_size = size;
-          layout.elastic_epoch = epoch;
-          return std::make_shared<Job>("elastic", "token", size, &host_, uint64_t{64} << 20,
+          layout.local_size = epoch.local_size;
+          layout.elastic_epoch = epoch.epoch;
+          return std::make_shared<Job>("elastic", "token", epoch.size, &host_, uint64_t{64} << 20,
                                        JobObservers{}, std::move(layout));
         },
         grace);

@@ -29,7 +29,7 @@ std::unique_ptr<Negotiator> MakeNegotiator(const std::string& id, const std::str
                                            StepRunner* runner) {
   if (SpansNodes(size, layout)) {
     PeerNegotiatorOptions options;
-    options.job_id = id;
+    options.job_id = layout.negotiation_id.empty() ? id : layout.negotiation_id;
     options.job_token = token;
     options.size = size;
     options.node_name = layout.env.node_name;
@@ -280,7 +280,16 @@ absl::Status Job::AbortStatus() const {
   return abort_status_;
 }
 
-void Job::Abort(const absl::Status& status) {
+void Job::Abort(const absl::Status& given) {
+  absl::Status status = given;
+  if (layout_.elastic_epoch > 0 && !status.ok() && !IsMembershipChanged(status)) {
+    // Whatever ends an elastic epoch (a lost node, a rank on another node)
+    // is a membership change to its ranks: they reset into the next one.
+    absl::Status changed =
+        MembershipChangedError(absl::StrCat("job ", id_, " epoch ", layout_.elastic_epoch, ": ",
+                                            status.message(), "; reset into the next epoch"));
+    status = IsPlannedMayFinish(status) ? PlannedMayFinish(changed) : changed;
+  }
   std::vector<Request> pending;
   {
     absl::MutexLock l(&mu_);

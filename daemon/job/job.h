@@ -65,7 +65,9 @@ struct StallView {
 };
 
 class CoordinatorRegistry;
+class ElasticLeaders;
 class PeerCredentials;
+class RendezvousCaller;
 
 // What a job that spans nodes needs from its daemon.
 struct MultiNodeEnv {
@@ -76,6 +78,11 @@ struct MultiNodeEnv {
   TransportFactory* transports = nullptr;
   // How the Peer plane is secured; null when it is off.
   std::shared_ptr<const PeerCredentials> peer_credentials;
+  // Elastic jobs across nodes: this daemon's Peer address, how it calls
+  // another daemon's Peer.Rendezvous, and the membership leaders it runs.
+  std::string peer_address;
+  RendezvousCaller* rendezvous = nullptr;
+  ElasticLeaders* elastic_leaders = nullptr;
 };
 
 // How the job is laid out: `local_size` of its ranks attach here (0: every
@@ -98,6 +105,10 @@ struct JobLayout {
   // MEMBERSHIP_CHANGED (common/membership.h) instead of ABORTED: they reset
   // into the next epoch.
   uint64_t elastic_epoch = 0;
+  // The id the job's daemons negotiate under (empty: the job id). An elastic
+  // epoch across nodes negotiates as "<job id>:e<epoch>", so that each epoch
+  // has a coordinator of its own.
+  std::string negotiation_id;
 };
 
 // Whether a job of `size` ranks laid out as `layout` spans nodes (then its

@@ -1,7 +1,10 @@
 #include "daemon/job/job_registry.h"
 
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "common/secret_compare.h"
+#include "daemon/negotiation/elastic_leader.h"
 
 namespace kolo::daemon {
 namespace {}  // namespace
@@ -91,18 +94,44 @@ absl::StatusOr<ElasticSeat> JobRegistry::JoinElastic(const JoinRequest& request,
       }
       const std::string id = request.job_id;
       const std::string token = request.job_token;
-      auto make_job = [this, id, token](int size, uint64_t epoch) {
+      auto make_job = [this, id, token](const EpochLayout& epoch) {
         JobLayout layout;
-        layout.local_size = size;
+        layout.local_size = epoch.local_size;
+        layout.coordinator = epoch.coordinator;
         layout.env = multi_node_;
         layout.limits = limits_;
-        layout.elastic_epoch = epoch;
-        return std::make_shared<Job>(id, token, size, backend_, fusion_threshold_, observers_,
+        layout.elastic_epoch = epoch.epoch;
+        // Each epoch negotiates under an id of its own: its coordinator is
+        // the node of its rank 0, which may not be the last one's.
+        if (!epoch.coordinator.empty()) {
+          layout.negotiation_id = absl::StrCat(id, ":e", epoch.epoch);
+        }
+        return std::make_shared<Job>(id, token, epoch.size, backend_, fusion_threshold_, observers_,
                                      std::move(layout), device_backends_);
       };
+      std::optional<Spanning> spanning;
+      const bool spans = request.local_size > 0 &&
+                         (request.local_size < request.size || !request.coordinator.empty());
+      if (spans) {
+        if (multi_node_.rendezvous == nullptr || multi_node_.peer_address.empty()) {
+          return absl::FailedPreconditionError(
+              absl::StrCat("job ", request.job_id,
+                           " is elastic across nodes, but this kolod's Peer plane is "
+                           "off (see kolod --peer_address)"));
+        }
+        if (request.coordinator.empty()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("job ", request.job_id,
+                           ": an elastic job across nodes needs KOLO_COORDINATOR "
+                           "(the Peer address of the daemon that forms its first epoch)"));
+        }
+        spanning = Spanning{multi_node_.rendezvous, multi_node_.node_name, multi_node_.peer_address,
+                            request.coordinator, request.local_size};
+      }
       it = elastic_
                .emplace(key, std::make_shared<ElasticGroup>(id, token, std::move(make_job),
-                                                            elastic_limits_.rejoin_grace))
+                                                            elastic_limits_.rejoin_grace,
+                                                            std::move(spanning)))
                .first;
     } else if (!SecretsEqual(it->second->token(), request.job_token)) {
       return absl::PermissionDeniedError(
@@ -143,7 +172,13 @@ ElasticView JobRegistry::Elastic(uid_t uid, const std::string& job_id) const {
     if (it == elastic_.end()) return {};
     group = it->second;
   }
-  return group->View();
+  ElasticView view = group->View();
+  if (multi_node_.elastic_leaders != nullptr) {
+    // Across nodes, joiners on other nodes wait at the leader (the node of
+    // rank 0): its ranks tell the others at their next commit.
+    view.joiners_waiting += multi_node_.elastic_leaders->JoinersWaiting(job_id, group->token());
+  }
+  return view;
 }
 
 std::vector<EpochRecord> JobRegistry::Epochs(uid_t uid, const std::string& job_id) const {

@@ -305,6 +305,9 @@ void PeerNegotiator::ExecuteLoop() {
         parked_.clear();
         absl::Status why = aborted_;
         mu_.Unlock();
+        // The job ends before its requests fail (Abort may still be on its
+        // way there), so that they fail with the job's own reason.
+        runner_->AbortJob(why);
         runner_->Fail(std::move(left), why);
         mu_.Lock();
         continue;
@@ -452,6 +455,7 @@ bool PeerNegotiator::Settled(const PlannedEntry& entry, const absl::Status& abor
                              std::vector<ReadySet>& sets, uint64_t sequence) {
   const bool missing = sets.size() != entry.names.size();
   if (!aborted.ok() && (!entry.error.ok() || missing)) {
+    runner_->AbortJob(aborted);
     runner_->Fail(std::move(sets), aborted);
     return true;
   }

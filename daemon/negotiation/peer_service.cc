@@ -275,8 +275,29 @@ void CoordinatorRegistry::Loop() {
   }
 }
 
-PeerService::PeerService(CoordinatorRegistry* registry, PeerServiceLimits limits)
-    : registry_(registry), limits_(limits), auth_watch_(std::make_unique<CallDeadlines>()) {}
+PeerService::PeerService(CoordinatorRegistry* registry, PeerServiceLimits limits,
+                         ElasticLeaders* elastic_leaders)
+    : registry_(registry),
+      elastic_leaders_(elastic_leaders),
+      limits_(limits),
+      auth_watch_(std::make_unique<CallDeadlines>()) {}
+
+grpc::Status PeerService::Rendezvous(grpc::ServerContext* context,
+                                     const kolo::v1::ElasticReport* report,
+                                     kolo::v1::ElasticFormed* formed) {
+  if (elastic_leaders_ == nullptr) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "rendezvous: this kolod leads no elastic jobs");
+  }
+  absl::StatusOr<kolo::v1::ElasticFormed> out = elastic_leaders_->Report(*report);
+  if (!out.ok()) {
+    spdlog::warn("elastic job {}: rendezvous from node {} ({}): {}", report->job_id(),
+                 report->node(), PeerHost(context->peer()), out.status().ToString());
+    return ToGrpcStatus(out.status());
+  }
+  *formed = *std::move(out);
+  return grpc::Status::OK;
+}
 
 PeerService::~PeerService() = default;
 

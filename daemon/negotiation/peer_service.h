@@ -28,6 +28,7 @@
 #include "absl/time/time.h"
 #include "common/call_deadlines.h"
 #include "daemon/negotiation/coordinator.h"
+#include "daemon/negotiation/elastic_leader.h"
 #include "proto/kolo/v1/peer.grpc.pb.h"
 
 namespace kolo::daemon {
@@ -102,13 +103,20 @@ class CoordinatorRegistry {
 
 class PeerService final : public kolo::v1::Peer::Service {
  public:
-  // `registry` must outlive the service.
-  explicit PeerService(CoordinatorRegistry* registry, PeerServiceLimits limits = {});
+  // `registry` and `elastic_leaders` (null: Rendezvous is refused) must
+  // outlive the service.
+  explicit PeerService(CoordinatorRegistry* registry, PeerServiceLimits limits = {},
+                       ElasticLeaders* elastic_leaders = nullptr);
   ~PeerService() override;
 
   grpc::Status Negotiate(grpc::ServerContext* context,
                          grpc::ServerReaderWriter<kolo::v1::CoordinatorMessage,
                                                   kolo::v1::MemberMessage>* stream) override;
+
+  // An elastic job's node reports its waiting ranks to the membership leader
+  // (elastic_leader.h); answers within about half a second.
+  grpc::Status Rendezvous(grpc::ServerContext* context, const kolo::v1::ElasticReport* report,
+                          kolo::v1::ElasticFormed* formed) override;
 
   // Streams open now (for tests and status).
   int streams() const;
@@ -122,6 +130,7 @@ class PeerService final : public kolo::v1::Peer::Service {
       kolo::v1::Hello* hello);
 
   CoordinatorRegistry* const registry_;
+  ElasticLeaders* const elastic_leaders_;
   const PeerServiceLimits limits_;
   std::unique_ptr<CallDeadlines> auth_watch_;
   mutable absl::Mutex mu_;

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/handoff.h"
+#include "common/job_id.h"
 #include "common/random_id.h"
 #include "proto/kolo/abi/shm_abi_v1.h"
 #include "spdlog/spdlog.h"
@@ -14,16 +15,6 @@ namespace kolo::daemon {
 namespace {
 
 constexpr int kMaxJobSize = 1 << 20;
-
-bool ValidJobId(const std::string& id) {
-  if (id.empty() || id.size() > 128) return false;
-  for (char c : id) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '-' || c == '_' || c == '.' || c == ':';
-    if (!ok) return false;
-  }
-  return true;
-}
 
 }  // namespace
 
@@ -71,13 +62,6 @@ absl::Status ValidateAttachRequest(const kolo::v1::AttachRequest& r, const Attac
   }
   if (r.has_elastic() && r.elastic().enabled()) {
     const kolo::v1::ElasticAttach& e = r.elastic();
-    if (r.local_size() != r.size() || !r.coordinator().empty()) {
-      return absl::UnimplementedError(
-          absl::StrCat("job ", r.job_id(),
-                       ": elastic jobs run on one node so far (this one spans nodes: local "
-                       "size ",
-                       r.local_size(), " of ", r.size(), "); run it without --min-np/--max-np"));
-    }
     if (e.min_size() < 1 || e.min_size() > max_ranks ||
         (e.max_size() != 0 && (e.max_size() < e.min_size() || e.max_size() > max_ranks))) {
       return absl::InvalidArgumentError(
@@ -232,8 +216,8 @@ grpc::Status NodeService::Attach(
                    elastic_seat.status().ToString());
       return ToGrpcStatus(elastic_seat.status());
     }
-    seat = Seat{elastic_seat->job,  elastic_seat->rank, elastic_seat->size,
-                elastic_seat->rank, elastic_seat->size, elastic_seat->epoch};
+    seat = Seat{elastic_seat->job,        elastic_seat->rank,       elastic_seat->size,
+                elastic_seat->local_rank, elastic_seat->local_size, elastic_seat->epoch};
   }
   SessionIdentity identity{session_id, req.job_id(), seat.rank, caller.pid, caller.uid};
   auto session = Session::Open(identity, std::move(admitted->handoff.segment), req.shm_bytes(),

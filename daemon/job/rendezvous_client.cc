@@ -1,0 +1,48 @@
+#include "daemon/job/rendezvous_client.h"
+
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
+#include "proto/kolo/v1/peer.grpc.pb.h"
+
+namespace kolo::daemon {
+namespace {
+// Channels kept at once (the leaders of the elastic jobs here).
+constexpr size_t kMaxChannels = 256;
+}  // namespace
+
+GrpcRendezvous::GrpcRendezvous(std::shared_ptr<grpc::ChannelCredentials> credentials,
+                               absl::Duration deadline)
+    : credentials_(std::move(credentials)), deadline_(deadline) {}
+
+std::shared_ptr<grpc::Channel> GrpcRendezvous::ChannelTo(const std::string& address) {
+  absl::MutexLock l(&mu_);
+  auto it = channels_.find(address);
+  if (it != channels_.end()) return it->second;
+  if (channels_.size() >= kMaxChannels) channels_.erase(channels_.begin());
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  auto channel = grpc::CreateCustomChannel(address, credentials_, args);
+  channels_[address] = channel;
+  return channel;
+}
+
+absl::StatusOr<kolo::v1::ElasticFormed> GrpcRendezvous::Call(
+    const std::string& address, const kolo::v1::ElasticReport& report) {
+  auto stub = kolo::v1::Peer::NewStub(ChannelTo(address));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + absl::ToChronoNanoseconds(deadline_));
+  kolo::v1::ElasticFormed formed;
+  grpc::Status s = stub->Rendezvous(&context, report, &formed);
+  if (!s.ok()) {
+    absl::Status status = FromGrpcStatus(s);
+    return absl::Status(status.code(),
+                        absl::StrCat("the membership leader at ", address, ": ", status.message()));
+  }
+  return formed;
+}
+
+}  // namespace kolo::daemon

@@ -1,0 +1,167 @@
+"""An elastic job across two kolods on this machine (two nodes of 2 ranks
+each, Peer plane in plaintext on loopback): losing a node.
+
+- Killing the daemon of node 1 (not the membership leader): node 0's ranks
+  see MEMBERSHIP_CHANGED within the peer timeout, reset, and the leader
+  (node 0, half of the ended epoch's nodes and its leader) forms epoch 2 with
+  the 2 ranks left; they finish with the reference weights.
+- Killing the daemon of node 0 (the leader): node 1's ranks reset, report to
+  the leader's successor (node 1 itself), which refuses to form an epoch with
+  half the nodes and without the old leader (the quorum rule: the other half
+  could be going on alone behind a partition), so they fail with that error.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import REPO, WORKERS, kolod_path
+
+PEER_TIMEOUT_S = 3
+TOKEN = "0123456789abcdef0123456789abcdef"
+
+
+def _koloctl():
+    return os.environ.get("KOLO_KOLOCTL") or os.path.join(REPO, "bazel-bin", "koloctl", "koloctl")
+
+
+def _status(socket):
+    out = subprocess.run([_koloctl(), "--socket", socket, "--json", "status"], text=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=30)
+    assert out.returncode == 0, out.stdout
+    return json.loads(out.stdout)
+
+
+def _job_id(job):
+    return job.get("jobId", job.get("job_id"))
+
+
+class TwoNodes:
+    """Two kolods and 4 elastic ranks of elastic_worker.py, 2 on each."""
+
+    def __init__(self, tmp_path, job_id):
+        kolod = kolod_path()
+        if not (os.path.exists(kolod) and os.path.exists(_koloctl())):
+            pytest.skip("kolod or koloctl not built")
+        self.tmp = tmp_path
+        self.job_id = job_id
+        self.sockets = [str(tmp_path / f"node{n}.sock") for n in (0, 1)]
+        self.logs = [open(tmp_path / f"kolod{n}.log", "w") for n in (0, 1)]
+        self.daemons = [
+            subprocess.Popen([kolod, "--socket", s, "--peer_address=127.0.0.1:0",
+                              "--peer_plaintext", "--status_address=127.0.0.1:0",
+                              f"--node_name=node{n}", f"--peer_timeout_s={PEER_TIMEOUT_S}"],
+                             stdout=self.logs[n], stderr=subprocess.STDOUT)
+            for n, s in enumerate(self.sockets)]
+        self.ranks = []
+        self.out = tmp_path / "out"
+        self.out.mkdir()
+
+    def start(self, steps, step_sleep):
+        for s in self.sockets:
+            deadline = time.monotonic() + 30
+            while not os.path.exists(s) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        coordinator = _status(self.sockets[0])["node"]["config"]["peer_address"]
+        for r in range(4):
+            env = dict(os.environ, KOLO_SOCKET=self.sockets[r // 2], KOLO_JOB_ID=self.job_id,
+                       KOLO_JOB_TOKEN=TOKEN, KOLO_RANK=str(r), KOLO_SIZE="4",
+                       KOLO_LOCAL_RANK=str(r % 2), KOLO_LOCAL_SIZE="2",
+                       KOLO_COORDINATOR=coordinator, KOLO_ELASTIC="1",
+                       KOLO_ELASTIC_MIN_SIZE="2", KOLO_TEST_OUT=str(self.out))
+            self.ranks.append(subprocess.Popen(
+                [sys.executable, os.path.join(WORKERS, "elastic_worker.py"), "--steps",
+                 str(steps), "--step-sleep", str(step_sleep)],
+                env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+
+    def wait_running(self, timeout=60):
+        """Until both daemons run epoch 1 of the job with its 2 local ranks."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            seen = 0
+            for s in self.sockets:
+                for job in _status(s).get("jobs", []):
+                    if _job_id(job) == self.job_id and int(job.get("epoch", 0)) >= 1:
+                        seen += 1
+            if seen == 2:
+                return
+            time.sleep(0.1)
+        raise AssertionError("the elastic job did not start on both nodes:\n" + self.logs_text())
+
+    def logs_text(self):
+        text = []
+        for n in (0, 1):
+            self.logs[n].flush()
+            with open(self.tmp / f"kolod{n}.log") as f:
+                text.append(f"--- kolod node{n}:\n" + f.read()[-4000:])
+        return "\n".join(text)
+
+    def kill_daemon_midway(self, n, steps):
+        """Runs the job for `steps` steps, kills node n's kolod with SIGKILL
+        a second into it and waits for the ranks; returns when it died and
+        each rank's output."""
+        self.start(steps=steps, step_sleep=0.03)
+        self.wait_running()
+        time.sleep(1.0)
+        self.daemons[n].send_signal(signal.SIGKILL)
+        self.daemons[n].wait(timeout=30)
+        died = time.time()
+        return died, [p.communicate(timeout=120)[0] for p in self.ranks]
+
+    def close(self):
+        for p in self.ranks:
+            if p.poll() is None:
+                p.kill()
+            p.wait(timeout=30)
+        for d in self.daemons:
+            if d.poll() is None:
+                d.terminate()
+                d.wait(timeout=30)
+        for f in self.logs:
+            f.close()
+
+
+def test_losing_a_member_node_the_job_goes_on_on_the_other(tmp_path):
+    nodes = TwoNodes(tmp_path, "elastic-two-nodes")
+    try:
+        died, outputs = nodes.kill_daemon_midway(1, steps=150)
+        for r in (0, 1):
+            assert nodes.ranks[r].returncode == 0, (
+                f"rank {r}:\n{outputs[r][-3000:]}\n{nodes.logs_text()}")
+        records = {}
+        for r in (0, 1):
+            with open(nodes.out / f"rank{r}.json") as f:
+                records[r] = json.load(f)
+        for r, rec in records.items():
+            assert rec["size"] == 2 and rec["epoch"] == 2, rec
+            assert not rec["joiner"] and rec["resets"] == 1, rec
+            assert rec["steps"] == 150
+            for got, want in zip(rec["w"], rec["reference"]):
+                assert abs(got - want) < 1e-9, (r, rec["w"], rec["reference"])
+        first_step = min(rec["epochs"]["2"]["first_step_done"] for rec in records.values())
+        print(f"\nnode lost -> first step of epoch 2: {first_step - died:.2f} s "
+              f"(peer timeout {PEER_TIMEOUT_S} s)")
+        # The loss shows within the peer timeout; the leader then waits for the
+        # lost node's report as long again before it counts it lost.
+        assert first_step - died < 4 * PEER_TIMEOUT_S + 10
+        log = nodes.logs_text()
+        assert "node(s) node1 lost" in log, log
+    finally:
+        nodes.close()
+
+
+def test_losing_the_leader_node_of_two_is_refused_by_the_quorum_rule(tmp_path):
+    nodes = TwoNodes(tmp_path, "elastic-two-nodes-leader")
+    try:
+        _, outputs = nodes.kill_daemon_midway(0, steps=400)
+        for r in (2, 3):
+            assert nodes.ranks[r].returncode != 0, outputs[r][-3000:]
+            assert "strict majority" in outputs[r], (
+                f"rank {r}:\n{outputs[r][-3000:]}\n{nodes.logs_text()}")
+    finally:
+        nodes.close()
