@@ -148,6 +148,24 @@ TEST_F(ElasticTest, HostThatKeepsFailingIsBlocklistedAndTheJobEnds) {
   EXPECT_THAT(err, Not(HasSubstr("[3]")));
 }
 
+// The ranks left below --min-np cannot go on, so they get SIGTERM at once,
+// not after --grace_s.
+TEST_F(ElasticTest, BelowMinNpTheRanksLeftGetSigtermWithoutTheGrace) {
+  LaunchOptions o = Elastic(2,
+                            "if [ $KOLO_RANK = 0 ] && [ -z \"$KOLO_ELASTIC_JOINER\" ]; then "
+                            "  exec sleep 1000; fi; exit 4");
+  o.elastic.max_failures_per_host = 1;
+  o.grace = absl::Seconds(60);
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<int> code = RunJob(o);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 4);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+  const std::string err = err_.Contents();
+  EXPECT_THAT(err, HasSubstr("fewer than --min-np 2; ending the job\n"));
+  EXPECT_THAT(err, HasSubstr("kolorun: process [0] killed by signal SIGTERM\n"));
+}
+
 TEST_F(ElasticTest, DiscoveredSlotGetsAJoiner) {
   LaunchOptions o = Elastic(2, absl::StrCat(kSaveEnv, "if [ -z \"$KOLO_ELASTIC_JOINER\" ]; then ",
                                             kAwaitJoiner, "fi; echo done"));

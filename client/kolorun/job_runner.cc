@@ -593,6 +593,10 @@ void JobRunner::StepElastic(Clock::time_point now) {
     Message(absl::StrCat("job ", job_id_, ": ", *left, " rank(s) remain, fewer than --min-np ",
                          options_.elastic.min_ranks, "; ending the job"));
     if (!exit_code_.has_value()) exit_code_ = last_failure_code_.value_or(1);
+    // No --grace_s here: kolod forms no epoch below --min-np, so the ranks
+    // left wait in a reset that cannot end and would never finish by
+    // themselves; SIGTERM them now (SIGKILL after --kill_grace_s).
+    if (!term_at_.has_value() || *term_at_ > now) term_at_ = now;
     BeginShutdown(now);
   }
 }
