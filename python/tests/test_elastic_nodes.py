@@ -62,36 +62,43 @@ class TwoNodes:
         self.out = tmp_path / "out"
         self.out.mkdir()
 
-    def start(self, steps, step_sleep):
+    def start(self, steps, step_sleep, layout=((0, 0), (1, 0), (2, 1), (3, 1)), extra=()):
+        """Starts one rank per (rank, node) of `layout`; the job's size and
+        each node's local size follow from it."""
         for s in self.sockets:
             deadline = time.monotonic() + 30
             while not os.path.exists(s) and time.monotonic() < deadline:
                 time.sleep(0.05)
-        coordinator = _status(self.sockets[0])["node"]["config"]["peer_address"]
-        for r in range(4):
-            env = dict(os.environ, KOLO_SOCKET=self.sockets[r // 2], KOLO_JOB_ID=self.job_id,
-                       KOLO_JOB_TOKEN=TOKEN, KOLO_RANK=str(r), KOLO_SIZE="4",
-                       KOLO_LOCAL_RANK=str(r % 2), KOLO_LOCAL_SIZE="2",
-                       KOLO_COORDINATOR=coordinator, KOLO_ELASTIC="1",
-                       KOLO_ELASTIC_MIN_SIZE="2", KOLO_TEST_OUT=str(self.out))
-            self.ranks.append(subprocess.Popen(
-                [sys.executable, os.path.join(WORKERS, "elastic_worker.py"), "--steps",
-                 str(steps), "--step-sleep", str(step_sleep)],
-                env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+        self.coordinator = _status(self.sockets[0])["node"]["config"]["peer_address"]
+        self.steps, self.step_sleep, self.extra = steps, step_sleep, list(extra)
+        for r, node in layout:
+            local = [x for x, n in layout if n == node]
+            self.add_rank(node, KOLO_RANK=str(r), KOLO_SIZE=str(len(layout)),
+                          KOLO_LOCAL_RANK=str(local.index(r)), KOLO_LOCAL_SIZE=str(len(local)))
 
-    def wait_running(self, timeout=60):
-        """Until both daemons run epoch 1 of the job with its 2 local ranks."""
+    def add_rank(self, node, **env):
+        env = dict(os.environ, KOLO_SOCKET=self.sockets[node], KOLO_JOB_ID=self.job_id,
+                   KOLO_JOB_TOKEN=TOKEN, KOLO_COORDINATOR=self.coordinator, KOLO_ELASTIC="1",
+                   KOLO_ELASTIC_MIN_SIZE="2", KOLO_TEST_OUT=str(self.out), **env)
+        self.ranks.append(subprocess.Popen(
+            [sys.executable, os.path.join(WORKERS, "elastic_worker.py"), "--steps",
+             str(self.steps), "--step-sleep", str(self.step_sleep)] + self.extra,
+            env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+
+    def wait_running(self, nodes=(0, 1), epoch=1, timeout=60):
+        """Until each of `nodes` runs `epoch` (or a later one) of the job."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             seen = 0
-            for s in self.sockets:
-                for job in _status(s).get("jobs", []):
-                    if _job_id(job) == self.job_id and int(job.get("epoch", 0)) >= 1:
+            for n in nodes:
+                for job in _status(self.sockets[n]).get("jobs", []):
+                    if _job_id(job) == self.job_id and int(job.get("epoch", 0)) >= epoch:
                         seen += 1
-            if seen == 2:
+            if seen == len(nodes):
                 return
             time.sleep(0.1)
-        raise AssertionError("the elastic job did not start on both nodes:\n" + self.logs_text())
+        raise AssertionError(f"the elastic job is not in epoch {epoch} on nodes {nodes}:\n" +
+                             self.logs_text())
 
     def logs_text(self):
         text = []
@@ -163,5 +170,32 @@ def test_losing_the_leader_node_of_two_is_refused_by_the_quorum_rule(tmp_path):
             assert nodes.ranks[r].returncode != 0, outputs[r][-3000:]
             assert "strict majority" in outputs[r], (
                 f"rank {r}:\n{outputs[r][-3000:]}\n{nodes.logs_text()}")
+    finally:
+        nodes.close()
+
+
+def test_a_joiner_on_another_node_joins_at_the_next_commit(tmp_path):
+    """Two ranks on node 0 (the leader) run a job that may span nodes; a rank
+    started on node 1 as a joiner waits at the leader, the ranks reset at
+    their next commit and epoch 2 runs with 3 ranks on both nodes."""
+    nodes = TwoNodes(tmp_path, "elastic-two-nodes-join")
+    try:
+        nodes.start(steps=120, step_sleep=0.03, layout=((0, 0), (1, 0)))
+        nodes.wait_running(nodes=(0,))
+        nodes.add_rank(1, KOLO_RANK="2", KOLO_SIZE="3", KOLO_LOCAL_RANK="0",
+                       KOLO_LOCAL_SIZE="1", KOLO_ELASTIC_JOINER="1")
+        outputs = [p.communicate(timeout=120)[0] for p in nodes.ranks]
+        for r, p in enumerate(nodes.ranks):
+            assert p.returncode == 0, f"rank {r}:\n{outputs[r][-3000:]}\n{nodes.logs_text()}"
+        records = []
+        for r in range(3):
+            with open(nodes.out / f"rank{r}.json") as f:
+                records.append(json.load(f))
+        assert [rec["joiner"] for rec in records] == [False, False, True], records
+        for rec in records:
+            assert rec["size"] == 3 and rec["epoch"] == 2, rec
+            for got, want in zip(rec["w"], rec["reference"]):
+                assert abs(got - want) < 1e-9, (rec["w"], rec["reference"])
+        assert "on 2 node(s)" in nodes.logs_text()
     finally:
         nodes.close()
