@@ -4,6 +4,7 @@ import enum
 import itertools
 import os
 import threading
+import weakref
 
 import numpy as np
 
@@ -197,6 +198,11 @@ class ProcessSet:
 
     def _id(self):
         if self.process_set_id is None:
+            if getattr(self, "_ended_epoch", False):
+                raise ValueError(
+                    f"process set of ranks {self.ranks} belonged to an elastic epoch that "
+                    "ended: process sets are per epoch; add it again with add_process_set "
+                    "(in a reset callback)")
             raise ValueError("process set was not registered with add_process_set")
         return self.process_set_id
 
@@ -249,6 +255,19 @@ def _reset_names():
     its joiners start from zero too)."""
     with _counters_lock:
         _counters.clear()
+
+
+# The process sets this process added, so that an elastic reset can retire
+# them: the next epoch numbers its sets afresh, and a stale object must not
+# silently address another set that reuses its id.
+_registered_sets = weakref.WeakSet()
+
+
+def _retire_process_sets():
+    for ps in list(_registered_sets):
+        ps.process_set_id = None
+        ps._ended_epoch = True
+    _registered_sets.clear()
 
 
 class _Unsupported:
@@ -683,6 +702,8 @@ def add_process_set(ranks):
     with the same ranks, in the same order); returns the ProcessSet."""
     ps = ranks if isinstance(ranks, ProcessSet) else ProcessSet(ranks)
     ps.process_set_id = core.add_process_set(list(ps.ranks))
+    ps._ended_epoch = False
+    _registered_sets.add(ps)
     return ps
 
 
@@ -695,4 +716,5 @@ def remove_process_set(process_set):
     core.remove_process_set(_ps_id(process_set))
     if isinstance(process_set, ProcessSet):
         process_set.process_set_id = None
+        _registered_sets.discard(process_set)
     return True

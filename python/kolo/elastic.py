@@ -76,6 +76,7 @@ def reset():
     global _commits
     core.elastic_reset()
     _api._reset_names()
+    _api._retire_process_sets()
     with _commits_lock:
         _commits = itertools.count()
 

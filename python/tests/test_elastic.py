@@ -344,6 +344,9 @@ def test_process_sets_and_grouped_collectives_across_a_death():
         assert len(rec["old_set_probes"]) == 2, rec["old_set_probes"]
         for probe in rec["old_set_probes"]:
             assert "NOT_FOUND" in probe["size"], probe
+            # The old epoch's ProcessSet object says so instead of silently
+            # addressing a new set that reuses its id.
+            assert "ValueError" in probe["object"] and "epoch that ended" in probe["object"], probe
             assert "FAILED_PRECONDITION" in probe["allreduce"] \
                 and "does not exist" in probe["allreduce"], probe
         assert [ps for _, ps in rec["set_ids"]] == [1, 1, 1], rec["set_ids"]

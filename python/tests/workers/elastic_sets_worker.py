@@ -64,9 +64,10 @@ def main():
     def on_reset():
         record["resets"] += 1
         old = sets["pair"]
-        old_id = old.process_set_id
+        old_id = record["set_ids"][-1][1]  # the reset retired the object's id
         record["old_set_probes"].append({
             "epoch": kolo.elastic.epoch(), "old_id": old_id,
+            "object": probe("object", old.size),
             "size": probe("size", lambda: kolo._native.core.process_set_size(old_id)),
             "allreduce": probe("allreduce", lambda: kolo.allreduce(
                 np.ones(1), op=kolo.Sum, name="probe.old_set", process_set=old_id).tolist()),
