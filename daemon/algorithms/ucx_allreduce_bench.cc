@@ -3,6 +3,8 @@
 //
 //   ucx_allreduce_bench [nodes ...]     (default: 2 3)
 //
+// KOLO_BENCH_CHUNK_KIB sets the ring's chunk size (default: the library's).
+//
 // busbw = algbw * 2(n-1)/n, the bytes each node's link carries per second,
 // comparable across node counts. On one machine every "node" shares the same
 // cores and memory, so the figures bound the code path, not a network.
@@ -18,6 +20,12 @@
 
 namespace kolo::daemon {
 namespace {
+
+size_t ChunkBytes() {
+  const char* kib = std::getenv("KOLO_BENCH_CHUNK_KIB");
+  return kib != nullptr && std::atoi(kib) > 0 ? static_cast<size_t>(std::atoi(kib)) << 10
+                                              : kDefaultChunkBytes;
+}
 
 int RunBench(int n) {
   absl::StatusOr<UcxLoopbackCluster> cluster = UcxLoopbackCluster::Create(n);
@@ -39,7 +47,8 @@ int RunBench(int n) {
       for (int i = 0; i < n; ++i) {
         threads.emplace_back([&, i] {
           results[i] = RingAllreduce(cluster->node(i), bufs[i].data(), count, DType::kFloat32,
-                                     ReduceOp::kSum, tag << 24, start + absl::Seconds(120));
+                                     ReduceOp::kSum, tag << 24, start + absl::Seconds(120),
+                                     ChunkBytes());
         });
       }
       for (auto& t : threads) t.join();

@@ -5,8 +5,14 @@
 #   1. allreduce_perf with one rank per daemon, for 2 and 3 daemons;
 #   2. ucx_perftest -t tag_bw on the same loopback tcp link (Debian ucx-utils,
 #      installed if missing), the bandwidth a perfect transfer would reach;
-#   3. the ResNet-50 gradient workload (161 tensors) across 2 daemons.
-# Prints busbw next to the link bandwidth and their ratio at 64 MiB.
+#   3. the ResNet-50 gradient workload (161 tensors) across 2 daemons;
+#   4. OpenMPI's MPI_Allreduce over TCP on the same loopback (mpirun --mca btl
+#      tcp,self; openmpi-bin installed if missing), 2 and 3 processes;
+#   5. the link in both directions at once: two tag_bw streams, one each way,
+#      as a ring allreduce uses it (on one machine both directions share the
+#      same cores, so this, not one stream, is what a ring can reach here).
+# Prints a table per size (Kolo, OpenMPI and their ratio, for 2 and 3 nodes)
+# and, at the largest size, Kolo's busbw against both link figures.
 #
 # usage: examples/bench/compare_multinode.sh [--max_bytes=B] [--iters=K]
 set -euo pipefail
@@ -88,7 +94,26 @@ for nodes in 2 3; do
   sleep 0.5
 done
 
+if ! command -v mpicc >/dev/null || ! command -v mpirun >/dev/null; then
+  sudo_cmd=(); [[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -q openmpi-bin \
+    libopenmpi-dev >&2 || echo "NOTE: OpenMPI could not be installed; no MPI column" >&2
+fi
+if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
+  mpicc -O2 -o "$dir/mpi_allreduce_perf" examples/bench/mpi_allreduce_perf.c -lm
+  for nodes in 2 3; do
+    echo "== OpenMPI MPI_Allreduce over TCP on loopback, $nodes processes"
+    mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl tcp,self \
+      --mca btl_tcp_if_include lo -np "$nodes" "$dir/mpi_allreduce_perf" \
+      --min_bytes=1048576 --max_bytes="$max_bytes" --iters="$iters" --warmup=2 \
+      | tee "$dir/mpi$nodes.txt" || true
+  done
+fi
+
+# The "Final:" line's bandwidth column of a tag_bw client (MB/s, average).
+final_mbs() { awk '/Final:/ {print $6}' "$1"; }
 link=""
+both=""
 if command -v ucx_perftest >/dev/null; then
   echo "== ucx_perftest -t tag_bw on the same loopback tcp link, $max_bytes B"
   port=$((20000 + RANDOM % 20000))
@@ -97,13 +122,63 @@ if command -v ucx_perftest >/dev/null; then
   sleep 1
   ucx_perftest 127.0.0.1 -p "$port" -t tag_bw -s "$max_bytes" -n 20 >"$dir/perf_client.txt" 2>&1 || true
   kill "$server" 2>/dev/null || true
-  grep -E "Final:|^\s+[0-9]" "$dir/perf_client.txt" | tail -3
-  # The "Final:" line's bandwidth column (MB/s, average).
-  link=$(awk '/Final:/ {print $6}' "$dir/perf_client.txt")
+  grep -E "Final:" "$dir/perf_client.txt" | tail -1
+  link=$(final_mbs "$dir/perf_client.txt")
+  echo "== the same, two streams at once (one each way, as a ring uses the link)"
+  p1=$((port + 1)) p2=$((port + 2))
+  ucx_perftest -p "$p1" >"$dir/perf_server1.txt" 2>&1 &
+  s1=$!
+  ucx_perftest -p "$p2" >"$dir/perf_server2.txt" 2>&1 &
+  s2=$!
+  sleep 1
+  ucx_perftest 127.0.0.1 -p "$p1" -t tag_bw -s "$max_bytes" -n 20 >"$dir/perf_both1.txt" 2>&1 &
+  c1=$!
+  ucx_perftest 127.0.0.1 -p "$p2" -t tag_bw -s "$max_bytes" -n 20 >"$dir/perf_both2.txt" 2>&1 || true
+  wait "$c1" || true
+  kill "$s1" "$s2" 2>/dev/null || true
+  grep -h -E "Final:" "$dir/perf_both1.txt" "$dir/perf_both2.txt" || true
+  b1=$(final_mbs "$dir/perf_both1.txt") b2=$(final_mbs "$dir/perf_both2.txt")
+  # Each direction's own rate: the two streams' average.
+  [[ -n "$b1" && -n "$b2" ]] && both=$(python3 -c "print(($b1 + $b2) / 2)")
 fi
+
+echo "== summary: busbw in GB/s per size (Kolo and OpenMPI over TCP, same loopback)"
+python3 - "$dir" <<'PY'
+import os, sys
+d = sys.argv[1]
+
+def table(name):
+    """size -> busbw of an allreduce_perf / mpi_allreduce_perf output."""
+    out = {}
+    path = os.path.join(d, name)
+    if not os.path.exists(path):
+        return out
+    for line in open(path):
+        f = line.split()
+        if len(f) >= 5 and f[0].isdigit():
+            out[int(f[0])] = float(f[4])
+    return out
+
+cols = [(n, table(f"kolo{n}.txt"), table(f"mpi{n}.txt")) for n in (2, 3)]
+head = f"{'size(B)':>12}"
+for n, _, _ in cols:
+    head += f" {'kolo' + str(n):>8} {'mpi' + str(n):>8} {'ratio':>6}"
+print(head)
+for size in sorted(cols[0][1]):
+    row = f"{size:>12}"
+    for n, kolo, mpi in cols:
+        k, m = kolo.get(size), mpi.get(size)
+        row += f" {k if k is not None else float('nan'):8.3f}"
+        row += f" {m if m is not None else float('nan'):8.3f}"
+        row += f" {k / m if k and m else float('nan'):6.2f}"
+    print(row)
+PY
 kolo64=$(awk -v s="$max_bytes" '$1 == s {print $5}' "$dir/kolo2.txt" | tail -1)
 echo "== summary at $max_bytes B, 2 daemons"
 echo "kolo busbw (GB/s): ${kolo64:-n/a}"
 if [[ -n "$link" && -n "$kolo64" ]]; then
-  python3 -c "k=float('$kolo64'); l=float('$link')/1000; print(f'link (ucx_perftest tag_bw, GB/s): {l:.3f}'); print(f'kolo / link: {k/l:.2f}')"
+  python3 -c "k=float('$kolo64'); l=float('$link')/1000; print(f'link, one stream (ucx_perftest tag_bw, GB/s): {l:.3f}'); print(f'kolo / link: {k/l:.2f}')"
+fi
+if [[ -n "$both" && -n "$kolo64" ]]; then
+  python3 -c "k=float('$kolo64'); l=float('$both')/1000; print(f'link, both directions at once (per direction, GB/s): {l:.3f}'); print(f'kolo / link both ways: {k/l:.2f}')"
 fi
