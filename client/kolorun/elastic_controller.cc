@@ -33,7 +33,10 @@ std::vector<int> ElasticController::SetHosts(std::vector<HostSlots> hosts) {
   return leaving;
 }
 
-void ElasticController::OnStarted(int serial, const std::string& host) { live_[serial] = host; }
+void ElasticController::OnStarted(int serial, const std::string& host, bool joiner) {
+  live_[serial] = host;
+  if (joiner) joiners_.insert(serial);
+}
 
 ElasticController::Verdict ElasticController::OnExited(int serial, const ExitStatus& status,
                                                        Clock::time_point now) {
@@ -52,6 +55,12 @@ ElasticController::Verdict ElasticController::OnExited(int serial, const ExitSta
     verdict.first_success = !finishing_ && !stopped_;
     finishing_ = true;
     pending_.clear();
+    return verdict;
+  }
+  if (finishing_ && joiners_.count(serial) > 0) {
+    // Started before the others finished, it found no epoch to join (kolod
+    // refuses a joiner once the ranks it would join have all left).
+    verdict.kind = Verdict::Kind::kLateJoiner;
     return verdict;
   }
   if (!growing()) {

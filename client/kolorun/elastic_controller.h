@@ -56,8 +56,8 @@ class ElasticController {
   std::vector<int> SetHosts(std::vector<HostSlots> hosts);
   const std::vector<HostSlots>& hosts() const { return hosts_; }
 
-  // A process started on `host`.
-  void OnStarted(int serial, const std::string& host);
+  // A process started on `host`; `joiner`: started after the job began.
+  void OnStarted(int serial, const std::string& host, bool joiner = false);
 
   struct Verdict {
     enum class Kind {
@@ -67,6 +67,8 @@ class ElasticController {
       kBlocklisted,   // Failed; its host has just been blocklisted (rule 2).
       kNotRestarted,  // Failed while growing, on a host blocklisted or gone.
       kEnding,        // Failed while finishing or stopped: a job failure.
+      kLateJoiner,    // A joiner failed while the job was finishing: it had
+                      // no job left to join; not a job failure.
     };
     Kind kind = Kind::kEnding;
     std::string host;
@@ -117,6 +119,7 @@ class ElasticController {
   std::map<int, std::string> live_;            // Serial -> host.
   std::set<int> stopping_;                     // Serials stopped for rule 4.
   std::vector<PendingRestart> pending_;
+  std::set<int> joiners_;  // serials of the processes started as joiners
   bool finishing_ = false;
   bool stopped_ = false;
   std::optional<Clock::time_point> below_minimum_since_;

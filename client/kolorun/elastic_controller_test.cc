@@ -124,6 +124,16 @@ TEST(ElasticControllerTest, SuccessEndsGrowthAndLaterFailuresEndTheJob) {
   EXPECT_FALSE(c.CheckMinimum(kT0 + seconds(100)).has_value());
 }
 
+TEST(ElasticControllerTest, AJoinerFailingWhileTheJobFinishesIsNotAJobFailure) {
+  ElasticController c(Options(1, 3), {{"a", 3}});
+  c.OnStarted(0, "a");
+  c.OnStarted(1, "a");
+  c.OnStarted(2, "a", /*joiner=*/true);
+  EXPECT_EQ(c.OnExited(0, kSuccess, kT0).kind, Kind::kSucceeded);
+  EXPECT_EQ(c.OnExited(2, kFailure, kT0).kind, Kind::kLateJoiner);
+  EXPECT_EQ(c.OnExited(1, kFailure, kT0).kind, Kind::kEnding) << "an initial rank still counts";
+}
+
 TEST(ElasticControllerTest, SecondSuccessIsNotTheFirst) {
   ElasticController c(Options(1, 2), {{"a", 2}});
   c.OnStarted(0, "a");

@@ -457,6 +457,11 @@ void JobRunner::OnRankExit(size_t serial, const ExitStatus& status) {
                              "new ranks"));
       }
       return;
+    case Verdict::Kind::kLateJoiner:
+      Message(absl::StrCat(ExitText(serial, status),
+                           " (a joiner started as the job finished: nothing left to join; not "
+                           "counted as a failure)"));
+      return;
     case Verdict::Kind::kEnding:
       Message(ExitText(serial, status));
       if (!exit_code_.has_value()) {
@@ -695,7 +700,7 @@ void JobRunner::StartJoiner(const std::string& host, Clock::time_point now) {
     ReportHostFailure(controller_->OnStartFailed(host, now), now);
     return;
   }
-  controller_->OnStarted(static_cast<int>(serial), host);
+  controller_->OnStarted(static_cast<int>(serial), host, /*joiner=*/true);
   Message(absl::StrCat("started ", Label(serial), " as a joiner"));
 }
 

@@ -8,6 +8,7 @@
 #include "common/membership.h"
 #include "common/rank_ranges.h"
 #include "daemon/negotiation/abort_status.h"
+#include "daemon/negotiation/elastic_leader.h"
 #include "spdlog/spdlog.h"
 
 namespace kolo::daemon {
@@ -40,6 +41,7 @@ absl::StatusOr<ElasticSeat> ElasticGroup::Join(const ElasticJoin& join, absl::Ti
     min_size_ = std::clamp(join.min_size, 1, initial_size_);
     max_size_ = join.max_size > 0 ? std::max(join.max_size, initial_size_) : 0;
   }
+  if (finished_) return FinishedError();
   w.arrival = ++arrivals_;
   waiting_.push_back(&w);
   auto forget = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -98,6 +100,10 @@ void ElasticGroup::Left(uint64_t epoch, int rank, bool clean, bool rejoin,
   // Across nodes the waiting attaches report to the leader (they wake
   // within a tick); on one node the next epoch may form now.
   if (!spanning_.has_value()) MaybeFormLocked(now);
+  bool all_gone = waiting_.empty();
+  for (const auto& [r, m] : members_) all_gone = all_gone && m.gone;
+  // Its last ranks finished or died: a joiner that comes now is refused.
+  if (all_gone) finished_ = true;
 }
 
 void ElasticGroup::EndEpochLocked(const std::string& reason) {
@@ -132,8 +138,26 @@ void ElasticGroup::MaybeFormLocked(absl::Time now) {
   for (const auto& [rank, member] : members_) {
     if (!MemberSettledLocked(rank, member, now)) return;
   }
+  bool survivor = false;
+  for (const Waiter* w : waiting_) {
+    survivor =
+        survivor || (w->join.previous_epoch == epoch_ && members_.count(w->join.previous_rank) > 0);
+  }
+  if (!survivor) {
+    // Every rank of the ended epoch finished or died: the job's state went
+    // with them, and joiners alone cannot carry it on.
+    finished_ = true;
+    FailWaitersLocked(FinishedError());
+    return;
+  }
   if (static_cast<int>(waiting_.size()) < min_size_) return;
   FormLocked(now);
+}
+
+absl::Status ElasticGroup::FinishedError() const {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "elastic job ", job_id_, " has no rank left of epoch ", epoch_,
+      " (they finished or died; its state went with them): a joiner cannot carry it on"));
 }
 
 void ElasticGroup::EndOnResetLocked() {
@@ -222,7 +246,21 @@ void ElasticGroup::MaybeReportLocked(absl::Time now) {
         absl::StrCat("elastic job ", job_id_, ": no epoch formed: ", formed.status().message())));
     return;
   }
+  if (absl::Status bad = ValidateElasticFormed(*formed); !bad.ok()) {
+    spdlog::error("elastic job {}: the leader at {} answered with an unusable epoch: {}", job_id_,
+                  address, bad.ToString());
+    FailWaitersLocked(absl::InternalError(
+        absl::StrCat("elastic job ", job_id_, ": the membership leader at ", address,
+                     " answered with an unusable epoch: ", bad.message())));
+    return;
+  }
   if (formed->epoch() == 0) return;  // not yet
+  if (formed->epoch() <= epoch_) {
+    FailWaitersLocked(absl::InternalError(
+        absl::StrCat("elastic job ", job_id_, ": the membership leader at ", address,
+                     " formed epoch ", formed->epoch(), ", not after this node's ", epoch_)));
+    return;
+  }
   ApplyFormedLocked(*formed, absl::Now());
 }
 
@@ -339,6 +377,11 @@ ElasticView ElasticGroup::View() const {
   }
   v.joiners_waiting = epoch_ == 0 ? 0 : joiners;
   return v;
+}
+
+bool ElasticGroup::Finished() const {
+  absl::MutexLock l(&mu_);
+  return finished_;
 }
 
 bool ElasticGroup::Idle(absl::Time now) const {

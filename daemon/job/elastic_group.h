@@ -109,6 +109,8 @@ class ElasticGroup {
                std::optional<Spanning> spanning = std::nullopt);
 
   const std::string& token() const { return token_; }
+  // Every rank of its last epoch left or died: no epoch forms any more.
+  bool Finished() const;
 
   // Waits until an epoch with this rank forms, `deadline` passes
   // (DEADLINE_EXCEEDED naming how many ranks wait and how many are needed)
@@ -158,6 +160,7 @@ class ElasticGroup {
   void ApplyFormedLocked(const kolo::v1::ElasticFormed& formed, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FailWaitersLocked(const absl::Status& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status FinishedError() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Attaches the placed waiters (rank, waiter; in local-rank order) to the
   // epoch's `job` and makes it the current one.
   void InstallEpochLocked(std::shared_ptr<Job> job, uint64_t epoch, int size,
@@ -181,6 +184,8 @@ class ElasticGroup {
   uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
   std::shared_ptr<Job> current_ ABSL_GUARDED_BY(mu_);
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
+  // Every rank of the last epoch left or died: no epoch forms any more.
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
   std::string end_reason_ ABSL_GUARDED_BY(mu_);
   int initial_size_ ABSL_GUARDED_BY(mu_) = 0;
   int min_size_ ABSL_GUARDED_BY(mu_) = 1;

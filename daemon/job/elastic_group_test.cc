@@ -113,6 +113,22 @@ TEST_F(ElasticGroupTest, ADeathEndsTheEpochAndTheSurvivorsReformDensely) {
   EXPECT_NE(history[1].reason.find("rank 1 died: pid 101 exited"), std::string::npos);
 }
 
+TEST_F(ElasticGroupTest, AJoinerOfAJobWhoseRanksAllFinishedIsRefused) {
+  auto group = MakeGroup();
+  auto seats = JoinAll(*group, {Initial(0, 2), Initial(1, 2)});
+  std::shared_ptr<Job> first = seats[0]->job;
+  for (int r = 0; r < 2; ++r) {
+    first->RankLeft(r, /*clean=*/true, absl::OkStatus());
+    group->Left(1, r, /*clean=*/true, /*rejoin=*/false, absl::OkStatus());
+  }
+  EXPECT_TRUE(group->Finished()) << "its ranks all left: a joiner now is refused at once";
+  auto late = JoinAll(*group, {Joiner(1)}, absl::Seconds(5));
+  ASSERT_FALSE(late[0].ok());
+  EXPECT_EQ(late[0].status().code(), absl::StatusCode::kFailedPrecondition) << late[0].status();
+  EXPECT_NE(late[0].status().message().find("no rank left"), absl::string_view::npos);
+  EXPECT_TRUE(group->Finished());
+}
+
 TEST_F(ElasticGroupTest, AJoinerWaitsUntilTheRanksResetThenComesLast) {
   auto group = MakeGroup();
   auto seats = JoinAll(*group, {Initial(0, 2), Initial(1, 2)});

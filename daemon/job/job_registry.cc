@@ -87,6 +87,12 @@ absl::StatusOr<ElasticSeat> JobRegistry::JoinElastic(const JoinRequest& request,
                        " attaches with KOLO_ELASTIC (every rank of a job must agree)"));
     }
     auto it = elastic_.find(key);
+    if (it != elastic_.end() && !join.joiner && join.previous_epoch == 0 &&
+        it->second->Finished()) {
+      // The job ran before under this id and finished: this is a new run.
+      elastic_.erase(it);
+      it = elastic_.end();
+    }
     if (it == elastic_.end()) {
       if (draining_) {
         return absl::UnavailableError(
@@ -158,8 +164,9 @@ void JobRegistry::Leave(const std::shared_ptr<Job>& job, uid_t uid, int rank, bo
   if (job->elastic_epoch() > 0) {
     auto group = elastic_.find(key);
     if (group != elastic_.end()) {
+      // The group stays when its ranks are all gone (finished: it refuses
+      // late joiners); the next elastic attach of another job drops it.
       group->second->Left(job->elastic_epoch(), rank, clean, rejoin, why);
-      if (group->second->Idle(absl::Now()) && jobs_.count(key) == 0) elastic_.erase(group);
     }
   }
 }

@@ -70,6 +70,46 @@ absl::Status ValidateElasticReport(const kolo::v1::ElasticReport& r, int max_can
   return absl::OkStatus();
 }
 
+absl::Status ValidateElasticFormed(const kolo::v1::ElasticFormed& f) {
+  if (f.epoch() == 0) return absl::OkStatus();  // not yet
+  if (f.size() < 1 || f.size() > kMaxSize) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rendezvous answer: size ", f.size(), " outside [1, ", kMaxSize, "]"));
+  }
+  if (f.placements_size() > f.size() || f.nodes_size() > f.size()) {
+    return absl::InvalidArgumentError("rendezvous answer: more placements or nodes than ranks");
+  }
+  if (f.coordinator().size() > 256 || f.leader().size() > 256 || f.reason().size() > 4096 ||
+      (f.nodes_size() > 1 && f.coordinator().empty())) {
+    return absl::InvalidArgumentError(
+        "rendezvous answer: coordinator (needed across nodes) or leader over 256 bytes, or "
+        "reason over 4096");
+  }
+  std::vector<bool> seen(static_cast<size_t>(f.size()), false);
+  for (const kolo::v1::ElasticNode& n : f.nodes()) {
+    if (n.node().size() > 256 || n.address().size() > 256) {
+      return absl::InvalidArgumentError("rendezvous answer: a node name or address too long");
+    }
+    for (int r : n.ranks()) {
+      if (r < 0 || r >= f.size() || seen[r]) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "rendezvous answer: rank ", r, " of a node is out of [0, ", f.size(), ") or repeated"));
+      }
+      seen[r] = true;
+    }
+  }
+  std::vector<bool> placed(static_cast<size_t>(f.size()), false);
+  for (const kolo::v1::ElasticPlacement& p : f.placements()) {
+    if (p.rank() < 0 || p.rank() >= f.size() || placed[p.rank()] || p.id().size() > 64) {
+      return absl::InvalidArgumentError(absl::StrCat("rendezvous answer: placement of rank ",
+                                                     p.rank(), " out of [0, ", f.size(),
+                                                     "), repeated, or with a bad id"));
+    }
+    placed[p.rank()] = true;
+  }
+  return absl::OkStatus();
+}
+
 ElasticLeader::ElasticLeader(std::string job_id, std::string token, ElasticLeaderOptions options)
     : job_id_(std::move(job_id)),
       token_(std::move(token)),

@@ -124,6 +124,10 @@ class ElasticLeaders {
       ABSL_GUARDED_BY(mu_);
 };
 
+// Checks a leader's answer before a node acts on it (sizes, ranks in range
+// and unique, bounded strings); the message names the bad field.
+absl::Status ValidateElasticFormed(const kolo::v1::ElasticFormed& formed);
+
 // Checks a report's fields and bounds; the message names the bad one.
 absl::Status ValidateElasticReport(const kolo::v1::ElasticReport& report, int max_candidates);
 

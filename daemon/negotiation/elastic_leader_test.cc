@@ -231,5 +231,30 @@ TEST(ElasticLeaderTest, BadReportsAreRefused) {
   EXPECT_EQ(leaders.Report(r).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(ElasticLeaderTest, UnusableAnswersAreRefusedByTheNode) {
+  ElasticLeader leader("job", "token", Options());
+  auto [a, b] = FirstEpoch(leader);
+  EXPECT_TRUE(ValidateElasticFormed(a).ok());
+  EXPECT_TRUE(ValidateElasticFormed(ElasticFormed()).ok()) << "epoch 0: not yet";
+  ElasticFormed bad = a;
+  bad.set_size(0);
+  EXPECT_FALSE(ValidateElasticFormed(bad).ok());
+  bad = a;
+  bad.set_size(1 << 30);
+  EXPECT_FALSE(ValidateElasticFormed(bad).ok());
+  bad = a;
+  bad.mutable_placements(0)->set_rank(7);
+  EXPECT_FALSE(ValidateElasticFormed(bad).ok()) << "rank out of range";
+  bad = a;
+  bad.mutable_placements(1)->set_rank(bad.placements(0).rank());
+  EXPECT_FALSE(ValidateElasticFormed(bad).ok()) << "rank placed twice";
+  bad = a;
+  bad.mutable_nodes(1)->set_ranks(0, 0);
+  EXPECT_FALSE(ValidateElasticFormed(bad).ok()) << "rank on two nodes";
+  bad = a;
+  bad.clear_coordinator();
+  EXPECT_FALSE(ValidateElasticFormed(bad).ok()) << "no coordinator across nodes";
+}
+
 }  // namespace
 }  // namespace kolo::daemon

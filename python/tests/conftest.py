@@ -9,10 +9,12 @@ tests then assert one check each, so a few launches cover many cases.
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 import pytest
 
@@ -61,9 +63,13 @@ class RankRun:
             pytest.fail(f"{name}: " + "; ".join(problems) + f"\n--- output tail ---\n{tail}")
 
 
-def run_ranks(np_, script, args=(), timeout=300, env=None):
-    """Runs `script` (a path) on np_ ranks under kolorun with a private kolod;
-    returns a RankRun. Workers write their results under $KOLO_TEST_OUT."""
+def kolorun_job(np_, script, args=(), kolorun_args=(), timeout=300, env=None, setup=None,
+                collect=None):
+    """Runs `script` (a path) on np_ ranks under `kolorun -np np_ KOLORUN_ARGS`
+    with a private kolod; the workers write under $KOLO_TEST_OUT, a fresh
+    folder that `setup(folder)` may prepare (returning more kolorun
+    arguments) and `collect(folder)` reads before it is removed. Returns
+    (exit status, output, what collect returned, seconds)."""
     tmp = tempfile.mkdtemp(prefix="kolo-pytest-")
     try:
         full_env = dict(os.environ)
@@ -71,10 +77,13 @@ def run_ranks(np_, script, args=(), timeout=300, env=None):
         full_env["KOLO_TEST_OUT"] = tmp
         full_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         full_env.setdefault("PYTHONUNBUFFERED", "1")
-        cmd = [kolorun_path(), "-np", str(np_), "--socket", os.path.join(tmp, "kolod.sock")]
+        extra = list(setup(tmp)) if setup else []
+        cmd = [kolorun_path(), "-np", str(np_), "--socket", os.path.join(tmp, "kolod.sock"),
+               *kolorun_args, *extra]
         if os.path.exists(kolod_path()):
             cmd += ["--kolod", kolod_path()]
         cmd += ["--", sys.executable, script, *args]
+        start = time.monotonic()
         try:
             proc = subprocess.run(cmd, env=full_env, stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT, timeout=timeout, text=True,
@@ -84,14 +93,35 @@ def run_ranks(np_, script, args=(), timeout=300, env=None):
             out = e.stdout or ""
             code, output = -1, (out if isinstance(out, str) else out.decode(errors="replace")) \
                 + f"\n[timed out after {timeout} s]"
-        results = {}
-        for name in os.listdir(tmp):
-            if name.startswith("rank") and name.endswith(".json"):
-                with open(os.path.join(tmp, name)) as f:
-                    results[int(name[4:-5])] = json.load(f)
-        return RankRun(code, output, results)
+        seconds = time.monotonic() - start
+        return code, output, collect(tmp) if collect else None, seconds
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def rank_records(folder):
+    """rank -> the JSON each rank wrote to rank<N>.json in `folder`."""
+    results = {}
+    for name in os.listdir(folder):
+        if re.fullmatch(r"rank\d+\.json", name):
+            with open(os.path.join(folder, name)) as f:
+                results[int(name[4:-5])] = json.load(f)
+    return results
+
+
+def run_ranks(np_, script, args=(), timeout=300, env=None):
+    """Runs `script` (a path) on np_ ranks under kolorun with a private kolod;
+    returns a RankRun. Workers write their results under $KOLO_TEST_OUT."""
+    code, output, results, _ = kolorun_job(np_, script, args, timeout=timeout, env=env,
+                                           collect=rank_records)
+    return RankRun(code, output, results)
+
+
+def fashion_mnist_file(name):
+    """A file of the Fashion-MNIST dataset (KOLO_FASHION_MNIST, or where the
+    Debian package puts it)."""
+    return os.path.join(os.environ.get("KOLO_FASHION_MNIST", "/usr/share/datasets/fashion-mnist"),
+                        name)
 
 
 @pytest.fixture(scope="session")

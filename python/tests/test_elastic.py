@@ -19,17 +19,14 @@ and only bounded generously: the test machines are small and shared.
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
-import time
 
 import numpy as np
 import pytest
 
-from conftest import WORKERS, kolod_path, kolorun_path, worker
+from conftest import WORKERS, kolorun_job, kolorun_path, rank_records, worker
 
 pytest.importorskip("kolo")  # elastic_worker imports it.
 sys.path.insert(0, WORKERS)
@@ -51,23 +48,27 @@ def koloctl_path():
     pytest.skip(f"koloctl not built (looked at {candidates})")
 
 
+class ElasticFiles:
+    """What the processes of one launch wrote to $KOLO_TEST_OUT."""
+
+    def __init__(self, out_dir):
+        self.results = rank_records(out_dir)
+        self.death_times = []
+        path = os.path.join(out_dir, "death.time")
+        if os.path.exists(path):
+            with open(path) as f:
+                self.death_times = [float(line) for line in f if line.strip()]
+
+
 class ElasticRun:
     """The outcome of one elastic kolorun launch, its $KOLO_TEST_OUT read back."""
 
-    def __init__(self, returncode, output, out_dir, seconds):
+    def __init__(self, returncode, output, files, seconds):
         self.returncode = returncode
         self.output = output
         self.seconds = seconds
-        self.results = {}  # final rank -> the record its process wrote
-        self.death_times = []
-        for name in os.listdir(out_dir):
-            path = os.path.join(out_dir, name)
-            if re.fullmatch(r"rank\d+\.json", name):
-                with open(path) as f:
-                    self.results[int(name[4:-5])] = json.load(f)
-            elif name == "death.time":
-                with open(path) as f:
-                    self.death_times = [float(line) for line in f if line.strip()]
+        self.results = files.results  # final rank -> the record its process wrote
+        self.death_times = files.death_times
 
     def where(self):
         """Context for an assertion message: the exit status and output tail."""
@@ -86,28 +87,10 @@ def launch_elastic(np_, script, worker_args=(), kolorun_args=(), setup=None,
     """Runs `script` on np_ ranks under `kolorun -np np_ KOLORUN_ARGS` with a
     private kolod; `setup(out_dir)` may return more kolorun arguments (a
     discovery script written there)."""
-    out_dir = tempfile.mkdtemp(prefix="kolo-elastic-")
-    try:
-        env = dict(os.environ, KOLO_TEST_OUT=out_dir, PYTHONUNBUFFERED="1")
-        extra = list(setup(out_dir)) if setup else []
-        cmd = [kolorun_path(), "-np", str(np_), "--socket", os.path.join(out_dir, "kolod.sock"),
-               *kolorun_args, *extra]
-        if os.path.exists(kolod_path()):
-            cmd += ["--kolod", kolod_path()]
-        cmd += ["--", sys.executable, script, *worker_args]
-        start = time.monotonic()
-        try:
-            proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                  timeout=timeout, text=True, errors="replace")
-            code, output = proc.returncode, proc.stdout
-        except subprocess.TimeoutExpired as e:
-            out = e.stdout or ""
-            code = -1
-            output = (out if isinstance(out, str) else out.decode(errors="replace")) + \
-                f"\n[timed out after {timeout} s]"
-        return ElasticRun(code, output, out_dir, time.monotonic() - start)
-    finally:
-        shutil.rmtree(out_dir, ignore_errors=True)
+    code, output, files, seconds = kolorun_job(
+        np_, script, worker_args, kolorun_args, timeout=timeout, setup=setup,
+        collect=ElasticFiles)
+    return ElasticRun(code, output, files, seconds)
 
 
 def assert_weights(run, steps, size):

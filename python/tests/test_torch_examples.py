@@ -8,13 +8,12 @@ import re
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, fashion_mnist_file
 
 pytest.importorskip("torch")
 
 # Where the example reads Fashion-MNIST (its --data-dir default).
-DATA = os.path.join(os.environ.get("KOLO_FASHION_MNIST", "/usr/share/datasets/fashion-mnist"),
-                    "train-images-idx3-ubyte.gz")
+DATA = fashion_mnist_file("train-images-idx3-ubyte.gz")
 
 
 @pytest.mark.skipif(not os.path.exists(DATA), reason="dataset-fashion-mnist not installed")

@@ -91,3 +91,6 @@ def process_set_included_op(process_set_id=0, name=None):
     except KoloError:
         included = 0
     return _int_op(included, name)
+
+# hvd.elastic, as Horovod makes it available on import.
+from kolo.tensorflow import elastic  # noqa: E402,F401

@@ -41,3 +41,6 @@ from kolo.torch.functions import (  # noqa: F401
 )
 from kolo.torch.optimizer import DistributedOptimizer  # noqa: F401
 from kolo.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401
+
+# hvd.elastic, as Horovod makes it available on import.
+from kolo.torch import elastic  # noqa: E402,F401
