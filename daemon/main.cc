@@ -16,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "daemon/config.h"
 #include "daemon/daemon.h"
+#include "daemon/transport/ucx_transport.h"
 #include "spdlog/spdlog.h"
 
 ABSL_FLAG(std::string, socket, "",
@@ -120,6 +121,8 @@ constexpr int kMallocArenas = 4;
 
 int main(int argc, char** argv) {
   if (std::getenv("MALLOC_ARENA_MAX") == nullptr) mallopt(M_ARENA_MAX, kMallocArenas);
+  // Before any thread starts: it sets variables UCX reads later.
+  kolo::daemon::SetUcxDefaults();
   absl::SetProgramUsageMessage("the Kolo node daemon.\n  kolod --socket PATH [flags]");
   // Abseil's --help lists the flags of a file named after the program
   // (kolod.cc); kolod's are in daemon/main.cc.

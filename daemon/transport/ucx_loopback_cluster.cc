@@ -10,6 +10,7 @@ absl::StatusOr<UcxLoopbackCluster> UcxLoopbackCluster::Create(int nodes,
   // UCX 1.13 cannot connect two workers with shared-memory transports alone;
   // tcp over loopback always works.
   ::setenv("UCX_TLS", "tcp", /*overwrite=*/0);
+  SetUcxDefaults();
   UcxLoopbackCluster cluster;
   std::vector<std::string> addresses;
   for (int i = 0; i < nodes; ++i) {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <string>
 
 #include "absl/strings/str_format.h"
@@ -65,6 +66,11 @@ struct UcxTransport::Peer {
   int in_flight = 0;
   absl::Time last_progress;
 };
+
+void SetUcxDefaults() {
+  ::setenv("UCX_TCP_TX_SEG_SIZE", "512k", /*overwrite=*/0);
+  ::setenv("UCX_TCP_RX_SEG_SIZE", "512k", /*overwrite=*/0);
+}
 
 absl::StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(const UcxOptions& options) {
   absl::StatusOr<UcxContext> context = UcxContext::Create();
