@@ -235,10 +235,15 @@ absl::Status Daemon::StartPeerService(MultiNodeEnv* multi_node) {
   coordinator_options.new_device_comm_id = [f = device_backends_.get()] { return f->NewCommId(); };
   coordinators_ = std::make_unique<CoordinatorRegistry>(coordinator_options, absl::Seconds(1),
                                                         config_.peer_timeout);
+  auto rendezvous =
+      std::make_unique<GrpcRendezvous>((*credentials)->Channel(), kRendezvousDeadline);
   ElasticLeaderOptions leader_options;
   leader_options.lost_after = config_.peer_timeout;
+  leader_options.refuses = [r = rendezvous.get()](const std::string& address) {
+    return r->Refuses(address);
+  };
   elastic_leaders_ = std::make_unique<ElasticLeaders>(leader_options);
-  rendezvous_ = std::make_unique<GrpcRendezvous>((*credentials)->Channel(), kRendezvousDeadline);
+  rendezvous_ = std::move(rendezvous);
   peer_service_ = std::make_unique<PeerService>(coordinators_.get(), PeerServiceLimits{},
                                                 elastic_leaders_.get());
   int selected = 0;

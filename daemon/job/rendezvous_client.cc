@@ -11,6 +11,8 @@ namespace kolo::daemon {
 namespace {
 // Channels kept at once (the leaders of the elastic jobs here).
 constexpr size_t kMaxChannels = 256;
+// How long Refuses may take.
+constexpr absl::Duration kRefusesWithin = absl::Milliseconds(500);
 }  // namespace
 
 GrpcRendezvous::GrpcRendezvous(std::shared_ptr<grpc::ChannelCredentials> credentials,
@@ -43,6 +45,19 @@ absl::StatusOr<kolo::v1::ElasticFormed> GrpcRendezvous::Call(
                         absl::StrCat("the membership leader at ", address, ": ", status.message()));
   }
   return formed;
+}
+
+bool GrpcRendezvous::Refuses(const std::string& address) {
+  std::shared_ptr<grpc::Channel> channel = ChannelTo(address);
+  const auto deadline =
+      std::chrono::system_clock::now() + absl::ToChronoNanoseconds(kRefusesWithin);
+  grpc_connectivity_state state = channel->GetState(/*try_to_connect=*/true);
+  while (state != GRPC_CHANNEL_READY && state != GRPC_CHANNEL_TRANSIENT_FAILURE &&
+         state != GRPC_CHANNEL_SHUTDOWN) {
+    if (!channel->WaitForStateChange(state, deadline)) return false;  // cannot tell
+    state = channel->GetState(/*try_to_connect=*/true);
+  }
+  return state != GRPC_CHANNEL_READY;
 }
 
 }  // namespace kolo::daemon

@@ -24,6 +24,10 @@ class GrpcRendezvous final : public RendezvousCaller {
 
   absl::StatusOr<kolo::v1::ElasticFormed> Call(const std::string& address,
                                                const kolo::v1::ElasticReport& report) override;
+  // Whether the daemon at `address` refuses connections now (its process is
+  // gone), found within about half a second; false when it answers or the
+  // check cannot tell in that time.
+  bool Refuses(const std::string& address);
 
  private:
   std::shared_ptr<grpc::Channel> ChannelTo(const std::string& address);

@@ -148,6 +148,8 @@ absl::StatusOr<kolo::v1::ElasticFormed> ElasticLeader::Report(
     results_.clear();
     refused_ = absl::OkStatus();
     refused_nodes_.clear();
+    probed_.clear();
+    gone_.clear();
     spdlog::info(
         "elastic job {}: this node ({}) takes over as membership leader after epoch {} "
         "(its leader was {})",
@@ -168,6 +170,7 @@ absl::StatusOr<kolo::v1::ElasticFormed> ElasticLeader::Report(
   reports_[report.node()] = std::move(next);
   const absl::Time until = now + options_.poll;
   while (true) {
+    ProbeMissingLocked();
     MaybeFormLocked(now);
     if (auto formed = take()) return *formed;
     if (!refused_.ok() && refused_nodes_.count(report.node()) > 0) return refused_;
@@ -176,6 +179,36 @@ absl::StatusOr<kolo::v1::ElasticFormed> ElasticLeader::Report(
     now = absl::Now();
   }
   return kolo::v1::ElasticFormed();  // not yet: poll again
+}
+
+void ElasticLeader::ProbeMissingLocked() {
+  if (!options_.refuses || epoch_ == 0) return;
+  bool ended = false;
+  for (const auto& [node, r] : reports_) {
+    ended = ended || (r.report.epoch_ended() && r.report.ended_epoch() == epoch_);
+  }
+  if (!ended) return;
+  // The ended epoch's nodes that have not reported, each asked once per
+  // change: a daemon that refuses connections is gone now, and its node
+  // need not be waited for.
+  std::vector<kolo::v1::ElasticNode> ask;
+  for (const kolo::v1::ElasticNode& n : nodes_) {
+    if (reports_.count(n.node()) == 0 && probed_.insert(n.node()).second) ask.push_back(n);
+  }
+  if (ask.empty()) return;
+  const uint64_t epoch = epoch_;
+  mu_.Unlock();
+  std::vector<std::string> refused;
+  for (const kolo::v1::ElasticNode& n : ask) {
+    if (options_.refuses(n.address())) refused.push_back(n.node());
+  }
+  mu_.Lock();
+  if (epoch_ != epoch) return;  // formed meanwhile
+  for (const std::string& node : refused) {
+    spdlog::info("elastic job {}: node {} refuses connections: lost, not waited for", job_id_,
+                 node);
+    gone_.insert(node);
+  }
 }
 
 void ElasticLeader::MaybeFormLocked(absl::Time now) {
@@ -211,7 +244,9 @@ void ElasticLeader::MaybeFormLocked(absl::Time now) {
       lost.push_back(n.node());
     }
   }
-  if (!lost.empty() && now < first + options_.lost_after) return;
+  bool all_confirmed = true;
+  for (const std::string& node : lost) all_confirmed = all_confirmed && gone_.count(node) > 0;
+  if (!all_confirmed && now < first + options_.lost_after) return;
   const int n = static_cast<int>(nodes_.size());
   if (!(2 * reported > n || (2 * reported == n && leader_in))) {
     refused_ = absl::FailedPreconditionError(absl::StrCat(
@@ -304,6 +339,8 @@ void ElasticLeader::FormLocked(absl::Time now, const std::string& reason) {
   reports_.clear();
   refused_ = absl::OkStatus();
   refused_nodes_.clear();
+  probed_.clear();
+  gone_.clear();
   last_activity_ = now;
   cv_.SignalAll();
 }

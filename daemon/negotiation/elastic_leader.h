@@ -25,6 +25,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,10 @@ struct ElasticLeaderOptions {
   // How long a Report call waits for a formation before it answers "not
   // yet".
   absl::Duration poll = absl::Milliseconds(500);
+  // Whether the daemon at a Peer address refuses connections now (it died;
+  // a fast check). A node of the ended epoch that has not reported and
+  // refuses is lost at once instead of after `lost_after`. May be null.
+  std::function<bool(const std::string& address)> refuses;
   // Bounds on what reports may make the leader hold.
   int max_jobs = 1024;
   int max_candidates = 65536;
@@ -73,6 +78,9 @@ class ElasticLeader {
     uint64_t order = 0;
   };
   void MaybeFormLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Asks whether the ended epoch's silent nodes refuse connections (unlocks
+  // mu_ while it asks).
+  void ProbeMissingLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FormLocked(absl::Time now, const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether a candidate continues the ended epoch.
   bool SurvivorLocked(const kolo::v1::ElasticCandidate& c) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -100,6 +108,9 @@ class ElasticLeader {
   absl::Status refused_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, bool> refused_nodes_ ABSL_GUARDED_BY(mu_);
   absl::Time last_activity_ ABSL_GUARDED_BY(mu_);
+  // This change's nodes asked about, and those found gone.
+  std::set<std::string> probed_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> gone_ ABSL_GUARDED_BY(mu_);
 };
 
 // The leaders this daemon runs, by job id and token.

@@ -150,6 +150,26 @@ TEST(ElasticLeaderTest, PollingAgainDoesNotPostponeTheLoss) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(2));
 }
 
+TEST(ElasticLeaderTest, ANodeWhoseDaemonRefusesConnectionsIsNotWaitedFor) {
+  ElasticLeaderOptions o = Options(absl::Seconds(30));
+  std::vector<std::string> asked;
+  o.refuses = [&asked](const std::string& address) {
+    asked.push_back(address);
+    return address == "b:7371";
+  };
+  ElasticLeader leader("job", "token", o);
+  auto [a1, b1] = FirstEpoch(leader);
+  ElasticReport a = Report("a");
+  Ended(&a, a1);
+  AddSurvivor(&a, 0, 1);
+  const absl::Time start = absl::Now();
+  absl::StatusOr<ElasticFormed> got = leader.Report(a);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->epoch(), 2u);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5)) << "not the 30 s loss time";
+  EXPECT_EQ(asked, (std::vector<std::string>{"b:7371"})) << "asked once, only the silent node";
+}
+
 TEST(ElasticLeaderTest, ASuccessorOfTwoNodesRefusesWithoutTheLeader) {
   ElasticLeader first("job", "token", Options());
   auto [a1, b1] = FirstEpoch(first);
