@@ -3,7 +3,8 @@
 //
 //   ucx_allreduce_bench [nodes ...]     (default: 2 3)
 //
-// KOLO_BENCH_CHUNK_KIB sets the ring's chunk size (default: the library's).
+// KOLO_BENCH_CHUNK_KIB sets the ring's chunk size (default: the library's),
+// KOLO_BENCH_SPIN_PASSES the transport's spin passes (UcxOptions).
 //
 // busbw = algbw * 2(n-1)/n, the bytes each node's link carries per second,
 // comparable across node counts. On one machine every "node" shares the same
@@ -28,7 +29,11 @@ size_t ChunkBytes() {
 }
 
 int RunBench(int n) {
-  absl::StatusOr<UcxLoopbackCluster> cluster = UcxLoopbackCluster::Create(n);
+  UcxOptions options;
+  if (const char* spin = std::getenv("KOLO_BENCH_SPIN_PASSES"); spin != nullptr) {
+    options.spin_passes = std::atoi(spin);
+  }
+  absl::StatusOr<UcxLoopbackCluster> cluster = UcxLoopbackCluster::Create(n, options);
   if (!cluster.ok()) {
     std::fprintf(stderr, "cluster of %d: %s\n", n, cluster.status().ToString().c_str());
     return 1;
