@@ -4,7 +4,8 @@
 //   ucx_allreduce_bench [nodes ...]     (default: 2 3)
 //
 // KOLO_BENCH_CHUNK_KIB sets the ring's chunk size (default: the library's),
-// KOLO_BENCH_SPIN_PASSES the transport's spin passes (UcxOptions).
+// KOLO_BENCH_SPIN_PASSES the transport's spin passes (UcxOptions), and
+// KOLO_BENCH_ALGO=rd runs recursive doubling instead of the ring.
 //
 // busbw = algbw * 2(n-1)/n, the bytes each node's link carries per second,
 // comparable across node counts. On one machine every "node" shares the same
@@ -12,6 +13,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -38,11 +40,13 @@ int RunBench(int n) {
     std::fprintf(stderr, "cluster of %d: %s\n", n, cluster.status().ToString().c_str());
     return 1;
   }
+  const char* algo = std::getenv("KOLO_BENCH_ALGO");
+  const bool rd = algo != nullptr && std::string(algo) == "rd";
   uint64_t tag = 1;
-  for (size_t mib : {1, 16, 64}) {
-    const size_t bytes = mib << 20, count = bytes / sizeof(float);
+  for (size_t kib : {256, 1024, 4096, 16384, 65536}) {
+    const size_t bytes = kib << 10, count = bytes / sizeof(float);
     std::vector<std::vector<float>> bufs(n, std::vector<float>(count, 1.0f));
-    const int iters = mib == 1 ? 20 : (mib == 16 ? 5 : 3);
+    const int iters = kib <= 1024 ? 20 : (kib <= 16384 ? 5 : 3);
     std::vector<double> seconds;
     for (int it = -1; it < iters; ++it) {  // iteration -1 warms up
       absl::Status failed;
@@ -51,9 +55,12 @@ int RunBench(int n) {
       std::vector<absl::Status> results(n);
       for (int i = 0; i < n; ++i) {
         threads.emplace_back([&, i] {
-          results[i] = RingAllreduce(cluster->node(i), bufs[i].data(), count, DType::kFloat32,
-                                     ReduceOp::kSum, tag << 24, start + absl::Seconds(120),
-                                     ChunkBytes());
+          results[i] = rd ? RecursiveDoublingAllreduce(cluster->node(i), bufs[i].data(), count,
+                                                       DType::kFloat32, ReduceOp::kSum, tag << 24,
+                                                       start + absl::Seconds(120), ChunkBytes())
+                          : RingAllreduce(cluster->node(i), bufs[i].data(), count, DType::kFloat32,
+                                          ReduceOp::kSum, tag << 24, start + absl::Seconds(120),
+                                          ChunkBytes());
         });
       }
       for (auto& t : threads) t.join();
