@@ -87,7 +87,8 @@ for nodes in 2 3; do
     --min_bytes=1048576 --max_bytes="$max_bytes" --iters="$iters" --warmup=2 | tee "$dir/kolo$nodes.txt"
   if [[ $nodes -eq 2 ]]; then
     echo "== ResNet-50 gradients (161 tensors, 102 MB) across 2 daemons"
-    run_ranks 2 resnet bazel-bin/examples/bench/resnet50_grads --steps=10 --warmup=2
+    run_ranks 2 resnet bazel-bin/examples/bench/resnet50_grads --steps=10 --warmup=2 |
+      tee "$dir/resnet.txt"
   fi
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   pids=()
@@ -178,6 +179,13 @@ echo "== summary at $max_bytes B, 2 daemons"
 echo "kolo busbw (GB/s): ${kolo64:-n/a}"
 if [[ -n "$link" && -n "$kolo64" ]]; then
   python3 -c "k=float('$kolo64'); l=float('$link')/1000; print(f'link, one stream (ucx_perftest tag_bw, GB/s): {l:.3f}'); print(f'kolo / link: {k/l:.2f}')"
+fi
+# ResNet-50's step against the link bound: its gradient bytes x 2(n-1)/n
+# (n = 2) over one tag_bw stream.
+resnet_ms=$(awk '/^ +[0-9.]+ +[0-9.]+ +[0-9]+ / {print $1; exit}' "$dir/resnet.txt" 2>/dev/null || true)
+resnet_bytes=$(sed -n 's/.*(\([0-9]*\) B) per step.*/\1/p' "$dir/resnet.txt" 2>/dev/null | head -1 || true)
+if [[ -n "$link" && -n "$resnet_ms" && -n "$resnet_bytes" ]]; then
+  python3 -c "b=$resnet_bytes; l=float('$link')*1e6; t=float('$resnet_ms'); bound=b*1.0/l*1e3; print(f'ResNet-50 step across 2 daemons: {t:.1f} ms, link bound {bound:.1f} ms, ratio {t/bound:.2f}')"
 fi
 if [[ -n "$both" && -n "$kolo64" ]]; then
   python3 -c "k=float('$kolo64'); l=float('$both')/1000; print(f'link, both directions at once (per direction, GB/s): {l:.3f}'); print(f'kolo / link both ways: {k/l:.2f}')"
