@@ -330,3 +330,29 @@ def test_keras_mnist_elastic_example():
     assert sorted(r for r, _, _ in lines) == ["0", "1"], run.why()
     assert {e for _, e, _ in lines} == {"1"}, lines
     assert lines[0][2] == lines[1][2], f"weights differ across ranks: {lines}"
+
+
+def test_torch_optimizer_of_a_one_rank_elastic_job_is_ready_to_grow(tmp_path):
+    """An elastic job may start with one rank and grow: its
+    DistributedOptimizer hooks every gradient from the start, and a step on
+    one rank leaves the gradient as backward computed it."""
+    pytest.importorskip("torch")
+    script = tmp_path / "one_rank.py"
+    script.write_text(
+        "import json, os, torch, kolo.torch as hvd\n"
+        "hvd.init()\n"
+        "model = torch.nn.Linear(3, 1)\n"
+        "opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.0),\n"
+        "                               named_parameters=model.named_parameters())\n"
+        "for _ in range(2):\n"
+        "    opt.zero_grad()\n"
+        "    model(torch.ones(4, 3)).sum().backward()\n"
+        "    want = [p.grad.clone() for p in model.parameters()]\n"
+        "    opt.step()\n"
+        "    same = all(torch.equal(p.grad, w) for p, w in zip(model.parameters(), want))\n"
+        "out = {'hooked': len(opt._hook_handles) > 0, 'same': same, 'size': hvd.size()}\n"
+        "with open(os.path.join(os.environ['KOLO_TEST_OUT'], 'rank0.json'), 'w') as f:\n"
+        "    json.dump(out, f)\n")
+    run = run_elastic(1, 1, str(script))
+    assert run.returncode == 0, run.why()
+    assert run.ranks[0] == {"hooked": True, "same": True, "size": 1}, run.why()

@@ -71,7 +71,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._should_synchronize = True
         self._hook_handles = []
         self._arena = {}        # id(p) -> p's gradient buffer in the arena
-        if _api._ps_size(process_set) > 1 and self._included():
+        # An elastic job may grow from one rank: its hooks go in from the
+        # start (an allreduce over one rank returns the gradient as it is).
+        elastic = _api.core.epoch() > 0
+        if (_api._ps_size(process_set) > 1 or elastic) and self._included():
             self._register_hooks()
 
     # ------------------------------------------------------------ setup
@@ -207,7 +210,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def synchronize(self):
         """Waits for every gradient's allreduce (submitting those backward did
         not produce) and writes the results into the parameters' .grad."""
-        if _api._ps_size(self.process_set) <= 1 or not self._included():
+        if not self._hook_handles and (_api._ps_size(self.process_set) <= 1 or
+                                       not self._included()):
             self._synchronized = True
             return
         for p in self._params:
