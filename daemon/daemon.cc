@@ -268,8 +268,6 @@ absl::Status Daemon::StartPeerService(MultiNodeEnv* multi_node) {
   // listening address is reached by the host's name.
   const bool wildcard = host.empty() || host == "0.0.0.0" || host == "[::]" || host == "::";
   multi_node->peer_address = wildcard ? absl::StrCat(hostname, ":", selected) : peer_address_;
-  // Set before any job can start (the node service is not up yet).
-  elastic_leaders_->set_node(multi_node->node_name);
   multi_node->rendezvous = rendezvous_.get();
   multi_node->elastic_leaders = elastic_leaders_.get();
   multi_node->coordinators = coordinators_.get();

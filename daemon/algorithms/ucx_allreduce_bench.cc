@@ -42,6 +42,7 @@ int RunBench(int n) {
   }
   const char* algo = std::getenv("KOLO_BENCH_ALGO");
   const bool rd = algo != nullptr && std::string(algo) == "rd";
+  const size_t chunk = ChunkBytes();
   uint64_t tag = 1;
   for (size_t kib : {256, 1024, 4096, 16384, 65536}) {
     const size_t bytes = kib << 10, count = bytes / sizeof(float);
@@ -55,12 +56,12 @@ int RunBench(int n) {
       std::vector<absl::Status> results(n);
       for (int i = 0; i < n; ++i) {
         threads.emplace_back([&, i] {
-          results[i] = rd ? RecursiveDoublingAllreduce(cluster->node(i), bufs[i].data(), count,
-                                                       DType::kFloat32, ReduceOp::kSum, tag << 24,
-                                                       start + absl::Seconds(120), ChunkBytes())
-                          : RingAllreduce(cluster->node(i), bufs[i].data(), count, DType::kFloat32,
-                                          ReduceOp::kSum, tag << 24, start + absl::Seconds(120),
-                                          ChunkBytes());
+          results[i] =
+              rd ? RecursiveDoublingAllreduce(cluster->node(i), bufs[i].data(), count,
+                                              DType::kFloat32, ReduceOp::kSum, tag << 24,
+                                              start + absl::Seconds(120), chunk)
+                 : RingAllreduce(cluster->node(i), bufs[i].data(), count, DType::kFloat32,
+                                 ReduceOp::kSum, tag << 24, start + absl::Seconds(120), chunk);
         });
       }
       for (auto& t : threads) t.join();

@@ -44,6 +44,8 @@ class JobState {
   virtual void JoinDone(std::vector<ReadySet> sets, int last_joined) = 0;
   // Ends the job (every pending and future collective fails with `why`).
   virtual void Abort(const absl::Status& why) = 0;
+  // The same, when the job's negotiator ends it for the other nodes.
+  virtual void AbortFromPeers(const absl::Status& why) { Abort(why); }
   // Why the job ended, or OK while it runs.
   virtual absl::Status AbortStatus() const = 0;
   // A response started on `backend` (stall reports name it while it runs).
@@ -78,7 +80,7 @@ class Executor final : public StepRunner {
 
   void Run(PlannedStep step) override;
   void Fail(std::vector<ReadySet> sets, const absl::Status& status) override;
-  void AbortJob(const absl::Status& why) override { state_->Abort(why); }
+  void AbortJob(const absl::Status& why) override { state_->AbortFromPeers(why); }
 
   // The session's cached device mappings go (after its requests failed).
   void ReleaseSession(const std::string& session_id);

@@ -102,8 +102,9 @@ void ElasticGroup::Left(uint64_t epoch, int rank, bool clean, bool rejoin,
   if (!spanning_.has_value()) MaybeFormLocked(now);
   bool all_gone = waiting_.empty();
   for (const auto& [r, m] : members_) all_gone = all_gone && m.gone;
-  // Its last ranks finished or died: a joiner that comes now is refused.
-  if (all_gone) finished_ = true;
+  // Its last ranks finished or died: a joiner that comes now is refused
+  // (across nodes the job may go on elsewhere; the leader decides).
+  if (all_gone && !spanning_.has_value()) finished_ = true;
 }
 
 void ElasticGroup::EndEpochLocked(const std::string& reason) {
@@ -222,8 +223,9 @@ void ElasticGroup::MaybeReportLocked(absl::Time now) {
   for (Waiter* w : reported) w->reported = false;
   if (!formed.ok()) {
     const absl::StatusCode code = formed.status().code();
-    const bool unreachable =
-        code == absl::StatusCode::kUnavailable || code == absl::StatusCode::kDeadlineExceeded;
+    // A slow answer is not a lost leader: ask it again.
+    if (code == absl::StatusCode::kDeadlineExceeded) return;
+    const bool unreachable = code == absl::StatusCode::kUnavailable;
     if (unreachable && epoch_ == 0) return;  // the leader's daemon may not be up yet
     if (unreachable) {
       // The leader is lost: its successor is the ended epoch's next node in
@@ -246,7 +248,7 @@ void ElasticGroup::MaybeReportLocked(absl::Time now) {
         absl::StrCat("elastic job ", job_id_, ": no epoch formed: ", formed.status().message())));
     return;
   }
-  if (absl::Status bad = ValidateElasticFormed(*formed); !bad.ok()) {
+  if (absl::Status bad = ValidateElasticFormed(*formed, spanning_->node); !bad.ok()) {
     spdlog::error("elastic job {}: the leader at {} answered with an unusable epoch: {}", job_id_,
                   address, bad.ToString());
     FailWaitersLocked(absl::InternalError(
@@ -366,14 +368,17 @@ void ElasticGroup::InstallEpochLocked(std::shared_ptr<Job> job, uint64_t epoch, 
   end_reason_.clear();
 }
 
-ElasticView ElasticGroup::View() const {
+ElasticView ElasticGroup::View(int remote_joiners) const {
   absl::MutexLock l(&mu_);
   ElasticView v;
   v.epoch = epoch_;
-  int joiners = 0;
+  int joiners = remote_joiners;
   for (const Waiter* w : waiting_) joiners += w->join.previous_epoch != epoch_ ? 1 : 0;
   if (max_size_ > 0) {
-    joiners = std::min(joiners, std::max(0, max_size_ - static_cast<int>(members_.size())));
+    // Only those the next epoch has room for (the epoch's size, over every
+    // node).
+    const int size = history_.empty() ? 0 : history_.back().size;
+    joiners = std::min(joiners, std::max(0, max_size_ - size));
   }
   v.joiners_waiting = epoch_ == 0 ? 0 : joiners;
   return v;

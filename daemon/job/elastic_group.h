@@ -123,7 +123,9 @@ class ElasticGroup {
   // `rejoin`: it detached to attach again for the next epoch.
   void Left(uint64_t epoch, int rank, bool clean, bool rejoin, const absl::Status& why);
 
-  ElasticView View() const;
+  // The epoch and the joiners waiting for the next one: this node's and
+  // `remote_joiners` waiting on other nodes (at the leader).
+  ElasticView View(int remote_joiners = 0) const;
   // Nothing attached, waiting or expected back: the registry may drop it.
   bool Idle(absl::Time now) const;
   // Every epoch so far (the last 64), oldest first.

@@ -9,6 +9,7 @@
 
 #include "common/membership.h"
 #include "daemon/backend/fake_backend.h"
+#include "daemon/job/elastic_test_jobs.h"
 #include "gtest/gtest.h"
 
 namespace kolo::daemon {
@@ -17,16 +18,7 @@ namespace {
 class ElasticGroupTest : public ::testing::Test {
  protected:
   std::unique_ptr<ElasticGroup> MakeGroup(absl::Duration grace = absl::Seconds(10)) {
-    return std::make_unique<ElasticGroup>(
-        "elastic", "token",
-        [this](const EpochLayout& epoch) {
-          JobLayout layout;
-          layout.local_size = epoch.local_size;
-          layout.elastic_epoch = epoch.epoch;
-          return std::make_shared<Job>("elastic", "token", epoch.size, &host_, uint64_t{64} << 20,
-                                       JobObservers{}, std::move(layout));
-        },
-        grace);
+    return std::make_unique<ElasticGroup>("elastic", "token", TestEpochJobs(&host_), grace);
   }
 
   static ElasticJoin Initial(int hint, int size, int min_size = 1, int max_size = 0) {
@@ -127,6 +119,20 @@ TEST_F(ElasticGroupTest, AJoinerOfAJobWhoseRanksAllFinishedIsRefused) {
   EXPECT_EQ(late[0].status().code(), absl::StatusCode::kFailedPrecondition) << late[0].status();
   EXPECT_NE(late[0].status().message().find("no rank left"), absl::string_view::npos);
   EXPECT_TRUE(group->Finished());
+}
+
+TEST_F(ElasticGroupTest, OnlyWhatThePeersEndIsAMembershipChange) {
+  auto group = MakeGroup();
+  auto seats = JoinAll(*group, {Initial(0, 2), Initial(1, 2)});
+  std::shared_ptr<Job> job = seats[0]->job;
+  job->AbortFromPeers(absl::AbortedError("node b left the job"));
+  EXPECT_TRUE(IsMembershipChanged(job->AbortStatus())) << job->AbortStatus();
+
+  auto other = MakeGroup();
+  auto more = JoinAll(*other, {Initial(0, 2), Initial(1, 2)});
+  more[0]->job->Abort(absl::AbortedError("aborted by the operator"));
+  EXPECT_FALSE(IsMembershipChanged(more[0]->job->AbortStatus()))
+      << "an operator's abort ends the job, it is not a reset";
 }
 
 TEST_F(ElasticGroupTest, AJoinerWaitsUntilTheRanksResetThenComesLast) {

@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "daemon/backend/fake_backend.h"
 #include "daemon/job/elastic_group.h"
+#include "daemon/job/elastic_test_jobs.h"
 #include "daemon/negotiation/elastic_leader.h"
 #include "gtest/gtest.h"
 
@@ -25,7 +26,6 @@ class FakePeers final : public RendezvousCaller {
   explicit FakePeers(absl::Duration lost_after) {
     for (const char* node : {"a", "b"}) {
       ElasticLeaderOptions o;
-      o.node = node;
       o.lost_after = lost_after;
       o.poll = absl::Milliseconds(100);
       leaders_[std::string(node) + ":1"] = std::make_unique<ElasticLeaders>(o);
@@ -56,17 +56,8 @@ class ElasticNodesTest : public ::testing::Test {
  protected:
   std::unique_ptr<ElasticGroup> Node(const std::string& node) {
     return std::make_unique<ElasticGroup>(
-        "elastic", "token",
-        [this](const EpochLayout& epoch) {
-          // Only the seating is under test: the epoch's job runs on this
-          // node alone (no Peer plane here).
-          JobLayout layout;
-          layout.local_size = epoch.local_size;
-          layout.elastic_epoch = epoch.epoch;
-          return std::make_shared<Job>("elastic", "token", epoch.size, &host_, uint64_t{64} << 20,
-                                       JobObservers{}, std::move(layout));
-        },
-        absl::Seconds(10), Spanning{&peers_, node, node + ":1", "a:1", /*local_size=*/2});
+        "elastic", "token", TestEpochJobs(&host_), absl::Seconds(10),
+        Spanning{&peers_, node, node + ":1", "a:1", /*local_size=*/2});
   }
   static ElasticJoin Initial(const std::string& node, int hint) {
     ElasticJoin j;

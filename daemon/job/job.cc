@@ -280,16 +280,18 @@ absl::Status Job::AbortStatus() const {
   return abort_status_;
 }
 
-void Job::Abort(const absl::Status& given) {
-  absl::Status status = given;
-  if (layout_.elastic_epoch > 0 && !status.ok() && !IsMembershipChanged(status)) {
-    // Whatever ends an elastic epoch (a lost node, a rank on another node)
-    // is a membership change to its ranks: they reset into the next one.
-    absl::Status changed =
-        MembershipChangedError(absl::StrCat("job ", id_, " epoch ", layout_.elastic_epoch, ": ",
-                                            status.message(), "; reset into the next epoch"));
-    status = IsPlannedMayFinish(status) ? PlannedMayFinish(changed) : changed;
-  }
+void Job::AbortFromPeers(const absl::Status& why) {
+  if (layout_.elastic_epoch == 0 || why.ok() || IsMembershipChanged(why)) return Abort(why);
+  // What the other nodes end (a lost node, a rank there that left) is, to
+  // an elastic epoch's ranks, a membership change: they reset into the next
+  // epoch. An operator's abort or a stall here stays what it is.
+  absl::Status changed =
+      MembershipChangedError(absl::StrCat("job ", id_, " epoch ", layout_.elastic_epoch, ": ",
+                                          why.message(), "; reset into the next epoch"));
+  Abort(IsPlannedMayFinish(why) ? PlannedMayFinish(changed) : changed);
+}
+
+void Job::Abort(const absl::Status& status) {
   std::vector<Request> pending;
   {
     absl::MutexLock l(&mu_);

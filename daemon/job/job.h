@@ -200,6 +200,7 @@ class Job final : public JobState, public RequestSink {
   absl::StatusOr<std::vector<int>> ProcessSetMembers(int process_set) const;
   // Fails every pending and future collective with `status`.
   void Abort(const absl::Status& status) override;
+  void AbortFromPeers(const absl::Status& why) override;
 
   // `with_history` adds the flight recorder's records and errors.
   JobSnapshot Snapshot(bool with_history = false) const;

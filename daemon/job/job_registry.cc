@@ -116,8 +116,10 @@ absl::StatusOr<ElasticSeat> JobRegistry::JoinElastic(const JoinRequest& request,
                                      std::move(layout), device_backends_);
       };
       std::optional<Spanning> spanning;
-      const bool spans = request.local_size > 0 &&
-                         (request.local_size < request.size || !request.coordinator.empty());
+      JobLayout asked;
+      asked.local_size = request.local_size;
+      asked.coordinator = request.coordinator;
+      const bool spans = SpansNodes(request.size, asked);
       if (spans) {
         if (multi_node_.rendezvous == nullptr || multi_node_.peer_address.empty()) {
           return absl::FailedPreconditionError(
@@ -179,13 +181,13 @@ ElasticView JobRegistry::Elastic(uid_t uid, const std::string& job_id) const {
     if (it == elastic_.end()) return {};
     group = it->second;
   }
-  ElasticView view = group->View();
-  if (multi_node_.elastic_leaders != nullptr) {
-    // Across nodes, joiners on other nodes wait at the leader (the node of
-    // rank 0): its ranks tell the others at their next commit.
-    view.joiners_waiting += multi_node_.elastic_leaders->JoinersWaiting(job_id, group->token());
-  }
-  return view;
+  // Across nodes, joiners on other nodes wait at the leader (the node of
+  // rank 0): its ranks tell the others at their next commit.
+  const int remote = multi_node_.elastic_leaders == nullptr
+                         ? 0
+                         : multi_node_.elastic_leaders->JoinersWaiting(job_id, group->token(),
+                                                                       multi_node_.node_name);
+  return group->View(remote);
 }
 
 std::vector<EpochRecord> JobRegistry::Epochs(uid_t uid, const std::string& job_id) const {

@@ -70,7 +70,7 @@ absl::Status ValidateElasticReport(const kolo::v1::ElasticReport& r, int max_can
   return absl::OkStatus();
 }
 
-absl::Status ValidateElasticFormed(const kolo::v1::ElasticFormed& f) {
+absl::Status ValidateElasticFormed(const kolo::v1::ElasticFormed& f, const std::string& node) {
   if (f.epoch() == 0) return absl::OkStatus();  // not yet
   if (f.size() < 1 || f.size() > kMaxSize) {
     return absl::InvalidArgumentError(
@@ -85,7 +85,11 @@ absl::Status ValidateElasticFormed(const kolo::v1::ElasticFormed& f) {
         "rendezvous answer: coordinator (needed across nodes) or leader over 256 bytes, or "
         "reason over 4096");
   }
+  // Every rank on exactly one node; `node`'s ranks are where this node's
+  // candidates may be placed.
   std::vector<bool> seen(static_cast<size_t>(f.size()), false);
+  std::vector<bool> here(static_cast<size_t>(f.size()), false);
+  int listed = 0;
   for (const kolo::v1::ElasticNode& n : f.nodes()) {
     if (n.node().size() > 256 || n.address().size() > 256) {
       return absl::InvalidArgumentError("rendezvous answer: a node name or address too long");
@@ -96,14 +100,21 @@ absl::Status ValidateElasticFormed(const kolo::v1::ElasticFormed& f) {
             "rendezvous answer: rank ", r, " of a node is out of [0, ", f.size(), ") or repeated"));
       }
       seen[r] = true;
+      here[r] = n.node() == node;
+      ++listed;
     }
+  }
+  if (listed != f.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rendezvous answer: its nodes hold ", listed, " ranks of ", f.size()));
   }
   std::vector<bool> placed(static_cast<size_t>(f.size()), false);
   for (const kolo::v1::ElasticPlacement& p : f.placements()) {
-    if (p.rank() < 0 || p.rank() >= f.size() || placed[p.rank()] || p.id().size() > 64) {
-      return absl::InvalidArgumentError(absl::StrCat("rendezvous answer: placement of rank ",
-                                                     p.rank(), " out of [0, ", f.size(),
-                                                     "), repeated, or with a bad id"));
+    if (p.rank() < 0 || p.rank() >= f.size() || placed[p.rank()] || !here[p.rank()] ||
+        p.id().size() > 64) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rendezvous answer: placement of rank ", p.rank(), " out of [0, ", f.size(),
+                       "), repeated, not on node ", node, ", or with a bad id"));
     }
     placed[p.rank()] = true;
   }
@@ -151,9 +162,9 @@ absl::StatusOr<kolo::v1::ElasticFormed> ElasticLeader::Report(
     probed_.clear();
     gone_.clear();
     spdlog::info(
-        "elastic job {}: this node ({}) takes over as membership leader after epoch {} "
-        "(its leader was {})",
-        job_id_, options_.node, epoch_, leader_);
+        "elastic job {}: this node takes over as membership leader after epoch {} (its leader "
+        "was {})",
+        job_id_, epoch_, leader_);
   }
   if (!refused_.ok() && refused_nodes_.count(report.node()) > 0 && report.ended_epoch() == epoch_) {
     return refused_;
@@ -170,6 +181,8 @@ absl::StatusOr<kolo::v1::ElasticFormed> ElasticLeader::Report(
   reports_[report.node()] = std::move(next);
   const absl::Time until = now + options_.poll;
   while (true) {
+    // This call is the node polling: its report stays fresh while it waits.
+    if (auto it = reports_.find(report.node()); it != reports_.end()) it->second.last = now;
     ProbeMissingLocked();
     MaybeFormLocked(now);
     if (auto formed = take()) return *formed;
@@ -182,12 +195,7 @@ absl::StatusOr<kolo::v1::ElasticFormed> ElasticLeader::Report(
 }
 
 void ElasticLeader::ProbeMissingLocked() {
-  if (!options_.refuses || epoch_ == 0) return;
-  bool ended = false;
-  for (const auto& [node, r] : reports_) {
-    ended = ended || (r.report.epoch_ended() && r.report.ended_epoch() == epoch_);
-  }
-  if (!ended) return;
+  if (!options_.refuses || epoch_ == 0 || !EndReportedLocked()) return;
   // The ended epoch's nodes that have not reported, each asked once per
   // change: a daemon that refuses connections is gone now, and its node
   // need not be waited for.
@@ -211,7 +219,32 @@ void ElasticLeader::ProbeMissingLocked() {
   }
 }
 
+void ElasticLeader::RefuseLocked(const absl::Status& why) {
+  refused_ = why;
+  refused_nodes_.clear();
+  for (const auto& [node, r] : reports_) refused_nodes_[node] = true;
+  reports_.clear();
+  cv_.SignalAll();
+  spdlog::warn("{}", why.ToString());
+}
+
+bool ElasticLeader::EndReportedLocked() const {
+  for (const auto& [node, r] : reports_) {
+    if (r.report.epoch_ended() && r.report.ended_epoch() == epoch_) return true;
+  }
+  return false;
+}
+
 void ElasticLeader::MaybeFormLocked(absl::Time now) {
+  // A node that stopped polling (its ranks gave up, or its daemon died)
+  // has nobody waiting any more.
+  for (auto it = reports_.begin(); it != reports_.end();) {
+    if (now - it->second.last > kReportFresh) {
+      it = reports_.erase(it);
+    } else {
+      ++it;
+    }
+  }
   if (reports_.empty()) return;
   int total = 0;
   for (const auto& [node, r] : reports_) total += r.report.candidates_size();
@@ -249,16 +282,25 @@ void ElasticLeader::MaybeFormLocked(absl::Time now) {
   if (!all_confirmed && now < first + options_.lost_after) return;
   const int n = static_cast<int>(nodes_.size());
   if (!(2 * reported > n || (2 * reported == n && leader_in))) {
-    refused_ = absl::FailedPreconditionError(absl::StrCat(
+    RefuseLocked(absl::FailedPreconditionError(absl::StrCat(
         "elastic job ", job_id_, ": epoch ", epoch_, " ended and only ", reported, " of its ", n,
         " nodes are left here (lost: ", absl::StrJoin(lost, ", "),
         "); a new epoch needs a strict majority of them, or exactly half including its leader (",
-        leader_, "), so that a partitioned job can never go on as two"));
-    refused_nodes_.clear();
-    for (const auto& [node, r] : reports_) refused_nodes_[node] = true;
-    reports_.clear();
-    cv_.SignalAll();
-    spdlog::warn("{}", refused_.ToString());
+        leader_, "), so that a partitioned job can never go on as two")));
+    return;
+  }
+  bool survivor = false;
+  for (const auto& [node, r] : reports_) {
+    for (const kolo::v1::ElasticCandidate& c : r.report.candidates()) {
+      survivor = survivor || SurvivorLocked(c);
+    }
+  }
+  if (!survivor) {
+    // As on one node: the job's state went with its ranks.
+    RefuseLocked(absl::FailedPreconditionError(
+        absl::StrCat("elastic job ", job_id_, " has no rank left of epoch ", epoch_,
+                     " (they finished or died; its state went with them): joiners cannot "
+                     "carry it on")));
     return;
   }
   if (total < min_size_) return;  // waits for joiners, up to each rank's deadline
@@ -350,29 +392,25 @@ bool ElasticLeader::Idle(absl::Time now) const {
   return reports_.empty() && now - last_activity_ > kIdleAfter;
 }
 
-int ElasticLeader::JoinersWaiting(absl::Time now) const {
+int ElasticLeader::JoinersWaiting(absl::Time now, const std::string& here) const {
   absl::MutexLock l(&mu_);
   int joiners = 0;
   for (const auto& [node, r] : reports_) {
     // This node's own joiners its group counts; a node that stopped
     // polling has no joiners waiting any more.
-    if (node == options_.node || now - r.last > kReportFresh) continue;
+    if (node == here || now - r.last > kReportFresh) continue;
     for (const kolo::v1::ElasticCandidate& c : r.report.candidates()) joiners += c.joiner() ? 1 : 0;
   }
   return joiners;
 }
 
-void ElasticLeaders::set_node(std::string node) {
-  absl::MutexLock l(&mu_);
-  options_.node = std::move(node);
-}
-
-int ElasticLeaders::JoinersWaiting(const std::string& job_id, const std::string& token) {
+int ElasticLeaders::JoinersWaiting(const std::string& job_id, const std::string& token,
+                                   const std::string& here) {
   absl::MutexLock l(&mu_);
   auto it = leaders_.find(job_id);
   if (it == leaders_.end()) return 0;
   for (const auto& x : it->second) {
-    if (SecretsEqual(x->token(), token)) return x->JoinersWaiting(absl::Now());
+    if (SecretsEqual(x->token(), token)) return x->JoinersWaiting(absl::Now(), here);
   }
   return 0;
 }

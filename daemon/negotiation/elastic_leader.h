@@ -39,7 +39,6 @@
 namespace kolo::daemon {
 
 struct ElasticLeaderOptions {
-  std::string node;  // this daemon's node name
   // A node of the ended epoch that has not reported this long after the
   // first report of the change is lost (the peer timeout).
   absl::Duration lost_after = absl::Seconds(10);
@@ -67,8 +66,9 @@ class ElasticLeader {
   absl::StatusOr<kolo::v1::ElasticFormed> Report(const kolo::v1::ElasticReport& report);
   // Nothing reported or formed for a while: the registry may drop it.
   bool Idle(absl::Time now) const;
-  // Joiners other nodes reported lately (they poll while they wait).
-  int JoinersWaiting(absl::Time now) const;
+  // Joiners nodes other than `here` reported lately (they poll while they
+  // wait).
+  int JoinersWaiting(absl::Time now, const std::string& here) const;
 
  private:
   struct NodeReport {
@@ -78,6 +78,10 @@ class ElasticLeader {
     uint64_t order = 0;
   };
   void MaybeFormLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether some node reported that the current epoch ended.
+  bool EndReportedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // No epoch forms: the nodes that reported get `why`.
+  void RefuseLocked(const absl::Status& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Asks whether the ended epoch's silent nodes refuse connections (unlocks
   // mu_ while it asks).
   void ProbeMissingLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -118,26 +122,23 @@ class ElasticLeaders {
  public:
   explicit ElasticLeaders(ElasticLeaderOptions options) : options_(std::move(options)) {}
 
-  // This daemon's node name, once it is known (the Peer port chosen); the
-  // leaders made after take it.
-  void set_node(std::string node);
-
   // Validates and takes one report (Peer.Rendezvous).
   absl::StatusOr<kolo::v1::ElasticFormed> Report(const kolo::v1::ElasticReport& report);
-  // Joiners other nodes have waiting for the next epoch of a job this
-  // daemon leads (0 when it leads none such).
-  int JoinersWaiting(const std::string& job_id, const std::string& token);
+  // Joiners nodes other than `here` (this daemon's node) have waiting for
+  // the next epoch of a job this daemon leads (0 when it leads none such).
+  int JoinersWaiting(const std::string& job_id, const std::string& token, const std::string& here);
 
  private:
+  const ElasticLeaderOptions options_;
   absl::Mutex mu_;
-  ElasticLeaderOptions options_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::vector<std::shared_ptr<ElasticLeader>>> leaders_
       ABSL_GUARDED_BY(mu_);
 };
 
-// Checks a leader's answer before a node acts on it (sizes, ranks in range
-// and unique, bounded strings); the message names the bad field.
-absl::Status ValidateElasticFormed(const kolo::v1::ElasticFormed& formed);
+// Checks a leader's answer before node `node` acts on it (sizes, every rank
+// on exactly one node, `node`'s placements among its ranks, bounded
+// strings); the message names the bad field.
+absl::Status ValidateElasticFormed(const kolo::v1::ElasticFormed& formed, const std::string& node);
 
 // Checks a report's fields and bounds; the message names the bad one.
 absl::Status ValidateElasticReport(const kolo::v1::ElasticReport& report, int max_candidates);

@@ -17,7 +17,6 @@ using kolo::v1::ElasticReport;
 
 ElasticLeaderOptions Options(absl::Duration lost_after = absl::Milliseconds(200)) {
   ElasticLeaderOptions o;
-  o.node = "a";
   o.lost_after = lost_after;
   o.poll = absl::Seconds(3);
   return o;
@@ -170,6 +169,23 @@ TEST(ElasticLeaderTest, ANodeWhoseDaemonRefusesConnectionsIsNotWaitedFor) {
   EXPECT_EQ(asked, (std::vector<std::string>{"b:7371"})) << "asked once, only the silent node";
 }
 
+TEST(ElasticLeaderTest, JoinersAloneDoNotCarryOnAJobWhoseRanksAreGone) {
+  ElasticLeader leader("job", "token", Options());
+  auto [a1, b1] = FirstEpoch(leader);
+  ElasticReport a = Report("a");
+  Ended(&a, a1);
+  AddJoiner(&a, 1);
+  ElasticReport b = Report("b");
+  Ended(&b, a1);
+  AddJoiner(&b, 2);
+  auto got = ReportAll(leader, {a, b});
+  for (const auto& g : got) {
+    ASSERT_FALSE(g.ok());
+    EXPECT_EQ(g.status().code(), absl::StatusCode::kFailedPrecondition) << g.status();
+    EXPECT_NE(g.status().message().find("no rank left"), std::string::npos) << g.status();
+  }
+}
+
 TEST(ElasticLeaderTest, ASuccessorOfTwoNodesRefusesWithoutTheLeader) {
   ElasticLeader first("job", "token", Options());
   auto [a1, b1] = FirstEpoch(first);
@@ -254,26 +270,30 @@ TEST(ElasticLeaderTest, BadReportsAreRefused) {
 TEST(ElasticLeaderTest, UnusableAnswersAreRefusedByTheNode) {
   ElasticLeader leader("job", "token", Options());
   auto [a, b] = FirstEpoch(leader);
-  EXPECT_TRUE(ValidateElasticFormed(a).ok());
-  EXPECT_TRUE(ValidateElasticFormed(ElasticFormed()).ok()) << "epoch 0: not yet";
+  EXPECT_TRUE(ValidateElasticFormed(a, "a").ok());
+  EXPECT_TRUE(ValidateElasticFormed(ElasticFormed(), "a").ok()) << "epoch 0: not yet";
   ElasticFormed bad = a;
   bad.set_size(0);
-  EXPECT_FALSE(ValidateElasticFormed(bad).ok());
+  EXPECT_FALSE(ValidateElasticFormed(bad, "a").ok());
   bad = a;
   bad.set_size(1 << 30);
-  EXPECT_FALSE(ValidateElasticFormed(bad).ok());
+  EXPECT_FALSE(ValidateElasticFormed(bad, "a").ok());
   bad = a;
   bad.mutable_placements(0)->set_rank(7);
-  EXPECT_FALSE(ValidateElasticFormed(bad).ok()) << "rank out of range";
+  EXPECT_FALSE(ValidateElasticFormed(bad, "a").ok()) << "rank out of range";
   bad = a;
   bad.mutable_placements(1)->set_rank(bad.placements(0).rank());
-  EXPECT_FALSE(ValidateElasticFormed(bad).ok()) << "rank placed twice";
+  EXPECT_FALSE(ValidateElasticFormed(bad, "a").ok()) << "rank placed twice";
   bad = a;
   bad.mutable_nodes(1)->set_ranks(0, 0);
-  EXPECT_FALSE(ValidateElasticFormed(bad).ok()) << "rank on two nodes";
+  EXPECT_FALSE(ValidateElasticFormed(bad, "a").ok()) << "rank on two nodes";
   bad = a;
   bad.clear_coordinator();
-  EXPECT_FALSE(ValidateElasticFormed(bad).ok()) << "no coordinator across nodes";
+  EXPECT_FALSE(ValidateElasticFormed(bad, "a").ok()) << "no coordinator across nodes";
+  EXPECT_FALSE(ValidateElasticFormed(a, "b").ok()) << "a's ranks placed on node b";
+  bad = a;
+  bad.mutable_nodes()->RemoveLast();
+  EXPECT_FALSE(ValidateElasticFormed(bad, "a").ok()) << "ranks on no node";
 }
 
 }  // namespace
