@@ -1,7 +1,6 @@
 #include "client/kolorun/discovery.h"
 
 #include <errno.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <array>
@@ -66,8 +65,7 @@ absl::StatusOr<UniqueFd> HostDiscovery::Start(Clock::time_point now) {
   if (!child.ok()) return child.status();
   child_ = *std::move(child);
   stdout_ = std::move(child_->stdout_pipe());
-  deadline_ =
-      now + std::chrono::duration_cast<Clock::duration>(absl::ToChronoNanoseconds(timeout_));
+  deadline_ = now + ToClock(timeout_);
   output_.clear();
   overflow_ = false;
   return std::move(child_->stderr_pipe());
@@ -112,8 +110,7 @@ std::optional<absl::StatusOr<std::vector<HostSlots>>> HostDiscovery::Service(
     return Finish(*status);
   }
   if (now < deadline_) return std::nullopt;
-  child_->SignalGroup(SIGKILL);
-  child_.reset();  // Reaps it.
+  child_.reset();  // Kills its process group and reaps it.
   stdout_.Reset();
   return absl::DeadlineExceededError(absl::StrCat("host discovery `", script_, "` ran longer than ",
                                                   absl::FormatDuration(timeout_), "; killed it"));

@@ -26,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "client/kolorun/clock.h"
 #include "client/kolorun/hosts.h"
 #include "client/kolorun/subprocess.h"
 
@@ -41,7 +42,7 @@ absl::StatusOr<std::vector<HostSlots>> ParseDiscoveryOutput(absl::string_view te
 // returns the run's outcome.
 class HostDiscovery {
  public:
-  using Clock = std::chrono::steady_clock;
+  using Clock = kolorun::Clock;
 
   // The most a run may print; more fails the run.
   static constexpr size_t kMaxOutputBytes = size_t{1} << 20;
@@ -53,8 +54,6 @@ class HostDiscovery {
   HostDiscovery(const HostDiscovery&) = delete;
   HostDiscovery& operator=(const HostDiscovery&) = delete;
   ~HostDiscovery();
-
-  const std::string& script() const { return script_; }
 
   // Starts a run (at most one runs at a time: FAILED_PRECONDITION while one
   // does). Returns the read end of the script's stderr, for the owner to

@@ -4,15 +4,6 @@
 #include <utility>
 
 namespace kolo::kolorun {
-namespace {
-
-using Clock = ElasticController::Clock;
-
-Clock::duration ToClock(absl::Duration d) {
-  return std::chrono::duration_cast<Clock::duration>(absl::ToChronoNanoseconds(d));
-}
-
-}  // namespace
 
 ElasticController::ElasticController(const ElasticOptions& options, std::vector<HostSlots> hosts)
     : options_(options), hosts_(std::move(hosts)) {}

@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "client/kolorun/clock.h"
 #include "client/kolorun/elastic_options.h"
 #include "client/kolorun/hosts.h"
 #include "client/kolorun/subprocess.h"
@@ -46,7 +47,7 @@ namespace kolo::kolorun {
 
 class ElasticController {
  public:
-  using Clock = std::chrono::steady_clock;
+  using Clock = kolorun::Clock;
 
   // `hosts`: the hosts at the start (-H, the first discovery, or {"", -np}).
   ElasticController(const ElasticOptions& options, std::vector<HostSlots> hosts);

@@ -34,10 +34,6 @@ constexpr auto kDaemonProbeInterval = std::chrono::milliseconds(20);
 // ssh's exit status when ssh itself failed (or the remote side was killed).
 constexpr int kSshFailureStatus = 255;
 
-Clock::duration ToClock(absl::Duration d) {
-  return std::chrono::duration_cast<Clock::duration>(absl::ToChronoNanoseconds(d));
-}
-
 int PollTimeoutMs(Clock::duration wait) {
   if (wait <= Clock::duration::zero()) return 0;
   // Round up so that a poll never returns just before its deadline.
@@ -190,13 +186,17 @@ void JobRunner::PollOnce(Clock::duration max_wait) {
 
 std::vector<int> JobRunner::TakeSignals() { return std::exchange(pending_signals_, {}); }
 
+absl::Status JobRunner::TakeInterrupt(absl::string_view while_doing) {
+  std::vector<int> sigs = TakeSignals();
+  if (sigs.empty()) return absl::OkStatus();
+  interrupted_by_ = sigs.front();
+  Message(absl::StrCat("interrupted by ", SignalName(interrupted_by_), while_doing));
+  return absl::CancelledError("interrupted");
+}
+
 absl::Status JobRunner::WaitUntil(Clock::time_point t) {
   while (true) {
-    if (std::vector<int> sigs = TakeSignals(); !sigs.empty()) {
-      interrupted_by_ = sigs.front();
-      Message(absl::StrCat("interrupted by ", SignalName(interrupted_by_)));
-      return absl::CancelledError("interrupted");
-    }
+    if (absl::Status s = TakeInterrupt(""); !s.ok()) return s;
     const Clock::time_point now = Clock::now();
     if (now >= t) return absl::OkStatus();
     PollOnce(std::min<Clock::duration>(kMaxPollWait, t - now));
@@ -232,7 +232,9 @@ size_t JobRunner::Running() const {
 absl::StatusOr<std::string> JobRunner::EnsureDaemon(const std::vector<RankPlacement>& placements) {
   const bool any_local = std::any_of(placements.begin(), placements.end(),
                                      [](const RankPlacement& p) { return p.local; });
-  if (!any_local) return std::string();
+  // A job that may span hosts may start joiners here later: they use the
+  // system kolod, whose socket is checked when they attach.
+  if (!any_local) return may_span_ ? options_.socket_path : std::string();
   if (may_span_) {
     // ValidateOptions has refused private_daemon for such a job.
     if (SocketAccepts(options_.socket_path)) return options_.socket_path;
@@ -279,12 +281,7 @@ absl::StatusOr<std::string> JobRunner::EnsureDaemon(const std::vector<RankPlacem
   const Clock::time_point deadline = Clock::now() + ToClock(options_.daemon_start_timeout);
   while (true) {
     if (SocketAccepts(socket)) return socket;
-    if (std::vector<int> sigs = TakeSignals(); !sigs.empty()) {
-      interrupted_by_ = sigs.front();
-      Message(
-          absl::StrCat("interrupted by ", SignalName(interrupted_by_), " while starting kolod"));
-      return absl::CancelledError("interrupted");
-    }
+    if (absl::Status s = TakeInterrupt(" while starting kolod"); !s.ok()) return s;
     if (std::optional<ExitStatus> st = daemon_->TryReap()) {
       pump_.DrainNow(OutputPump::kDaemonOwner);
       return absl::UnavailableError(absl::StrCat("private kolod ", kolod, " ", st->Describe(),
@@ -342,8 +339,7 @@ absl::Status JobRunner::SpawnRank(const RankPlacement& place, int rank, int size
   const std::string prefix = absl::StrCat("[", serial, "] ");
   pump_.Add(serial, std::move(child->stdout_pipe()), prefix, options_.stdout_fd);
   pump_.Add(serial, std::move(child->stderr_pipe()), prefix, options_.stderr_fd);
-  ranks_.push_back(
-      RankProcess{.child = std::move(child), .place = place, .rank = rank, .joiner = joiner});
+  ranks_.push_back(RankProcess{.child = std::move(child), .place = place, .rank = rank});
   return absl::OkStatus();
 }
 
@@ -564,12 +560,7 @@ absl::StatusOr<std::vector<HostSlots>> JobRunner::AwaitDiscovery() {
       pump_.DrainNow(OutputPump::kDiscoveryOwner);
       return *std::move(result);
     }
-    if (std::vector<int> sigs = TakeSignals(); !sigs.empty()) {
-      interrupted_by_ = sigs.front();
-      Message(
-          absl::StrCat("interrupted by ", SignalName(interrupted_by_), " during host discovery"));
-      return absl::CancelledError("interrupted");
-    }
+    if (absl::Status s = TakeInterrupt(" during host discovery"); !s.ok()) return s;
     PollOnce(kMaxPollWait);
   }
 }
@@ -607,7 +598,13 @@ void JobRunner::StepElastic(Clock::time_point now) {
 }
 
 void JobRunner::StepDiscovery(Clock::time_point now) {
-  if (discovery_ == nullptr || !controller_->growing()) return;
+  if (discovery_ == nullptr) return;
+  if (!controller_->growing()) {
+    // Nothing is added any more: a run in flight is killed and reaped (or
+    // its exit and output would keep the poll loop awake).
+    discovery_.reset();
+    return;
+  }
   if (!discovery_->running()) {
     if (now < next_discovery_) return;
     if (absl::Status s = StartDiscovery(now); !s.ok()) {

@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "client/kolorun/clock.h"
 #include "client/kolorun/discovery.h"
 #include "client/kolorun/elastic_controller.h"
 #include "client/kolorun/hosts.h"
@@ -40,7 +41,7 @@ class JobRunner {
   absl::StatusOr<int> Run();
 
  private:
-  using Clock = std::chrono::steady_clock;
+  using Clock = kolorun::Clock;
 
   // One process started for a rank. Its launcher serial is its index in
   // ranks_, and the N of its "[N] " output prefix.
@@ -48,7 +49,6 @@ class JobRunner {
     std::unique_ptr<Subprocess> child;
     RankPlacement place;
     int rank = 0;  // The KOLO_RANK it was given.
-    bool joiner = false;
     // Its host left the host list: it was sent SIGTERM, and gets SIGKILL at
     // kill_at if still running.
     bool leaving = false;
@@ -65,6 +65,9 @@ class JobRunner {
   void Message(absl::string_view text);
   void PollOnce(Clock::duration max_wait);
   std::vector<int> TakeSignals();
+  // CANCELLED (and a message naming the signal and `while_doing`) when a
+  // forwarded signal arrived before the job's ranks started.
+  absl::Status TakeInterrupt(absl::string_view while_doing);
   // Waits, handling output, until `t`; CANCELLED if a signal arrives first.
   absl::Status WaitUntil(Clock::time_point t);
   std::string Label(size_t serial, const RankPlacement& place) const;

@@ -108,12 +108,11 @@ absl::Status ValidateOptions(const LaunchOptions& options) {
         "hosts could not reach a private kolod (it listens on 127.0.0.1 only)");
   }
   if (!options.elastic.discovery_script.empty()) {
-    // The hosts are known once the script has run; -H is ignored.
-    if (elastic_across_hosts) {
-      KOLO_RETURN_IF_ERROR(ValidateCoordinator(options));
-      if (const std::string why = RemoteCommandError(options.command); !why.empty()) {
-        return absl::InvalidArgumentError(why);
-      }
+    // The hosts are known once the script has run (-H is ignored), and any
+    // of them may be another machine.
+    KOLO_RETURN_IF_ERROR(ValidateCoordinator(options));
+    if (const std::string why = RemoteCommandError(options.command); !why.empty()) {
+      return absl::InvalidArgumentError(why);
     }
     return absl::OkStatus();
   }

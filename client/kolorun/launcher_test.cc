@@ -1,16 +1,11 @@
 #include "client/kolorun/launcher.h"
 
-#include <stdlib.h>
-#include <sys/mman.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -19,7 +14,6 @@
 #include "absl/strings/str_split.h"
 #include "client/kolorun/launcher_test_fixtures.h"
 #include "client/kolorun/remote_shell.h"
-#include "client/kolorun/subprocess.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
