@@ -4,7 +4,6 @@ import enum
 import itertools
 import os
 import threading
-import weakref
 
 import numpy as np
 
@@ -185,6 +184,7 @@ class ProcessSet:
     def __init__(self, ranks, process_set_id=None):
         self.ranks = sorted(int(r) for r in ranks) if ranks is not None else None
         self.process_set_id = process_set_id
+        self._epoch = None  # the elastic epoch add_process_set registered it in
 
     def included(self):
         """Whether this process belongs to the set."""
@@ -198,12 +198,14 @@ class ProcessSet:
 
     def _id(self):
         if self.process_set_id is None:
-            if getattr(self, "_ended_epoch", False):
-                raise ValueError(
-                    f"process set of ranks {self.ranks} belonged to an elastic epoch that "
-                    "ended: process sets are per epoch; add it again with add_process_set "
-                    "(in a reset callback)")
             raise ValueError("process set was not registered with add_process_set")
+        if self._epoch is not None and self._epoch != core.epoch():
+            # The next epoch numbers its sets afresh: this id may be another
+            # set's now.
+            raise ValueError(
+                f"process set of ranks {self.ranks} belonged to an elastic epoch that "
+                "ended: process sets are per epoch; add it again with add_process_set "
+                "(in a reset callback)")
         return self.process_set_id
 
     def __repr__(self):
@@ -255,19 +257,6 @@ def _reset_names():
     its joiners start from zero too)."""
     with _counters_lock:
         _counters.clear()
-
-
-# The process sets this process added, so that an elastic reset can retire
-# them: the next epoch numbers its sets afresh, and a stale object must not
-# silently address another set that reuses its id.
-_registered_sets = weakref.WeakSet()
-
-
-def _retire_process_sets():
-    for ps in list(_registered_sets):
-        ps.process_set_id = None
-        ps._ended_epoch = True
-    _registered_sets.clear()
 
 
 class _Unsupported:
@@ -702,8 +691,7 @@ def add_process_set(ranks):
     with the same ranks, in the same order); returns the ProcessSet."""
     ps = ranks if isinstance(ranks, ProcessSet) else ProcessSet(ranks)
     ps.process_set_id = core.add_process_set(list(ps.ranks))
-    ps._ended_epoch = False
-    _registered_sets.add(ps)
+    ps._epoch = core.epoch()
     return ps
 
 
@@ -716,5 +704,4 @@ def remove_process_set(process_set):
     core.remove_process_set(_ps_id(process_set))
     if isinstance(process_set, ProcessSet):
         process_set.process_set_id = None
-        _registered_sets.discard(process_set)
     return True

@@ -76,7 +76,6 @@ def reset():
     global _commits
     core.elastic_reset()
     _api._reset_names()
-    _api._retire_process_sets()
     with _commits_lock:
         _commits = itertools.count()
 
@@ -178,7 +177,9 @@ class ObjectState(State):
     def sync(self):
         if self._saved_state:
             self._saved_state = self._bcast_object(self._saved_state)
-            self.restore()
+            # Only the plain values: a framework state syncs and loads its
+            # own before it calls this.
+            ObjectState.restore(self)
 
 
 def run_fn(func, reset_fn):

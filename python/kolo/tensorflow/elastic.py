@@ -2,7 +2,6 @@
 programs (the horovod.tensorflow.elastic API) over kolo.elastic.
 
     import kolo.tensorflow as hvd
-    import kolo.tensorflow.elastic
     hvd.init()
     state = hvd.elastic.TensorFlowKerasState(model, optimizer, epoch=0)
 
@@ -27,22 +26,12 @@ A state is used from the training thread only.
 import numpy as np
 import tensorflow as tf
 
-from kolo import elastic as _elastic
-from kolo.elastic import HostsUpdatedInterrupt, ObjectState, State  # noqa: F401
+from kolo.elastic import HostsUpdatedInterrupt, ObjectState, State, run  # noqa: F401
 from kolo.tensorflow import functions as _functions
 from kolo.tensorflow.callbacks import _optimizer_variables
 
 __all__ = ["run", "State", "ObjectState", "TensorFlowKerasState", "TensorFlowState",
            "HostsUpdatedInterrupt"]
-
-
-def run(func):
-    """Decorates a training function `func(state, ...)` as kolo.elastic.run
-    does: the state is synced from rank 0 first; on a membership change the
-    last commit is restored, this process resets into the job's next epoch
-    and `func` runs again. kolo.tensorflow keeps no per-epoch state of its
-    own, so the reset is kolo.elastic's."""
-    return _elastic.run_fn(func, _elastic.reset)
 
 
 def _values(variables):
@@ -85,10 +74,13 @@ class TensorFlowKerasState(ObjectState):
             return
         opt.build(self.model.trainable_variables)
 
-    def save(self):
-        super().save()
+    def _save_variables(self):
         self._saved_model = _values(self.model.weights)
         self._saved_optimizer = _values(_optimizer_variables(self.optimizer))
+
+    def save(self):
+        super().save()
+        self._save_variables()
 
     def restore(self):
         super().restore()
@@ -103,10 +95,9 @@ class TensorFlowKerasState(ObjectState):
 
     def sync(self):
         self._build_optimizer()
-        _functions.broadcast_variables(self.model.weights, root_rank=0)
-        _functions.broadcast_variables(_optimizer_variables(self.optimizer), root_rank=0)
-        self._saved_model = _values(self.model.weights)
-        self._saved_optimizer = _values(_optimizer_variables(self.optimizer))
+        _functions.broadcast_variables(
+            list(self.model.weights) + list(_optimizer_variables(self.optimizer)), root_rank=0)
+        self._save_variables()
         super().sync()
 
 

@@ -2,7 +2,6 @@
 horovod.torch.elastic API) over kolo.elastic.
 
     import kolo.torch as hvd
-    import kolo.torch.elastic
     hvd.init()
     sampler = hvd.elastic.ElasticSampler(dataset)
     loader = torch.utils.data.DataLoader(dataset, batch_size=B, sampler=sampler)
@@ -21,9 +20,9 @@ horovod.torch.elastic API) over kolo.elastic.
 
     train(state)
 
-TorchState keeps the model's and the optimizer's state_dict, the state of
-every ElasticSampler given as a keyword argument, and the other keyword
-arguments as kolo.elastic.ObjectState keeps them. After a reset the samplers
+TorchState keeps the state_dict of its models, optimizers, schedulers and
+ElasticSamplers, and the other keyword arguments as kolo.elastic.ObjectState
+keeps them. After a reset the samplers
 deal the samples their epoch has not committed yet over the ranks the job
 has now.
 
@@ -37,19 +36,11 @@ import torch
 
 from kolo import _api
 from kolo import elastic as _elastic
-from kolo.elastic import HostsUpdatedInterrupt, ObjectState, State  # noqa: F401
+from kolo.elastic import HostsUpdatedInterrupt, ObjectState, State, run  # noqa: F401
 from kolo.torch import functions as _functions
 
 __all__ = ["run", "State", "ObjectState", "TorchState", "ElasticSampler",
            "HostsUpdatedInterrupt"]
-
-
-def run(func):
-    """Decorates a training function `func(state, ...)` as kolo.elastic.run
-    does: the state is synced from rank 0 first; on a membership change the
-    last commit is restored, this process resets into the job's next epoch
-    and `func` runs again."""
-    return _elastic.run_fn(func, _elastic.reset)
 
 
 class ElasticSampler(torch.utils.data.Sampler):
@@ -140,42 +131,40 @@ class ElasticSampler(torch.utils.data.Sampler):
         return self.num_samples
 
 
-def _is_sampler_state(value):
-    return isinstance(value, torch.utils.data.Sampler) and hasattr(value, "state_dict") \
-        and hasattr(value, "load_state_dict")
+def _by_state_dict(value):
+    """Whether TorchState keeps `value` by its state_dict: modules,
+    optimizers, learning-rate schedulers, ElasticSamplers."""
+    return isinstance(value, (torch.nn.Module, torch.optim.Optimizer)) or (
+        hasattr(value, "state_dict") and hasattr(value, "load_state_dict"))
 
 
 class TorchState(ObjectState):
-    """A model's and an optimizer's state as elastic state (either may be
-    None), with keyword arguments as attributes: samplers that have
-    state_dict/load_state_dict (ElasticSampler) are kept by their state,
-    anything else as ObjectState keeps it.
+    """Models, optimizers, learning-rate schedulers and samplers as elastic
+    state (`model` and `optimizer` may be None; more of each may come as
+    keyword arguments), with the other keyword arguments kept as
+    ObjectState keeps them. Every value with a state_dict is kept by it and
+    stays the same object.
 
-    commit() keeps copies of model.state_dict(), optimizer.state_dict() and
-    each sampler's state_dict(); restore() loads them back; sync() broadcasts
-    rank 0's optimizer state (broadcast_optimizer_state, which first gives a
-    rank whose optimizer never stepped its state), then its parameters and
-    buffers (broadcast_parameters, so rank 0's weights win over that step)
-    and each sampler's state, and commits the result."""
+    commit() keeps a copy of each state_dict(); restore() loads them back;
+    sync() broadcasts rank 0's optimizer states (broadcast_optimizer_state,
+    which first gives a rank whose optimizer never stepped its state), then
+    its modules' parameters and buffers (broadcast_parameters, so rank 0's
+    weights win over that step), then the other state_dicts, and commits the
+    result."""
 
     def __init__(self, model=None, optimizer=None, **kwargs):
         self.model = model
         self.optimizer = optimizer
-        self._samplers = {k: v for k, v in kwargs.items() if _is_sampler_state(v)}
-        for name, sampler in self._samplers.items():
-            setattr(self, name, sampler)
-        self._saved_model = None
-        self._saved_optimizer = None
-        self._saved_samplers = {}
-        super().__init__(**{k: v for k, v in kwargs.items() if k not in self._samplers})
+        given = dict(kwargs, model=model, optimizer=optimizer)
+        self._handled = {k: v for k, v in given.items() if v is not None and _by_state_dict(v)}
+        for name, value in self._handled.items():
+            setattr(self, name, value)
+        self._saved_handled = {}
+        super().__init__(**{k: v for k, v in kwargs.items() if k not in self._handled})
 
     def _save_handled(self):
-        if self.model is not None:
-            self._saved_model = copy.deepcopy(self.model.state_dict())
-        if self.optimizer is not None:
-            self._saved_optimizer = copy.deepcopy(self.optimizer.state_dict())
-        self._saved_samplers = {name: copy.deepcopy(s.state_dict())
-                                for name, s in self._samplers.items()}
+        self._saved_handled = {name: copy.deepcopy(v.state_dict())
+                               for name, v in self._handled.items()}
 
     def save(self):
         super().save()
@@ -183,23 +172,23 @@ class TorchState(ObjectState):
 
     def restore(self):
         super().restore()
-        if self.model is not None and self._saved_model is not None:
-            self.model.load_state_dict(self._saved_model)
-        if self.optimizer is not None and self._saved_optimizer is not None:
-            # A copy: the optimizer updates the tensors it loads in place.
-            self.optimizer.load_state_dict(copy.deepcopy(self._saved_optimizer))
-        for name, sampler in self._samplers.items():
-            if name in self._saved_samplers:
-                sampler.load_state_dict(copy.deepcopy(self._saved_samplers[name]))
+        for name, value in self._handled.items():
+            if name in self._saved_handled:
+                # A copy: optimizers and samplers keep what they load.
+                value.load_state_dict(copy.deepcopy(self._saved_handled[name]))
 
     def sync(self):
-        if self.optimizer is not None:
-            _functions.broadcast_optimizer_state(self.optimizer, root_rank=0, model=self.model)
-        if self.model is not None:
-            _functions.broadcast_parameters(self.model.state_dict(), root_rank=0)
-        for name in sorted(self._samplers):
-            sampler = self._samplers[name]
-            sampler.load_state_dict(_elastic.broadcast_object(
-                sampler.state_dict(), name=f"kolo.torch.elastic.sampler.{name}"))
+        handled = sorted(self._handled.items())
+        for name, value in handled:
+            if isinstance(value, torch.optim.Optimizer):
+                _functions.broadcast_optimizer_state(
+                    value, root_rank=0, model=self.model if name == "optimizer" else None)
+        for name, value in handled:
+            if isinstance(value, torch.nn.Module):
+                _functions.broadcast_parameters(value.state_dict(), root_rank=0)
+        for name, value in handled:
+            if not isinstance(value, (torch.nn.Module, torch.optim.Optimizer)):
+                value.load_state_dict(_elastic.broadcast_object(
+                    value.state_dict(), name=f"kolo.torch.elastic.state.{name}"))
         self._save_handled()
         super().sync()

@@ -210,8 +210,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def synchronize(self):
         """Waits for every gradient's allreduce (submitting those backward did
         not produce) and writes the results into the parameters' .grad."""
-        if not self._hook_handles and (_api._ps_size(self.process_set) <= 1 or
-                                       not self._included()):
+        if not self._hook_handles:  # one rank, not elastic, or outside the set
             self._synchronized = True
             return
         for p in self._params:

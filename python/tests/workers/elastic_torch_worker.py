@@ -28,7 +28,6 @@ import numpy as np
 import torch
 
 import kolo.torch as hvd
-import kolo.torch.elastic  # noqa: F401  (kolo.torch does not import it itself yet)
 
 SAMPLES, DIMS, BATCH = 48, 6, 2
 

@@ -39,9 +39,6 @@ class KerasState(TensorFlowKerasState):
     state, with `kwargs` (e.g. epoch=0, batch=0) as plain attributes: see
     kolo.tensorflow.elastic.TensorFlowKerasState."""
 
-    def __init__(self, model, optimizer=None, backend=None, **kwargs):
-        super().__init__(model, optimizer=optimizer, backend=backend, **kwargs)
-
 
 class CommitStateCallback(keras.callbacks.Callback):
     """Commits `state` after every `batches_per_commit` batches and at the
@@ -87,26 +84,14 @@ class UpdateBatchStateCallback(keras.callbacks.Callback):
 
 
 class UpdateEpochStateCallback(keras.callbacks.Callback):
-    """Keeps state.epoch at the number of epochs finished: when an epoch
-    ends it becomes one more than that epoch's. It works both with
-    fit(epochs=total - state.epoch), where Keras counts this fit's epochs
-    from 0, and with fit(initial_epoch=state.epoch, epochs=total), where it
-    counts from state.epoch: either way the count starts at the state.epoch
-    that fit() began with."""
+    """Keeps state.epoch at the number of epochs finished: one more at each
+    epoch's end, counting from the state.epoch fit() began with (a reset
+    restores it), so it works with fit(epochs=total - state.epoch) and with
+    fit(initial_epoch=state.epoch, epochs=total) alike."""
 
     def __init__(self, state):
         super().__init__()
         self.state = state
-        self._start = None  # (state.epoch, Keras's epoch) when fit() began
-
-    def on_train_begin(self, logs=None):
-        self._start = None
-
-    def on_epoch_begin(self, epoch, logs=None):
-        if self._start is None:
-            self._start = (self.state.epoch, epoch)
 
     def on_epoch_end(self, epoch, logs=None):
-        state_epoch, keras_epoch = self._start if self._start is not None \
-            else (self.state.epoch, epoch)
-        self.state.epoch = state_epoch + (epoch - keras_epoch) + 1
+        self.state.epoch += 1
