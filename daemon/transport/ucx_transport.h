@@ -89,7 +89,8 @@ struct UcxOptions {
 // loopback, 2 cores: 64 MiB allreduce 2.1 -> 2.9 GB/s busbw, 16 MiB 1.7 ->
 // 2.7). UCX reads its transports' settings from the environment only, so
 // this sets UCX_TCP_TX_SEG_SIZE and UCX_TCP_RX_SEG_SIZE unless set: call it
-// once at start-up, before any other thread runs.
+// before other threads read the environment (kolod: first thing in main; the
+// in-process test cluster: where it sets UCX_TLS, before it makes workers).
 void SetUcxDefaults();
 
 class UcxTransport final : public JobTransport {
