@@ -40,9 +40,11 @@ if "--never_listen" in args:
 
 server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 server.bind(sock_path)
-server.listen(64)
+# Both lines are written before the socket accepts: once it does, kolorun
+# may run the job and stop this daemon before a later print ran.
 print("fake kolod listening on " + sock_path, flush=True)
 print("fake kolod no newline at exit", end="", flush=True)
+server.listen(64)
 while True:
     conn, _ = server.accept()
     conn.close()
