@@ -26,6 +26,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "daemon/algorithms/pieced_buffer.h"
 #include "daemon/transport/transport.h"
 #include "proto/kolo/abi/types.h"
 
@@ -43,6 +44,12 @@ inline constexpr size_t kRecursiveDoublingMaxBytes = size_t{64} << 10;
 absl::Status RingAllreduce(Transport& transport, void* buffer, size_t count, DType dtype,
                            ReduceOp op, uint64_t tag_base, absl::Time deadline,
                            size_t chunk_bytes = kDefaultChunkBytes);
+// The same on a pieced buffer (every node passes pieces of the same total,
+// laid out as it likes), the result multiplied by `postscale` (applied in
+// the last reduction, so it costs no pass of its own).
+absl::Status RingAllreduce(Transport& transport, const PiecedBuffer& buffer, DType dtype,
+                           ReduceOp op, double postscale, uint64_t tag_base, absl::Time deadline,
+                           size_t chunk_bytes = kDefaultChunkBytes);
 
 // Recursive doubling: log2(n) exchanges of the whole buffer (chunk by chunk).
 // For latency-bound small buffers. With n not a power of two, the first
@@ -58,6 +65,13 @@ absl::Status RecursiveDoublingAllreduce(Transport& transport, void* buffer, size
 // kRecursiveDoublingMaxBytes, the ring above.
 absl::Status Allreduce(Transport& transport, void* buffer, size_t count, DType dtype, ReduceOp op,
                        uint64_t tag_base, absl::Time deadline,
+                       size_t chunk_bytes = kDefaultChunkBytes);
+// The same on a pieced buffer (the tensors of a fused response, in place),
+// the result multiplied by `postscale`. Up to kRecursiveDoublingMaxBytes the
+// pieces are packed into one buffer for recursive doubling; above, the ring
+// works on them where they are.
+absl::Status Allreduce(Transport& transport, const PiecedBuffer& buffer, DType dtype, ReduceOp op,
+                       double postscale, uint64_t tag_base, absl::Time deadline,
                        size_t chunk_bytes = kDefaultChunkBytes);
 
 }  // namespace kolo::daemon

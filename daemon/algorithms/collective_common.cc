@@ -42,10 +42,22 @@ absl::Status CheckReduction(const Transport& transport, const char* what, DType 
 }
 
 absl::Status ReduceOnOneNode(void* buffer, size_t count, DType dtype, ReduceOp op) {
-  if (count == 0) return absl::OkStatus();
-  const void* srcs[] = {buffer};
-  void* dsts[] = {buffer};
-  return kernels::Reduce(dtype, op, srcs, dsts, count);
+  return ReduceOnOneNode(PiecedBuffer(buffer, count * DTypeSize(dtype)), dtype, op, 1.0);
+}
+
+absl::Status ReduceOnOneNode(const PiecedBuffer& buffer, DType dtype, ReduceOp op,
+                             double postscale) {
+  const size_t esize = DTypeSize(dtype);
+  for (size_t i = 0; i < buffer.piece_count(); ++i) {
+    const BufferPiece& p = buffer.piece(i);
+    const void* srcs[] = {p.data};
+    void* dsts[] = {p.data};
+    if (absl::Status s = kernels::Reduce(dtype, op, srcs, dsts, p.bytes / esize, 1.0, postscale);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
 }
 
 PendingTransfers::~PendingTransfers() {

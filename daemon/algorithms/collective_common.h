@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "daemon/algorithms/pieced_buffer.h"
 #include "daemon/transport/transport.h"
 #include "proto/kolo/abi/types.h"
 
@@ -64,6 +65,9 @@ absl::Status CheckReduction(const Transport& transport, const char* what, DType 
 // leaves every dtype's bits as they are except bool's, whose bytes become
 // 0 or 1 as on more nodes.
 absl::Status ReduceOnOneNode(void* buffer, size_t count, DType dtype, ReduceOp op);
+// The same over every piece, scaled by `postscale` (1.0 costs nothing).
+absl::Status ReduceOnOneNode(const PiecedBuffer& buffer, DType dtype, ReduceOp op,
+                             double postscale);
 
 // The transfers an algorithm has posted and not yet waited on. On
 // destruction, whatever is still outstanding is cancelled and retired (a Wait

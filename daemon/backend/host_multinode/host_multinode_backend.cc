@@ -206,41 +206,62 @@ absl::Status HostMultinodeBackend::RunAsJoined(const Response& response, const S
 absl::Status HostMultinodeBackend::RunAllreduce(Response& response, uint64_t tag_base) {
   const DType dtype = response.dtype;
   const size_t esize = DTypeSize(dtype);
-  const FusedMember& head = response.members.front();
-  if (response.members.size() == 1 && head.set.requests.size() == 1 && head.set.joined == 0 &&
-      response.compression == Compression::kNone) {
-    // One tensor of one local rank: reduce among the nodes straight in the
-    // rank's output, without the two passes through the fusion buffer.
-    const Request& r = head.set.requests.front();
-    const uint64_t n = r.bytes / esize;
-    if (n == 0) return absl::OkStatus();
-    double postscale = r.postscale;
-    if (r.op == ReduceOp::kAverage) postscale /= static_cast<double>(members_->size());
-    void* out = r.output;
-    if (r.input != r.output || r.prescale != 1.0) {
-      if (absl::Status s =
-              kernels::ScaleCopy(dtype, r.input, absl::MakeSpan(&out, 1), n, r.prescale);
+  if (esize == 0) return absl::InternalError("unknown dtype in a plan");
+  bool in_place = response.compression == Compression::kNone;
+  for (const FusedMember& m : response.members) in_place = in_place && m.set.joined == 0;
+  if (!in_place) {
+    double postscale = 1.0;
+    if (absl::Status s = ReduceAmongNodes(response, tag_base, &postscale); !s.ok()) return s;
+    for (const FusedMember& m : response.members) {
+      const uint64_t n = m.set.requests.front().bytes / esize;
+      if (n == 0) continue;
+      std::vector<void*> dsts;
+      for (const Request& r : m.set.requests) dsts.push_back(r.output);
+      if (absl::Status s = kernels::ScaleCopy(dtype, fusion_buffer_.data() + m.offset,
+                                              absl::MakeSpan(dsts), n, postscale);
           !s.ok()) {
         return s;
       }
     }
-    if (absl::Status s = Allreduce(*active_, r.output, n, dtype, WireOp(r.op), tag_base,
-                                   absl::Now() + kTransferDeadline);
-        !s.ok()) {
-      return s;
-    }
-    if (postscale == 1.0) return absl::OkStatus();
-    return kernels::ScaleCopy(dtype, r.output, absl::MakeSpan(&out, 1), n, postscale);
+    return absl::OkStatus();
   }
-  double postscale = 1.0;
-  if (absl::Status s = ReduceAmongNodes(response, tag_base, &postscale); !s.ok()) return s;
+  // In place: each tensor's local reduction goes into its first local rank's
+  // output, the nodes reduce those outputs where they lie (a pieced buffer:
+  // no pass through the fusion buffer) and apply the postscale as they do,
+  // and the other local ranks copy the result.
+  const ReduceOp op = WireOp(response.op);
+  double postscale = response.postscale;
+  if (response.op == ReduceOp::kAverage) postscale /= static_cast<double>(members_->size());
+  std::vector<BufferPiece> pieces;
+  pieces.reserve(response.members.size());
+  for (const FusedMember& m : response.members) {
+    const Request& first = m.set.requests.front();
+    const uint64_t n = first.bytes / esize;
+    if (n == 0) continue;
+    if (m.set.requests.size() > 1 || first.input != first.output || response.prescale != 1.0) {
+      std::vector<const void*> srcs;
+      for (const Request& r : m.set.requests) srcs.push_back(r.input);
+      void* dst = first.output;
+      if (absl::Status s = kernels::Reduce(dtype, op, absl::MakeSpan(srcs), absl::MakeSpan(&dst, 1),
+                                           n, response.prescale, 1.0);
+          !s.ok()) {
+        return s;
+      }
+    }
+    pieces.push_back({reinterpret_cast<std::byte*>(first.output), n * esize});
+  }
+  if (absl::Status s = Allreduce(*active_, PiecedBuffer(pieces), dtype, op, postscale, tag_base,
+                                 absl::Now() + kTransferDeadline);
+      !s.ok()) {
+    return s;
+  }
   for (const FusedMember& m : response.members) {
     const uint64_t n = m.set.requests.front().bytes / esize;
-    if (n == 0) continue;
+    if (n == 0 || m.set.requests.size() == 1) continue;
     std::vector<void*> dsts;
-    for (const Request& r : m.set.requests) dsts.push_back(r.output);
-    if (absl::Status s = kernels::ScaleCopy(dtype, fusion_buffer_.data() + m.offset,
-                                            absl::MakeSpan(dsts), n, postscale);
+    for (size_t i = 1; i < m.set.requests.size(); ++i) dsts.push_back(m.set.requests[i].output);
+    if (absl::Status s =
+            kernels::ScaleCopy(dtype, m.set.requests.front().output, absl::MakeSpan(dsts), n, 1.0);
         !s.ok()) {
       return s;
     }

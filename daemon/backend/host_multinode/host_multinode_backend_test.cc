@@ -100,6 +100,39 @@ TEST_F(HostMultinodeBackendTest, FusedAllreduceAveragesEveryRanksTensors) {
   EXPECT_EQ(fabric_.outstanding(), 0u);
 }
 
+// Large enough for the ring, in place, with both scales: the nodes reduce
+// the tensors where they lie (rank 0's of each node holds the local sum)
+// and every rank ends with the scaled sum.
+TEST_F(HostMultinodeBackendTest, FusedAllreduceInPlaceAppliesBothScales) {
+  std::vector<std::vector<float>> a(kSize), b(kSize);
+  for (int r = 0; r < kSize; ++r) {
+    a[r].assign(30001, float(r + 1));
+    b[r].assign(20000, float(3 * r));
+  }
+  std::vector<Response> responses;
+  for (int n = 0; n < kNodes; ++n) {
+    std::vector<ReadySet> sets;
+    sets.push_back(Set(n, "a", CollectiveKind::kAllreduce, {30001}, a, a));
+    sets.push_back(Set(n, "b", CollectiveKind::kAllreduce, {20000}, b, b));
+    for (ReadySet& s : sets) {
+      for (Request& q : s.requests) {
+        q.op = ReduceOp::kSum;
+        q.prescale = 0.5;
+        q.postscale = 4.0;
+      }
+    }
+    std::vector<Response> fused = PlanFusion(std::move(sets), UINT64_MAX);
+    ASSERT_EQ(fused.size(), 1u);
+    responses.push_back(std::move(fused.front()));
+  }
+  for (const absl::Status& s : RunEverywhere(responses, StepContext{})) ASSERT_TRUE(s.ok()) << s;
+  for (int r = 0; r < kSize; ++r) {
+    EXPECT_EQ(a[r], std::vector<float>(30001, 21.f * 2)) << "rank " << r;
+    EXPECT_EQ(b[r], std::vector<float>(20000, 45.f * 2)) << "rank " << r;
+  }
+  EXPECT_EQ(fabric_.outstanding(), 0u);
+}
+
 TEST_F(HostMultinodeBackendTest, AJoinedNodeTakesPartWithZeros) {
   std::vector<std::vector<float>> in(kSize), out(kSize);
   for (int r = 0; r < kSize; ++r) {
