@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -75,6 +76,8 @@ struct SubmitSpec {
   uint64_t group_id = 0;
   uint32_t group_size = 0;
   std::vector<int64_t> aux;  // alltoall splits, process-set ranks
+  // A part of a larger tensor (abi kSlotFlagPart): that tensor's shape.
+  std::optional<std::vector<int64_t>> part_of;
 };
 
 class ClientImpl {
@@ -137,6 +140,25 @@ class ClientImpl {
     // A refusal notice: nobody waits for it; its completion only frees
     // the reason's staging.
     bool refusal = false;
+    // A tensor submitted in parts (SubmitInParts): each part names the
+    // request the caller holds; that one counts the parts not yet complete
+    // and keeps the first failure.
+    uint64_t whole = 0;
+    bool first_part = false;
+    uint64_t parts_left = 0;
+    absl::Status parts_status;
+  };
+  // A tensor in parts whose parts are not all complete: what the part pump
+  // needs to send the rest.
+  struct Whole {
+    SubmitSpec spec;  // spec.name views `name`
+    std::string name;
+    uint64_t parts = 0;
+    uint64_t part_elems = 0;
+    uint64_t next = 1;  // the next part to send
+    uint32_t in_flight = 0;
+    bool copied = false;  // the parts are copied through the arena
+    bool first_done = false;
   };
   // A completed request, until Wait takes it.
   struct Done {
@@ -151,6 +173,23 @@ class ClientImpl {
   };
 
   absl::StatusOr<Done> WaitDone(Handle handle, absl::Duration timeout);
+  // Whether `spec` goes in parts, and submitting it so (see client_impl.cc).
+  bool InParts(const SubmitSpec& spec) const;
+  absl::StatusOr<Handle> SubmitInParts(const SubmitSpec& spec);
+  // Submits one request (a whole tensor, or part `part` of tensor `whole`).
+  absl::StatusOr<Handle> SubmitOne(const SubmitSpec& spec, uint64_t whole = 0, uint64_t part = 0);
+  // Part `i` of `w`; its name is kept in `*name`.
+  static SubmitSpec PartSpec(const Whole& w, uint64_t i, std::string* name);
+  // A part completed (or will never be sent) with `status`.
+  void PartDone(uint64_t whole, const absl::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(completion_mu_);
+  // The part pump's thread: sends the parts after the first, at most
+  // kPartsInFlight of a tensor at a time, as earlier ones complete.
+  void PumpParts();
+  bool PumpHasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(completion_mu_);
+  // Drains completions and sends the parts that may go now (any thread);
+  // returns whether tensors in parts remain, `*sent` whether it sent any.
+  bool AdvanceParts(bool* sent);
   // Submits a control collective (no tensor) and returns its value.
   absl::StatusOr<int64_t> RunControl(CollectiveKind kind, const std::string& name, int process_set,
                                      std::vector<int64_t> aux);
@@ -196,6 +235,11 @@ class ClientImpl {
   uint64_t ring_in_flight_ ABSL_GUARDED_BY(completion_mu_) = 0;
   absl::flat_hash_map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(completion_mu_);
   absl::flat_hash_map<uint64_t, Done> done_ ABSL_GUARDED_BY(completion_mu_);
+  absl::flat_hash_map<uint64_t, std::unique_ptr<Whole>> wholes_ ABSL_GUARDED_BY(completion_mu_);
+  bool pump_stop_ ABSL_GUARDED_BY(completion_mu_) = false;
+  int waiting_ ABSL_GUARDED_BY(completion_mu_) = 0;  // threads in WaitDone
+  std::atomic<bool> pump_kick_{false};               // a part completed since the pump last looked
+  std::thread pump_;                                 // started with the first tensor in parts
   std::atomic<uint64_t> next_id_{1};
   const std::unique_ptr<client::DeviceTensorIo> device_io_ = client::MakeDeviceTensorIo();
 

@@ -56,8 +56,9 @@ cuda::DeviceTensorRef ToRef(const abi::v1::DeviceTensorSlot& t) {
 // to the request's, a sane ordinal, and no arena offsets.
 absl::Status ValidateDevice(const abi::v1::SubmitSlot& slot, Request* r) {
   const std::string& name = r->name;
-  if ((slot.flags & ~(abi::v1::kSlotFlagDevice | abi::v1::kSlotFlagCallerMemory)) != 0 ||
-      slot.flags == (abi::v1::kSlotFlagDevice | abi::v1::kSlotFlagCallerMemory)) {
+  constexpr uint32_t kHostOnly = abi::v1::kSlotFlagCallerMemory | abi::v1::kSlotFlagPart;
+  if ((slot.flags & ~(abi::v1::kSlotFlagDevice | kHostOnly)) != 0 ||
+      ((slot.flags & abi::v1::kSlotFlagDevice) != 0 && (slot.flags & kHostOnly) != 0)) {
     return absl::InvalidArgumentError(
         absl::StrCat("\"", name, "\": unknown slot flags ", slot.flags));
   }
@@ -216,6 +217,21 @@ absl::Status CheckShape(const abi::v1::SubmitSlot& slot, Request* r) {
     return absl::InvalidArgumentError(absl::StrCat("\"", name, "\": shape overflows"));
   }
   uint64_t expected = elements * DTypeSize(r->dtype);
+  if ((slot.flags & abi::v1::kSlotFlagPart) != 0) {
+    // A part: the shape is the whole tensor's, the bytes are this part's.
+    if (r->kind != CollectiveKind::kAllreduce && r->kind != CollectiveKind::kBroadcast) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(CollectiveKindName(r->kind), " \"", name,
+                       "\": only allreduce and broadcast go in parts"));
+    }
+    if (slot.byte_length == 0 || slot.byte_length > expected ||
+        slot.byte_length % DTypeSize(r->dtype) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("\"", name, "\": a part of ", slot.byte_length,
+                                                     " bytes of a ", DTypeName(r->dtype),
+                                                     " tensor of ", expected, " bytes"));
+    }
+    expected = slot.byte_length;
+  }
   if (slot.byte_length != expected) {
     return absl::InvalidArgumentError(absl::StrCat("\"", name, "\": byte length ", slot.byte_length,
                                                    " but shape and ", DTypeName(r->dtype), " need ",

@@ -496,6 +496,31 @@ TEST_F(SlotValidatorTest, DeviceFieldsWithoutTheFlagAreRefused) {
   ExpectRejected(s, "without the device flag");
 }
 
+// A part of a larger tensor: the whole shape, this part's bytes.
+TEST_F(SlotValidatorTest, APartKeepsTheWholeShapeAndItsOwnBytes) {
+  SubmitSlot s = AllreduceSlot();
+  s.flags = abi::v1::kSlotFlagPart;
+  s.byte_length = 20;
+  absl::StatusOr<Request> r = ValidateSlot(s, arena_, kJobSize);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->shape, (std::vector<int64_t>{4, 4}));
+  EXPECT_EQ(r->bytes, 20u);
+  s.byte_length = 64;  // the whole tensor as one part
+  EXPECT_TRUE(ValidateSlot(s, arena_, kJobSize).ok());
+  s.byte_length = 0;
+  ExpectRejected(s, "a part of 0 bytes of a float32 tensor of 64 bytes");
+  s.byte_length = 68;
+  ExpectRejected(s, "a part of 68 bytes");
+  s.byte_length = 6;  // not whole elements
+  ExpectRejected(s, "a part of 6 bytes");
+  s.byte_length = 16;
+  s.kind = static_cast<uint32_t>(CollectiveKind::kAllgather);
+  ExpectRejected(s, "only allreduce and broadcast go in parts");
+  s = AllreduceSlot();
+  s.flags = abi::v1::kSlotFlagPart | abi::v1::kSlotFlagDevice;
+  ExpectRejected(s, "unknown slot flags");
+}
+
 TEST_F(SlotValidatorTest, UnknownFlagsAreRefused) {
   SubmitSlot s = AllreduceSlot();
   s.flags = 0x80;

@@ -199,6 +199,45 @@ void ScenarioSizes(kolo::Client& c) {
   CheckAllreduce(c, DType::kFloat32, ReduceOp::kSum, (int64_t{64} << 20) / 4, true, "size/64M");
   CheckAllreduce(c, DType::kFloat32, ReduceOp::kSum, (int64_t{64} << 20) / 4, false,
                  "size/64M/copy");
+  // Large tensors go in parts (the last one short): every element reduced
+  // once, in caller memory and in the arena, for several element sizes.
+  for (DType t : {DType::kFloat64, DType::kInt8, DType::kFloat16}) {
+    const int64_t count = (int64_t{5} << 20) / kolo::DTypeSize(t) + 3;
+    for (bool zc : {false, true}) {
+      CheckAllreduce(c, t, ReduceOp::kMax, count, zc,
+                     absl::StrCat("size/parts/", kolo::DTypeName(t), zc));
+    }
+  }
+  // A large broadcast in parts, average with both scales in parts.
+  {
+    const int64_t n = (int64_t{6} << 20) / 4 + 1;
+    std::vector<float> v(n);
+    for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(c.rank() * 7 + i % 1000);
+    const int root = c.size() - 1;
+    absl::Status s =
+        c.Broadcast(kolo::TensorView{v.data(), DType::kFloat32, {n}}, "size/parts/bcast", root);
+    CHECK_OR_COUNT(s.ok(), "bcast in parts: %s", s.ToString().c_str());
+    for (int64_t i = 0; i < n && s.ok(); ++i) {
+      if (v[i] != static_cast<float>(root * 7 + i % 1000)) {
+        CHECK_OR_COUNT(false, "bcast in parts [%ld]: got %g", static_cast<long>(i), v[i]);
+        break;
+      }
+    }
+    for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(c.rank() + 1);
+    std::vector<float> out(n, -1.f);
+    s = c.Allreduce(kolo::TensorView{v.data(), DType::kFloat32, {n, 1}},
+                    kolo::TensorView{out.data(), DType::kFloat32, {n, 1}}, "size/parts/avg",
+                    {.op = ReduceOp::kAverage, .prescale = 2.0, .postscale = 0.5});
+    CHECK_OR_COUNT(s.ok(), "average in parts: %s", s.ToString().c_str());
+    const float want = static_cast<float>(c.size() + 1) / 2;
+    for (int64_t i = 0; i < n && s.ok(); ++i) {
+      if (out[i] != want) {
+        CHECK_OR_COUNT(false, "average in parts [%ld]: got %g want %g", static_cast<long>(i),
+                       out[i], want);
+        break;
+      }
+    }
+  }
 }
 
 void ScenarioInflight(kolo::Client& c) {
@@ -269,9 +308,71 @@ void ExpectMismatch(kolo::Client& c, absl::Status s, const char* what) {
                  s.ToString().c_str());
 }
 
+// Tensors in parts submitted asynchronously in a different order on each
+// rank and waited for in yet another order (backward hooks fire so): the
+// parts of every tensor go on while the rank waits for any of them.
+void ScenarioPartsInAnyOrder(kolo::Client& c) {
+  constexpr int kTensors = 3;
+  const int64_t n = (int64_t{5} << 20) / 4 + 7;
+  std::vector<std::vector<float>> bufs(kTensors, std::vector<float>(n));
+  for (int k = 0; k < kTensors; ++k) {
+    for (int64_t i = 0; i < n; ++i) bufs[k][i] = static_cast<float>(c.rank() + k + i % 100);
+  }
+  std::vector<int> order(kTensors);
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937 rng(99 + c.rank());
+  std::shuffle(order.begin(), order.end(), rng);
+  if (c.rank() % 2 == 1) std::reverse(order.begin(), order.end());
+  std::vector<kolo::Handle> handles(kTensors);
+  for (int k : order) {
+    kolo::TensorView v{bufs[k].data(), DType::kFloat32, {n}};
+    auto h = c.AllreduceAsync(v, v, absl::StrCat("parts/", k), {.op = ReduceOp::kSum});
+    CHECK_OR_COUNT(h.ok(), "submit %d: %s", k, h.status().ToString().c_str());
+    if (h.ok()) handles[k] = *h;
+  }
+  for (int k = kTensors - 1; k >= 0; --k) {
+    absl::Status s = c.Wait(handles[k]);
+    CHECK_OR_COUNT(s.ok(), "wait %d: %s", k, s.ToString().c_str());
+    for (int64_t i = 0; i < n && s.ok(); ++i) {
+      double want = 0;
+      for (int r = 0; r < c.size(); ++r) want += r + k + i % 100;
+      if (bufs[k][i] != want) {
+        CHECK_OR_COUNT(false, "parts/%d[%ld]: got %g want %g", k, static_cast<long>(i), bufs[k][i],
+                       want);
+        break;
+      }
+    }
+  }
+}
+
 void ScenarioMismatch(kolo::Client& c) {
   // The last rank disagrees (on another node in a multi-node job).
   const int r = c.rank() == c.size() - 1 ? 1 : 0;
+  // Tensors large enough to go in parts (on one node): the same bytes in
+  // another shape, and another size, fail as whole tensors do, on every
+  // rank, and leave nothing behind (the allreduce after them completes).
+  {
+    std::vector<float> big((int64_t{8} << 20) / 4 + 64, 1.0f);
+    const int64_t n = (int64_t{8} << 20) / 4;
+    ExpectMismatch(
+        c,
+        c.Allreduce(
+            kolo::TensorView{big.data(), DType::kFloat32, {r == 1 ? n / 2 : n / 4, r == 1 ? 2 : 4}},
+            kolo::TensorView{big.data(), DType::kFloat32, {r == 1 ? n / 2 : n / 4, r == 1 ? 2 : 4}},
+            "big/shape", ReduceOp::kSum),
+        "shape in parts");
+    ExpectMismatch(c,
+                   c.Allreduce(kolo::TensorView{big.data(), DType::kFloat32, {n + 16 * r}},
+                               kolo::TensorView{big.data(), DType::kFloat32, {n + 16 * r}},
+                               "big/size", ReduceOp::kSum),
+                   "size in parts");
+    std::vector<float> one(4, 1.0f);
+    absl::Status after = c.Allreduce(kolo::TensorView{one.data(), DType::kFloat32, {4}},
+                                     kolo::TensorView{one.data(), DType::kFloat32, {4}},
+                                     "big/after", ReduceOp::kSum);
+    CHECK_OR_COUNT(after.ok() && one[0] == c.size(), "after the mismatches in parts: %s",
+                   after.ToString().c_str());
+  }
   std::vector<float> buf(64, 1.0f);
   // Shape.
   ExpectMismatch(c,
@@ -1003,6 +1104,8 @@ int main(int argc, char** argv) {
     ScenarioSizes(c);
   else if (scenario == "inflight")
     ScenarioInflight(c);
+  else if (scenario == "parts_any_order")
+    ScenarioPartsInAnyOrder(c);
   else if (scenario == "broadcast")
     ScenarioBroadcast(c);
   else if (scenario == "mismatch")

@@ -65,8 +65,13 @@ inline constexpr uint32_t kSlotFlagRefusal = 2;
 // in sessions whose AttachResponse said caller_memory). kolod reads and
 // writes them there (cross-memory attach) instead of in the arena.
 inline constexpr uint32_t kSlotFlagCallerMemory = 4;
+// One part of a larger host allreduce or broadcast tensor (a client sends
+// large tensors in parts): `shape` is the whole tensor's, `byte_length` this
+// part's bytes (whole elements, at least one, at most the shape's). Ranks
+// are checked to agree on the whole shape, as for the tensor itself.
+inline constexpr uint32_t kSlotFlagPart = 8;
 inline constexpr uint32_t kKnownSlotFlags =
-    kSlotFlagDevice | kSlotFlagRefusal | kSlotFlagCallerMemory;
+    kSlotFlagDevice | kSlotFlagRefusal | kSlotFlagCallerMemory | kSlotFlagPart;
 inline constexpr uint32_t kIpcHandleBytes = 64;  // cudaIpc{Mem,Event}Handle_t
 
 // A tensor in GPU memory, named by CUDA IPC handles (device requests only).
