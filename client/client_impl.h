@@ -22,6 +22,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "client/device_tensor_io.h"
 #include "common/arena_allocator.h"
 #include "common/shared_segment.h"
@@ -172,9 +173,12 @@ class ClientImpl {
     int process_set = kGlobalProcessSet;
   };
 
+  // Sleepers re-check the session's liveness at least this often.
+  static constexpr absl::Duration kMaxSleep = absl::Milliseconds(100);
+
   absl::StatusOr<Done> WaitDone(Handle handle, absl::Duration timeout);
-  // Whether `spec` goes in parts, and submitting it so (see client_impl.cc).
-  bool InParts(const SubmitSpec& spec) const;
+  // Whether `spec` goes in parts, and submitting it so (client_parts.cc).
+  bool InParts(const SubmitSpec& spec, bool on_device) const;
   absl::StatusOr<Handle> SubmitInParts(const SubmitSpec& spec);
   // Submits one request (a whole tensor, or part `part` of tensor `whole`).
   absl::StatusOr<Handle> SubmitOne(const SubmitSpec& spec, uint64_t whole = 0, uint64_t part = 0);

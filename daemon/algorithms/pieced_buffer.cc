@@ -45,7 +45,7 @@ size_t PiecedBuffer::PieceAt(size_t offset) const {
 }
 
 std::byte* PiecedBuffer::Contiguous(size_t offset, size_t len) const {
-  if (len == 0 || pieces_.empty()) return pieces_.empty() ? nullptr : pieces_.front().data;
+  if (pieces_.empty()) return nullptr;
   const size_t i = PieceAt(offset);
   const size_t in_piece = offset - starts_[i];
   return in_piece + len <= pieces_[i].bytes ? pieces_[i].data + in_piece : nullptr;

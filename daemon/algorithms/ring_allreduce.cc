@@ -213,8 +213,7 @@ absl::Status RingAllreduce(Transport& transport, const PiecedBuffer& buffer, DTy
 absl::Status RingAllreduce(Transport& transport, void* buffer, size_t count, DType dtype,
                            ReduceOp op, uint64_t tag_base, absl::Time deadline,
                            size_t chunk_bytes) {
-  KOLO_RETURN_IF_ERROR(CheckCollectiveArgs(transport, "ring allreduce", buffer,
-                                           count * DTypeSize(dtype), tag_base, chunk_bytes));
+  // (The pieced form checks the arguments, a null buffer included.)
   return RingAllreduce(transport, PiecedBuffer(buffer, count * DTypeSize(dtype)), dtype, op, 1.0,
                        tag_base, deadline, chunk_bytes);
 }
