@@ -1,7 +1,5 @@
 #include "client/client_impl.h"
 
-#include "common/handoff.h"
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -822,10 +820,21 @@ absl::StatusOr<AlltoallResult> ClientImpl::WaitForAlltoall(Handle handle) {
 absl::StatusOr<bool> ClientImpl::Test(Handle handle, absl::Duration timeout) {
   const absl::Time deadline =
       timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
+  // A thread testing sends parts as a waiting one does (a framework op
+  // polls its handle before it waits): no hand-off to the pump per part.
+  {
+    absl::MutexLock l(&completion_mu_);
+    ++waiting_;
+  }
+  absl::Cleanup done_testing = [this] {
+    absl::MutexLock l(&completion_mu_);
+    --waiting_;
+  };
   for (;;) {
+    bool sent = false;
+    AdvanceParts(&sent);
     {
       absl::MutexLock l(&completion_mu_);
-      DrainLocked();
       if (done_.contains(handle.id)) return true;
       if (!pending_.contains(handle.id)) {
         return absl::InvalidArgumentError(

@@ -110,6 +110,7 @@ class ClientImpl {
   absl::StatusOr<AlltoallResult> WaitForAlltoall(Handle handle);
   // True once complete, waiting at most `timeout` for it.
   absl::StatusOr<bool> Test(Handle handle, absl::Duration timeout);
+  absl::StatusOr<bool> Underway(Handle handle);
   bool caller_memory() const { return caller_memory_; }
 
   absl::Status Barrier(int process_set);

@@ -124,6 +124,20 @@ void ClientImpl::PartDone(uint64_t whole, const absl::Status& status) {
   wholes_.erase(whole);
 }
 
+absl::StatusOr<bool> ClientImpl::Underway(Handle handle) {
+  absl::MutexLock l(&completion_mu_);
+  DrainLocked();
+  if (done_.contains(handle.id) || Dead()) return true;  // (Wait reports a death)
+  if (!pending_.contains(handle.id)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown or already consumed handle ", handle.id));
+  }
+  // Every rank submitted the first part before it completed, and each
+  // rank's later parts are sent by its waiting thread or its pump.
+  auto w = wholes_.find(handle.id);
+  return w != wholes_.end() && w->second->first_done;
+}
+
 bool ClientImpl::PumpHasWork() const { return pump_stop_ || (!wholes_.empty() && waiting_ == 0); }
 
 bool ClientImpl::AdvanceParts(bool* sent) {

@@ -464,4 +464,6 @@ absl::StatusOr<bool> Client::TestFor(Handle handle, absl::Duration timeout) {
   return impl_->Test(handle, timeout);
 }
 
+absl::StatusOr<bool> Client::Underway(Handle handle) { return impl_->Underway(handle); }
+
 }  // namespace kolo

@@ -18,7 +18,7 @@
 extern "C" {
 #endif
 
-#define KOLO_PY_API_VERSION 3
+#define KOLO_PY_API_VERSION 4
 
 /* Called by wait_output with the result's shape (and, for alltoall, the rows
  * received from each rank); returns where to copy the result's bytes, or NULL
@@ -92,6 +92,11 @@ typedef struct KoloPyApi {
    * once it has (wait or wait_output then return at once), else 0. The
    * handle stays valid either way. */
   int (*test_for)(uint64_t handle, int64_t timeout_us, int* ready, char* err, size_t err_len);
+  /* Version 4. */
+  /* *underway is 1 once every rank has submitted the collective, so it
+   * completes without another call of this rank's (kolo::Client::Underway),
+   * else 0. The handle stays valid. */
+  int (*underway)(uint64_t handle, int* underway, char* err, size_t err_len);
 } KoloPyApi;
 
 #ifdef __cplusplus

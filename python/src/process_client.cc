@@ -183,6 +183,14 @@ int TTestFor(uint64_t handle, int64_t timeout_us, int* ready, char* err, size_t 
   return 0;
 }
 
+int TUnderway(uint64_t handle, int* underway, char* err, size_t err_len) {
+  KOLO_TABLE_CLIENT(client);
+  auto r = client->Underway(Handle{handle});
+  KOLO_TABLE_TRY(r.status());
+  *underway = *r ? 1 : 0;
+  return 0;
+}
+
 int TWaitOutput(uint64_t handle, int alltoall, kolo_output_sink sink, void* sink_ctx, char* err,
                 size_t err_len) {
   KOLO_TABLE_CLIENT(client);
@@ -300,6 +308,7 @@ const KoloPyApi kTable = {
     .grouped_reducescatter_async = TGroupedReducescatterAsync,
     .refuse = TRefuse,
     .test_for = TTestFor,
+    .underway = TUnderway,
 };
 
 }  // namespace

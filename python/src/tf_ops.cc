@@ -12,7 +12,8 @@
 // be in flight at once, whatever order the graph runs them in. An eager call
 // (kolo.tensorflow sets `wait_inline_us`, the caller's thread waits for the
 // op anyway) first waits that long in ComputeAsync and finishes there when
-// the collective completes in time, without a thread hand-off.
+// the collective completes in time, or is under way by then (every rank
+// submitted it), without a thread hand-off.
 #include <atomic>
 #include <cstring>
 #include <string>
@@ -204,10 +205,10 @@ class KoloOp : public AsyncOpKernel {
   }
 
   // Runs `finish` (which waits for `handles` and calls the op's done): here
-  // when they complete within the op's `wait_inline_us` (set for eager
-  // calls, whose caller waits for the op anyway: no thread hand-off), else
-  // on a thread of its own, so no TensorFlow pool thread blocks on other
-  // ranks.
+  // when they complete within the op's `wait_inline_us`, or are under way
+  // by then (set for eager calls, whose caller waits for the op anyway: no
+  // thread hand-off), else on a thread of its own, so no TensorFlow pool
+  // thread blocks on other ranks.
   template <typename Finish>
   void FinishWhenDone(const KoloPyApi* api, const std::vector<uint64_t>& handles,
                       Finish finish) const {
@@ -215,8 +216,10 @@ class KoloOp : public AsyncOpKernel {
     tensorflow::Env::Default()->SchedClosure(std::move(finish));
   }
 
-  // Whether every handle completes within `budget_us` (an error counts as
-  // complete: waiting reports it).
+  // Whether every handle completes within `budget_us`, or is under way
+  // then: every rank submitted it, so it completes without a later op of
+  // this rank's (a large tensor in parts, after its first part). An error
+  // counts as complete: waiting reports it.
   static bool ReadyWithin(const KoloPyApi* api, const std::vector<uint64_t>& handles,
                           int64_t budget_us) {
     const uint64_t deadline = tensorflow::Env::Default()->NowMicros() + budget_us;
@@ -225,7 +228,9 @@ class KoloOp : public AsyncOpKernel {
       const int64_t left = now >= deadline ? 0 : static_cast<int64_t>(deadline - now);
       int ready = 0;
       char err[kErrLen] = {0};
-      if (api->test_for(h, left, &ready, err, sizeof(err)) == 0 && ready == 0) return false;
+      if (api->test_for(h, left, &ready, err, sizeof(err)) != 0 || ready != 0) continue;
+      int underway = 0;
+      if (api->underway(h, &underway, err, sizeof(err)) == 0 && underway == 0) return false;
     }
     return true;
   }

@@ -25,7 +25,7 @@ CHECKS = [
     "a_collective_one_rank_refuses_fails_on_every_rank", "tf1_distributed_optimizer_in_a_session",
     "horovod_return_values", "local_layers_stay_local", "tf1_hook_and_best_model_checkpoint",
     "timeline", "sparse_gradients_in_every_mode",
-    "join",
+    "large_tensors_in_parts_late_peers_and_async_eager", "join",
 ]
 
 _runs = {}

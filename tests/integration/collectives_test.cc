@@ -45,6 +45,7 @@ TEST_F(CollectivesTest, EveryDtypeAndOpOnThreeRanks) { RunScenario("matrix", 3);
 TEST_F(CollectivesTest, SizesUpTo64MiB) { RunScenario("sizes", 2); }
 TEST_F(CollectivesTest, AThousandTensorsInFlightInDifferentOrders) { RunScenario("inflight", 4); }
 TEST_F(CollectivesTest, LargeTensorsInPartsInDifferentOrders) { RunScenario("parts_any_order", 3); }
+TEST_F(CollectivesTest, UnderwayOnceEveryRankSubmitted) { RunScenario("underway", 3); }
 TEST_F(CollectivesTest, BroadcastFromEveryRoot) { RunScenario("broadcast", 3); }
 TEST_F(CollectivesTest, EightRanks) { RunScenario("matrix", 8, absl::Seconds(240)); }
 TEST_F(CollectivesTest, MismatchesFailEveryRankWithNames) { RunScenario("mismatch", 2); }

@@ -345,6 +345,68 @@ void ScenarioPartsInAnyOrder(kolo::Client& c) {
   }
 }
 
+// Client::Underway: a tensor in parts is under way once every rank
+// submitted it (its first part completed), and not before; any other
+// collective once complete.
+void ScenarioUnderway(kolo::Client& c) {
+  const int64_t n = (int64_t{6} << 20) / 4;
+  std::vector<float> big(n, static_cast<float>(c.rank() + 1));
+  float go = 1;
+  kolo::TensorView go_view{&go, DType::kFloat32, {1}};
+  kolo::TensorView big_view{big.data(), DType::kFloat32, {n}};
+  absl::StatusOr<kolo::Handle> h;
+  if (c.rank() == 0) {
+    // The others submit the big tensor only after "go", which waits for
+    // this rank: its first part cannot complete yet.
+    h = c.AllreduceAsync(big_view, big_view, "underway/big", {.op = ReduceOp::kSum});
+    CHECK_OR_COUNT(h.ok(), "submit big: %s", h.status().ToString().c_str());
+    if (!h.ok()) return;
+    absl::StatusOr<bool> u = c.Underway(*h);
+    CHECK_OR_COUNT(u.ok() && !*u, "under way before the others submitted: %s",
+                   u.ok() ? "true" : u.status().ToString().c_str());
+  }
+  absl::Status s = c.Allreduce(go_view, go_view, "underway/go", ReduceOp::kSum);
+  CHECK_OR_COUNT(s.ok(), "go: %s", s.ToString().c_str());
+  if (c.rank() != 0) {
+    h = c.AllreduceAsync(big_view, big_view, "underway/big", {.op = ReduceOp::kSum});
+    CHECK_OR_COUNT(h.ok(), "submit big: %s", h.status().ToString().c_str());
+    if (!h.ok()) return;
+  }
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  absl::StatusOr<bool> u = false;
+  while (u.ok() && !*u && absl::Now() < deadline) {
+    u = c.Underway(*h);
+    if (u.ok() && !*u) absl::SleepFor(absl::Microseconds(100));
+  }
+  CHECK_OR_COUNT(u.ok() && *u, "never under way: %s",
+                 u.ok() ? "false" : u.status().ToString().c_str());
+  s = c.Wait(*h);
+  CHECK_OR_COUNT(s.ok(), "wait big: %s", s.ToString().c_str());
+  const float want = static_cast<float>(c.size() * (c.size() + 1) / 2);
+  for (int64_t i = 0; i < n && s.ok(); ++i) {
+    if (big[i] != want) {
+      CHECK_OR_COUNT(false, "big[%ld]: got %g want %g", static_cast<long>(i), big[i], want);
+      break;
+    }
+  }
+  // A whole tensor is under way once complete; a consumed handle is unknown.
+  go = 1;
+  absl::StatusOr<kolo::Handle> small =
+      c.AllreduceAsync(go_view, go_view, "underway/small", {.op = ReduceOp::kSum});
+  CHECK_OR_COUNT(small.ok(), "submit small: %s", small.status().ToString().c_str());
+  if (!small.ok()) return;
+  absl::StatusOr<bool> done = c.TestFor(*small, absl::Seconds(60));
+  CHECK_OR_COUNT(done.ok() && *done, "small not done: %s",
+                 done.ok() ? "false" : done.status().ToString().c_str());
+  u = c.Underway(*small);
+  CHECK_OR_COUNT(u.ok() && *u, "small done but not under way");
+  s = c.Wait(*small);
+  CHECK_OR_COUNT(s.ok() && go == c.size(), "small: %s", s.ToString().c_str());
+  u = c.Underway(*small);
+  CHECK_OR_COUNT(u.status().code() == absl::StatusCode::kInvalidArgument, "a consumed handle: %s",
+                 u.status().ToString().c_str());
+}
+
 void ScenarioMismatch(kolo::Client& c) {
   // The last rank disagrees (on another node in a multi-node job).
   const int r = c.rank() == c.size() - 1 ? 1 : 0;
@@ -1106,6 +1168,8 @@ int main(int argc, char** argv) {
     ScenarioInflight(c);
   else if (scenario == "parts_any_order")
     ScenarioPartsInAnyOrder(c);
+  else if (scenario == "underway")
+    ScenarioUnderway(c);
   else if (scenario == "broadcast")
     ScenarioBroadcast(c);
   else if (scenario == "mismatch")

@@ -388,6 +388,12 @@ class Client {
   // As Test, but waits at most `timeout` for the collective to complete
   // (the handle stays valid either way).
   absl::StatusOr<bool> TestFor(Handle handle, absl::Duration timeout);
+  // True once every rank has submitted the collective, so that it
+  // completes without another call of this rank's (a caller that must not
+  // block on peers waiting for its later calls may then wait for it): a
+  // tensor sent in parts once its first part completed, any other
+  // collective once complete. The handle stays valid.
+  absl::StatusOr<bool> Underway(Handle handle);
 
  private:
   explicit Client(std::unique_ptr<ClientImpl> impl);

@@ -6,8 +6,9 @@ kolo._core, so the two libraries never bind to each other's C++ symbols.
 
 `ops` holds the generated op functions. Called eagerly, a collective op waits
 up to EAGER_WAIT_INLINE_US for its result on the calling thread (which waits
-for it anyway) before handing the wait to a thread of its own; in a graph the
-op never blocks TensorFlow's threads.
+for it anyway), and on to the end once every rank has submitted it (a large
+tensor sent in parts, once its first part is done), before handing the wait
+to a thread of its own; in a graph the op never blocks TensorFlow's threads.
 """
 
 import ctypes
@@ -20,10 +21,10 @@ from kolo._native import core
 _LIB_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_kolo_tf_ops.so")
 
 # Long enough for any collective whose peers are ready (an 8-byte allreduce
-# takes microseconds); a longer one, or one that waits for a slower rank,
-# finishes on the op's own thread, so TensorFlow's asynchronous eager mode,
-# which queues ops on one thread, never waits on a collective whose peers
-# wait for a later op.
+# takes microseconds); a longer one not yet under way, or one that waits for
+# a slower rank, finishes on the op's own thread. (Eager ops still complete
+# in the order they were called: ranks must call them in the same order, in
+# TensorFlow's synchronous and asynchronous eager modes alike.)
 EAGER_WAIT_INLINE_US = 2000
 
 if not os.path.exists(_LIB_PATH):

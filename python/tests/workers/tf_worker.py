@@ -1,6 +1,7 @@
 """Checks of kolo.tensorflow, eager and in tf.function, run on every rank."""
 
 import os
+import time
 import warnings
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -683,6 +684,28 @@ def sparse_gradients_in_every_mode():
     dense, = hvd.allreduce_gradients([bare], op=hvd.Sum, sparse_as_dense=True,
                                      variables=[table])
     close(dense[:N], np.arange(1, N + 1)[:, None] * np.ones((1, 3)))
+
+
+@check
+def large_tensors_in_parts_late_peers_and_async_eager():
+    # 6 MiB tensors go in parts. A rank that waits past the eager inline
+    # budget for a late peer hands the wait to a thread; an op under way
+    # by then finishes inline.
+    n = (6 << 20) // 4
+    x = tf.fill([n], float(R + 1))
+    want = np.full([n], N * (N + 1) / 2)
+    if R == 1:
+        time.sleep(0.05)
+    close(hvd.allreduce(x, op=hvd.Sum, name="tf.parts.late"), want)
+    # Asynchronous eager mode: the ops are queued and run on one thread.
+    tf.config.experimental.set_synchronous_execution(False)
+    try:
+        names = ["tf.parts.async.a", "tf.parts.async.b"]
+        got = [hvd.allreduce(x * (i + 1), op=hvd.Sum, name=nm) for i, nm in enumerate(names)]
+        for i, g in enumerate(got):
+            close(g.numpy(), want * (i + 1))
+    finally:
+        tf.config.experimental.set_synchronous_execution(True)
 
 
 @check
