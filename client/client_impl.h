@@ -178,6 +178,19 @@ class ClientImpl {
   static constexpr absl::Duration kMaxSleep = absl::Milliseconds(100);
 
   absl::StatusOr<Done> WaitDone(Handle handle, absl::Duration timeout);
+  // Counts the calling thread in waiting_ while it lives: it waits on or
+  // tests a handle and sends parts itself, so the pump stands by.
+  // Thread-safety: lives on the stack of the thread it counts.
+  class Waiting {
+   public:
+    explicit Waiting(ClientImpl* client);
+    ~Waiting();
+    Waiting(const Waiting&) = delete;
+    Waiting& operator=(const Waiting&) = delete;
+
+   private:
+    ClientImpl* client_;
+  };
   // Whether `spec` goes in parts, and submitting it so (client_parts.cc).
   bool InParts(const SubmitSpec& spec, bool on_device) const;
   absl::StatusOr<Handle> SubmitInParts(const SubmitSpec& spec);
@@ -242,7 +255,7 @@ class ClientImpl {
   absl::flat_hash_map<uint64_t, Done> done_ ABSL_GUARDED_BY(completion_mu_);
   absl::flat_hash_map<uint64_t, std::unique_ptr<Whole>> wholes_ ABSL_GUARDED_BY(completion_mu_);
   bool pump_stop_ ABSL_GUARDED_BY(completion_mu_) = false;
-  int waiting_ ABSL_GUARDED_BY(completion_mu_) = 0;  // threads in WaitDone
+  int waiting_ ABSL_GUARDED_BY(completion_mu_) = 0;  // threads in WaitDone or Test
   std::atomic<bool> pump_kick_{false};               // a part completed since the pump last looked
   std::thread pump_;                                 // started with the first tensor in parts
   std::atomic<uint64_t> next_id_{1};
