@@ -177,6 +177,12 @@ class ClientImpl {
   // Sleepers re-check the session's liveness at least this often.
   static constexpr absl::Duration kMaxSleep = absl::Milliseconds(100);
 
+  // What became of a handle by AwaitHandle's deadline.
+  enum class HandleState { kDone, kDead, kRunning };
+  // Waits until `handle` completed or the session died, for at most
+  // `timeout`, sending parts meanwhile (Waiting); an unknown handle is an
+  // error. Consumes nothing: WaitDone and Test share it.
+  absl::StatusOr<HandleState> AwaitHandle(Handle handle, absl::Duration timeout);
   absl::StatusOr<Done> WaitDone(Handle handle, absl::Duration timeout);
   // Counts the calling thread in waiting_ while it lives: it waits on or
   // tests a handle and sends parts itself, so the pump stands by.

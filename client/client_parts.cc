@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "client/client_impl.h"
 #include "common/futex.h"
@@ -20,7 +21,8 @@ namespace {
 constexpr uint64_t kPartsMinBytes = uint64_t{4} << 20;
 constexpr uint64_t kPartBytes = uint64_t{1} << 20;
 constexpr uint64_t kPartsInFlight = 4;
-// Room a part's name needs beyond the tensor's: "#" and up to 20 digits.
+// Room a part's name needs beyond the tensor's: the separator and up to 20
+// digits.
 constexpr size_t kPartSuffixBytes = 21;
 
 }  // namespace
@@ -36,7 +38,7 @@ constexpr size_t kPartSuffixBytes = 21;
 // so every rank submits the same parts. Every part carries the whole
 // shape (abi kSlotFlagPart), so kolod checks the ranks agree on it. The
 // first part goes under the tensor's own name and is awaited before the
-// others ("<name>#1" ...): a tensor the ranks disagree on fails there, as
+// others (the name, abi kPartSeparator and 1, ...): a tensor the ranks disagree on fails there, as
 // a whole tensor would, and no rank is left with parts the others never
 // send.
 bool ClientImpl::InParts(const SubmitSpec& spec, bool on_device) const {
@@ -97,7 +99,7 @@ SubmitSpec ClientImpl::PartSpec(const Whole& w, uint64_t i, std::string* name) {
   const uint64_t elems = spec.input.byte_size() / esize;
   const int64_t n = static_cast<int64_t>(std::min(w.part_elems, elems - first));
   const uint64_t at = first * esize;
-  *name = i == 0 ? w.name : absl::StrCat(w.name, "#", i);
+  *name = i == 0 ? w.name : absl::StrCat(w.name, absl::string_view(&abi::v1::kPartSeparator, 1), i);
   SubmitSpec part = spec;
   part.name = *name;
   part.part_of = spec.input.shape;

@@ -108,39 +108,54 @@ void ClientImpl::SleepForCompletions(absl::Time until) {
       options_.spin);
 }
 
-absl::StatusOr<ClientImpl::Done> ClientImpl::WaitDone(Handle handle, absl::Duration timeout) {
+absl::StatusOr<ClientImpl::HandleState> ClientImpl::AwaitHandle(Handle handle,
+                                                                absl::Duration timeout) {
   const absl::Time deadline =
       timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
-  // While a thread waits here it sends the parts of tensors in parts
-  // itself (the pump stands by): one thread per rank copying, not two.
+  // While a thread waits on or tests a handle it sends the parts of tensors
+  // in parts itself (the pump stands by): one thread per rank copying, not
+  // two, and no hand-off per part for a framework op polling its handle.
   Waiting waiting(this);
   for (;;) {
     bool sent = false;
     AdvanceParts(&sent);
     {
       absl::MutexLock l(&completion_mu_);
-      auto done = done_.find(handle.id);
-      if (done != done_.end()) {
-        Done d = std::move(done->second);
-        done_.erase(done);
-        return d;
-      }
+      if (done_.contains(handle.id)) return HandleState::kDone;
       if (!pending_.contains(handle.id)) {
         return absl::InvalidArgumentError(
             absl::StrCat("unknown or already consumed handle ", handle.id));
       }
-      if (Dead()) {
-        Pending p = pending_[handle.id];
-        pending_.erase(handle.id);
-        FreeStaging(p);
-        return DeadStatus();
-      }
+      if (Dead()) return HandleState::kDead;
     }
-    if (absl::Now() >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat("collective ", handle.id, " still running"));
-    }
+    if (absl::Now() >= deadline) return HandleState::kRunning;
     SleepForCompletions(deadline);
   }
+}
+
+absl::StatusOr<ClientImpl::Done> ClientImpl::WaitDone(Handle handle, absl::Duration timeout) {
+  absl::StatusOr<HandleState> state = AwaitHandle(handle, timeout);
+  if (!state.ok()) return state.status();
+  if (*state == HandleState::kRunning) {
+    return absl::DeadlineExceededError(absl::StrCat("collective ", handle.id, " still running"));
+  }
+  absl::MutexLock l(&completion_mu_);
+  auto done = done_.find(handle.id);
+  if (done != done_.end()) {
+    Done d = std::move(done->second);
+    done_.erase(done);
+    return d;
+  }
+  auto p = pending_.find(handle.id);
+  if (p == pending_.end()) {  // another thread took it meanwhile
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown or already consumed handle ", handle.id));
+  }
+  // The session died with it in flight.
+  Pending left = std::move(p->second);
+  pending_.erase(p);
+  FreeStaging(left);
+  return DeadStatus();
 }
 
 absl::Status ClientImpl::WaitFor(Handle handle, absl::Duration timeout) {
@@ -208,26 +223,10 @@ absl::StatusOr<AlltoallResult> ClientImpl::WaitForAlltoall(Handle handle) {
 }
 
 absl::StatusOr<bool> ClientImpl::Test(Handle handle, absl::Duration timeout) {
-  const absl::Time deadline =
-      timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
-  // A thread testing sends parts as a waiting one does (a framework op
-  // polls its handle before it waits): no hand-off to the pump per part.
-  Waiting waiting(this);
-  for (;;) {
-    bool sent = false;
-    AdvanceParts(&sent);
-    {
-      absl::MutexLock l(&completion_mu_);
-      if (done_.contains(handle.id)) return true;
-      if (!pending_.contains(handle.id)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("unknown or already consumed handle ", handle.id));
-      }
-      if (Dead()) return true;  // Wait reports why
-    }
-    if (absl::Now() >= deadline) return false;
-    SleepForCompletions(deadline);
-  }
+  // A handle of a dead session tests done: Wait reports why.
+  absl::StatusOr<HandleState> state = AwaitHandle(handle, timeout);
+  if (!state.ok()) return state.status();
+  return *state != HandleState::kRunning;
 }
 
 void ClientImpl::ReleaseResult(uint64_t arena_offset) {

@@ -12,11 +12,25 @@
 namespace kolo::daemon {
 namespace {
 
-bool ValidName(const char* name, uint32_t length) {
+// No control characters, except that a part's name (abi kSlotFlagPart) may
+// end in kPartSeparator and its number: a tensor's name is never a part's.
+bool ValidName(const char* name, uint32_t length, bool part) {
   if (length == 0) return false;
-  for (uint32_t i = 0; i < length; ++i) {
+  uint32_t end = length;
+  if (part) {
+    uint32_t digits = 0;
+    while (digits < length && name[length - 1 - digits] >= '0' &&
+           name[length - 1 - digits] <= '9') {
+      ++digits;
+    }
+    const uint32_t sep = length - digits - 1;  // wraps when all are digits
+    if (digits > 0 && digits <= 20 && digits < length - 1 && name[sep] == abi::v1::kPartSeparator) {
+      end = sep;
+    }
+  }
+  for (uint32_t i = 0; i < end; ++i) {
     unsigned char c = static_cast<unsigned char>(name[i]);
-    if (c < 0x20 || c == 0x7f) return false;  // no control characters
+    if (c < 0x20 || c == 0x7f) return false;
   }
   return true;
 }
@@ -133,7 +147,7 @@ absl::Status CheckName(const abi::v1::SubmitSlot& slot, Request* r) {
     return absl::InvalidArgumentError(
         absl::StrCat("slot name length ", slot.name_length, " exceeds ", kMaxNameBytes));
   }
-  if (!ValidName(slot.name, slot.name_length)) {
+  if (!ValidName(slot.name, slot.name_length, (slot.flags & abi::v1::kSlotFlagPart) != 0)) {
     return absl::InvalidArgumentError("slot name is empty or holds control characters");
   }
   r->request_id = slot.request_id;

@@ -521,6 +521,31 @@ TEST_F(SlotValidatorTest, APartKeepsTheWholeShapeAndItsOwnBytes) {
   ExpectRejected(s, "unknown slot flags");
 }
 
+// A later part's name ends in the separator and its number; nothing else
+// may hold it, so a tensor's name is never a part's.
+TEST_F(SlotValidatorTest, OnlyAPartNameEndsInThePartSeparator) {
+  const std::string sep(1, abi::v1::kPartSeparator);
+  SubmitSlot s = AllreduceSlot();
+  s.flags = abi::v1::kSlotFlagPart;
+  s.byte_length = 16;
+  SetName(&s, "grad/w1" + sep + "12");
+  absl::StatusOr<Request> r = ValidateSlot(s, arena_, kJobSize);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->name, "grad/w1" + sep + "12");
+  SetName(&s, "grad/w1" + sep + "18446744073709551615");  // 20 digits
+  EXPECT_TRUE(ValidateSlot(s, arena_, kJobSize).ok());
+  for (const std::string& bad :
+       {"grad/w1" + sep, sep + "1", "grad/w1" + sep + "1x", "grad" + sep + "1" + sep + "2",
+        "grad/w1" + sep + "123456789012345678901", "grad/w1" + sep + "-1"}) {
+    SetName(&s, bad);
+    ExpectRejected(s, "control characters");
+  }
+  // The same name without the part flag is a tensor's: refused.
+  s = AllreduceSlot();
+  SetName(&s, "grad/w1" + sep + "1");
+  ExpectRejected(s, "control characters");
+}
+
 TEST_F(SlotValidatorTest, UnknownFlagsAreRefused) {
   SubmitSlot s = AllreduceSlot();
   s.flags = 0x80;

@@ -310,7 +310,9 @@ void ExpectMismatch(kolo::Client& c, absl::Status s, const char* what) {
 
 // Tensors in parts submitted asynchronously in a different order on each
 // rank and waited for in yet another order (backward hooks fire so): the
-// parts of every tensor go on while the rank waits for any of them.
+// parts of every tensor go on while the rank waits for any of them. Beside
+// each, a small tensor whose name looks like a part's ("<name>#1") is in
+// flight at the same time: parts are named apart from every tensor.
 void ScenarioPartsInAnyOrder(kolo::Client& c) {
   constexpr int kTensors = 3;
   const int64_t n = (int64_t{5} << 20) / 4 + 7;
@@ -318,6 +320,20 @@ void ScenarioPartsInAnyOrder(kolo::Client& c) {
   for (int k = 0; k < kTensors; ++k) {
     for (int64_t i = 0; i < n; ++i) bufs[k][i] = static_cast<float>(c.rank() + k + i % 100);
   }
+  // Rank 0 submits the small ones last, so elsewhere they are in flight
+  // while every part is.
+  std::vector<std::vector<float>> smalls(kTensors, std::vector<float>(4));
+  std::vector<kolo::Handle> small_handles(kTensors);
+  auto submit_smalls = [&] {
+    for (int k = 0; k < kTensors; ++k) {
+      std::fill(smalls[k].begin(), smalls[k].end(), static_cast<float>(c.rank() + 1));
+      kolo::TensorView v{smalls[k].data(), DType::kFloat32, {4}};
+      auto h = c.AllreduceAsync(v, v, absl::StrCat("parts/", k, "#1"), {.op = ReduceOp::kSum});
+      CHECK_OR_COUNT(h.ok(), "submit small %d: %s", k, h.status().ToString().c_str());
+      if (h.ok()) small_handles[k] = *h;
+    }
+  };
+  if (c.rank() != 0) submit_smalls();
   std::vector<int> order(kTensors);
   std::iota(order.begin(), order.end(), 0);
   std::mt19937 rng(99 + c.rank());
@@ -342,6 +358,14 @@ void ScenarioPartsInAnyOrder(kolo::Client& c) {
         break;
       }
     }
+  }
+  if (c.rank() == 0) submit_smalls();
+  const float small_want = static_cast<float>(c.size() * (c.size() + 1) / 2);
+  for (int k = 0; k < kTensors; ++k) {
+    absl::Status s = c.Wait(small_handles[k]);
+    CHECK_OR_COUNT(s.ok(), "wait small %d: %s", k, s.ToString().c_str());
+    CHECK_OR_COUNT(!s.ok() || smalls[k][3] == small_want, "parts/%d#1: got %g want %g", k,
+                   smalls[k][3], small_want);
   }
 }
 

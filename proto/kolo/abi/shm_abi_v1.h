@@ -68,8 +68,12 @@ inline constexpr uint32_t kSlotFlagCallerMemory = 4;
 // One part of a larger host allreduce or broadcast tensor (a client sends
 // large tensors in parts): `shape` is the whole tensor's, `byte_length` this
 // part's bytes (whole elements, at least one, at most the shape's). Ranks
-// are checked to agree on the whole shape, as for the tensor itself.
+// are checked to agree on the whole shape, as for the tensor itself. The
+// first part goes under the tensor's name; a later part's name is the
+// tensor's, kPartSeparator and the part's number in decimal. Names hold no
+// control characters otherwise, so no tensor's name is some part's.
 inline constexpr uint32_t kSlotFlagPart = 8;
+inline constexpr char kPartSeparator = '\x1f';  // ASCII unit separator
 inline constexpr uint32_t kKnownSlotFlags =
     kSlotFlagDevice | kSlotFlagRefusal | kSlotFlagCallerMemory | kSlotFlagPart;
 inline constexpr uint32_t kIpcHandleBytes = 64;  // cudaIpc{Mem,Event}Handle_t
