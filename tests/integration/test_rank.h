@@ -26,8 +26,8 @@ inline int failures = 0;
   } while (0)
 
 // One allreduce of `count` elements; zero copy or through the caller's memory.
-void CheckAllreduce(kolo::Client& c, kolo::DType t, kolo::ReduceOp op, int64_t count,
-                    bool zero_copy, const std::string& name);
+void CheckAllreduce(kolo::Client& c, DType t, ReduceOp op, int64_t count, bool zero_copy,
+                    const std::string& name);
 // `s` is the FAILED_PRECONDITION of ranks that disagree, naming a rank.
 void ExpectMismatch(kolo::Client& c, absl::Status s, const char* what);
 

@@ -18,16 +18,6 @@
 
 namespace kolo::testing::rank {
 
-using kolo::DType;
-using kolo::ReduceOp;
-using kolo::testing::Canonical;
-using kolo::testing::Clamp;
-using kolo::testing::Close;
-using kolo::testing::Expected;
-using kolo::testing::InputValue;
-using kolo::testing::Load;
-using kolo::testing::Store;
-
 // One allreduce of `count` elements; zero copy or through the caller's memory.
 void CheckAllreduce(kolo::Client& c, DType t, ReduceOp op, int64_t count, bool zero_copy,
                     const std::string& name) {

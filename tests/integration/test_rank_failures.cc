@@ -17,16 +17,6 @@
 
 namespace kolo::testing::rank {
 
-using kolo::DType;
-using kolo::ReduceOp;
-using kolo::testing::Canonical;
-using kolo::testing::Clamp;
-using kolo::testing::Close;
-using kolo::testing::Expected;
-using kolo::testing::InputValue;
-using kolo::testing::Load;
-using kolo::testing::Store;
-
 void ScenarioMismatch(kolo::Client& c) {
   // The last rank disagrees (on another node in a multi-node job).
   const int r = c.rank() == c.size() - 1 ? 1 : 0;

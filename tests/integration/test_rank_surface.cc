@@ -19,16 +19,6 @@
 
 namespace kolo::testing::rank {
 
-using kolo::DType;
-using kolo::ReduceOp;
-using kolo::testing::Canonical;
-using kolo::testing::Clamp;
-using kolo::testing::Close;
-using kolo::testing::Expected;
-using kolo::testing::InputValue;
-using kolo::testing::Load;
-using kolo::testing::Store;
-
 // Allgather of every dtype: rank r contributes r rows (rank 0 none) of
 // 3 columns; `scale` multiplies the rows (large tensors).
 void CheckAllgathers(kolo::Client& c, int64_t scale, const std::string& prefix) {
