@@ -8,6 +8,7 @@
 
 #include "gtest/gtest.h"
 #include "hwy/targets.h"
+#include "kernels/cpu/simd_targets_testing.h"
 
 namespace kolo::kernels {
 namespace {
@@ -163,17 +164,6 @@ TEST(HalfTest, KnownValues) {
   EXPECT_EQ(FloatToBFloat16(std::bit_cast<float>(0x00010000u)),
             0x0001);  // Subnormal.
   static_assert(FloatToHalf(1.0f) == 0x3C00 && HalfToFloat(0x3C00) == 1.0f);
-}
-
-// Runs `body` once with each SIMD target this binary has and the CPU runs.
-template <class Body>
-void ForEachTarget(Body body) {
-  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-    hwy::SetSupportedTargetsForTest(target);
-    SCOPED_TRACE(hwy::TargetName(target));
-    body();
-  }
-  hwy::SetSupportedTargetsForTest(0);
 }
 
 TEST(HalfTest, ArrayWideningMatchesScalarOnEveryPattern) {

@@ -142,19 +142,6 @@ void CheckMatrix(ReduceOp op, std::initializer_list<Scales> scales, bool special
   }
 }
 
-// Runs `body` once with each SIMD target this binary has and the CPU runs,
-// so every compiled kernel variant is checked, not only the best one.
-template <class Body>
-void ForEachTarget(Body body) {
-  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-    hwy::SetSupportedTargetsForTest(target);
-    SCOPED_TRACE(hwy::TargetName(target));
-    body();
-    if (::testing::Test::HasFatalFailure()) break;
-  }
-  hwy::SetSupportedTargetsForTest(0);
-}
-
 constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct};
 
 template <class M>

@@ -23,6 +23,7 @@
 #include "proto/kolo/abi/types.h"
 
 #include "kernels/cpu/reduce.h"
+#include "kernels/cpu/simd_targets_testing.h"
 
 namespace kolo::kernels::reduce_testing {
 
@@ -196,19 +197,6 @@ bool SameResult(C got, C want) {
     if (std::isnan(got) || std::isnan(want)) return std::isnan(got) && std::isnan(want);
   }
   return got == want;
-}
-
-// Runs `body` once with each SIMD target this binary has and the CPU runs,
-// so every compiled kernel variant is checked, not only the best one.
-template <class Body>
-void ForEachTarget(Body body) {
-  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-    hwy::SetSupportedTargetsForTest(target);
-    SCOPED_TRACE(hwy::TargetName(target));
-    body();
-    if (::testing::Test::HasFatalFailure()) break;
-  }
-  hwy::SetSupportedTargetsForTest(0);
 }
 
 // Reduces two arrays of float values stored as dtype M, returns decoded out.
