@@ -82,13 +82,16 @@ absl::Status ReduceRange(const Response& r, const FusedMember& m, ReduceOp op, d
   std::vector<uint8_t> zeros;
   size_t scratch = 0;
   for (const Request& q : reqs) {
-    const uint8_t* in = q.input + off;
+    // (A request in caller memory has no arena pointers: input is null.)
+    const uint8_t* in;
     if (q.caller != nullptr) {
       uint8_t* at = Scratch(scratch++, bytes);
       if (absl::Status s = q.caller->Read(q.caller_input + off, at, bytes); !s.ok()) {
         return CallerError(m, q, s);
       }
       in = at;
+    } else {
+      in = q.input + off;
     }
     if (r.compression != Compression::kNone) {
       const float* f = reinterpret_cast<const float*>(in);
@@ -135,13 +138,15 @@ absl::Status BroadcastRange(const Response& r, const FusedMember& m, uint64_t fi
     if (q.rank == r.root_rank) root = &q;
   }
   if (root == nullptr) return absl::InternalError("broadcast root missing");
-  const uint8_t* src = root->input + off;
+  const uint8_t* src;
   if (root->caller != nullptr) {
     uint8_t* at = Scratch(0, bytes);
     if (absl::Status s = root->caller->Read(root->caller_input + off, at, bytes); !s.ok()) {
       return CallerError(m, *root, s);
     }
     src = at;
+  } else {
+    src = root->input + off;
   }
   std::vector<void*> dsts;
   for (const Request& q : reqs) {
