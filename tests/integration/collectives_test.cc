@@ -33,7 +33,7 @@ class CollectivesTest : public ::testing::Test {
         Ranks::Start(daemon_->socket_path(), "job-" + scenario, n, {kTestRankPath, scenario});
     ASSERT_TRUE(ranks.ok()) << ranks.status();
     ExpectAllPass(ranks->Wait(timeout));
-    EXPECT_TRUE(daemon_->Alive());
+    EXPECT_TRUE(daemon_->Alive()) << daemon_->Log();
   }
 
   std::string dir_;
@@ -80,7 +80,7 @@ TEST_F(CollectivesTest, RankDeathAbortsTheJobButNotTheDaemon) {
   EXPECT_EQ(results[1].exit_code, 0) << results[1].output;
   EXPECT_EQ(results[2].exit_code, 3) << results[2].output;
   // The daemon goes on serving new jobs, including one with the same id.
-  EXPECT_TRUE(daemon_->Alive());
+  EXPECT_TRUE(daemon_->Alive()) << daemon_->Log();
   RunScenario("duplicate", 2);
   auto again = Ranks::Start(daemon_->socket_path(), "job-dies", 2, {kTestRankPath, "mismatch"});
   ASSERT_TRUE(again.ok());

@@ -119,6 +119,8 @@ bool DaemonProcess::Alive() const {
   return waitpid(pid_, &status, WNOHANG) == 0;
 }
 
+std::string DaemonProcess::Log() const { return ReadFile(socket_ + ".log"); }
+
 void DaemonProcess::Kill(int sig) {
   if (pid_ <= 0) return;
   kill(pid_, sig);

@@ -38,6 +38,9 @@ class DaemonProcess {
   const std::string& socket_path() const { return socket_; }
   pid_t pid() const { return pid_; }
   bool Alive() const;
+  // What kolod wrote to stdout and stderr (a sanitizer's report included),
+  // for a failure message: the log goes with the test's temporary folder.
+  std::string Log() const;
   // Sends `sig` and reaps the process.
   void Kill(int sig);
 

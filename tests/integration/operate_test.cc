@@ -195,7 +195,7 @@ TEST_F(OperateTest, StallTimeoutAbortsWithDeadlineExceeded) {
     EXPECT_TRUE(absl::StrContains(r.output, "DEADLINE_EXCEEDED")) << r.output;
     EXPECT_TRUE(absl::StrContains(r.output, "stall timeout")) << r.output;
   }
-  EXPECT_TRUE(daemon_->Alive());
+  EXPECT_TRUE(daemon_->Alive()) << daemon_->Log();
 }
 
 TEST_F(OperateTest, DrainRefusesNewJobsAndLogLevelChanges) {

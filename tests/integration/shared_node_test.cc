@@ -315,7 +315,7 @@ TEST_F(SharedNodeTest, PtyAndFifoAreRefusedAndHangupIsIgnored) {
   close(master);  // the terminal hangs up
   ASSERT_EQ(kill(daemon_->pid(), SIGHUP), 0);
   absl::SleepFor(absl::Milliseconds(200));
-  EXPECT_TRUE(daemon_->Alive());
+  EXPECT_TRUE(daemon_->Alive()) << daemon_->Log();
   ExpectDaemonServesAJob();
 }
 
