@@ -71,17 +71,12 @@ absl::Status ApplyEnvironment(DaemonConfig* config) {
     }
     config->fusion_threshold_bytes = *bytes;
   }
-  // Spin times: whole microseconds up to 0.1 s.
-  for (auto [name, field] : {std::pair{"KOLO_SPIN_US", &config->spin},
-                             std::pair{"KOLO_TRANSFER_SPIN_US", &config->transfer_spin}}) {
-    const char* v = std::getenv(name);
-    if (v == nullptr || *v == '\0') continue;
+  if (const char* v = std::getenv("KOLO_SPIN_US"); v != nullptr && *v) {
     int us = 0;
-    if (!absl::SimpleAtoi(v, &us) || us < 0 || us > kMaxSpinMicros) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(name, "=\"", v, "\": want 0..", kMaxSpinMicros));
+    if (!absl::SimpleAtoi(v, &us) || us < 0 || us > 100000) {
+      return absl::InvalidArgumentError(absl::StrCat("KOLO_SPIN_US=\"", v, "\": want 0..100000"));
     }
-    *field = absl::Microseconds(us);
+    config->spin = absl::Microseconds(us);
   }
   if (const char* v = std::getenv("KOLO_LOG_LEVEL"); v != nullptr && *v) {
     config->log_level = v;

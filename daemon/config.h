@@ -16,9 +16,6 @@ struct DaemonConfig {
   uint64_t fusion_threshold_bytes = uint64_t{64} << 20;  // KOLO_FUSION_THRESHOLD
   int worker_threads = 0;                                // 0: one per core, minus the caller
   absl::Duration spin = absl::Microseconds(50);          // KOLO_SPIN_US
-  // How long a multi-node job's data-plane progress thread keeps polling
-  // after its last transfer before it sleeps (UcxOptions::idle_spin).
-  absl::Duration transfer_spin = absl::Milliseconds(1);  // KOLO_TRANSFER_SPIN_US
   std::string log_level = "info";                        // KOLO_LOG_LEVEL
   uint64_t max_segment_bytes = uint64_t{64} << 30;
   std::string socket_group;  // chgrp of the socket; empty keeps the default
@@ -92,9 +89,6 @@ absl::StatusOr<PeerPlane> ResolvePeerPlane(const DaemonConfig& config);
 
 // Whether HOST:PORT names a loopback host (127.0.0.0/8, ::1, localhost).
 bool IsLoopbackAddress(const std::string& host_port);
-
-// The longest spin time (KOLO_SPIN_US, KOLO_TRANSFER_SPIN_US and their flags).
-inline constexpr int kMaxSpinMicros = 100000;
 
 // Parses a non-negative number of seconds ("60", "2.5").
 absl::StatusOr<absl::Duration> ParseSeconds(const std::string& text);

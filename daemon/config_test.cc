@@ -59,8 +59,8 @@ TEST(ParseBytesTest, RejectsCountsThatOverflow64Bits) {
 // environment nor another test leaks in.
 class ApplyEnvironmentTest : public ::testing::Test {
  protected:
-  static constexpr const char* kVars[] = {"KOLO_FUSION_THRESHOLD", "KOLO_SPIN_US",
-                                          "KOLO_TRANSFER_SPIN_US", "KOLO_SOCKET", "KOLO_LOG_LEVEL"};
+  static constexpr const char* kVars[] = {"KOLO_FUSION_THRESHOLD", "KOLO_SPIN_US", "KOLO_SOCKET",
+                                          "KOLO_LOG_LEVEL"};
   void SetUp() override {
     for (const char* v : kVars) unsetenv(v);
   }
@@ -96,7 +96,6 @@ TEST_F(ApplyEnvironmentTest, NoVariablesLeavesDefaults) {
 TEST_F(ApplyEnvironmentTest, ReadsEveryVariable) {
   setenv("KOLO_FUSION_THRESHOLD", "32MiB", 1);
   setenv("KOLO_SPIN_US", "250", 1);
-  setenv("KOLO_TRANSFER_SPIN_US", "400", 1);
   setenv("KOLO_SOCKET", "/tmp/kolo-test/kolod.sock", 1);
   setenv("KOLO_LOG_LEVEL", "debug", 1);
   DaemonConfig config;
@@ -104,23 +103,18 @@ TEST_F(ApplyEnvironmentTest, ReadsEveryVariable) {
   ASSERT_TRUE(s.ok()) << s;
   EXPECT_EQ(config.fusion_threshold_bytes, uint64_t{32} << 20);
   EXPECT_EQ(config.spin, absl::Microseconds(250));
-  EXPECT_EQ(config.transfer_spin, absl::Microseconds(400));
   EXPECT_EQ(config.socket_path, "/tmp/kolo-test/kolod.sock");
   EXPECT_EQ(config.log_level, "debug");
 }
 
 TEST_F(ApplyEnvironmentTest, SpinBoundsAreInclusive) {
   setenv("KOLO_SPIN_US", "0", 1);
-  setenv("KOLO_TRANSFER_SPIN_US", "0", 1);
   DaemonConfig config;
   ASSERT_TRUE(ApplyEnvironment(&config).ok());
   EXPECT_EQ(config.spin, absl::ZeroDuration());
-  EXPECT_EQ(config.transfer_spin, absl::ZeroDuration());
   setenv("KOLO_SPIN_US", "100000", 1);
-  setenv("KOLO_TRANSFER_SPIN_US", "100000", 1);
   ASSERT_TRUE(ApplyEnvironment(&config).ok());
   EXPECT_EQ(config.spin, absl::Microseconds(100000));
-  EXPECT_EQ(config.transfer_spin, absl::Microseconds(100000));
 }
 
 TEST_F(ApplyEnvironmentTest, EmptyValuesCountAsUnset) {
@@ -131,7 +125,6 @@ TEST_F(ApplyEnvironmentTest, EmptyValuesCountAsUnset) {
   EXPECT_EQ(config.socket_path, defaults.socket_path);
   EXPECT_EQ(config.fusion_threshold_bytes, defaults.fusion_threshold_bytes);
   EXPECT_EQ(config.spin, defaults.spin);
-  EXPECT_EQ(config.transfer_spin, defaults.transfer_spin);
   EXPECT_EQ(config.log_level, defaults.log_level);
 }
 
@@ -148,12 +141,6 @@ TEST_F(ApplyEnvironmentTest, RejectsBadSpinNamingTheVariable) {
   ExpectRejected("KOLO_SPIN_US", "100001");
   ExpectRejected("KOLO_SPIN_US", "99999999999");
   ExpectRejected("KOLO_SPIN_US", "50us");
-}
-
-TEST_F(ApplyEnvironmentTest, RejectsBadTransferSpinNamingTheVariable) {
-  ExpectRejected("KOLO_TRANSFER_SPIN_US", "-5");
-  ExpectRejected("KOLO_TRANSFER_SPIN_US", "100001");
-  ExpectRejected("KOLO_TRANSFER_SPIN_US", "1ms");
 }
 
 TEST_F(ApplyEnvironmentTest, BadValueMessageIncludesTheValue) {

@@ -194,7 +194,6 @@ int Daemon::MakeJobResources() {
       DeviceBackendLimits{config_.nccl_init_timeout, config_.nccl_timeout});
   UcxOptions ucx;
   ucx.stall_timeout = config_.transfer_timeout;
-  ucx.idle_spin = config_.transfer_spin;
   transports_ = MakeUcxTransportFactory(ucx);
   return workers;
 }

@@ -13,7 +13,6 @@
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/config.h"
 #include "daemon/daemon.h"
@@ -34,10 +33,6 @@ ABSL_FLAG(int, workers, 0,
 ABSL_FLAG(int, spin_us, -1,
           "microseconds a session's ingress spins after activity before it "
           "sleeps (env KOLO_SPIN_US; default 50)");
-ABSL_FLAG(int, transfer_spin_us, -1,
-          "microseconds a multi-node job's data-plane progress thread keeps "
-          "polling after its last transfer before it sleeps (env "
-          "KOLO_TRANSFER_SPIN_US; default 1000)");
 ABSL_FLAG(std::string, socket_group, "",
           "group to own the socket, so its members may attach (e.g. kolo)");
 ABSL_FLAG(std::string, status_address, "127.0.0.1:7370",
@@ -166,14 +161,8 @@ int main(int argc, char** argv) {
   }
   if (absl::GetFlag(FLAGS_workers) < 0) return Fail("--workers must be >= 0");
   config.worker_threads = absl::GetFlag(FLAGS_workers);
-  for (auto [flag, name, field] :
-       {std::tuple{&FLAGS_spin_us, "--spin_us", &config.spin},
-        std::tuple{&FLAGS_transfer_spin_us, "--transfer_spin_us", &config.transfer_spin}}) {
-    const int us = absl::GetFlag(*flag);
-    if (us > kolo::daemon::kMaxSpinMicros) {
-      return Fail(absl::StrCat(name, " must be at most ", kolo::daemon::kMaxSpinMicros));
-    }
-    if (us >= 0) *field = absl::Microseconds(us);
+  if (int spin = absl::GetFlag(FLAGS_spin_us); spin >= 0) {
+    config.spin = absl::Microseconds(spin);
   }
   config.socket_group = absl::GetFlag(FLAGS_socket_group);
   config.status_address = absl::GetFlag(FLAGS_status_address);

@@ -1,7 +1,6 @@
 #include "daemon/transport/ucx_transport.h"
 
 #include <poll.h>
-#include <sched.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -326,13 +325,12 @@ void UcxTransport::Wake() {
 //      errors), turns endpoint errors into an abort;
 //   4. retires completed operations: frees their requests and publishes
 //      their status to waiters;
-//   5. when nothing happened for options.idle_spin, sleeps in poll() on the
-//      worker's event fd (after ucp_worker_arm) and the wake eventfd.
+//   5. when nothing happened, sleeps in poll() on the worker's event fd (after
+//      ucp_worker_arm) and the wake eventfd.
 // On stop it fails what is left, then closes the endpoints.
 
 void UcxTransport::Run() {
   int idle_passes = 0;
-  absl::Time last_active = absl::Now();
   absl::Time stop_deadline = absl::InfiniteFuture();
   for (;;) {
     std::deque<std::unique_ptr<Op>> submissions;
@@ -382,15 +380,10 @@ void UcxTransport::Run() {
     }
     if (busy) {
       idle_passes = 0;
-      last_active = absl::Now();
       continue;
     }
     if (!in_flight_.empty() && idle_passes < options_.spin_passes) {
       ++idle_passes;
-      continue;
-    }
-    if (absl::Now() - last_active < options_.idle_spin) {
-      sched_yield();
       continue;
     }
     idle_passes = 0;

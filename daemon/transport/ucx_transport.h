@@ -73,13 +73,6 @@ struct UcxOptions {
   // Empty progress passes the progress thread makes, while transfers are in
   // flight, before it sleeps on the worker's event fd. Trades CPU for latency.
   int spin_passes = 16;
-  // After its last activity (a transfer started, progressed or completed),
-  // how long the progress thread keeps polling, yielding the core between
-  // passes, before it sleeps. A job exchanging across nodes (a collective
-  // every few hundred microseconds) then finds it awake: no wake-up of a
-  // sleeping thread on the way in or out of each transfer. An idle
-  // transport sleeps. Zero turns it off.
-  absl::Duration idle_spin = absl::Milliseconds(1);
   // How long transfers with one peer may be in flight without any of them
   // completing before the data link to it counts as stalled: the transport
   // aborts with an error naming the peer. The Peer plane's heartbeats cannot
