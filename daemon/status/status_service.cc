@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
+#include "daemon/status/display_name.h"
 #include "spdlog/spdlog.h"
 
 namespace kolo::daemon {
@@ -49,7 +50,7 @@ void FillJob(const JobSnapshot& j, absl::Time now, kolo::v1::JobInfo* job) {
   }
   for (const PendingView& p : j.pending) {
     auto* t = job->add_pending();
-    t->set_name(p.name);
+    t->set_name(DisplayName(p.name));
     t->set_collective(CollectiveKindName(p.kind));
     for (int r : p.submitted) t->add_submitted_ranks(r);
     for (int r : p.missing) t->add_missing_ranks(r);
@@ -60,7 +61,7 @@ void FillJob(const JobSnapshot& j, absl::Time now, kolo::v1::JobInfo* job) {
 
 void FillStall(const std::string& job_id, const StallView& s, kolo::v1::Stall* out) {
   out->set_job_id(job_id);
-  out->set_name(s.name);
+  out->set_name(DisplayName(s.name));
   out->set_collective(CollectiveKindName(s.kind));
   out->set_waiting_s(absl::ToDoubleSeconds(s.waiting));
   for (int r : s.submitted) out->add_submitted_ranks(r);
@@ -157,7 +158,7 @@ grpc::Status StatusService::GetJob(grpc::ServerContext* context,
     auto* rec = response->add_recent();
     rec->set_sequence(r.sequence);
     rec->set_collective(CollectiveKindName(r.kind));
-    rec->set_name(r.name);
+    rec->set_name(DisplayName(r.name));
     rec->set_dtype(DTypeName(r.dtype));
     rec->set_op(r.kind == CollectiveKind::kAllreduce ? ReduceOpName(r.op) : "");
     rec->set_bytes(r.bytes);

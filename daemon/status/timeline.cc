@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/status/display_name.h"
 
 namespace kolo::daemon {
 
@@ -79,10 +80,10 @@ std::string Timeline::StopLocked(uint64_t* events, uint64_t* dropped) {
     comma();
     absl::StrAppend(&out, "{\"ph\":\"", std::string(1, e.ph), "\",\"pid\":", e.pid,
                     ",\"tid\":", e.tid, ",\"ts\":", e.ts_us, ",\"cat\":", JsonString(e.phase),
-                    ",\"name\":", JsonString(e.phase + " " + e.name));
+                    ",\"name\":", JsonString(e.phase + " " + DisplayName(e.name)));
     if (e.ph == 'X') absl::StrAppend(&out, ",\"dur\":", e.dur_us);
     if (e.ph == 'i') absl::StrAppend(&out, ",\"s\":\"t\"");
-    absl::StrAppend(&out, ",\"args\":{\"tensor\":", JsonString(e.name),
+    absl::StrAppend(&out, ",\"args\":{\"tensor\":", JsonString(DisplayName(e.name)),
                     e.args_json.empty() ? "" : ",", e.args_json, "}}");
   }
   out += "\n]}\n";

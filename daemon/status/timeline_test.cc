@@ -9,6 +9,7 @@
 
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "proto/kolo/abi/shm_abi_v1.h"
 
 namespace kolo::daemon {
 namespace {
@@ -238,6 +239,23 @@ TEST(TimelineTest, HostileNamesStillYieldParseableJsonThatRoundTrips) {
   }
   EXPECT_TRUE(saw_span);
   EXPECT_TRUE(saw_process);
+}
+
+// A later part of a tensor sent in parts shows as "<name>#<i>".
+TEST(TimelineTest, PartsShowTheirNumberAfterAHash) {
+  Timeline timeline;
+  timeline.Start(10);
+  const absl::Time now = absl::Now();
+  timeline.Span("j", 0, std::string("grad/w") + abi::v1::kPartSeparator + "3", "REDUCED", now,
+                now + absl::Microseconds(5));
+  bool saw_span = false;
+  for (const Struct& e : ParseEvents(timeline.Stop(nullptr, nullptr))) {
+    if (Str(e, "ph") != "X") continue;
+    saw_span = true;
+    EXPECT_EQ(Str(e.fields().at("args").struct_value(), "tensor"), "grad/w#3");
+    EXPECT_EQ(Str(e, "name"), "REDUCED grad/w#3");
+  }
+  EXPECT_TRUE(saw_span);
 }
 
 }  // namespace
