@@ -142,6 +142,7 @@ absl::Status ClientImpl::Attach() {
   }
   session_id_ = reply.attached().session_id();
   caller_memory_ = reply.attached().caller_memory();
+  tensor_parts_ = reply.attached().tensor_parts();
   if (options_.elastic.enabled) {
     // kolod numbered this rank when the epoch formed.
     const kolo::v1::AttachResponse& r = reply.attached();

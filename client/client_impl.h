@@ -278,6 +278,7 @@ class ClientImpl {
   bool closed_ ABSL_GUARDED_BY(close_mu_) = false;
   // Caller memory: offered by kolod at attach, and the probe it read.
   bool caller_memory_ = false;
+  bool tensor_parts_ = false;  // kolod takes tensors in parts (AttachResponse)
   std::array<uint8_t, 16> caller_memory_probe_{};
   std::thread watcher_;
 

@@ -12,20 +12,10 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "client/client_impl.h"
+#include "client/parts_rule.h"
 #include "common/futex.h"
 
 namespace kolo {
-namespace {
-
-// Every rank must split alike, so these are constants, not options.
-constexpr uint64_t kPartsMinBytes = uint64_t{4} << 20;
-constexpr uint64_t kPartBytes = uint64_t{1} << 20;
-constexpr uint64_t kPartsInFlight = 4;
-// Room a part's name needs beyond the tensor's: the separator and up to 20
-// digits.
-constexpr size_t kPartSuffixBytes = 21;
-
-}  // namespace
 
 // Host allreduce and broadcast tensors of a one-node job from
 // kPartsMinBytes up travel in parts of kPartBytes, each a request of its
@@ -42,11 +32,15 @@ constexpr size_t kPartSuffixBytes = 21;
 // a whole tensor would, and no rank is left with parts the others never
 // send.
 bool ClientImpl::InParts(const SubmitSpec& spec, bool on_device) const {
-  return (spec.kind == CollectiveKind::kAllreduce || spec.kind == CollectiveKind::kBroadcast) &&
-         !on_device && spec.group_size == 0 && options_.local_size == options_.size &&
-         spec.input.byte_size() >= kPartsMinBytes && spec.input.data != nullptr &&
-         spec.output.data != nullptr &&
-         spec.name.size() + kPartSuffixBytes <= abi::v1::kMaxNameBytes;
+  return GoesInParts(
+      PartsQuestion{.kind = spec.kind,
+                    .bytes = spec.input.byte_size(),
+                    .name_bytes = spec.name.size(),
+                    .on_device = on_device,
+                    .grouped = spec.group_size != 0,
+                    .one_node = options_.local_size == options_.size,
+                    .daemon_takes = tensor_parts_,
+                    .has_buffers = spec.input.data != nullptr && spec.output.data != nullptr});
 }
 
 absl::StatusOr<Handle> ClientImpl::SubmitInParts(const SubmitSpec& spec) {

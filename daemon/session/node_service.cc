@@ -300,6 +300,7 @@ grpc::Status NodeService::Attach(
   attached->set_max_submit_capacity(options_.limits.max_submit_capacity);
   attached->set_daemon_version(options_.version);
   attached->set_caller_memory(caller_memory);
+  attached->set_tensor_parts(true);
   attached->set_rank(seat.rank);
   attached->set_size(seat.size);
   attached->set_local_rank(seat.local_rank);
