@@ -5,14 +5,16 @@
 #   1. allreduce_perf with one rank per daemon, for 2 and 3 daemons;
 #   2. ucx_perftest -t tag_bw on the same loopback tcp link (Debian ucx-utils,
 #      installed if missing), the bandwidth a perfect transfer would reach;
-#   3. the ResNet-50 gradient workload (161 tensors) across 2 daemons;
+#   3. the ResNet-50 gradient workload (161 tensors) and an 8-byte allreduce's
+#      latency across 2 daemons;
 #   4. OpenMPI's MPI_Allreduce over TCP on the same loopback (mpirun --mca btl
 #      tcp,self; openmpi-bin installed if missing), 2 and 3 processes;
 #   5. the link in both directions at once: two tag_bw streams, one each way,
 #      as a ring allreduce uses it (on one machine both directions share the
 #      same cores, so this, not one stream, is what a ring can reach here).
-# Prints a table per size (Kolo, OpenMPI and their ratio, for 2 and 3 nodes)
-# and, at the largest size, Kolo's busbw against both link figures.
+# Prints a table per size (Kolo, OpenMPI and their ratio, for 2 and 3 nodes),
+# at the largest size Kolo's busbw against both link figures, ResNet-50's
+# step against both link bounds, and the 8-byte latency of both.
 #
 # usage: examples/bench/compare_multinode.sh [--max_bytes=B] [--iters=K]
 set -euo pipefail
@@ -86,6 +88,9 @@ for nodes in 2 3; do
   run_ranks "$nodes" "perf$nodes" bazel-bin/examples/bench/allreduce_perf \
     --min_bytes=1048576 --max_bytes="$max_bytes" --iters="$iters" --warmup=2 | tee "$dir/kolo$nodes.txt"
   if [[ $nodes -eq 2 ]]; then
+    echo "== Kolo 8-byte allreduce across 2 daemons (latency)"
+    run_ranks 2 lat2 bazel-bin/examples/bench/allreduce_perf --min_bytes=8 --max_bytes=8 \
+      --iters=200 --warmup=10 | tee "$dir/kolo_lat2.txt"
     echo "== ResNet-50 gradients (161 tensors, 102 MB) across 2 daemons"
     run_ranks 2 resnet bazel-bin/examples/bench/resnet50_grads --steps=10 --warmup=2 |
       tee "$dir/resnet.txt"
@@ -109,6 +114,10 @@ if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
       --min_bytes=1048576 --max_bytes="$max_bytes" --iters="$iters" --warmup=2 \
       | tee "$dir/mpi$nodes.txt" || true
   done
+  echo "== OpenMPI 8-byte MPI_Allreduce over TCP on loopback, 2 processes (latency)"
+  mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl tcp,self \
+    --mca btl_tcp_if_include lo -np 2 "$dir/mpi_allreduce_perf" \
+    --min_bytes=8 --max_bytes=8 --iters=200 --warmup=10 | tee "$dir/mpi_lat2.txt" || true
 fi
 
 # The "Final:" line's bandwidth column of a tag_bw client (MB/s, average).
@@ -190,3 +199,10 @@ fi
 if [[ -n "$both" && -n "$kolo64" ]]; then
   python3 -c "k=float('$kolo64'); l=float('$both')/1000; print(f'link, both directions at once (per direction, GB/s): {l:.3f}'); print(f'kolo / link both ways: {k/l:.2f}')"
 fi
+if [[ -n "$both" && -n "$resnet_ms" && -n "$resnet_bytes" ]]; then
+  python3 -c "b=$resnet_bytes; l=float('$both')*1e6; t=float('$resnet_ms'); bound=b*1.0/l*1e3; print(f'ResNet-50 against the link both ways: bound {bound:.1f} ms, ratio {t/bound:.2f}')"
+fi
+# The 8-byte allreduce's median (allreduce_perf's time column).
+kolo_lat=$(awk '$1 == 8 {print $3}' "$dir/kolo_lat2.txt" 2>/dev/null | tail -1 || true)
+mpi_lat=$(awk '$1 == 8 {print $3}' "$dir/mpi_lat2.txt" 2>/dev/null | tail -1 || true)
+echo "8-byte allreduce across 2 daemons (us): kolo ${kolo_lat:-n/a}, OpenMPI over TCP ${mpi_lat:-n/a}"
