@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/short_temp_dir.h"
+#include "gtest/gtest.h"
 
 extern char** environ;
 
@@ -107,34 +108,60 @@ absl::StatusOr<DaemonProcess> DaemonProcess::Start(const std::string& socket_pat
 }
 
 DaemonProcess::DaemonProcess(DaemonProcess&& o) noexcept
-    : pid_(std::exchange(o.pid_, -1)), socket_(std::move(o.socket_)) {}
+    : pid_(std::exchange(o.pid_, -1)),
+      socket_(std::move(o.socket_)),
+      exit_code_(std::exchange(o.exit_code_, std::nullopt)) {}
 
 DaemonProcess::~DaemonProcess() {
-  if (pid_ > 0) Kill(SIGTERM);
+  if (pid_ <= 0) return;
+  // A kolod that fails as it stops (a sanitizer's report at exit, a hang
+  // past the grace) fails the test that started it.
+  const bool running = Alive();
+  const int code = Kill(SIGTERM);
+  if (running && code != 0) {
+    ADD_FAILURE() << "kolod at " << socket_ << " exited with status " << code
+                  << " when asked to stop (SIGTERM); its log:\n"
+                  << Log();
+  }
 }
 
 bool DaemonProcess::Alive() const {
-  if (pid_ <= 0) return false;
+  if (pid_ <= 0 || exit_code_.has_value()) return false;
   int status = 0;
-  return waitpid(pid_, &status, WNOHANG) == 0;
+  const pid_t r = waitpid(pid_, &status, WNOHANG);
+  if (r == pid_) exit_code_ = Decode(status);
+  return r == 0;
 }
 
 std::string DaemonProcess::Log() const { return ReadFile(socket_ + ".log"); }
 
-void DaemonProcess::Kill(int sig) {
-  if (pid_ <= 0) return;
-  kill(pid_, sig);
-  int status = 0;
-  absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (waitpid(pid_, &status, WNOHANG) == 0) {
-    if (absl::Now() > deadline) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, &status, 0);
-      break;
+int DaemonProcess::Kill(int sig) {
+  if (pid_ <= 0) return -1;
+  if (!exit_code_.has_value()) {
+    kill(pid_, sig);
+    int status = 0;
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    for (;;) {
+      const pid_t r = waitpid(pid_, &status, WNOHANG);
+      if (r == pid_) {
+        exit_code_ = Decode(status);
+        break;
+      }
+      if (r < 0) {
+        exit_code_ = -1;  // not our child any more: nothing to learn
+        break;
+      }
+      if (absl::Now() > deadline) {
+        kill(pid_, SIGKILL);
+        waitpid(pid_, &status, 0);
+        exit_code_ = Decode(status);
+        break;
+      }
+      absl::SleepFor(absl::Milliseconds(5));
     }
-    absl::SleepFor(absl::Milliseconds(5));
   }
   pid_ = -1;
+  return *exit_code_;
 }
 
 absl::StatusOr<Ranks> Ranks::Start(const std::string& socket_path, const std::string& job_id, int n,

@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,13 +42,16 @@ class DaemonProcess {
   // What kolod wrote to stdout and stderr (a sanitizer's report included),
   // for a failure message: the log goes with the test's temporary folder.
   std::string Log() const;
-  // Sends `sig` and reaps the process.
-  void Kill(int sig);
+  // Sends `sig` and reaps the process; its exit status (128 + a signal's
+  // number for one that killed it; -1 when it cannot be known).
+  int Kill(int sig);
 
  private:
   DaemonProcess(pid_t pid, std::string socket) : pid_(pid), socket_(std::move(socket)) {}
   pid_t pid_ = -1;
   std::string socket_;
+  // Once reaped, by Alive or Kill.
+  mutable std::optional<int> exit_code_;
 };
 
 struct RankResult {
