@@ -17,20 +17,17 @@
 
 namespace kolo {
 
-// Host allreduce and broadcast tensors of a one-node job from
-// kPartsMinBytes up travel in parts of kPartBytes, each a request of its
-// own, at most kPartsInFlight in flight while they are copied through the
-// arena: the copy in, kolod's reduction and the copy out then work on a
-// few MiB that stay in the cache, instead of three passes over the whole
-// tensor in memory (docs/internals.md has the figures). Whether a tensor
-// goes in parts depends only on what every rank must agree on (kind,
-// dtype, shape, the job's shape), never on where this rank's tensor lies,
-// so every rank submits the same parts. Every part carries the whole
-// shape (abi kSlotFlagPart), so kolod checks the ranks agree on it. The
-// first part goes under the tensor's own name and is awaited before the
-// others (the name, abi kPartSeparator and 1, ...): a tensor the ranks disagree on fails there, as
-// a whole tensor would, and no rank is left with parts the others never
-// send.
+// Tensors that go in parts (parts_rule.h) travel in parts of kPartBytes,
+// each a request of its own, at most kPartsInFlight in flight while they
+// are copied through the arena: the copy in, kolod's reduction and the
+// copy out then work on a few MiB that stay in the cache, instead of three
+// passes over the whole tensor in memory (docs/internals.md has the
+// figures). Every part carries the whole shape (abi kSlotFlagPart), so
+// kolod checks the ranks agree on it. The first part goes under the
+// tensor's own name and is awaited before the others (named with abi
+// kPartSeparator and their number): a tensor the ranks disagree on fails
+// there, as a whole tensor would, and no rank is left with parts the
+// others never send.
 bool ClientImpl::InParts(const SubmitSpec& spec, bool on_device) const {
   return GoesInParts(
       PartsQuestion{.kind = spec.kind,

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
@@ -16,16 +17,13 @@ namespace {
 // end in kPartSeparator and its number: a tensor's name is never a part's.
 bool ValidName(const char* name, uint32_t length, bool part) {
   if (length == 0) return false;
-  uint32_t end = length;
+  uint32_t end = length;  // the characters that must not be control ones
   if (part) {
     uint32_t digits = 0;
-    while (digits < length && name[length - 1 - digits] >= '0' &&
-           name[length - 1 - digits] <= '9') {
-      ++digits;
-    }
-    const uint32_t sep = length - digits - 1;  // wraps when all are digits
-    if (digits > 0 && digits <= 20 && digits < length - 1 && name[sep] == abi::v1::kPartSeparator) {
-      end = sep;
+    while (digits < length && absl::ascii_isdigit(name[length - 1 - digits])) ++digits;
+    if (digits >= 1 && digits <= 20 && digits + 2 <= length &&
+        name[length - digits - 1] == abi::v1::kPartSeparator) {
+      end = length - digits - 1;
     }
   }
   for (uint32_t i = 0; i < end; ++i) {

@@ -30,6 +30,11 @@ void CheckAllreduce(kolo::Client& c, DType t, ReduceOp op, int64_t count, bool z
                     const std::string& name);
 // `s` is the FAILED_PRECONDITION of ranks that disagree, naming a rank.
 void ExpectMismatch(kolo::Client& c, absl::Status s, const char* what);
+// Submits an allreduce of `v` named `prefix` and this rank (no other rank
+// submits it), prints `announce` and waits: what ends the job from outside
+// decides the status.
+absl::Status WaitOnOwnName(kolo::Client& c, kolo::TensorView v, const std::string& prefix,
+                           const char* announce);
 
 // test_rank_collectives.cc
 void ScenarioMatrix(kolo::Client& c);

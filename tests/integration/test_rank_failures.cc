@@ -183,15 +183,21 @@ void ScenarioRankDies(kolo::Client& c) {
   std::printf("rank %d saw: %s (%.3f s)\n", c.rank(), s.ToString().c_str(), took);
 }
 
+absl::Status WaitOnOwnName(kolo::Client& c, kolo::TensorView v, const std::string& prefix,
+                           const char* announce) {
+  auto h = c.AllreduceAsync(v, v, absl::StrCat(prefix, c.rank()));
+  CHECK_OR_COUNT(h.ok(), "submit");
+  if (!h.ok()) return h.status();
+  std::printf("%s\n", announce);
+  std::fflush(stdout);
+  return c.Wait(*h);
+}
+
 // Waits on a collective that never completes; the test kills kolod.
 void ScenarioDaemonDies(kolo::Client& c) {
   std::vector<float> buf(4, 1.0f);
   kolo::TensorView v{buf.data(), DType::kFloat32, {4}};
-  auto h = c.AllreduceAsync(v, v, absl::StrCat("never/", c.rank()));
-  CHECK_OR_COUNT(h.ok(), "submit");
-  std::printf("waiting\n");
-  std::fflush(stdout);
-  absl::Status s = c.Wait(*h);
+  absl::Status s = WaitOnOwnName(c, v, "never/", "waiting");
   absl::Time dead = absl::Now();
   CHECK_OR_COUNT(s.code() == absl::StatusCode::kUnavailable, "wait: %s", s.ToString().c_str());
   absl::Status again = c.Allreduce(v, v, "again", ReduceOp::kSum);

@@ -405,11 +405,7 @@ void ScenarioHold(kolo::Client& c) {
   CheckAllreduce(c, DType::kFloat32, ReduceOp::kSum, 16, true, "warmup");
   std::vector<float> buf(4, 1.0f);
   kolo::TensorView v{buf.data(), DType::kFloat32, {4}};
-  auto h = c.AllreduceAsync(v, v, absl::StrCat("hold/", c.rank()));
-  CHECK_OR_COUNT(h.ok(), "submit");
-  std::printf("holding\n");
-  std::fflush(stdout);
-  absl::Status s = c.Wait(*h);
+  absl::Status s = WaitOnOwnName(c, v, "hold/", "holding");
   CHECK_OR_COUNT(!s.ok(), "the held collective completed");
   std::printf("ended: %s\n", s.ToString().c_str());
 }
