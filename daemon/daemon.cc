@@ -40,6 +40,7 @@
 #include "daemon/session/handoff_table.h"
 #include "daemon/session/node_service.h"
 #include "daemon/status/admin_service.h"
+#include "daemon/status/health_service.h"
 #include "daemon/status/metrics.h"
 #include "daemon/status/metrics_http.h"
 #include "daemon/status/stall_inspector.h"
@@ -47,6 +48,8 @@
 #include "daemon/status/timeline.h"
 #include "daemon/status/viewer.h"
 #include "daemon/transport/ucx_transport.h"
+#include "proto/kolo/v1/node.grpc.pb.h"
+#include "proto/kolo/v1/status.grpc.pb.h"
 #include "spdlog/spdlog.h"
 
 namespace kolo::daemon {
@@ -373,8 +376,12 @@ absl::Status Daemon::StartServers() {
   if (!handoff_server.ok()) return handoff_server.status();
   handoff_server_ = std::move(*handoff_server);
   if (absl::Status s = ApplySocketAccess(handoff.path); !s.ok()) return s;
-  grpc::EnableDefaultHealthCheckService(true);
+  // Health is kolod's own service, not gRPC's (see health_service.h).
+  grpc::EnableDefaultHealthCheckService(false);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  health_unix_ = std::make_unique<HealthService>(std::vector<std::string>{
+      kolo::v1::Node::service_full_name(), kolo::v1::Status::service_full_name(),
+      kolo::v1::Admin::service_full_name()});
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix:" + config_.socket_path, grpc::InsecureServerCredentials());
   // Every attached session holds a stream (and a thread) for its lifetime;
@@ -386,6 +393,7 @@ absl::Status Daemon::StartServers() {
   builder.RegisterService(node_service_.get());
   builder.RegisterService(status_service_.get());
   builder.RegisterService(admin_service_.get());
+  builder.RegisterService(health_unix_.get());
   server_ = builder.BuildAndStart();
   if (server_ == nullptr) {
     return absl::UnavailableError(absl::StrCat("cannot serve on unix:", config_.socket_path,
@@ -402,6 +410,9 @@ absl::Status Daemon::StartServers() {
     tcp.AddListeningPort(config_.status_address, grpc::InsecureServerCredentials(), &selected);
     tcp.RegisterService(status_service_.get());
     tcp.RegisterService(admin_service_.get());
+    health_tcp_ = std::make_unique<HealthService>(std::vector<std::string>{
+        kolo::v1::Status::service_full_name(), kolo::v1::Admin::service_full_name()});
+    tcp.RegisterService(health_tcp_.get());
     tcp_server_ = tcp.BuildAndStart();
     if (tcp_server_ == nullptr || selected == 0) {
       return absl::UnavailableError(
@@ -433,6 +444,8 @@ void Daemon::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   (void)NotifyServiceManager("STOPPING=1");
+  if (health_unix_) health_unix_->StopServing();
+  if (health_tcp_) health_tcp_->StopServing();
   if (tcp_server_) tcp_server_->Shutdown(std::chrono::system_clock::now());
   if (peer_server_) peer_server_->Shutdown(std::chrono::system_clock::now());
   // Cancels the Attach streams still open after the deadline; their handlers

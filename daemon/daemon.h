@@ -30,6 +30,7 @@ class CpuBackend;
 class DeviceBackendFactory;
 class HandoffServer;
 class HandoffTable;
+class HealthService;
 class JobRegistry;
 class Metrics;
 class MetricsHttpServer;
@@ -103,6 +104,10 @@ class Daemon {
   std::unique_ptr<NodeService> node_service_;
   std::unique_ptr<StatusService> status_service_;
   std::unique_ptr<AdminService> admin_service_;
+  // grpc.health.v1 on the socket and on the status port (a service serves
+  // one server).
+  std::unique_ptr<HealthService> health_unix_;
+  std::unique_ptr<HealthService> health_tcp_;
   std::unique_ptr<StallInspector> stall_inspector_;
   std::unique_ptr<MetricsHttpServer> metrics_http_;
   std::unique_ptr<grpc::Server> server_;

@@ -176,12 +176,12 @@ absl::StatusOr<std::unique_ptr<MemberLink>> MemberLink::Start(std::unique_ptr<Pe
     link->last_heard_ = absl::Now();
   }
   // A link without both threads is closed again by its destructor.
-  absl::StatusOr<std::thread> reader =
-      StartThread("the coordinator link's reader", [p = link.get()] { p->ReadLoop(); });
+  absl::StatusOr<std::thread> reader = StartThread("the coordinator link's reader", "kolo-link-rd",
+                                                   [p = link.get()] { p->ReadLoop(); });
   if (!reader.ok()) return reader.status();
   link->reader_ = std::move(*reader);
-  absl::StatusOr<std::thread> writer =
-      StartThread("the coordinator link's writer", [p = link.get()] { p->WriteLoop(); });
+  absl::StatusOr<std::thread> writer = StartThread("the coordinator link's writer", "kolo-link-wr",
+                                                   [p = link.get()] { p->WriteLoop(); });
   if (!writer.ok()) return writer.status();
   link->writer_ = std::move(*writer);
   return link;

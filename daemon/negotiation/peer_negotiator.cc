@@ -94,12 +94,13 @@ absl::Status PeerNegotiator::Start(std::vector<int> local_ranks) {
   link.hello.set_ucx_address(transport_->address());
   link.peer_timeout = options_.peer_timeout;
   link.coordinator_name = coordinator_name;
-  absl::StatusOr<std::thread> executor =
-      StartThread(absl::StrCat("job ", options_.job_id, "'s plan"), [this] { ExecuteLoop(); });
+  absl::StatusOr<std::thread> executor = StartThread(
+      absl::StrCat("job ", options_.job_id, "'s plan"), "kolo-plan", [this] { ExecuteLoop(); });
   if (!executor.ok()) return executor.status();
   executor_ = std::move(*executor);
-  absl::StatusOr<std::thread> aborter = StartThread(
-      absl::StrCat("job ", options_.job_id, "'s transport"), [this] { AbortTransportLoop(); });
+  absl::StatusOr<std::thread> aborter =
+      StartThread(absl::StrCat("job ", options_.job_id, "'s transport"), "kolo-abort",
+                  [this] { AbortTransportLoop(); });
   if (!aborter.ok()) return aborter.status();
   transport_aborter_ = std::move(*aborter);
   auto l = MemberLink::Start(std::move(channel), std::move(link), this);

@@ -30,7 +30,7 @@ class QueuedStreamSink : public MemberSink {
       : context_(context), stream_(stream), max_queued_(max_queued) {}
   absl::Status StartWriter() {
     absl::StatusOr<std::thread> writer =
-        StartThread("a member's coordinator stream", [this] { WriteLoop(); });
+        StartThread("a member's coordinator stream", "kolo-coord-wr", [this] { WriteLoop(); });
     if (!writer.ok()) return writer.status();
     writer_ = std::move(*writer);
     return absl::OkStatus();

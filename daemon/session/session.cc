@@ -82,7 +82,8 @@ absl::Status Session::Start(std::shared_ptr<RequestSink> job,
     on_failure_ = std::move(on_failure);
   }
   absl::StatusOr<std::thread> ingress =
-      StartThread(absl::StrCat("the session of rank ", identity_.rank), [this] { IngressLoop(); });
+      StartThread(absl::StrCat("the session of rank ", identity_.rank), "kolo-ingress",
+                  [this] { IngressLoop(); });
   if (!ingress.ok()) {
     group_->Remove(this);
     return ingress.status();

@@ -161,7 +161,7 @@ absl::Status UcxTransport::Connect(std::vector<std::string> peer_addresses, int 
     connected_ = true;
   }
   absl::StatusOr<std::thread> progress =
-      StartThread(absl::StrFormat("node %d's UCX progress", self), [this] { Run(); });
+      StartThread(absl::StrFormat("node %d's UCX progress", self), "kolo-ucx", [this] { Run(); });
   if (!progress.ok()) {
     absl::MutexLock lock(&mu_);
     abort_status_ = AbortedTransferStatus(progress.status());
