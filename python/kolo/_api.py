@@ -361,50 +361,64 @@ def _release(hid):
 
 class Handle:
     """A submitted collective. wait() blocks and returns its result (raising
-    its error); poll() tells whether it completed. The arrays it reads and
-    writes are kept alive until it is waited for."""
+    its error, again on every wait); poll() tells whether it completed.
+    `finish(hid)` waits for the collective and makes its result; the buffers
+    in `keep` stay alive until it is waited for. kolo.torch's handles are
+    these too, with their own `finish`."""
 
-    _PLAIN, _OUTPUT, _ALLTOALL = 0, 1, 2
-
-    def __init__(self, hid, kind, keep, result=None, dtype=None):
+    def __init__(self, hid, finish, keep):
         self._id = hid
-        self._kind = kind
+        self._finish = finish
         _hold(hid, keep)
-        self._result = result
-        self._dtype = dtype
         self._done = False
+        self._result = None
         self._error = None
         self._lock = threading.Lock()
 
     def poll(self):
         """True once the collective completed (wait() then returns at once)."""
         with self._lock:
-            if self._done:
-                return True
-            return core.test(self._id)
+            return self._done or core.test(self._id)
 
     def wait(self):
         with self._lock:
             if not self._done:
                 try:
-                    if self._kind == Handle._PLAIN:
-                        core.wait(self._id)
-                    elif self._kind == Handle._OUTPUT:
-                        data, shape = core.wait_output(self._id, self._dtype.itemsize)
-                        self._result = _to_array(data, shape, self._dtype)
-                    else:
-                        data, shape, splits = core.wait_alltoall(self._id,
-                                                                 self._dtype.itemsize)
-                        self._result = (_to_array(data, shape, self._dtype),
-                                        np.asarray(splits, dtype=np.int64))
-                except errors.KoloError as e:
+                    self._result = self._finish(self._id)
+                except Exception as e:  # noqa: BLE001 - raised again on every wait
                     self._error = e
                 finally:
                     self._done = True
+                    self._finish = None
                     _release(self._id)
             if self._error is not None:
                 raise self._error
             return self._result
+
+
+def _finish_plain(result):
+    """Finishes a collective that writes into a buffer the caller passed:
+    its result is that buffer."""
+    def finish(hid):
+        core.wait(hid)
+        return result
+    return finish
+
+
+def _finish_output(dtype):
+    """Finishes an allgather/reducescatter: a new array of `dtype`."""
+    def finish(hid):
+        data, shape = core.wait_output(hid, dtype.itemsize)
+        return _to_array(data, shape, dtype)
+    return finish
+
+
+def _finish_alltoall(dtype):
+    """Finishes an alltoall: a new array of `dtype` and the received splits."""
+    def finish(hid):
+        data, shape, splits = core.wait_alltoall(hid, dtype.itemsize)
+        return _to_array(data, shape, dtype), np.asarray(splits, dtype=np.int64)
+    return finish
 
 
 def _to_array(data, shape, dtype):
@@ -430,7 +444,7 @@ class _GroupHandle:
         for h in self._handles:
             try:
                 results.append(h.wait())
-            except errors.KoloError as e:
+            except Exception as e:  # noqa: BLE001 - every handle is waited for
                 first_error = first_error or e
                 results.append(None)
         if first_error is not None:
@@ -468,14 +482,14 @@ def allreduce_async_(tensor, average=None, name=None, op=None,
                                    _op_code(op, average), float(prescale_factor),
                                    float(postscale_factor),
                                    _compression_code(compression), _ps_id(process_set))
-        return Handle(hid, Handle._PLAIN, (tensor,), result=tensor)
+        return Handle(hid, _finish_plain(tensor), (tensor,))
     view = _CudaView(tensor, device)
     hid = core.allreduce_device_async(view.data, view.shape, view.dtype_code, view.device,
                                       view.stream, _name("allreduce", name, process_set),
                                       _op_code(op, average), float(prescale_factor),
                                       float(postscale_factor),
                                       _compression_code(compression), _ps_id(process_set))
-    return Handle(hid, Handle._PLAIN, (tensor,), result=tensor)
+    return Handle(hid, _finish_plain(tensor), (tensor,))
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -501,7 +515,7 @@ def allreduce_async(tensor, average=None, name=None, op=None,
                                _op_code(op, average), float(prescale_factor),
                                float(postscale_factor),
                                _compression_code(compression), _ps_id(process_set))
-    return Handle(hid, Handle._PLAIN, (inp, out), result=out)
+    return Handle(hid, _finish_plain(out), (inp, out))
 
 
 def allreduce(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -533,7 +547,7 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None,
             views[0].device, views[0].stream, names, _op_code(op, average),
             float(prescale_factor), float(postscale_factor), _compression_code(compression),
             _ps_id(process_set))
-        return _GroupHandle([Handle(h, Handle._PLAIN, (c,), result=c)
+        return _GroupHandle([Handle(h, _finish_plain(c), (c,))
                              for h, c in zip(ids, copies)])
     inputs = [_as_input(t) for t in tensors]
     outputs = [np.empty_like(t) for t in inputs]
@@ -543,7 +557,7 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None,
         inputs, outputs, _dtype_codes(inputs, "allreduce", names, process_set), names,
         _op_code(op, average), float(prescale_factor), float(postscale_factor),
         _compression_code(compression), _ps_id(process_set))
-    return _GroupHandle([Handle(h, Handle._PLAIN, (i, o), result=o)
+    return _GroupHandle([Handle(h, _finish_plain(o), (i, o))
                          for h, i, o in zip(ids, inputs, outputs)])
 
 
@@ -564,14 +578,14 @@ def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_se
         hid = core.broadcast_device_async(view.data, view.shape, view.dtype_code, view.device,
                                           view.stream, _name("broadcast", name, process_set),
                                           int(root_rank), _ps_id(process_set))
-        return Handle(hid, Handle._PLAIN, (tensor,), result=tensor)
+        return Handle(hid, _finish_plain(tensor), (tensor,))
     if not isinstance(tensor, np.ndarray) or not tensor.flags.c_contiguous \
             or not tensor.flags.writeable:
         raise ValueError("broadcast_ needs a writable C-contiguous numpy array")
     nm = _name("broadcast", name, process_set)
     hid = core.broadcast_async(tensor, _dtype_code(tensor, "broadcast", nm, process_set), nm,
                                int(root_rank), _ps_id(process_set))
-    return Handle(hid, Handle._PLAIN, (tensor,), result=tensor)
+    return Handle(hid, _finish_plain(tensor), (tensor,))
 
 
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
@@ -599,7 +613,7 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
     nm = _name("allgather", name, process_set)
     hid = core.allgather_async(inp, _dtype_code(inp, "allgather", nm, process_set), nm,
                                _ps_id(process_set))
-    return Handle(hid, Handle._OUTPUT, (inp,), dtype=inp.dtype)
+    return Handle(hid, _finish_output(inp.dtype), (inp,))
 
 
 def allgather(tensor, name=None, process_set=global_process_set):
@@ -616,7 +630,7 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     ids = core.grouped_allgather_async(inputs,
                                        _dtype_codes(inputs, "allgather", names, process_set),
                                        names, _ps_id(process_set))
-    return _GroupHandle([Handle(h, Handle._OUTPUT, (t,), dtype=t.dtype)
+    return _GroupHandle([Handle(h, _finish_output(t.dtype), (t,))
                          for h, t in zip(ids, inputs)])
 
 
@@ -631,7 +645,7 @@ def reducescatter_async(tensor, name=None, op=Average, prescale_factor=1.0,
     hid = core.reducescatter_async(inp, _dtype_code(inp, "reducescatter", nm, process_set), nm,
                                    _op_code(op), float(prescale_factor),
                                    float(postscale_factor), _ps_id(process_set))
-    return Handle(hid, Handle._OUTPUT, (inp,), dtype=inp.dtype)
+    return Handle(hid, _finish_output(inp.dtype), (inp,))
 
 
 def reducescatter(tensor, name=None, op=Average, prescale_factor=1.0,
@@ -650,7 +664,7 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, prescale_factor=
     ids = core.grouped_reducescatter_async(
         inputs, _dtype_codes(inputs, "reducescatter", names, process_set), names, _op_code(op),
         float(prescale_factor), float(postscale_factor), _ps_id(process_set))
-    return _GroupHandle([Handle(h, Handle._OUTPUT, (t,), dtype=t.dtype)
+    return _GroupHandle([Handle(h, _finish_output(t.dtype), (t,))
                          for h, t in zip(ids, inputs)])
 
 
@@ -666,7 +680,7 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     nm = _name("alltoall", name, process_set)
     hid = core.alltoall_async(inp, _dtype_code(inp, "alltoall", nm, process_set), sp, nm,
                               _ps_id(process_set))
-    return Handle(hid, Handle._ALLTOALL, (inp,), dtype=inp.dtype)
+    return Handle(hid, _finish_alltoall(inp.dtype), (inp,))
 
 
 def alltoall(tensor, splits=None, name=None, process_set=global_process_set):

@@ -68,37 +68,9 @@ def _stream(tensor):
     return torch.cuda.current_stream(tensor.device).cuda_stream
 
 
-class Handle:
-    """A submitted collective; synchronize(handle) (or handle.wait()) returns
-    its result and poll(handle) tells whether it completed."""
-
-    def __init__(self, hid, finish, keep):
-        self._id = hid
-        self._finish = finish  # hid -> result, raising KoloError
-        _api._hold(hid, keep)  # the tensors it reads or writes, until waited for
-        self._done = False
-        self._result = None
-        self._error = None
-        self._lock = threading.Lock()
-
-    def poll(self):
-        with self._lock:
-            return self._done or core.test(self._id)
-
-    def wait(self):
-        with self._lock:
-            if not self._done:
-                try:
-                    self._result = self._finish(self._id)
-                except Exception as e:  # noqa: BLE001 - raised again on every wait
-                    self._error = e
-                finally:
-                    self._done = True
-                    self._finish = None
-                    _api._release(self._id)
-            if self._error is not None:
-                raise self._error
-            return self._result
+# kolo.torch's handles are the NumPy API's (kolo._api.Handle), with the
+# finish functions below.
+Handle = _api.Handle
 
 
 class _Done:
