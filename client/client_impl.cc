@@ -13,6 +13,7 @@
 #include "common/grpc_status.h"
 #include "common/handoff.h"
 #include "common/random_id.h"
+#include "common/start_thread.h"
 
 namespace kolo {
 namespace {
@@ -157,7 +158,12 @@ absl::Status ClientImpl::Attach() {
     options_.local_size = r.local_size();
     epoch_ = r.epoch();
   }
-  watcher_ = std::thread([this] { WatchStream(); });
+  // A thread the system refuses fails the attach, as any other error does
+  // (the caller's Close then ends the session).
+  absl::StatusOr<std::thread> watcher =
+      StartThread("the session's stream watcher", "kolo-watch", [this] { WatchStream(); });
+  if (!watcher.ok()) return watcher.status();
+  watcher_ = std::move(*watcher);
   return absl::OkStatus();
 }
 

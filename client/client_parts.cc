@@ -14,6 +14,7 @@
 #include "client/client_impl.h"
 #include "client/parts_rule.h"
 #include "common/futex.h"
+#include "common/start_thread.h"
 
 namespace kolo {
 
@@ -68,9 +69,15 @@ absl::StatusOr<Handle> ClientImpl::SubmitInParts(const SubmitSpec& spec) {
     p.process_set = spec.process_set;
     p.bytes = bytes;
     p.parts_left = w->parts;
+    if (!pump_.joinable()) {
+      absl::StatusOr<std::thread> pump =
+          StartThread("the client's part pump", "kolo-parts", [this] { PumpParts(); });
+      // Nothing was sent yet: the call fails, as when the ring refuses it.
+      if (!pump.ok()) return pump.status();
+      pump_ = std::move(*pump);
+    }
     pending_[whole] = std::move(p);
     wholes_[whole] = std::move(w);
-    if (!pump_.joinable()) pump_ = std::thread([this] { PumpParts(); });
   }
   absl::StatusOr<Handle> h = SubmitOne(first, whole, 0);
   if (!h.ok()) {

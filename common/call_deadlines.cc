@@ -4,9 +4,17 @@
 
 #include <algorithm>
 
+#include "common/start_thread.h"
+
 namespace kolo {
 
-CallDeadlines::CallDeadlines() : thread_([this] { Loop(); }) {}
+// Started with the services it watches for, when kolod starts (a thread the
+// system refuses then ends the start, with std::thread's exception).
+CallDeadlines::CallDeadlines()
+    : thread_([this] {
+        NameThisThread("kolo-deadlines");
+        Loop();
+      }) {}
 
 CallDeadlines::~CallDeadlines() {
   {

@@ -25,16 +25,22 @@ namespace kolo {
 // The longest thread name the system keeps (without its terminating NUL).
 inline constexpr size_t kMaxThreadName = 15;
 
+// Names the calling thread `name` (cut to kMaxThreadName characters), for a
+// thread started otherwise (a member std::thread started by a constructor).
+inline void NameThisThread(absl::string_view name) {
+  const std::string cut(name.substr(0, kMaxThreadName));
+  pthread_setname_np(pthread_self(), cut.c_str());  // a name is only a help
+}
+
 // Runs `body` on a new thread named `name` (cut to kMaxThreadName
 // characters); `what` names it in the error ("the session of rank 3").
 inline absl::StatusOr<std::thread> StartThread(absl::string_view what, absl::string_view name,
                                                std::function<void()> body) {
   try {
-    return std::thread(
-        [name = std::string(name.substr(0, kMaxThreadName)), body = std::move(body)] {
-          pthread_setname_np(pthread_self(), name.c_str());  // a name is only a help
-          body();
-        });
+    return std::thread([name = std::string(name), body = std::move(body)] {
+      NameThisThread(name);
+      body();
+    });
   } catch (const std::system_error& e) {
     return absl::ResourceExhaustedError(
         absl::StrCat("cannot start a thread for ", what, ": ", e.what()));

@@ -192,6 +192,10 @@ int Daemon::MakeJobResources() {
   metrics_ = std::make_unique<Metrics>();
   timeline_ = std::make_unique<Timeline>();
   pool_ = std::make_unique<WorkerPool>(workers);
+  if (!pool_->start_error().ok()) {
+    spdlog::warn("the CPU worker pool runs {} of {} helper threads: {}", pool_->threads(), workers,
+                 pool_->start_error().ToString());
+  }
   backend_ = std::make_unique<CpuBackend>(pool_.get());
   device_backends_ = MakeDeviceBackendFactory(
       DeviceBackendLimits{config_.nccl_init_timeout, config_.nccl_timeout});
@@ -236,8 +240,10 @@ absl::Status Daemon::StartPeerService(MultiNodeEnv* multi_node) {
   coordinator_options.fusion_threshold_bytes = config_.fusion_threshold_bytes;
   coordinator_options.cache_capacity = config_.response_cache_capacity;
   coordinator_options.new_device_comm_id = [f = device_backends_.get()] { return f->NewCommId(); };
-  coordinators_ = std::make_unique<CoordinatorRegistry>(coordinator_options, absl::Seconds(1),
-                                                        config_.peer_timeout);
+  auto coordinators =
+      CoordinatorRegistry::Start(coordinator_options, absl::Seconds(1), config_.peer_timeout);
+  if (!coordinators.ok()) return coordinators.status();
+  coordinators_ = std::move(*coordinators);
   auto rendezvous =
       std::make_unique<GrpcRendezvous>((*credentials)->Channel(), kRendezvousDeadline);
   ElasticLeaderOptions leader_options;
@@ -318,8 +324,9 @@ absl::Status Daemon::MakeServices(const MultiNodeEnv& multi_node, const StallPol
   NodeService* node = node_service_.get();
   JobRegistry* registry = registry_.get();
   metrics_->SetGauges([node] { return node->sessions(); }, [registry] { return registry->size(); });
-  stall_inspector_ =
-      std::make_unique<StallInspector>(registry_.get(), metrics_.get(), stall_policy);
+  auto stall_inspector = StallInspector::Start(registry_.get(), metrics_.get(), stall_policy);
+  if (!stall_inspector.ok()) return stall_inspector.status();
+  stall_inspector_ = std::move(*stall_inspector);
   admin_service_ = std::make_unique<AdminService>(registry_.get(), admin_token_);
   if (config_.metrics_address.empty()) return absl::OkStatus();
   const Metrics* metrics = metrics_.get();

@@ -81,8 +81,10 @@ struct TwoNodeJob {
 class HostileCoordinatorTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    registry_ = std::make_unique<CoordinatorRegistry>(CoordinatorOptions{}, absl::Milliseconds(200),
-                                                      absl::Seconds(10));
+    auto registry = CoordinatorRegistry::Start(CoordinatorOptions{}, absl::Milliseconds(200),
+                                               absl::Seconds(10));
+    ASSERT_TRUE(registry.ok()) << registry.status();
+    registry_ = std::move(*registry);
     service_ = std::make_unique<PeerService>(registry_.get());
     server_ = Serve(service_.get(), &port_);
     relay_ = std::make_unique<TamperingRelay>(absl::StrCat("127.0.0.1:", port_));

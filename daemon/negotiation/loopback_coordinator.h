@@ -20,10 +20,12 @@ namespace kolo::daemon {
 
 class LoopbackCoordinator {
  public:
-  explicit LoopbackCoordinator(CoordinatorOptions options = {})
-      : registry_(std::make_unique<CoordinatorRegistry>(std::move(options), absl::Milliseconds(200),
-                                                        absl::Seconds(10))),
-        service_(std::make_unique<PeerService>(registry_.get())) {
+  explicit LoopbackCoordinator(CoordinatorOptions options = {}) {
+    auto registry =
+        CoordinatorRegistry::Start(std::move(options), absl::Milliseconds(200), absl::Seconds(10));
+    if (!registry.ok()) return;  // ok() says false
+    registry_ = std::move(*registry);
+    service_ = std::make_unique<PeerService>(registry_.get());
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
     builder.RegisterService(service_.get());

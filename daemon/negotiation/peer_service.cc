@@ -158,8 +158,17 @@ class PeerService::StreamSlot {
 
 CoordinatorRegistry::CoordinatorRegistry(CoordinatorOptions options, absl::Duration heartbeat,
                                          absl::Duration peer_timeout)
-    : options_(options), heartbeat_(heartbeat), peer_timeout_(peer_timeout) {
-  thread_ = std::thread([this] { Loop(); });
+    : options_(options), heartbeat_(heartbeat), peer_timeout_(peer_timeout) {}
+
+absl::StatusOr<std::unique_ptr<CoordinatorRegistry>> CoordinatorRegistry::Start(
+    CoordinatorOptions options, absl::Duration heartbeat, absl::Duration peer_timeout) {
+  std::unique_ptr<CoordinatorRegistry> registry(
+      new CoordinatorRegistry(std::move(options), heartbeat, peer_timeout));
+  absl::StatusOr<std::thread> thread =
+      StartThread("the coordinators' heartbeat", "kolo-coord", [p = registry.get()] { p->Loop(); });
+  if (!thread.ok()) return thread.status();
+  registry->thread_ = std::move(*thread);
+  return registry;
 }
 
 CoordinatorRegistry::~CoordinatorRegistry() {
@@ -167,7 +176,7 @@ CoordinatorRegistry::~CoordinatorRegistry() {
     absl::MutexLock l(&mu_);
     stop_ = true;
   }
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
 std::shared_ptr<Coordinator> CoordinatorRegistry::FindLocked(const std::string& job_id,

@@ -55,8 +55,11 @@ inline constexpr int kMaxMemberMessageBytes = 64 << 20;
 
 class CoordinatorRegistry {
  public:
-  CoordinatorRegistry(CoordinatorOptions options, absl::Duration heartbeat,
-                      absl::Duration peer_timeout);
+  // Starts the registry's thread (heartbeats and silence checks of every
+  // coordinator).
+  static absl::StatusOr<std::unique_ptr<CoordinatorRegistry>> Start(CoordinatorOptions options,
+                                                                    absl::Duration heartbeat,
+                                                                    absl::Duration peer_timeout);
   ~CoordinatorRegistry();
 
   // The coordinator of `job_id` and `token`, created on first use with
@@ -83,6 +86,8 @@ class CoordinatorRegistry {
   bool AwaitWaiters(int n, absl::Duration timeout) const;
 
  private:
+  CoordinatorRegistry(CoordinatorOptions options, absl::Duration heartbeat,
+                      absl::Duration peer_timeout);
   void Loop();
 
   const CoordinatorOptions options_;

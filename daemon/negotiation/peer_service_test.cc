@@ -76,8 +76,10 @@ struct Member {
 class PeerServiceTest : public ::testing::Test {
  protected:
   void Start(PeerServiceLimits limits) {
-    registry_ = std::make_unique<CoordinatorRegistry>(CoordinatorOptions{}, absl::Milliseconds(100),
-                                                      absl::Seconds(10));
+    auto registry = CoordinatorRegistry::Start(CoordinatorOptions{}, absl::Milliseconds(100),
+                                               absl::Seconds(10));
+    ASSERT_TRUE(registry.ok()) << registry.status();
+    registry_ = std::move(*registry);
     service_ = std::make_unique<PeerService>(registry_.get(), limits);
     grpc::ServerBuilder builder;
     int port = 0;

@@ -16,6 +16,7 @@
 #include "common/errno_status.h"
 #include "common/handoff.h"
 #include "common/shared_segment.h"
+#include "common/start_thread.h"
 #include "spdlog/spdlog.h"
 
 namespace kolo::daemon {
@@ -64,7 +65,10 @@ absl::StatusOr<std::unique_ptr<HandoffServer>> HandoffServer::Start(HandoffServe
   if (!wake.valid()) return ErrnoToStatus(errno, "eventfd");
   std::unique_ptr<HandoffServer> server(
       new HandoffServer(std::move(options), table, std::move(listener), std::move(wake)));
-  server->thread_ = std::thread([s = server.get()] { s->Loop(); });
+  absl::StatusOr<std::thread> thread =
+      StartThread("the fd handoff server", "kolo-handoff", [s = server.get()] { s->Loop(); });
+  if (!thread.ok()) return thread.status();
+  server->thread_ = std::move(*thread);
   return server;
 }
 

@@ -14,6 +14,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/errno_status.h"
+#include "common/start_thread.h"
 
 namespace kolo::daemon {
 namespace {
@@ -90,8 +91,13 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
                                             : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
   UniqueFd wake(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!wake.valid()) return ErrnoToStatus(errno, "eventfd");
-  return std::unique_ptr<MetricsHttpServer>(
+  std::unique_ptr<MetricsHttpServer> server(
       new MetricsHttpServer(std::move(fd), std::move(wake), bound_port, std::move(render)));
+  absl::StatusOr<std::thread> thread =
+      StartThread("the metrics endpoint", "kolo-metrics", [s = server.get()] { s->Loop(); });
+  if (!thread.ok()) return thread.status();
+  server->thread_ = std::move(*thread);
+  return server;
 }
 
 MetricsHttpServer::MetricsHttpServer(UniqueFd listener, UniqueFd wake, int port,
@@ -99,14 +105,12 @@ MetricsHttpServer::MetricsHttpServer(UniqueFd listener, UniqueFd wake, int port,
     : listener_(std::move(listener)),
       wake_(std::move(wake)),
       port_(port),
-      render_(std::move(render)) {
-  thread_ = std::thread([this] { Loop(); });
-}
+      render_(std::move(render)) {}
 
 MetricsHttpServer::~MetricsHttpServer() {
   uint64_t one = 1;
   (void)!write(wake_.get(), &one, sizeof(one));
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
 void MetricsHttpServer::Loop() {

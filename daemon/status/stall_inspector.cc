@@ -3,13 +3,23 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/start_thread.h"
 #include "spdlog/spdlog.h"
 
 namespace kolo::daemon {
 
 StallInspector::StallInspector(JobRegistry* registry, Metrics* metrics, StallPolicy policy)
-    : registry_(registry), metrics_(metrics), policy_(policy) {
-  thread_ = std::thread([this] { Loop(); });
+    : registry_(registry), metrics_(metrics), policy_(policy) {}
+
+absl::StatusOr<std::unique_ptr<StallInspector>> StallInspector::Start(JobRegistry* registry,
+                                                                      Metrics* metrics,
+                                                                      StallPolicy policy) {
+  std::unique_ptr<StallInspector> inspector(new StallInspector(registry, metrics, policy));
+  absl::StatusOr<std::thread> thread =
+      StartThread("the stall inspector", "kolo-stalls", [p = inspector.get()] { p->Loop(); });
+  if (!thread.ok()) return thread.status();
+  inspector->thread_ = std::move(*thread);
+  return inspector;
 }
 
 StallInspector::~StallInspector() {
@@ -17,7 +27,7 @@ StallInspector::~StallInspector() {
     absl::MutexLock l(&mu_);
     stop_ = true;
   }
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
 void StallInspector::Loop() {

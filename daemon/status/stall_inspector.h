@@ -11,8 +11,11 @@
 #include <string>
 #include <thread>
 
+#include <memory>
+
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/job/job_registry.h"
@@ -27,8 +30,11 @@ struct StallPolicy {
 
 class StallInspector {
  public:
-  // `registry` and `metrics` (may be null) must outlive the inspector.
-  StallInspector(JobRegistry* registry, Metrics* metrics, StallPolicy policy);
+  // Starts the inspector's thread. `registry` and `metrics` (may be null)
+  // must outlive the inspector.
+  static absl::StatusOr<std::unique_ptr<StallInspector>> Start(JobRegistry* registry,
+                                                               Metrics* metrics,
+                                                               StallPolicy policy);
   ~StallInspector();
   StallInspector(const StallInspector&) = delete;
   StallInspector& operator=(const StallInspector&) = delete;
@@ -39,6 +45,7 @@ class StallInspector {
   const StallPolicy& policy() const { return policy_; }
 
  private:
+  StallInspector(JobRegistry* registry, Metrics* metrics, StallPolicy policy);
   void Loop();
   // The shortest wait that matters: the warning, or a shorter timeout.
   absl::Duration Threshold() const;

@@ -87,8 +87,10 @@ class StallInspectorTest : public ::testing::Test {
 };
 
 TEST_F(StallInspectorTest, CountsAStallOnceAcrossInspections) {
-  StallInspector inspector(registry_.get(), &metrics_,
-                           StallPolicy{absl::Seconds(60), absl::ZeroDuration()});
+  auto started = StallInspector::Start(registry_.get(), &metrics_,
+                                       StallPolicy{absl::Seconds(60), absl::ZeroDuration()});
+  ASSERT_TRUE(started.ok()) << started.status();
+  StallInspector& inspector = **started;
   EXPECT_EQ(StallsLine(), "kolo_stalls_total 0");
   StallOn("grad/w1");
   EXPECT_EQ(StallsLine(), "kolo_stalls_total 0");  // not yet looked at
@@ -101,8 +103,10 @@ TEST_F(StallInspectorTest, CountsAStallOnceAcrossInspections) {
 }
 
 TEST_F(StallInspectorTest, CountsEachDistinctStall) {
-  StallInspector inspector(registry_.get(), &metrics_,
-                           StallPolicy{absl::Seconds(60), absl::ZeroDuration()});
+  auto started = StallInspector::Start(registry_.get(), &metrics_,
+                                       StallPolicy{absl::Seconds(60), absl::ZeroDuration()});
+  ASSERT_TRUE(started.ok()) << started.status();
+  StallInspector& inspector = **started;
   StallOn("grad/w1");
   inspector.InspectOnce(absl::Now());
   StallOn("grad/w2");
@@ -118,8 +122,10 @@ TEST_F(StallInspectorTest, CountsEachDistinctStall) {
 }
 
 TEST_F(StallInspectorTest, TimeoutAbortsTheJobWithDeadlineExceeded) {
-  StallInspector inspector(registry_.get(), &metrics_,
-                           StallPolicy{absl::Seconds(60), absl::Hours(2)});
+  auto started = StallInspector::Start(registry_.get(), &metrics_,
+                                       StallPolicy{absl::Seconds(60), absl::Hours(2)});
+  ASSERT_TRUE(started.ok()) << started.status();
+  StallInspector& inspector = **started;
   StallOn("grad/w1");
   inspector.InspectOnce(absl::Now());
   EXPECT_FALSE(job_->Snapshot().aborted) << "past the warning, short of the timeout";
@@ -148,8 +154,10 @@ TEST_F(StallInspectorTest, TimeoutAbortsTheJobWithDeadlineExceeded) {
 // A timeout shorter than the warning (--stall_timeout_s=3 with the default
 // warning of 60 s) aborts at the timeout, not once the warning is reached.
 TEST_F(StallInspectorTest, TimeoutShorterThanTheWarningAbortsAtTheTimeout) {
-  StallInspector inspector(registry_.get(), &metrics_,
-                           StallPolicy{absl::Hours(3), absl::Minutes(30)});
+  auto started = StallInspector::Start(registry_.get(), &metrics_,
+                                       StallPolicy{absl::Hours(3), absl::Minutes(30)});
+  ASSERT_TRUE(started.ok()) << started.status();
+  StallInspector& inspector = **started;
   StallOn("grad/w1");
   inspector.InspectOnce(absl::Now());
   JobSnapshot snap = job_->Snapshot();

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -225,6 +226,24 @@ TEST_F(OperateTest, DrainRefusesNewJobsAndLogLevelChanges) {
   lreq.set_level("loud");
   EXPECT_EQ(admin_->SetLogLevel(&bctx, lreq, &lresp).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+// Every thread kolod starts carries a name (what `top -H`, a debugger or a
+// scheduler trace shows an operator); only the main thread has the
+// program's own.
+TEST_F(OperateTest, EveryThreadOfKolodCarriesAName) {
+  StartDaemon({});
+  const std::string tasks = absl::StrCat("/proc/", daemon_->pid(), "/task");
+  int seen = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(tasks)) {
+    const std::string tid = entry.path().filename().string();
+    std::string name = ReadFile(entry.path().string() + "/comm");
+    while (!name.empty() && name.back() == '\n') name.pop_back();
+    ++seen;
+    if (tid == std::to_string(daemon_->pid())) continue;
+    EXPECT_NE(name, "kolod") << "thread " << tid << " of kolod has no name of its own";
+  }
+  EXPECT_GT(seen, 5);
 }
 
 TEST_F(OperateTest, TimelineMetricsAndStatusOverTcp) {

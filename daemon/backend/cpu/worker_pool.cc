@@ -1,9 +1,21 @@
 #include "daemon/backend/cpu/worker_pool.h"
 
+#include <utility>
+
+#include "common/start_thread.h"
+
 namespace kolo::daemon {
 
 WorkerPool::WorkerPool(int threads) {
-  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Loop(); });
+  for (int i = 0; i < threads; ++i) {
+    absl::StatusOr<std::thread> t = StartThread("a CPU worker", "kolo-worker", [this] { Loop(); });
+    if (!t.ok()) {
+      // The pool runs with the helpers it has (none: all on the caller).
+      start_error_ = t.status();
+      break;
+    }
+    threads_.push_back(std::move(*t));
+  }
 }
 
 WorkerPool::~WorkerPool() {

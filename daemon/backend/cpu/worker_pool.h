@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 
 namespace kolo::daemon {
@@ -18,6 +19,8 @@ namespace kolo::daemon {
 class WorkerPool {
  public:
   // `threads` helpers besides the caller; 0 runs everything on the caller.
+  // Should the system refuse a helper thread, the pool runs with those it
+  // started (threads() says how many; start_error() why not more).
   explicit WorkerPool(int threads);
   ~WorkerPool();
   WorkerPool(const WorkerPool&) = delete;
@@ -28,6 +31,7 @@ class WorkerPool {
   void ParallelFor(size_t n, const std::function<void(size_t)>& fn);
 
   int threads() const { return static_cast<int>(threads_.size()); }
+  const absl::Status& start_error() const { return start_error_; }
 
  private:
   struct Batch {
@@ -46,6 +50,7 @@ class WorkerPool {
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
+  absl::Status start_error_;  // why a helper did not start
 };
 
 }  // namespace kolo::daemon
