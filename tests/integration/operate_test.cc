@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
@@ -16,6 +17,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "proto/kolo/v1/status.grpc.pb.h"
@@ -228,6 +230,20 @@ TEST_F(OperateTest, DrainRefusesNewJobsAndLogLevelChanges) {
             grpc::StatusCode::INVALID_ARGUMENT);
 }
 
+// ThreadSanitizer's runtime starts a thread of its own in each process, with
+// the program's name.
+#if defined(__SANITIZE_THREAD__)
+constexpr int kRuntimeThreads = 1;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+constexpr int kRuntimeThreads = 1;
+#else
+constexpr int kRuntimeThreads = 0;
+#endif
+#else
+constexpr int kRuntimeThreads = 0;
+#endif
+
 // Every thread kolod starts carries a name (what `top -H`, a debugger or a
 // scheduler trace shows an operator); only the main thread has the
 // program's own.
@@ -235,15 +251,17 @@ TEST_F(OperateTest, EveryThreadOfKolodCarriesAName) {
   StartDaemon({});
   const std::string tasks = absl::StrCat("/proc/", daemon_->pid(), "/task");
   int seen = 0;
+  std::vector<std::string> unnamed;
   for (const auto& entry : std::filesystem::directory_iterator(tasks)) {
     const std::string tid = entry.path().filename().string();
     std::string name = ReadFile(entry.path().string() + "/comm");
     while (!name.empty() && name.back() == '\n') name.pop_back();
     ++seen;
-    if (tid == std::to_string(daemon_->pid())) continue;
-    EXPECT_NE(name, "kolod") << "thread " << tid << " of kolod has no name of its own";
+    if (tid != std::to_string(daemon_->pid()) && name == "kolod") unnamed.push_back(tid);
   }
   EXPECT_GT(seen, 5);
+  EXPECT_LE(unnamed.size(), static_cast<size_t>(kRuntimeThreads))
+      << "threads of kolod with no name of their own: " << absl::StrJoin(unnamed, ", ");
 }
 
 TEST_F(OperateTest, TimelineMetricsAndStatusOverTcp) {

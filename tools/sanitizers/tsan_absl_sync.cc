@@ -145,9 +145,15 @@ class TracedCondition {
  public:
   TracedCondition(const Condition& inner, Mutex* mu) : inner_(inner), mu_(mu) {}
   Condition Get() { return Condition(&TracedCondition::Eval, this); }
+  // Makes the object itself visible to whichever thread evaluates it: it
+  // lives on the waiter's stack, and another thread reads it (unlocking the
+  // mutex, absl evaluates the waiters' conditions) before any acquire on the
+  // mutex could order that read after the waiter wrote it.
+  void Publish() { __tsan_release(this); }
 
  private:
   static bool Eval(void* self) {
+    __tsan_acquire(self);
     auto* traced = static_cast<TracedCondition*>(self);
     __tsan_acquire(traced->mu_);
     const bool result = traced->inner_.Eval();
@@ -165,8 +171,9 @@ class TracedCondition {
 // returns with the lock held, also on timeout.
 template <class Real, class... Args>
 auto OnCondition(Mutex* mu, const Condition& cond, bool held_on_entry, Real real, Args... args) {
-  if (held_on_entry) __tsan_release(mu);
   TracedCondition traced(cond, mu);
+  traced.Publish();
+  if (held_on_entry) __tsan_release(mu);
   if constexpr (std::is_void_v<decltype(real(mu, traced.Get(), args...))>) {
     real(mu, traced.Get(), args...);
     __tsan_acquire(mu);
