@@ -3,29 +3,31 @@
 #include <grpcpp/server_context.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "common/start_thread.h"
 
 namespace kolo {
 
-// Started with the services it watches for, when kolod starts (a thread the
-// system refuses then ends the start, with std::thread's exception).
-CallDeadlines::CallDeadlines()
-    : thread_([this] {
-        NameThisThread("kolo-deadlines");
-        Loop();
-      }) {}
-
 CallDeadlines::~CallDeadlines() {
+  std::thread thread;
   {
     absl::MutexLock l(&mu_);
     stop_ = true;
+    thread = std::move(thread_);
   }
-  thread_.join();
+  if (thread.joinable()) thread.join();
 }
 
-uint64_t CallDeadlines::Arm(grpc::ServerContext* context, absl::Time deadline) {
+absl::StatusOr<uint64_t> CallDeadlines::Arm(grpc::ServerContext* context, absl::Time deadline) {
   absl::MutexLock l(&mu_);
+  if (!thread_.joinable()) {
+    // (The thread waits for mu_ before it looks at anything.)
+    absl::StatusOr<std::thread> t =
+        StartThread("the call-deadline watcher", "kolo-deadlines", [this] { Loop(); });
+    if (!t.ok()) return t.status();
+    thread_ = std::move(*t);
+  }
   const uint64_t id = next_id_++;
   watched_[id] = Watched{context, deadline, false};
   ++changes_;

@@ -317,10 +317,12 @@ int PeerService::streams() const {
 
 grpc::Status PeerService::ReadHello(grpc::ServerContext* context, PeerStream* stream,
                                     kolo::v1::Hello* hello) {
-  const uint64_t watch = auth_watch_->Arm(context, absl::Now() + limits_.auth_deadline);
+  const absl::StatusOr<uint64_t> watch =
+      auth_watch_->Arm(context, absl::Now() + limits_.auth_deadline);
+  if (!watch.ok()) return ToGrpcStatus(watch.status());
   kolo::v1::MemberMessage first;
   const bool read = stream->Read(&first);
-  if (auth_watch_->Disarm(watch)) {
+  if (auth_watch_->Disarm(*watch)) {
     return grpc::Status(
         grpc::StatusCode::UNAUTHENTICATED,
         absl::StrCat("no Hello within ", absl::FormatDuration(limits_.auth_deadline),

@@ -110,13 +110,19 @@ absl::StatusOr<NodeService::Admitted> NodeService::Admit(
     ++mine;
   }
   kolo::v1::ClientMessage first;
-  const uint64_t watch = deadlines_.Arm(context, absl::Now() + options_.policy.attach_timeout);
-  const bool got = stream->Read(&first);
-  const bool late = deadlines_.Disarm(watch);
+  const absl::StatusOr<uint64_t> watch =
+      deadlines_.Arm(context, absl::Now() + options_.policy.attach_timeout);
+  bool got = false;
+  bool late = false;
+  if (watch.ok()) {
+    got = stream->Read(&first);
+    late = deadlines_.Disarm(*watch);
+  }
   {
     absl::MutexLock l(&mu_);
     if (--pending_attaches_[uid] == 0) pending_attaches_.erase(uid);
   }
+  if (!watch.ok()) return watch.status();
   if (late) {
     return absl::DeadlineExceededError(absl::StrCat(
         "no AttachRequest within ", absl::FormatDuration(options_.policy.attach_timeout)));
