@@ -264,7 +264,16 @@ void Coordinator::AddReadyLocked(int node, const kolo::v1::TensorMeta& meta) {
   if (p.reported[node]) return;
   p.reported[node] = true;
   ++p.count;
-  p.joined += meta.joined();
+  // A count of this node's ranks that had joined; anything else (a broken
+  // or hostile member) fails the name, and the sum stays within the job.
+  const int node_ranks = static_cast<int>(members_.at(node_members_[node]).ranks.size());
+  if (meta.joined() >= 0 && meta.joined() <= node_ranks) {
+    p.joined += meta.joined();
+  } else if (p.error.ok()) {
+    p.error = absl::InvalidArgumentError(
+        absl::StrCat(DescribeNode(node), " reported ", meta.joined(), " of its ", node_ranks,
+                     " ranks as joined for \"", meta.name(), "\""));
+  }
   if (meta.kind() == static_cast<uint32_t>(CollectiveKind::kAllgather)) {
     if (p.rows.empty()) p.rows.resize(nodes);
     p.rows[node].assign(meta.rows().begin(), meta.rows().end());

@@ -361,6 +361,40 @@ TEST_F(CoordinatorTest, AJoinedNodeTakesPartWithZerosUntilEveryNodeJoined) {
   EXPECT_EQ(b_->plans()[3].responses(0).joined_nodes_size(), 0);
 }
 
+TEST_F(CoordinatorTest, AJoinedCountBeyondTheNodesRanksFailsTheName) {
+  // A member's count of its joined ranks is bounded by the ranks it has: a
+  // broken or hostile one fails that name on every node, and huge counts
+  // from two nodes do not overflow the sum.
+  Join();
+  kolo::v1::TensorMeta huge = Meta("grad");
+  huge.set_joined(1650614882);
+  kolo::v1::TensorMeta negative = Meta("grad");
+  negative.set_joined(-5);
+  c_.OnReady(ida_, ReadyOf({huge}));
+  c_.OnReady(idb_, ReadyOf({huge}));
+  std::vector<kolo::v1::Plan> plans = b_->plans();
+  ASSERT_EQ(plans.size(), 1u);
+  EXPECT_EQ(plans[0].responses(0).error_code(),
+            static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_TRUE(absl::StrContains(plans[0].responses(0).error_message(),
+                                "1650614882 of its 2 ranks as joined"))
+      << plans[0].responses(0).error_message();
+  c_.OnReady(ida_, ReadyOf({negative}));
+  c_.OnReady(idb_, ReadyOf({Meta("grad")}));
+  plans = b_->plans();
+  ASSERT_EQ(plans.size(), 2u);
+  EXPECT_TRUE(absl::StrContains(plans[1].responses(0).error_message(), "-5 of its 2"))
+      << plans[1].responses(0).error_message();
+  // A count within the node's ranks is taken as before.
+  kolo::v1::TensorMeta two = Meta("g2");
+  two.set_joined(2);
+  c_.OnReady(ida_, ReadyOf({two}));
+  c_.OnReady(idb_, ReadyOf({Meta("g2")}));
+  plans = b_->plans();
+  ASSERT_EQ(plans.size(), 3u);
+  EXPECT_EQ(plans[2].responses(0).error_code(), 0) << plans[2].responses(0).error_message();
+}
+
 TEST_F(CoordinatorTest, RemovingASetFailsItsWaitingNamesAndLaterOnes) {
   Join();
   kolo::v1::TensorMeta add = Meta("ps.add");
