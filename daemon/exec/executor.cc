@@ -139,6 +139,16 @@ absl::StatusOr<Backend*> Executor::DeviceBackendFor(const PlannedStep& step) {
   }
   device_backend_ = *std::move(made);
   device_backend_ptr_.store(device_backend_.get());
+  if (device_cancel_.load()) {
+    // The job was aborted while the backend was being made: Abort may not
+    // have seen it, so it learns why here (twice is harmless).
+    absl::Status why;
+    {
+      absl::MutexLock l(&abort_mu_);
+      why = abort_why_;
+    }
+    if (!why.ok()) device_backend_->Abort(why);
+  }
   return device_backend_.get();
 }
 
@@ -148,6 +158,10 @@ void Executor::ReleaseSession(const std::string& session_id) {
 }
 
 void Executor::Abort(const absl::Status& why) {
+  {
+    absl::MutexLock l(&abort_mu_);
+    if (abort_why_.ok()) abort_why_ = why;
+  }
   device_cancel_.store(true);
   if (DeviceBackend* d = device_backend_ptr_.load()) d->Abort(why);
 }

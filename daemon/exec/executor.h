@@ -121,6 +121,10 @@ class Executor final : public StepRunner {
   std::atomic<DeviceBackend*> device_backend_ptr_{nullptr};
   // Set by Abort: a device backend still joining its communicator gives up.
   std::atomic<bool> device_cancel_{false};
+  // Why the job was aborted (set before device_cancel_), for a device
+  // backend made after the abort.
+  absl::Mutex abort_mu_;
+  absl::Status abort_why_ ABSL_GUARDED_BY(abort_mu_);
 };
 
 }  // namespace kolo::daemon
