@@ -37,10 +37,11 @@ inline void NameThisThread(absl::string_view name) {
 inline absl::StatusOr<std::thread> StartThread(absl::string_view what, absl::string_view name,
                                                std::function<void()> body) {
   try {
-    return std::thread([name = std::string(name), body = std::move(body)] {
-      NameThisThread(name);
-      body();
-    });
+    std::thread t(std::move(body));
+    // Named from here, so the name is there once StartThread returns.
+    const std::string cut(name.substr(0, kMaxThreadName));
+    pthread_setname_np(t.native_handle(), cut.c_str());  // a name is only a help
+    return t;
   } catch (const std::system_error& e) {
     return absl::ResourceExhaustedError(
         absl::StrCat("cannot start a thread for ", what, ": ", e.what()));
