@@ -37,9 +37,13 @@ inline void NameThisThread(absl::string_view name) {
 inline absl::StatusOr<std::thread> StartThread(absl::string_view what, absl::string_view name,
                                                std::function<void()> body) {
   try {
-    std::thread t(std::move(body));
-    // Named from here, so the name is there once StartThread returns.
+    // Named both by the new thread itself (so its body sees its name) and
+    // from here (so the name is there once StartThread returns).
     const std::string cut(name.substr(0, kMaxThreadName));
+    std::thread t([cut, body = std::move(body)] {
+      NameThisThread(cut);
+      body();
+    });
     pthread_setname_np(t.native_handle(), cut.c_str());  // a name is only a help
     return t;
   } catch (const std::system_error& e) {
