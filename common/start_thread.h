@@ -25,8 +25,7 @@ namespace kolo {
 // The longest thread name the system keeps (without its terminating NUL).
 inline constexpr size_t kMaxThreadName = 15;
 
-// Names the calling thread `name` (cut to kMaxThreadName characters), for a
-// thread started otherwise (a member std::thread started by a constructor).
+// Names the calling thread `name` (cut to kMaxThreadName characters).
 inline void NameThisThread(absl::string_view name) {
   const std::string cut(name.substr(0, kMaxThreadName));
   pthread_setname_np(pthread_self(), cut.c_str());  // a name is only a help

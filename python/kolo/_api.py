@@ -396,11 +396,14 @@ class Handle:
             return self._result
 
 
-def _finish_plain(result):
+def _finish_plain(result, after=None):
     """Finishes a collective that writes into a buffer the caller passed:
-    its result is that buffer."""
+    its result is that buffer, after `after()` (kolo.torch copies a staged
+    output back with it)."""
     def finish(hid):
         core.wait(hid)
+        if after is not None:
+            after()
         return result
     return finish
 

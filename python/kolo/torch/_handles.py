@@ -110,13 +110,7 @@ def synchronize(handle):
     return handle.wait()
 
 
-def _wait_plain(result, after=None):
-    def finish(hid):
-        core.wait(hid)
-        if after is not None:
-            after()
-        return result
-    return finish
+_wait_plain = _api._finish_plain
 
 
 def _wait_output(dtype, alltoall=False, device=None, splits_like=None):
