@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   bazel-bootstrap g++ pkg-config python3
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libabsl-dev libspdlog-dev libfmt-dev libucx-dev libhwy-dev
+  libabsl-dev libspdlog-dev libfmt-dev libucx-dev libhwy-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev
   dataset-fashion-mnist
   pybind11-dev python3-dev python3-venv

@@ -1,5 +1,6 @@
 #include "daemon/negotiation/coordinator.h"
 #include "daemon/negotiation/abort_status.h"
+#include "daemon/negotiation/sealed_lane.h"
 
 #include <algorithm>
 #include <optional>
@@ -14,6 +15,7 @@
 #include "daemon/plan/agreement.h"
 #include "daemon/plan/fusion.h"
 #include "proto/kolo/abi/types.h"
+#include "spdlog/spdlog.h"
 
 namespace kolo::daemon {
 namespace {
@@ -28,10 +30,84 @@ bool IsJoin(const kolo::v1::TensorMeta& m) {
 
 }  // namespace
 
+class Coordinator::Lane {
+ public:
+  void Use(MessageLane* lane) {
+    absl::MutexLock l(&mu_);
+    lane_ = lane;
+    last_ = nullptr;
+    last_bytes_ = nullptr;
+  }
+  // Sends `message` to `node` over the lane; false if it has none or cannot
+  // take it.
+  bool Send(int node, const std::shared_ptr<const kolo::v1::CoordinatorMessage>& message) {
+    absl::MutexLock l(&mu_);
+    if (lane_ == nullptr) return false;
+    if (last_ != message) {
+      // Every member is handed the same plan object: serialized once.
+      auto bytes = std::make_shared<std::string>();
+      if (!message->SerializeToString(bytes.get())) return false;
+      last_ = message;
+      last_bytes_ = std::move(bytes);
+    }
+    if (last_bytes_->size() > lane_->max_message_bytes()) return false;
+    return lane_->SendMessage(node, last_bytes_).ok();
+  }
+
+ private:
+  absl::Mutex mu_;
+  MessageLane* lane_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::shared_ptr<const kolo::v1::CoordinatorMessage> last_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const std::string> last_bytes_ ABSL_GUARDED_BY(mu_);
+};
+
+// A member's plans over the lane, its own sink for the rest.
+class Coordinator::LaneSink final : public MemberSink {
+ public:
+  LaneSink(std::shared_ptr<Lane> lane, int node, std::shared_ptr<MemberSink> sink)
+      : lane_(std::move(lane)), node_(node), sink_(std::move(sink)) {}
+  void Send(std::shared_ptr<const kolo::v1::CoordinatorMessage> message) override {
+    if (message->has_plan() && lane_->Send(node_, message)) return;
+    sink_->Send(std::move(message));
+  }
+
+ private:
+  const std::shared_ptr<Lane> lane_;
+  const int node_;
+  const std::shared_ptr<MemberSink> sink_;
+};
+
 Coordinator::Coordinator(std::string job_id, std::string token, int size,
                          CoordinatorOptions options)
-    : job_id_(std::move(job_id)), token_(std::move(token)), size_(size), options_(options) {
+    : job_id_(std::move(job_id)),
+      token_(std::move(token)),
+      size_(size),
+      options_(options),
+      lane_(std::make_shared<Lane>()) {
   rank_owner_.assign(size, -1);
+}
+
+void Coordinator::UseLane(MessageLane* lane) { lane_->Use(lane); }
+
+void Coordinator::OnLaneMessage(int node_index, absl::string_view message) {
+  kolo::v1::MemberMessage msg;
+  if (!msg.ParseFromArray(message.data(), static_cast<int>(message.size())) || !msg.has_ready()) {
+    spdlog::warn(
+        "job {}: dropped an unreadable message ({} bytes) from node {} over the data plane",
+        job_id_, message.size(), node_index);
+    return;
+  }
+  int member;
+  {
+    absl::MutexLock l(&mu_);
+    if (!welcomed_ || node_index < 0 || node_index >= static_cast<int>(node_members_.size())) {
+      return;
+    }
+    member = node_members_[node_index];
+    Member& m = members_.at(member);
+    if (m.lane_sink == nullptr) m.lane_sink = std::make_shared<LaneSink>(lane_, node_index, m.sink);
+  }
+  OnReady(member, msg.ready());
 }
 
 bool Coordinator::HasToken(const std::string& token) const { return SecretsEqual(token, token_); }
@@ -112,6 +188,16 @@ void Coordinator::WelcomeLocked(Outbox* out) {
   });
   node_members_ = ids;
   kolo::v1::Welcome welcome;
+  // Without a key (no randomness to be had) the nodes negotiate over the
+  // Peer plane only.
+  if (absl::StatusOr<std::string> key = NewLaneKey(); key.ok()) {
+    welcome.set_lane_key(*std::move(key));
+  } else {
+    spdlog::warn(
+        "job {}: no key for the data plane's messages, so the job negotiates over the "
+        "Peer plane only: {}",
+        job_id_, key.status().ToString());
+  }
   for (size_t i = 0; i < ids.size(); ++i) {
     Member& m = members_.at(ids[i]);
     m.node_index = static_cast<int>(i);
@@ -593,7 +679,7 @@ void Coordinator::SendPlanLocked(kolo::v1::Plan plan, Outbox* out) {
   auto msg = std::make_shared<kolo::v1::CoordinatorMessage>();
   *msg->mutable_plan() = std::move(plan);
   for (const auto& [id, m] : members_) {
-    if (m.connected) out->push_back({m.sink, msg});
+    if (m.connected) out->push_back({m.lane_sink != nullptr ? m.lane_sink : m.sink, msg});
   }
 }
 
@@ -681,6 +767,7 @@ void Coordinator::AbortLocked(const absl::Status& why, Outbox* out) {
   aborted_flag_.store(true);
   auto msg = std::make_shared<kolo::v1::CoordinatorMessage>();
   ToPeerAbort(why, msg->mutable_abort());
+  msg->mutable_abort()->set_plans_sent(plans_);
   for (const auto& [id, m] : members_) {
     if (m.connected) out->push_back({m.sink, msg});
   }

@@ -7,7 +7,10 @@
 // (daemon/plan/). A repeated name is assigned a cache id, so it travels as one bit.
 //
 // It knows nothing of gRPC: members are MemberSinks (a gRPC stream for a
-// remote daemon, a direct call for the local one).
+// remote daemon, a direct call for the local one). Once its daemon's
+// transport is connected (UseLane), a remote member that reports over the
+// transport's message lane gets its plans over the lane too (see
+// member_link.h); anything the lane cannot take goes to the member's sink.
 //
 // Thread-safety: thread-safe; one mutex guards the state, and sinks are
 // called outside it, under a second mutex taken before the first is
@@ -30,6 +33,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/plan/tensor_desc.h"
+#include "daemon/transport/transport.h"
 #include "proto/kolo/v1/peer.pb.h"
 
 namespace kolo::daemon {
@@ -70,6 +74,13 @@ class Coordinator {
   // members cover every rank, each gets its Welcome.
   absl::StatusOr<int> AddMember(const kolo::v1::Hello& hello, std::shared_ptr<MemberSink> sink);
   void OnReady(int member, const kolo::v1::Ready& ready);
+  // Plans to members that report over `lane` (this daemon's connected
+  // transport) go over it from now on; null stops using it (before the
+  // transport goes). Thread-safe against deliveries in progress.
+  void UseLane(MessageLane* lane);
+  // A message over the lane from node `node_index`: a Ready report of the
+  // member there. Anything else is dropped with a warning.
+  void OnLaneMessage(int node_index, absl::string_view message);
   // A member's stream ended or fell silent: the job is aborted everywhere.
   void MemberLost(int member, const std::string& why);
   void OnAbort(int member, const absl::Status& why);
@@ -83,8 +94,14 @@ class Coordinator {
   int members() const;
 
  private:
+  // The lane as the sinks see it: detachable, and serializing each message
+  // once for every member it goes to.
+  class Lane;
+  class LaneSink;
   struct Member {
     std::string node;
+    // Set once it reported over the lane: where its plans go.
+    std::shared_ptr<MemberSink> lane_sink;
     std::vector<int> ranks;
     std::string ucx_address;
     std::shared_ptr<MemberSink> sink;
@@ -201,6 +218,7 @@ class Coordinator {
 
   mutable absl::Mutex mu_;
   absl::Mutex deliver_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  const std::shared_ptr<Lane> lane_;
   uint64_t plans_ ABSL_GUARDED_BY(mu_) = 0;  // sent so far; numbers the next
   std::map<int, Member> members_ ABSL_GUARDED_BY(mu_);
   int next_member_ ABSL_GUARDED_BY(mu_) = 0;

@@ -442,3 +442,88 @@ TEST_F(CoordinatorTest, ProcessSetsDoNotChangeWhileANodeHasJoined) {
 
 }  // namespace
 }  // namespace kolo::daemon
+
+namespace kolo::daemon {
+namespace {
+
+// A lane that records the plans it carries, by node; it can refuse.
+class RecordingLane final : public MessageLane {
+ public:
+  void SetMessageHandler(Handler) override {}
+  absl::Status SendMessage(int peer, std::shared_ptr<const std::string> message) override {
+    if (refuse) return absl::InvalidArgumentError("refused");
+    kolo::v1::CoordinatorMessage m;
+    EXPECT_TRUE(m.ParseFromString(*message));
+    sent.emplace_back(peer, m);
+    return absl::OkStatus();
+  }
+  size_t max_message_bytes() const override { return 1 << 16; }
+  std::vector<std::pair<int, kolo::v1::CoordinatorMessage>> sent;
+  bool refuse = false;
+};
+
+std::string LaneReady(std::vector<kolo::v1::TensorMeta> metas) {
+  kolo::v1::MemberMessage m;
+  *m.mutable_ready() = ReadyOf(std::move(metas));
+  return m.SerializeAsString();
+}
+
+TEST_F(CoordinatorTest, ANodeThatReportsOverTheLaneGetsItsPlansOverIt) {
+  Join();
+  RecordingLane lane;
+  c_.UseLane(&lane);
+  c_.OnReady(ida_, ReadyOf({Meta("x")}));
+  c_.OnLaneMessage(/*node_index=*/1, LaneReady({Meta("x")}));
+  // B (node 1) reported over the lane: its plan went there, not to its sink.
+  ASSERT_EQ(lane.sent.size(), 1u);
+  EXPECT_EQ(lane.sent[0].first, 1);
+  ASSERT_TRUE(lane.sent[0].second.has_plan());
+  EXPECT_EQ(lane.sent[0].second.plan().responses(0).members(0).name(), "x");
+  EXPECT_TRUE(b_->plans().empty());
+  // A reported over its sink and gets its plan there.
+  ASSERT_EQ(a_->plans().size(), 1u);
+
+  // A lane that cannot take a plan: it goes to the member's sink.
+  lane.refuse = true;
+  c_.OnReady(ida_, ReadyOf({Meta("y")}));
+  c_.OnLaneMessage(1, LaneReady({Meta("y")}));
+  ASSERT_EQ(b_->plans().size(), 1u);
+  EXPECT_EQ(b_->plans()[0].sequence(), 1u);
+
+  // Once the lane is let go (its transport is going), nothing is sent on it.
+  lane.refuse = false;
+  c_.UseLane(nullptr);
+  c_.OnReady(ida_, ReadyOf({Meta("z")}));
+  c_.OnLaneMessage(1, LaneReady({Meta("z")}));
+  EXPECT_EQ(lane.sent.size(), 1u);
+  EXPECT_EQ(b_->plans().size(), 2u);
+}
+
+TEST_F(CoordinatorTest, TheAbortSaysHowManyPlansWentBeforeIt) {
+  Join();
+  c_.OnReady(ida_, ReadyOf({Meta("x")}));
+  c_.OnReady(idb_, ReadyOf({Meta("x")}));
+  c_.OnAbort(ida_, absl::CancelledError("ranks finished"));
+  ASSERT_FALSE(b_->messages.empty());
+  ASSERT_TRUE(b_->messages.back().has_abort());
+  EXPECT_EQ(b_->messages.back().abort().plans_sent(), 1u);
+}
+
+TEST_F(CoordinatorTest, UnreadableOrMisaddressedLaneMessagesChangeNothing) {
+  Join();
+  RecordingLane lane;
+  c_.UseLane(&lane);
+  c_.OnReady(ida_, ReadyOf({Meta("x")}));
+  c_.OnLaneMessage(1, "\xff\xff garbage");
+  c_.OnLaneMessage(7, LaneReady({Meta("x")}));   // no such node
+  c_.OnLaneMessage(-1, LaneReady({Meta("x")}));  // nor this
+  kolo::v1::MemberMessage hello;
+  *hello.mutable_hello() = Hello("B", {2, 3});
+  c_.OnLaneMessage(1, hello.SerializeAsString());  // only Ready travels here
+  EXPECT_TRUE(lane.sent.empty());
+  EXPECT_TRUE(a_->plans().empty());
+  EXPECT_FALSE(c_.aborted());
+}
+
+}  // namespace
+}  // namespace kolo::daemon

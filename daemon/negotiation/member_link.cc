@@ -17,6 +17,11 @@ namespace {
 
 // A cache entry the coordinator has not (or will never) put an id on.
 constexpr uint32_t kNoCacheId = UINT32_MAX;
+// Plans held for an earlier one still on its way (see HandlePlan).
+constexpr size_t kMaxEarlyPlans = 1024;
+// How long an abort from the coordinator waits for plans it sent before it
+// over the lane (normally there within a millisecond).
+constexpr absl::Duration kHeldAbortWait = absl::Seconds(2);
 // How long closing the link waits for queued messages to go out.
 constexpr absl::Duration kFlushOnClose = absl::Seconds(1);
 
@@ -246,25 +251,135 @@ void MemberLink::Abort(const absl::Status& why) {
   Enqueue(std::move(m));
 }
 
+std::optional<kolo::v1::MemberMessage> MemberLink::TakeReadyLocked() {
+  if (!ready_dirty_) return std::nullopt;
+  kolo::v1::MemberMessage m;
+  *m.mutable_ready() = std::move(ready_);
+  ready_.Clear();
+  ready_dirty_ = false;
+  return m;
+}
+
+void MemberLink::UseLane(MessageLane* lane, int coordinator_node) {
+  absl::MutexLock l(&mu_);
+  lane_ = lane;
+  lane_node_ = coordinator_node;
+}
+
+bool MemberLink::SendOnLane(const kolo::v1::MemberMessage& message) {
+  MessageLane* lane;
+  int node;
+  {
+    absl::MutexLock l(&mu_);
+    lane = lane_;
+    node = lane_node_;
+  }
+  if (lane == nullptr) return false;
+  auto bytes = std::make_shared<std::string>();
+  if (!message.SerializeToString(bytes.get()) || bytes->size() > lane->max_message_bytes()) {
+    return false;
+  }
+  return lane->SendMessage(node, std::move(bytes)).ok();
+}
+
+void MemberLink::Flush() {
+  std::optional<kolo::v1::MemberMessage> m;
+  {
+    absl::MutexLock l(&mu_);
+    if (lane_ == nullptr) return;
+    m = TakeReadyLocked();
+  }
+  // Too large for the lane, or the lane is gone: the writer sends it.
+  if (m && !SendOnLane(*m)) Enqueue(std::move(*m));
+}
+
+void MemberLink::OnLaneMessage(absl::string_view message) {
+  kolo::v1::CoordinatorMessage msg;
+  if (!msg.ParseFromArray(message.data(), static_cast<int>(message.size())) || !msg.has_plan()) {
+    bool notify;
+    {
+      absl::MutexLock l(&mu_);
+      notify = !ended_;
+      ended_ = true;
+    }
+    if (notify) {
+      listener_->OnLinkAbort(absl::AbortedError(absl::StrCat(
+          "the coordinator ", options_.coordinator_name, "'s node sent an unreadable message (",
+          message.size(), " bytes) over the data plane")));
+    }
+    return;
+  }
+  {
+    absl::MutexLock l(&mu_);
+    last_heard_ = absl::Now();
+  }
+  HandlePlan(msg.plan());
+}
+
+void MemberLink::HandlePlan(const kolo::v1::Plan& plan) {
+  absl::MutexLock order(&plan_mu_);
+  uint64_t due;
+  {
+    absl::MutexLock l(&mu_);
+    if (ended_) return;
+    due = plans_;
+  }
+  if (plan.sequence() > due) {
+    // The other way may still carry the ones before it; a coordinator that
+    // skipped a number would leave this node waiting, so the wait is bounded.
+    if (early_plans_.size() >= kMaxEarlyPlans || early_plans_.contains(plan.sequence())) {
+      {
+        absl::MutexLock l(&mu_);
+        ended_ = true;
+      }
+      listener_->OnLinkAbort(absl::AbortedError(
+          absl::StrCat("the coordinator ", options_.coordinator_name, " sent plan ",
+                       plan.sequence(), " while plan ", due, " was due, with ", early_plans_.size(),
+                       " later plans waiting; the nodes' orders would diverge")));
+      return;
+    }
+    early_plans_.emplace(plan.sequence(), plan);
+    return;
+  }
+  DeliverPlan(plan);  // a number already used ends the link there
+  for (;;) {
+    std::optional<absl::Status> abort;
+    {
+      absl::MutexLock l(&mu_);
+      abort = TakeDueAbortLocked(absl::Now());
+      if (ended_ && !abort.has_value()) return;
+      due = plans_;
+    }
+    if (abort.has_value()) {
+      listener_->OnLinkAbort(*abort);
+      return;
+    }
+    auto next = early_plans_.find(due);
+    if (next == early_plans_.end()) return;
+    kolo::v1::Plan p = std::move(next->second);
+    early_plans_.erase(next);
+    DeliverPlan(p);
+  }
+}
+
 void MemberLink::WriteLoop() {
   absl::Time next_beat = absl::Now() + options_.heartbeat;
   for (;;) {
     std::vector<kolo::v1::MemberMessage> batch;
     bool beat = false;
     bool silent = false;
+    std::optional<absl::Status> held_abort;
     {
       absl::MutexLock l(&mu_);
+      // With a lane, Flush sends the reports; the writer sends those left
+      // over at its next wake (a heartbeat at the latest).
       auto wake = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        return stop_ || ready_dirty_ || !outbox_.empty();
+        return stop_ || (ready_dirty_ && lane_ == nullptr) || !outbox_.empty();
       };
       mu_.AwaitWithDeadline(absl::Condition(&wake), next_beat);
       if (stop_ && outbox_.empty()) return;
-      if (ready_dirty_) {
-        kolo::v1::MemberMessage m;
-        *m.mutable_ready() = std::move(ready_);
-        ready_.Clear();
-        ready_dirty_ = false;
-        batch.push_back(std::move(m));
+      if (std::optional<kolo::v1::MemberMessage> m = TakeReadyLocked()) {
+        batch.push_back(std::move(*m));
       }
       for (auto& m : outbox_) batch.push_back(std::move(m));
       outbox_.clear();
@@ -278,8 +393,12 @@ void MemberLink::WriteLoop() {
           ended_ = true;
         }
       }
+      held_abort = TakeDueAbortLocked(now);
     }
-    for (const auto& m : batch) (void)channel_->Send(m);
+    for (const auto& m : batch) {
+      if (m.has_ready() && SendOnLane(m)) continue;
+      (void)channel_->Send(m);
+    }
     if (!batch.empty()) {
       absl::MutexLock l(&mu_);
       writing_ = false;
@@ -289,6 +408,7 @@ void MemberLink::WriteLoop() {
       m.mutable_heartbeat();
       (void)channel_->Send(m);
     }
+    if (held_abort.has_value()) listener_->OnLinkAbort(*held_abort);
     if (silent) {
       listener_->OnLinkAbort(absl::AbortedError(
           absl::StrCat("lost the coordinator ", options_.coordinator_name, ": it sent nothing for ",
@@ -296,6 +416,80 @@ void MemberLink::WriteLoop() {
                        " s (its daemon is stopped, hung or cut off)")));
     }
   }
+}
+
+void MemberLink::DeliverPlan(const kolo::v1::Plan& plan) {
+  std::vector<PlannedEntry> entries;
+  std::string link_error;
+  {
+    absl::MutexLock l(&mu_);
+    if (ended_) return;
+    if (plan.sequence() != plans_) {
+      link_error = absl::StrCat("plan ", plan.sequence(), " from the coordinator ",
+                                options_.coordinator_name, " arrived where plan ", plans_,
+                                " was due; the nodes' orders would diverge");
+      ended_ = true;
+    }
+    ++plans_;
+    for (const auto& a : plan.new_cache_ids()) {
+      // Recorded even for a name this node never reported (its ranks
+      // had all joined): later plans may name it by its id.
+      const std::string key = PeerKey(a.process_set(), a.name());
+      if (a.cache_id() >= (1u << 24)) continue;  // far beyond any capacity
+      if (cache_names_.size() <= a.cache_id()) cache_names_.resize(a.cache_id() + 1);
+      cache_names_[a.cache_id()] = key;
+      auto it = cache_.find(key);
+      if (it == cache_.end()) continue;
+      it->second.first = a.cache_id();
+    }
+    for (const auto& r : plan.responses()) {
+      PlannedEntry e;
+      for (const auto& m : r.members()) {
+        if (m.has_cache_id()) {
+          e.names.push_back(m.cache_id() < cache_names_.size() ? cache_names_[m.cache_id()]
+                                                               : std::string());
+        } else {
+          e.names.push_back(PeerKey(r.process_set(), m.name()));
+          // Planned without an id: the coordinator does not cache it
+          // (its kind, a full cache, a failure). Forget its metadata,
+          // or names used once would pile up here for the job's life.
+          auto it = cache_.find(e.names.back());
+          if (it != cache_.end() && it->second.first == kNoCacheId) cache_.erase(it);
+        }
+      }
+      e.rows.assign(r.rows().begin(), r.rows().end());
+      e.process_set = r.process_set();
+      e.new_process_set = r.new_process_set();
+      e.last_joined = r.last_joined();
+      e.joined_nodes.assign(r.joined_nodes().begin(), r.joined_nodes().end());
+      e.metas.assign(r.metas().begin(), r.metas().end());
+      e.splits.assign(r.splits().begin(), r.splits().end());
+      if (r.error_code() != 0) {
+        e.error = absl::Status(static_cast<absl::StatusCode>(r.error_code()), r.error_message());
+      } else if (r.has_device_comm()) {
+        const kolo::v1::DeviceComm& c = r.device_comm();
+        DeviceCommPlan comm;
+        comm.unique_id = c.unique_id();
+        comm.nranks = c.nranks();
+        comm.nccl_rank.assign(c.nccl_rank().begin(), c.nccl_rank().end());
+        comm.device.assign(c.device().begin(), c.device().end());
+        if (absl::Status v = ValidateDeviceCommPlan(comm, options_.hello.size());
+            !v.ok() && link_error.empty()) {
+          // The other daemons would wait in NCCL for this one: end the job.
+          link_error = absl::StrCat("the coordinator ", options_.coordinator_name,
+                                    " sent an unusable device communicator: ", v.message());
+          ended_ = true;
+        }
+        e.device_comm = std::move(comm);
+      }
+      entries.push_back(std::move(e));
+    }
+  }
+  if (!link_error.empty()) {
+    listener_->OnLinkAbort(absl::AbortedError(link_error));
+    return;
+  }
+  listener_->OnPlan(std::move(entries));
 }
 
 void MemberLink::ReadLoop() {
@@ -310,84 +504,20 @@ void MemberLink::ReadLoop() {
       case kolo::v1::CoordinatorMessage::kWelcome:
         listener_->OnWelcome(msg.welcome());
         break;
-      case kolo::v1::CoordinatorMessage::kPlan: {
-        std::vector<PlannedEntry> plan;
-        std::string link_error;
-        {
-          absl::MutexLock l(&mu_);
-          if (ended_) break;
-          if (msg.plan().sequence() != plans_) {
-            link_error = absl::StrCat("plan ", msg.plan().sequence(), " from the coordinator ",
-                                      options_.coordinator_name, " arrived where plan ", plans_,
-                                      " was due; the nodes' orders would diverge");
-            ended_ = true;
-          }
-          ++plans_;
-          for (const auto& a : msg.plan().new_cache_ids()) {
-            // Recorded even for a name this node never reported (its ranks
-            // had all joined): later plans may name it by its id.
-            const std::string key = PeerKey(a.process_set(), a.name());
-            if (a.cache_id() >= (1u << 24)) continue;  // far beyond any capacity
-            if (cache_names_.size() <= a.cache_id()) cache_names_.resize(a.cache_id() + 1);
-            cache_names_[a.cache_id()] = key;
-            auto it = cache_.find(key);
-            if (it == cache_.end()) continue;
-            it->second.first = a.cache_id();
-          }
-          for (const auto& r : msg.plan().responses()) {
-            PlannedEntry e;
-            for (const auto& m : r.members()) {
-              if (m.has_cache_id()) {
-                e.names.push_back(m.cache_id() < cache_names_.size() ? cache_names_[m.cache_id()]
-                                                                     : std::string());
-              } else {
-                e.names.push_back(PeerKey(r.process_set(), m.name()));
-                // Planned without an id: the coordinator does not cache it
-                // (its kind, a full cache, a failure). Forget its metadata,
-                // or names used once would pile up here for the job's life.
-                auto it = cache_.find(e.names.back());
-                if (it != cache_.end() && it->second.first == kNoCacheId) cache_.erase(it);
-              }
-            }
-            e.rows.assign(r.rows().begin(), r.rows().end());
-            e.process_set = r.process_set();
-            e.new_process_set = r.new_process_set();
-            e.last_joined = r.last_joined();
-            e.joined_nodes.assign(r.joined_nodes().begin(), r.joined_nodes().end());
-            e.metas.assign(r.metas().begin(), r.metas().end());
-            e.splits.assign(r.splits().begin(), r.splits().end());
-            if (r.error_code() != 0) {
-              e.error =
-                  absl::Status(static_cast<absl::StatusCode>(r.error_code()), r.error_message());
-            } else if (r.has_device_comm()) {
-              const kolo::v1::DeviceComm& c = r.device_comm();
-              DeviceCommPlan comm;
-              comm.unique_id = c.unique_id();
-              comm.nranks = c.nranks();
-              comm.nccl_rank.assign(c.nccl_rank().begin(), c.nccl_rank().end());
-              comm.device.assign(c.device().begin(), c.device().end());
-              if (absl::Status v = ValidateDeviceCommPlan(comm, options_.hello.size());
-                  !v.ok() && link_error.empty()) {
-                // The other daemons would wait in NCCL for this one: end the job.
-                link_error = absl::StrCat("the coordinator ", options_.coordinator_name,
-                                          " sent an unusable device communicator: ", v.message());
-                ended_ = true;
-              }
-              e.device_comm = std::move(comm);
-            }
-            plan.push_back(std::move(e));
-          }
-        }
-        if (!link_error.empty()) {
-          listener_->OnLinkAbort(absl::AbortedError(link_error));
-          break;
-        }
-        listener_->OnPlan(std::move(plan));
+      case kolo::v1::CoordinatorMessage::kPlan:
+        HandlePlan(msg.plan());
         break;
-      }
       case kolo::v1::CoordinatorMessage::kAbort: {
         {
           absl::MutexLock l(&mu_);
+          if (ended_ || held_abort_.has_value()) break;
+          if (lane_ != nullptr && msg.abort().plans_sent() > plans_) {
+            // Plans sent before it over the lane are still on their way.
+            held_abort_ = FromPeerAbort(msg.abort());
+            held_abort_plans_ = msg.abort().plans_sent();
+            held_abort_deadline_ = absl::Now() + kHeldAbortWait;
+            break;
+          }
           ended_ = true;
         }
         listener_->OnLinkAbort(FromPeerAbort(msg.abort()));
@@ -400,6 +530,8 @@ void MemberLink::ReadLoop() {
   bool notify;
   {
     absl::MutexLock l(&mu_);
+    // A held abort ends the link itself (HandlePlan or the writer).
+    if (held_abort_.has_value()) return;
     notify = !stop_ && !ended_;
     ended_ = true;
   }
@@ -407,6 +539,17 @@ void MemberLink::ReadLoop() {
     listener_->OnLinkAbort(absl::AbortedError(
         absl::StrCat("lost the coordinator ", options_.coordinator_name, ": ", why)));
   }
+}
+
+std::optional<absl::Status> MemberLink::TakeDueAbortLocked(absl::Time now) {
+  if (!held_abort_.has_value() || ended_ ||
+      (plans_ < held_abort_plans_ && now < held_abort_deadline_)) {
+    return std::nullopt;
+  }
+  ended_ = true;
+  std::optional<absl::Status> why = std::move(held_abort_);
+  held_abort_.reset();
+  return why;
 }
 
 }  // namespace kolo::daemon

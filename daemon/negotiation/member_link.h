@@ -8,12 +8,25 @@
 // The coordinator is reached through a PeerChannel: a gRPC stream to the
 // daemon hosting rank 0, or a direct link when that is this daemon.
 //
+// Once the job's transport connects, the steady state can leave the Peer
+// plane for the transport's message lane (UseLane): Ready reports go to the
+// coordinator's node as lane messages, sent by the thread that calls Flush
+// (the job's, after each batch of submissions) instead of being handed to
+// the writer thread and a gRPC stream, and plans may come back the same way.
+// Plans are numbered, and run in their order whichever way each came. Ready
+// reports need no order: each names tensors only this report can make ready
+// (a name is reported again only after the plan that ran it arrived). The
+// Hello, the Welcome, heartbeats, aborts and anything too large for the lane
+// stay on the Peer plane, whose heartbeats keep watching the coordinator.
+//
 // Thread-safety: thread-safe. Outgoing messages go through a queue drained by
-// the link's own thread, so callers never block on the network or on the
-// coordinator's locks; the listener is called from the link's threads.
+// the link's own thread (or, on the lane, a non-blocking send), so callers
+// never block on the network or on the coordinator's locks; the listener is
+// called from the link's threads and the lane's.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -27,6 +40,7 @@
 #include "absl/time/time.h"
 #include "daemon/backend/device_comm_plan.h"
 #include "daemon/negotiation/coordinator.h"
+#include "daemon/transport/transport.h"
 #include "proto/kolo/v1/peer.pb.h"
 
 namespace grpc {
@@ -111,6 +125,15 @@ class MemberLink {
                    const kolo::v1::DeviceLayout* devices = nullptr);
   // Tells the coordinator the job is over (it relays to every node).
   void Abort(const absl::Status& why);
+  // From now on Ready reports go over `lane` to node `coordinator_node` (the
+  // coordinator's), sent by Flush; `lane` must outlive the link.
+  void UseLane(MessageLane* lane, int coordinator_node);
+  // Sends the reports gathered since the last one over the lane, on this
+  // thread. Without a lane the writer thread sends them (as it does, within
+  // a heartbeat, for reports no Flush followed).
+  void Flush();
+  // A message from the coordinator's node over the lane: a plan.
+  void OnLaneMessage(absl::string_view message);
   // Names whose metadata the link keeps for the response cache (reported and
   // not yet planned, or given a cache id).
   size_t remembered_names();
@@ -121,6 +144,17 @@ class MemberLink {
   void ReadLoop();
   void WriteLoop();
   void Enqueue(kolo::v1::MemberMessage message);
+  // Takes the gathered Ready report, if any, as a message.
+  std::optional<kolo::v1::MemberMessage> TakeReadyLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends `message` over the lane; false if it has none or cannot take it.
+  bool SendOnLane(const kolo::v1::MemberMessage& message);
+  // Runs plans in sequence, from either way: holds one that came early.
+  void HandlePlan(const kolo::v1::Plan& plan);
+  // Turns the next plan into entries for the listener.
+  void DeliverPlan(const kolo::v1::Plan& plan);
+  // The coordinator's abort, once every plan it sent before it arrived or
+  // the wait for them is over (`now` past its deadline); ends the link.
+  std::optional<absl::Status> TakeDueAbortLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   std::unique_ptr<PeerChannel> channel_;
   const MemberLinkOptions options_;
@@ -141,6 +175,18 @@ class MemberLink {
   // Ready reports not yet sent: tensors and cache bits.
   kolo::v1::Ready ready_ ABSL_GUARDED_BY(mu_);
   bool ready_dirty_ ABSL_GUARDED_BY(mu_) = false;
+
+  MessageLane* lane_ ABSL_GUARDED_BY(mu_) = nullptr;
+  int lane_node_ ABSL_GUARDED_BY(mu_) = -1;
+  // An abort from the coordinator that overtook plans sent over the lane.
+  std::optional<absl::Status> held_abort_ ABSL_GUARDED_BY(mu_);
+  uint64_t held_abort_plans_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time held_abort_deadline_ ABSL_GUARDED_BY(mu_);
+
+  // Plans are handed on one at a time, in sequence; taken before mu_.
+  absl::Mutex plan_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  // Plans that came (over the lane or the stream) before an earlier one.
+  std::map<uint64_t, kolo::v1::Plan> early_plans_ ABSL_GUARDED_BY(plan_mu_);
 
   std::thread reader_;
   std::thread writer_;

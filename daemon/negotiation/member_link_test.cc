@@ -1,5 +1,7 @@
 // MemberLink against a fake channel that records what the member sends: the
-// response-cache bits it may use for a tensor the coordinator knows.
+// response-cache bits it may use for a tensor the coordinator knows, and the
+// message lane (reports sent by Flush, plans from both ways run in order, an
+// abort that overtook lane plans).
 #include "daemon/negotiation/member_link.h"
 
 #include <algorithm>
@@ -139,6 +141,183 @@ TEST(MemberLinkTest, NamesPlannedWithoutACacheIdAreForgotten) {
     absl::SleepFor(absl::Milliseconds(2));
   }
   EXPECT_EQ((*link)->remembered_names(), 1u);
+}
+
+// A message lane that records what the link sends over it.
+class RecordingLane final : public MessageLane {
+ public:
+  void SetMessageHandler(Handler) override {}
+  absl::Status SendMessage(int peer, std::shared_ptr<const std::string> message) override {
+    absl::MutexLock l(&mu_);
+    if (refuse_) return absl::InvalidArgumentError("refused");
+    sent_.emplace_back(peer, *message);
+    return absl::OkStatus();
+  }
+  size_t max_message_bytes() const override { return 1 << 16; }
+  std::vector<std::pair<int, std::string>> sent() {
+    absl::MutexLock l(&mu_);
+    return sent_;
+  }
+  void Refuse() {
+    absl::MutexLock l(&mu_);
+    refuse_ = true;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<std::pair<int, std::string>> sent_ ABSL_GUARDED_BY(mu_);
+  bool refuse_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// Records the plans (by the name of their first member) and the abort.
+class PlanListener final : public LinkListener {
+ public:
+  void OnWelcome(const kolo::v1::Welcome&) override {}
+  void OnPlan(std::vector<PlannedEntry> plan) override {
+    absl::MutexLock l(&mu);
+    for (const PlannedEntry& e : plan) names.push_back(e.names.empty() ? "" : e.names.front());
+  }
+  void OnLinkAbort(const absl::Status& why) override {
+    absl::MutexLock l(&mu);
+    aborts.push_back(why);
+  }
+  absl::Mutex mu;
+  std::vector<std::string> names ABSL_GUARDED_BY(mu);
+  std::vector<absl::Status> aborts ABSL_GUARDED_BY(mu);
+};
+
+kolo::v1::CoordinatorMessage PlanNaming(uint64_t sequence, const std::string& name) {
+  kolo::v1::CoordinatorMessage m;
+  m.mutable_plan()->set_sequence(sequence);
+  m.mutable_plan()->add_responses()->add_members()->set_name(name);
+  return m;
+}
+
+std::string Bytes(const kolo::v1::CoordinatorMessage& m) { return m.SerializeAsString(); }
+
+template <typename F>
+bool Eventually(F done) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (!done()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  return true;
+}
+
+// A link using a recording lane to coordinator node 0, with its stream and
+// its listener.
+class MemberLinkLaneTest : public ::testing::Test {
+ protected:
+  void Start(absl::Duration heartbeat = absl::Seconds(1), int coordinator_node = 0) {
+    MemberLinkOptions options;
+    options.heartbeat = heartbeat;
+    auto link = MemberLink::Start(std::make_unique<RecordingChannel>(log_), options, &listener_);
+    ASSERT_TRUE(link.ok()) << link.status();
+    link_ = *std::move(link);
+    link_->UseLane(&lane_, coordinator_node);
+  }
+  void FromStream(kolo::v1::CoordinatorMessage m) {
+    absl::MutexLock l(&log_->mu);
+    log_->to_member.push_back(std::move(m));
+  }
+  bool Eventually(size_t plans, size_t aborts) {
+    return kolo::daemon::Eventually([&] {
+      absl::MutexLock l(&listener_.mu);
+      return listener_.names.size() == plans && listener_.aborts.size() == aborts;
+    });
+  }
+  static kolo::v1::CoordinatorMessage Abort(const std::string& why, uint64_t plans_sent) {
+    kolo::v1::CoordinatorMessage m;
+    m.mutable_abort()->set_reason(why);
+    m.mutable_abort()->set_plans_sent(plans_sent);
+    return m;
+  }
+
+  std::shared_ptr<RecordingChannel::Log> log_ = std::make_shared<RecordingChannel::Log>();
+  PlanListener listener_;
+  RecordingLane lane_;
+  std::unique_ptr<MemberLink> link_;
+};
+
+TEST_F(MemberLinkLaneTest, FlushSendsTheBatchsReportsOverTheLaneInOneMessage) {
+  Start(absl::Seconds(1), /*coordinator_node=*/3);
+  for (const char* name : {"a", "b"}) {
+    kolo::v1::TensorMeta meta;
+    meta.set_name(name);
+    link_->ReportReady(meta);
+  }
+  link_->Flush();
+  auto sent = lane_.sent();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].first, 3);
+  kolo::v1::MemberMessage m;
+  ASSERT_TRUE(m.ParseFromString(sent[0].second));
+  ASSERT_TRUE(m.has_ready());
+  ASSERT_EQ(m.ready().tensors_size(), 2);
+  EXPECT_EQ(m.ready().tensors(1).name(), "b");
+  EXPECT_TRUE(ReportedSoFar(*log_).names.empty()) << "the stream carried a report too";
+
+  // A lane that cannot take it: the writer sends it over the stream.
+  lane_.Refuse();
+  kolo::v1::TensorMeta meta;
+  meta.set_name("c");
+  link_->ReportReady(meta);
+  link_->Flush();
+  EXPECT_TRUE(kolo::daemon::Eventually([&] { return ReportedSoFar(*log_).names.size() == 1; }));
+  EXPECT_EQ(ReportedSoFar(*log_).names, std::vector<std::string>{"c"});
+}
+
+TEST_F(MemberLinkLaneTest, PlansRunInSequenceWhicheverWayEachCame) {
+  Start();
+  // Plans 1 and 2 come over the lane before plan 0 comes over the stream.
+  link_->OnLaneMessage(Bytes(PlanNaming(2, "p2")));
+  link_->OnLaneMessage(Bytes(PlanNaming(1, "p1")));
+  EXPECT_TRUE(Eventually(0, 0));
+  FromStream(PlanNaming(0, "p0"));
+  ASSERT_TRUE(Eventually(3, 0));
+  absl::MutexLock l(&listener_.mu);
+  EXPECT_EQ(listener_.names, (std::vector<std::string>{"0:p0", "0:p1", "0:p2"}));
+}
+
+TEST_F(MemberLinkLaneTest, AnAbortThatOvertookLanePlansWaitsForThem) {
+  Start();
+  kolo::v1::CoordinatorMessage abort = Abort("ranks finished", 1);
+  abort.mutable_abort()->set_planned_may_finish(true);
+  FromStream(abort);
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_TRUE(Eventually(0, 0)) << "the abort ran ahead of plan 0";
+  link_->OnLaneMessage(Bytes(PlanNaming(0, "last")));
+  ASSERT_TRUE(Eventually(1, 1));
+  absl::MutexLock l(&listener_.mu);
+  EXPECT_EQ(listener_.names, std::vector<std::string>{"0:last"});
+  EXPECT_NE(listener_.aborts[0].message().find("ranks finished"), std::string::npos);
+}
+
+TEST_F(MemberLinkLaneTest, AnAbortWaitsForMissingLanePlansOnlyAMoment) {
+  Start(/*heartbeat=*/absl::Milliseconds(100));
+  FromStream(Abort("a node was lost", 5));
+  ASSERT_TRUE(Eventually(0, 1));
+  // A plan that comes after the abort took effect is not run.
+  link_->OnLaneMessage(Bytes(PlanNaming(0, "late")));
+  EXPECT_TRUE(Eventually(0, 1));
+}
+
+TEST_F(MemberLinkLaneTest, AnUnreadableLaneMessageEndsTheLinkSayingSo) {
+  Start();
+  link_->OnLaneMessage("\xff\xff\xff not a message");
+  absl::MutexLock l(&listener_.mu);
+  ASSERT_EQ(listener_.aborts.size(), 1u);
+  EXPECT_NE(listener_.aborts[0].message().find("unreadable"), std::string::npos);
+}
+
+TEST_F(MemberLinkLaneTest, APlanFarAheadOfTheDueOneIsHeldOnlyBoundedly) {
+  Start();
+  for (uint64_t seq = 1; seq <= 1025; ++seq) link_->OnLaneMessage(Bytes(PlanNaming(seq, "x")));
+  absl::MutexLock l(&listener_.mu);
+  ASSERT_EQ(listener_.aborts.size(), 1u);
+  EXPECT_NE(listener_.aborts[0].message().find("while plan 0 was due"), std::string::npos);
+  EXPECT_TRUE(listener_.names.empty());
 }
 
 }  // namespace

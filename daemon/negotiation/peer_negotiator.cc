@@ -75,8 +75,13 @@ absl::Status PeerNegotiator::Start(std::vector<int> local_ranks) {
   std::unique_ptr<PeerChannel> channel;
   std::string coordinator_name;
   if (local_coordinator) {
-    channel = LocalPeer(
-        options_.coordinators->GetOrCreate(options_.job_id, options_.job_token, options_.size));
+    std::shared_ptr<Coordinator> coordinator =
+        options_.coordinators->GetOrCreate(options_.job_id, options_.job_token, options_.size);
+    {
+      absl::MutexLock l(&lane_mu_);
+      coordinator_ = coordinator;
+    }
+    channel = LocalPeer(std::move(coordinator));
     coordinator_name = absl::StrCat(options_.node_name, " (this node)");
   } else {
     auto c = ConnectPeer(options_.coordinator_address, options_.connect_timeout,
@@ -108,10 +113,15 @@ absl::Status PeerNegotiator::Start(std::vector<int> local_ranks) {
   absl::Status ended;
   MemberLink* started;
   {
-    absl::MutexLock lock(&mu_);
-    link_ = std::move(*l);
-    started = link_.get();
-    ended = aborted_;
+    absl::MutexLock lane(&lane_mu_);
+    {
+      absl::MutexLock lock(&mu_);
+      link_ = std::move(*l);
+      started = link_.get();
+      ended = aborted_;
+    }
+    // The Welcome may have come before the link was ours.
+    if (lane_connected_ && coordinator_ == nullptr) UseLaneLocked();
   }
   // The job ended while this node was joining: the others learn it now.
   if (!ended.ok()) started->Abort(ended);
@@ -132,12 +142,49 @@ PeerNegotiator::~PeerNegotiator() {
   if (transport_ && busy) transport_->Abort(absl::CancelledError("the job ended on this node"));
   if (transport_aborter_.joinable()) transport_aborter_.join();
   if (executor_.joinable()) executor_.join();
+  std::shared_ptr<Coordinator> coordinator;
+  {
+    // The transport's thread delivers nothing more to the link or the
+    // coordinator, and the coordinator (which may outlive this job) stops
+    // sending over the transport.
+    absl::MutexLock l(&lane_mu_);
+    lane_open_ = false;
+    lane_link_ = nullptr;
+    coordinator = std::move(coordinator_);
+  }
+  if (coordinator != nullptr) coordinator->UseLane(nullptr);
   std::unique_ptr<MemberLink> link;
   {
     absl::MutexLock l(&mu_);
     link = std::move(link_);
   }
   link.reset();  // joins the link's threads, which may call back into us
+}
+
+void PeerNegotiator::UseLaneLocked() {
+  MemberLink* link;
+  {
+    absl::MutexLock l(&mu_);
+    link = link_.get();
+  }
+  if (link == nullptr || lane_link_ != nullptr || coordinator_node_ == self_node_) return;
+  link->UseLane(sealed_lane_.get(), coordinator_node_);
+  lane_link_ = link;
+}
+
+void PeerNegotiator::Progress() {
+  absl::ReaderMutexLock l(&lane_mu_);
+  if (lane_link_ != nullptr) lane_link_->Flush();
+}
+
+void PeerNegotiator::OnLaneMessage(int peer, absl::string_view message) {
+  absl::ReaderMutexLock l(&lane_mu_);
+  if (!lane_open_) return;
+  if (coordinator_ != nullptr) {
+    coordinator_->OnLaneMessage(peer, message);
+  } else if (peer == coordinator_node_ && lane_link_ != nullptr) {
+    lane_link_->OnLaneMessage(message);
+  }
 }
 
 void PeerNegotiator::LocallyReady(ReadySet set) {
@@ -240,10 +287,39 @@ void PeerNegotiator::OnWelcome(const kolo::v1::Welcome& welcome) {
       if (r >= 0 && r < options_.size) node_of[r] = n;
     }
   }
+  if (transport_->message_lane() != nullptr && !welcome.lane_key().empty()) {
+    // Before Connect: from then on the transport's thread may deliver.
+    absl::MutexLock l(&lane_mu_);
+    absl::StatusOr<std::unique_ptr<SealedLane>> sealed =
+        SealedLane::Create(transport_->message_lane(), welcome.lane_key(), welcome.node_index());
+    if (!sealed.ok()) {
+      // The negotiation stays on the Peer plane; only its speed suffers.
+      spdlog::warn("job {}: negotiating over the Peer plane only: {}", options_.job_id,
+                   sealed.status().ToString());
+    } else {
+      sealed_lane_ = *std::move(sealed);
+      sealed_lane_->SetMessageHandler(
+          [this](int peer, absl::string_view message) { OnLaneMessage(peer, message); });
+      lane_open_ = true;
+      coordinator_node_ = node_of[0];
+      self_node_ = welcome.node_index();
+    }
+  }
   if (absl::Status s = transport_->Connect(addresses, welcome.node_index()); !s.ok()) {
     OnLinkAbort(absl::AbortedError(
         absl::StrCat("node ", options_.node_name, " could not reach the others: ", s.message())));
     return;
+  }
+  {
+    absl::MutexLock l(&lane_mu_);
+    if (sealed_lane_ != nullptr) {
+      lane_connected_ = true;
+      if (coordinator_ != nullptr) {
+        coordinator_->UseLane(sealed_lane_.get());
+      } else {
+        UseLaneLocked();
+      }
+    }
   }
   absl::MutexLock l(&mu_);
   host_backend_ = options_.make_host_backend(transport_.get(), node_of);

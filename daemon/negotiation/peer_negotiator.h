@@ -38,6 +38,7 @@
 #include "daemon/negotiation/negotiator.h"
 #include "daemon/negotiation/peer_service.h"
 #include "daemon/negotiation/peer_tls.h"
+#include "daemon/negotiation/sealed_lane.h"
 #include "daemon/transport/transport.h"
 
 namespace kolo::daemon {
@@ -73,7 +74,9 @@ class PeerNegotiator final : public Negotiator, public LinkListener {
   // Creates the transport, connects to the coordinator and says Hello.
   absl::Status Start(std::vector<int> local_ranks) override;
   void LocallyReady(ReadySet set) override;
-  void Progress() override {}
+  // The reports of this batch of submissions go out now (over the
+  // transport's message lane once connected; see member_link.h).
+  void Progress() override;
   bool Waiting(int process_set, const std::string& name) override;
   std::vector<WaitingName> WaitingNames() override;
   void Abort(const absl::Status& why) override;
@@ -113,9 +116,30 @@ class PeerNegotiator final : public Negotiator, public LinkListener {
   // A control step (join done, process-set change) of the plan.
   PlannedStep ControlStep(const PlannedEntry& entry, std::vector<ReadySet> sets);
 
+  // A message over the transport's lane: a member's Ready for the local
+  // coordinator, or a plan from the coordinator's node for the link.
+  void OnLaneMessage(int peer, absl::string_view message);
+  // Reports go over the lane once both the link and the connected transport
+  // exist (whichever comes last calls this).
+  void UseLaneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(lane_mu_);
+
   const PeerNegotiatorOptions options_;
   StepRunner* const runner_;
   std::vector<int> local_ranks_;  // set by Start
+
+  // Who takes the lane's messages; outlives the transport, whose thread
+  // delivers them. Cleared before the link and the coordinator's use end.
+  absl::Mutex lane_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  bool lane_open_ ABSL_GUARDED_BY(lane_mu_) = false;
+  std::shared_ptr<Coordinator> coordinator_ ABSL_GUARDED_BY(lane_mu_);  // when it is here
+  MemberLink* lane_link_ ABSL_GUARDED_BY(lane_mu_) = nullptr;
+  bool lane_connected_ ABSL_GUARDED_BY(lane_mu_) = false;
+  int coordinator_node_ ABSL_GUARDED_BY(lane_mu_) = -1;
+  int self_node_ ABSL_GUARDED_BY(lane_mu_) = -1;
+  // The transport's lane under the job's key (made on the Welcome, before
+  // Connect); outlives the transport, whose handler it is.
+  std::unique_ptr<SealedLane> sealed_lane_ ABSL_GUARDED_BY(lane_mu_);
+
   std::unique_ptr<JobTransport> transport_;
   std::unique_ptr<MemberLink> link_;
 

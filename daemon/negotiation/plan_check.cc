@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "daemon/negotiation/sealed_lane.h"
 #include "daemon/plan/tensor_meta.h"
 #include "proto/kolo/abi/types.h"
 
@@ -168,6 +169,11 @@ absl::Status CheckWelcome(const kolo::v1::Welcome& welcome, int job_size,
     return absl::InvalidArgumentError(absl::StrCat("a Welcome with ", nodes, " nodes, this one ",
                                                    welcome.node_index(), ", for ", job_size,
                                                    " ranks"));
+  }
+  if (!welcome.lane_key().empty() && welcome.lane_key().size() != kLaneKeyBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("the Welcome carries a lane key of ",
+                                                   welcome.lane_key().size(), " bytes, not ",
+                                                   kLaneKeyBytes));
   }
   std::vector<int> node_of(job_size, -1);
   for (int n = 0; n < nodes; ++n) {

@@ -28,12 +28,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 
@@ -74,6 +76,28 @@ inline absl::Status AbortedTransferStatus(const absl::Status& why) {
 
 namespace kolo::daemon {
 
+// Short messages between the daemons of a job, beside its transfers: the
+// negotiation's steady state travels here instead of over the Peer plane
+// (see member_link.h). A message reaches its peer whole and in order after
+// the messages sent to that peer before it, or not at all once the link to
+// the peer fails (the job then ends through the Peer plane).
+//
+// Thread-safety: thread-safe; the handler runs on the transport's own thread.
+class MessageLane {
+ public:
+  using Handler = std::function<void(int peer, absl::string_view message)>;
+  virtual ~MessageLane() = default;
+  // Where messages from the peers go; set once, before Connect. The handler
+  // must not block or wait for transfers: it runs on the thread that moves
+  // them. A message from a peer arrives only once that peer connected.
+  virtual void SetMessageHandler(Handler handler) = 0;
+  // Queues `message` for `peer` (FAILED_PRECONDITION before Connect,
+  // INVALID_ARGUMENT past max_message_bytes or for a non-peer, the abort's
+  // status once aborted). Does not block.
+  virtual absl::Status SendMessage(int peer, std::shared_ptr<const std::string> message) = 0;
+  virtual size_t max_message_bytes() const = 0;
+};
+
 // A job's transport before it knows its peers. Its address() travels to the
 // coordinator in the node's Hello; Connect() joins the nodes the Welcome
 // lists (addresses[i] is node i's address(), `self` this node's index).
@@ -82,6 +106,9 @@ class JobTransport : public Transport {
  public:
   virtual const std::string& address() const = 0;
   virtual absl::Status Connect(std::vector<std::string> addresses, int self) = 0;
+  // The transport's message lane, or null where it has none (the in-process
+  // fabric of unit tests): the negotiation then stays on the Peer plane.
+  virtual MessageLane* message_lane() { return nullptr; }
 };
 
 // Makes one JobTransport per multi-node job: UCX in kolod, an in-process

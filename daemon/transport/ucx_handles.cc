@@ -12,7 +12,7 @@ absl::StatusOr<UcxContext> UcxContext::Create() {
   if (!s.ok()) return s;
   ucp_params_t params = {};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
-  params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+  params.features = UCP_FEATURE_TAG | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
   params.mt_workers_shared = 0;
   UcxContext c;
   s = UcsToStatus(ucp_init(&params, config, &c.h_), "create UCX context");

@@ -19,8 +19,10 @@ class UcxLoopbackCluster {
   // Sets UCX_TLS=tcp in this process's environment unless it is set already
   // (UCX reads it when a context is created), then creates and connects
   // `nodes` transports.
+  // `handlers[i]`, where given, takes node i's lane messages.
   static absl::StatusOr<UcxLoopbackCluster> Create(int nodes,
-                                                   const UcxOptions& options = UcxOptions());
+                                                   const UcxOptions& options = UcxOptions(),
+                                                   std::vector<MessageLane::Handler> handlers = {});
 
   int nodes() const { return static_cast<int>(transports_.size()); }
   UcxTransport& node(int i) { return *transports_.at(i); }

@@ -13,6 +13,7 @@
 #include "common/errno_status.h"
 #include "common/start_thread.h"
 #include "daemon/transport/ucx_status.h"
+#include "spdlog/spdlog.h"
 
 namespace kolo::daemon {
 namespace {
@@ -24,6 +25,13 @@ constexpr ucp_tag_t kFullTagMask = ~ucp_tag_t{0};
 constexpr int kProgressBurst = 64;
 // Longest sleep with transfers in flight: a backstop should a wakeup be lost.
 constexpr int kInFlightSleepMs = 100;
+
+// The active message id of MessageLane messages; the header is the sending
+// node, 4 bytes little-endian.
+constexpr unsigned kMessageAmId = 1;
+constexpr size_t kMessageHeaderBytes = 4;
+// Longest message: well inside what UCX sends eagerly in one piece.
+constexpr size_t kMaxMessageBytes = 256 << 10;
 
 ucp_tag_t WireTag(int sender, uint64_t tag) {
   return (static_cast<ucp_tag_t>(sender) << kNodeShift) | tag;
@@ -37,6 +45,10 @@ struct UcxTransport::Op {
   UcxTransport* transport = nullptr;
   Ticket ticket = 0;
   bool is_send = false;
+  // A MessageLane message (a send with no ticket to wait on): its bytes and
+  // header live here until UCX is done with them.
+  std::shared_ptr<const std::string> message;
+  uint8_t header[kMessageHeaderBytes] = {};
   int peer = 0;
   uint64_t tag = 0;
   void* data = nullptr;
@@ -153,6 +165,20 @@ absl::Status UcxTransport::Connect(std::vector<std::string> peer_addresses, int 
     if (!s.ok()) return s;  // `peers` closes the endpoints made so far
     peers[p]->ep = UcxEndpoint(worker_.get(), ep);
   }
+  {
+    // Before the progress thread runs: the worker is single-threaded. Set
+    // even without a handler: UCX 1.13 crashes on an active message that
+    // arrives at a worker with none registered.
+    ucp_am_handler_param_t am = {};
+    am.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                    UCP_AM_HANDLER_PARAM_FIELD_ARG;
+    am.id = kMessageAmId;
+    am.cb = &UcxTransport::OnMessage;
+    am.arg = this;
+    absl::Status s = UcsToStatus(ucp_worker_set_am_recv_handler(worker_.get(), &am),
+                                 absl::StrFormat("node %d: set the UCX message handler", self));
+    if (!s.ok()) return s;
+  }
   peers_ = std::move(peers);
   node_.store(self, std::memory_order_release);
   nodes_.store(n, std::memory_order_release);
@@ -193,6 +219,54 @@ absl::StatusOr<Transport::Ticket> UcxTransport::PostRecv(int peer, uint64_t tag,
   return Post(std::move(op));
 }
 
+void UcxTransport::SetMessageHandler(Handler handler) { message_handler_ = std::move(handler); }
+
+size_t UcxTransport::max_message_bytes() const { return kMaxMessageBytes; }
+
+absl::Status UcxTransport::SendMessage(int peer, std::shared_ptr<const std::string> message) {
+  if (message == nullptr || message->size() > kMaxMessageBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("node %d: a message to node %d of %d bytes (at most %d)", node(), peer,
+                        message == nullptr ? 0 : message->size(), kMaxMessageBytes));
+  }
+  auto op = std::make_unique<Op>();
+  op->is_send = true;
+  op->peer = peer;
+  const uint32_t sender = static_cast<uint32_t>(node());
+  for (size_t i = 0; i < kMessageHeaderBytes; ++i) {
+    op->header[i] = static_cast<uint8_t>(sender >> (8 * i));
+  }
+  op->data = const_cast<char*>(message->data());
+  op->bytes = message->size();
+  op->message = std::move(message);
+  absl::StatusOr<Ticket> posted = Post(std::move(op));
+  return posted.status();
+}
+
+ucs_status_t UcxTransport::OnMessage(void* arg, const void* header, size_t header_length,
+                                     void* data, size_t length, const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<UcxTransport*>(arg);
+  uint32_t sender = 0;
+  if (header_length == kMessageHeaderBytes) {
+    const auto* h = static_cast<const uint8_t*>(header);
+    for (size_t i = 0; i < kMessageHeaderBytes; ++i) sender |= uint32_t{h[i]} << (8 * i);
+  }
+  // Kolo sends eagerly: data by rendezvous, a bad header or an unknown
+  // sender is not a Kolo daemon's message. Dropped (UCS_OK releases it).
+  if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0 ||
+      header_length != kMessageHeaderBytes || static_cast<int>(sender) == self->node() ||
+      sender >= self->peers_.size() || !self->message_handler_) {
+    if (self->dropped_messages_++ == 0) {
+      spdlog::warn("node {}: dropped a malformed UCX message ({} bytes, header {} bytes)",
+                   self->node(), length, header_length);
+    }
+    return UCS_OK;
+  }
+  self->message_handler_(static_cast<int>(sender),
+                         absl::string_view(static_cast<const char*>(data), length));
+  return UCS_OK;
+}
+
 absl::StatusOr<Transport::Ticket> UcxTransport::Post(std::unique_ptr<Op> op) {
   op->transport = this;
   const char* what = op->is_send ? "send to" : "receive from";
@@ -223,7 +297,8 @@ absl::StatusOr<Transport::Ticket> UcxTransport::Post(std::unique_ptr<Op> op) {
     }
     ticket = next_ticket_++;
     op->ticket = ticket;
-    tickets_.emplace(ticket, TicketState{});
+    // A message has no waiter: nothing to publish its end to.
+    if (op->message == nullptr) tickets_.emplace(ticket, TicketState{});
     submissions_.push_back(std::move(op));
   }
   Wake();
@@ -429,7 +504,13 @@ void UcxTransport::Start(std::unique_ptr<Op> owned) {
       UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
   param.user_data = op;
   ucs_status_ptr_t request;
-  if (op->is_send) {
+  if (op->message != nullptr) {
+    param.cb.send = &UcxTransport::OnSendDone;
+    param.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = UCP_AM_SEND_FLAG_EAGER;
+    request = ucp_am_send_nbx(peer->ep.get(), kMessageAmId, op->header, kMessageHeaderBytes, data,
+                              op->bytes, &param);
+  } else if (op->is_send) {
     param.cb.send = &UcxTransport::OnSendDone;
     request = ucp_tag_send_nbx(peer->ep.get(), data, op->bytes, WireTag(node(), op->tag), &param);
   } else {
@@ -573,6 +654,14 @@ void UcxTransport::Retire() {
           absl::InternalError(absl::StrFormat("%s: got %d bytes", op->Describe(), op->received));
     }
     if (op->request != nullptr) ucp_request_free(op->request);
+    if (op->message != nullptr) {
+      if (!status.ok()) {
+        spdlog::warn("node {}: a message to node {} was not sent: {}", node(), op->peer,
+                     status.ToString());
+      }
+      in_flight_.erase(op->ticket);
+      continue;
+    }
     results.emplace_back(op->ticket, std::move(status));
     in_flight_.erase(op->ticket);
   }

@@ -93,7 +93,7 @@ struct UcxOptions {
 // in-process test cluster: where it sets UCX_TLS, before it makes workers).
 void SetUcxDefaults();
 
-class UcxTransport final : public JobTransport {
+class UcxTransport final : public JobTransport, public MessageLane {
  public:
   // Reads UCX's configuration from the environment (UCX_TLS is honoured; with
   // UCX 1.13 keep "tcp" in it) and creates the context and worker.
@@ -119,6 +119,15 @@ class UcxTransport final : public JobTransport {
   absl::StatusOr<Ticket> PostRecv(int peer, uint64_t tag, void* data, size_t bytes) override;
   absl::Status Wait(absl::Span<const Ticket> tickets, absl::Time deadline) override;
   void Abort(const absl::Status& why) override;
+
+  // Messages are UCX active messages sent eagerly (never by rendezvous), so
+  // each arrives in one piece on the receiver's progress thread; a small
+  // header names the sending node. A message whose send fails is dropped
+  // with a warning: its link is gone, and the job ends through the Peer plane.
+  MessageLane* message_lane() override { return this; }
+  void SetMessageHandler(Handler handler) override;
+  absl::Status SendMessage(int peer, std::shared_ptr<const std::string> message) override;
+  size_t max_message_bytes() const override;
 
  private:
   struct Op;
@@ -150,6 +159,8 @@ class UcxTransport final : public JobTransport {
   static void OnRecvDone(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info,
                          void* user_data);
   static void OnEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status);
+  static ucs_status_t OnMessage(void* arg, const void* header, size_t header_length, void* data,
+                                size_t length, const ucp_am_recv_param_t* param);
 
   const UcxOptions options_;
   // Set once by Connect before the progress thread starts.
@@ -167,6 +178,8 @@ class UcxTransport final : public JobTransport {
   UcxWorker worker_;
   std::vector<std::unique_ptr<Peer>> peers_;  // index = node; null for self
   absl::Status fail_all_status_;              // non-OK once every link was failed
+  Handler message_handler_;                   // set before Connect
+  uint64_t dropped_messages_ = 0;             // malformed ones, for the log
 
   const std::string worker_address_;
   const UniqueFd wake_fd_;  // eventfd: new work for the progress thread
