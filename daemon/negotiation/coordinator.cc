@@ -90,20 +90,27 @@ Coordinator::Coordinator(std::string job_id, std::string token, int size,
 void Coordinator::UseLane(MessageLane* lane) { lane_->Use(lane); }
 
 void Coordinator::OnLaneMessage(int node_index, absl::string_view message) {
-  kolo::v1::MemberMessage msg;
-  if (!msg.ParseFromArray(message.data(), static_cast<int>(message.size())) || !msg.has_ready()) {
-    spdlog::warn(
-        "job {}: dropped an unreadable message ({} bytes) from node {} over the data plane",
-        job_id_, message.size(), node_index);
-    return;
-  }
   int member;
+  std::string node;
   {
     absl::MutexLock l(&mu_);
     if (!welcomed_ || node_index < 0 || node_index >= static_cast<int>(node_members_.size())) {
       return;
     }
     member = node_members_[node_index];
+    node = DescribeNode(node_index);
+  }
+  kolo::v1::MemberMessage msg;
+  if (!msg.ParseFromArray(message.data(), static_cast<int>(message.size())) || !msg.has_ready()) {
+    // It came sealed from that daemon (sealed_lane.h): dropping it would
+    // leave its names waiting for ever, so the job ends, saying why.
+    OnAbort(member, absl::InternalError(absl::StrCat(
+                        node, " sent a negotiation message of ", message.size(),
+                        " bytes over the data plane that is not a readable Ready report")));
+    return;
+  }
+  {
+    absl::MutexLock l(&mu_);
     Member& m = members_.at(member);
     if (m.lane_sink == nullptr) m.lane_sink = std::make_shared<LaneSink>(lane_, node_index, m.sink);
   }

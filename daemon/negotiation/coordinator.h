@@ -78,8 +78,9 @@ class Coordinator {
   // transport) go over it from now on; null stops using it (before the
   // transport goes). Thread-safe against deliveries in progress.
   void UseLane(MessageLane* lane);
-  // A message over the lane from node `node_index`: a Ready report of the
-  // member there. Anything else is dropped with a warning.
+  // A message over the lane from node `node_index` (verified as that node's,
+  // see sealed_lane.h): a Ready report of the member there. Anything else
+  // ends the job, naming the node.
   void OnLaneMessage(int node_index, absl::string_view message);
   // A member's stream ended or fell silent: the job is aborted everywhere.
   void MemberLost(int member, const std::string& why);

@@ -509,20 +509,34 @@ TEST_F(CoordinatorTest, TheAbortSaysHowManyPlansWentBeforeIt) {
   EXPECT_EQ(b_->messages.back().abort().plans_sent(), 1u);
 }
 
-TEST_F(CoordinatorTest, UnreadableOrMisaddressedLaneMessagesChangeNothing) {
+TEST_F(CoordinatorTest, MisaddressedLaneMessagesChangeNothing) {
   Join();
   RecordingLane lane;
   c_.UseLane(&lane);
   c_.OnReady(ida_, ReadyOf({Meta("x")}));
-  c_.OnLaneMessage(1, "\xff\xff garbage");
   c_.OnLaneMessage(7, LaneReady({Meta("x")}));   // no such node
   c_.OnLaneMessage(-1, LaneReady({Meta("x")}));  // nor this
-  kolo::v1::MemberMessage hello;
-  *hello.mutable_hello() = Hello("B", {2, 3});
-  c_.OnLaneMessage(1, hello.SerializeAsString());  // only Ready travels here
   EXPECT_TRUE(lane.sent.empty());
   EXPECT_TRUE(a_->plans().empty());
   EXPECT_FALSE(c_.aborted());
+}
+
+TEST_F(CoordinatorTest, AnUnreadableLaneMessageEndsTheJobNamingItsNode) {
+  for (bool hello : {false, true}) {
+    Coordinator c{"job", "tok", 4, CoordinatorOptions{64 << 20, 4}};
+    auto a = std::make_shared<RecordingSink>(), b = std::make_shared<RecordingSink>();
+    ASSERT_TRUE(c.AddMember(Hello("A", {0, 1}), a).ok());
+    ASSERT_TRUE(c.AddMember(Hello("B", {2, 3}), b).ok());
+    kolo::v1::MemberMessage m;
+    *m.mutable_hello() = Hello("B", {2, 3});
+    // Garbage, or a message other than a Ready (only reports travel there).
+    c.OnLaneMessage(1, hello ? m.SerializeAsString() : "\xff\xff garbage");
+    EXPECT_TRUE(c.aborted());
+    ASSERT_FALSE(a->messages.empty());
+    ASSERT_TRUE(a->messages.back().has_abort());
+    EXPECT_TRUE(absl::StrContains(a->messages.back().abort().reason(), "(node B)"))
+        << a->messages.back().abort().reason();
+  }
 }
 
 }  // namespace

@@ -261,9 +261,13 @@ std::optional<kolo::v1::MemberMessage> MemberLink::TakeReadyLocked() {
 }
 
 void MemberLink::UseLane(MessageLane* lane, int coordinator_node) {
-  absl::MutexLock l(&mu_);
-  lane_ = lane;
-  lane_node_ = coordinator_node;
+  {
+    absl::MutexLock l(&mu_);
+    lane_ = lane;
+    lane_node_ = coordinator_node;
+  }
+  // Reports gathered before (the writer no longer wakes for them).
+  Flush();
 }
 
 bool MemberLink::SendOnLane(const kolo::v1::MemberMessage& message) {

@@ -8,13 +8,16 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "common/status_macros.h"
+#include "common/utf8.h"
 
 namespace kolo::daemon {
 namespace {
 
-// No control characters, except that a part's name (abi kSlotFlagPart) may
-// end in kPartSeparator and its number: a tensor's name is never a part's.
+// UTF-8 without control characters, except that a part's name (abi
+// kSlotFlagPart) may end in kPartSeparator and its number: a tensor's name is
+// never a part's.
 bool ValidName(const char* name, uint32_t length, bool part) {
   if (length == 0) return false;
   uint32_t end = length;  // the characters that must not be control ones
@@ -30,7 +33,7 @@ bool ValidName(const char* name, uint32_t length, bool part) {
     unsigned char c = static_cast<unsigned char>(name[i]);
     if (c < 0x20 || c == 0x7f) return false;
   }
-  return true;
+  return IsValidUtf8(absl::string_view(name, end));
 }
 
 bool RangeInArena(uint64_t offset, uint64_t length, uint64_t arena_bytes) {
@@ -146,7 +149,8 @@ absl::Status CheckName(const abi::v1::SubmitSlot& slot, Request* r) {
         absl::StrCat("slot name length ", slot.name_length, " exceeds ", kMaxNameBytes));
   }
   if (!ValidName(slot.name, slot.name_length, (slot.flags & abi::v1::kSlotFlagPart) != 0)) {
-    return absl::InvalidArgumentError("slot name is empty or holds control characters");
+    return absl::InvalidArgumentError(
+        "slot name is empty, holds control characters or is not UTF-8");
   }
   r->request_id = slot.request_id;
   r->name.assign(slot.name, slot.name_length);

@@ -176,6 +176,19 @@ TEST_F(SlotValidatorTest, RejectsControlCharactersInName) {
   }
 }
 
+TEST_F(SlotValidatorTest, RejectsANameThatIsNotUtf8) {
+  // Names travel in protobuf strings between daemons and to koloctl, and in
+  // JSON timelines.
+  for (const char* bad : {"grad/\xff", "w\xc3", "\xed\xa0\x80x"}) {
+    SubmitSlot s = AllreduceSlot();
+    SetName(&s, bad);
+    ExpectRejected(s, "not UTF-8");
+  }
+  SubmitSlot s = AllreduceSlot();
+  SetName(&s, "caf\xc3\xa9/\xe2\x82\xac");
+  EXPECT_TRUE(ValidateSlot(s, arena_, kJobSize).ok());
+}
+
 TEST_F(SlotValidatorTest, RejectsMoreThanMaxDims) {
   SubmitSlot s = AllreduceSlot();
   s.ndim = kMaxDims + 1;
