@@ -47,6 +47,7 @@ kolo::v1::JobInfo CannedJob() {
   job.set_bytes_reduced(64ull << 20);
   job.set_uptime_s(3725);
   job.set_bytes_per_s(1.5 * (1 << 20));
+  job.set_data_plane_negotiation(321);
   for (int r = 0; r < 8; ++r) {
     auto* rank = job.add_ranks();
     rank->set_rank(r);
@@ -323,6 +324,8 @@ TEST_F(CommandsTest, Job) {
   ASSERT_TRUE(RunJob(stubs_, options_, "train-a", out).ok());
   const std::string text = out.str();
   EXPECT_TRUE(absl::StartsWith(text, "job train-a: running, size 8, 7/8 attached, up 1h02m\n"))
+      << text;
+  EXPECT_NE(text.find("  negotiation messages over the data plane: 321\n"), std::string::npos)
       << text;
   EXPECT_NE(text.find("  RANK   PID  ATTACHED  SUBMITTED  COMPLETED  LAST SUBMIT  LAST COMPLETE"
                       "  SESSION\n"

@@ -103,6 +103,10 @@ std::string RenderJob(const kolo::v1::JobDetail& detail) {
   absl::StrAppend(&out, "  responses ", job.responses(), ", fused tensors ", job.fused_tensors(),
                   ", reduced ", FormatBytes(job.bytes_reduced()), ", ",
                   FormatRate(job.bytes_per_s()), "\n");
+  if (job.data_plane_negotiation() > 0) {
+    absl::StrAppend(
+        &out, "  negotiation messages over the data plane: ", job.data_plane_negotiation(), "\n");
+  }
   if (!job.error().empty()) absl::StrAppend(&out, "  error: ", job.error(), "\n");
 
   if (job.epoch() > 0) {

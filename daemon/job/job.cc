@@ -768,6 +768,9 @@ JobSnapshot Job::Snapshot(bool with_history) const {
   s.responses = responses_;
   s.fused_tensors = fused_tensors_;
   s.bytes_reduced = bytes_reduced_;
+  if (const Negotiator* n = live_negotiator_.load(); n != nullptr) {
+    s.data_plane_negotiation = n->data_plane_messages();
+  }
   s.created = created_;
   if (with_history) {
     s.recent.assign(recorder_.records().begin(), recorder_.records().end());

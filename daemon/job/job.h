@@ -146,6 +146,7 @@ struct JobSnapshot {
   uint64_t responses = 0;
   uint64_t fused_tensors = 0;
   uint64_t bytes_reduced = 0;
+  uint64_t data_plane_negotiation = 0;  // Negotiator::data_plane_messages
   absl::Time created;
   std::vector<CollectiveRecord> recent;  // oldest first
   std::vector<std::string> errors;       // oldest first

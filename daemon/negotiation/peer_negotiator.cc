@@ -184,7 +184,10 @@ void PeerNegotiator::OnLaneMessage(int peer, absl::string_view message) {
     coordinator_->OnLaneMessage(peer, message);
   } else if (peer == coordinator_node_ && lane_link_ != nullptr) {
     lane_link_->OnLaneMessage(message);
+  } else {
+    return;
   }
+  lane_messages_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void PeerNegotiator::LocallyReady(ReadySet set) {

@@ -19,6 +19,7 @@
 // heartbeats while data moves.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -81,6 +82,9 @@ class PeerNegotiator final : public Negotiator, public LinkListener {
   std::vector<WaitingName> WaitingNames() override;
   void Abort(const absl::Status& why) override;
   bool joins_with_process_sets() const override { return false; }
+  uint64_t data_plane_messages() const override {
+    return lane_messages_.load(std::memory_order_relaxed);
+  }
 
   void OnWelcome(const kolo::v1::Welcome& welcome) override;
   void OnPlan(std::vector<PlannedEntry> plan) override;
@@ -134,6 +138,7 @@ class PeerNegotiator final : public Negotiator, public LinkListener {
   std::shared_ptr<Coordinator> coordinator_ ABSL_GUARDED_BY(lane_mu_);  // when it is here
   MemberLink* lane_link_ ABSL_GUARDED_BY(lane_mu_) = nullptr;
   bool lane_connected_ ABSL_GUARDED_BY(lane_mu_) = false;
+  std::atomic<uint64_t> lane_messages_{0};  // taken, for the job's status
   int coordinator_node_ ABSL_GUARDED_BY(lane_mu_) = -1;
   int self_node_ ABSL_GUARDED_BY(lane_mu_) = -1;
   // The transport's lane under the job's key (made on the Welcome, before

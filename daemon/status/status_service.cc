@@ -26,6 +26,7 @@ void FillJob(const JobSnapshot& j, absl::Time now, kolo::v1::JobInfo* job) {
   double uptime = absl::ToDoubleSeconds(now - j.created);
   job->set_uptime_s(uptime);
   job->set_bytes_per_s(uptime > 0 ? j.bytes_reduced / uptime : 0);
+  job->set_data_plane_negotiation(j.data_plane_negotiation);
   for (const RankSnapshot& r : j.ranks) {
     auto* rank = job->add_ranks();
     rank->set_rank(r.rank);

@@ -237,6 +237,23 @@ TEST_F(MultiNodeTest, AStallAcrossNodesIsReportedOnTheWaitingNode) {
   }
   EXPECT_TRUE(absl::StrContains(message, "waiting")) << message;
   EXPECT_TRUE(absl::StrContains(message, "for the other nodes (ranks 1 ")) << message;
+
+  // Node 1's report of "other/tensor" (after the warm-up collective, so
+  // once the job's UCX endpoints were up) crossed the data plane to the
+  // coordinator's node, sealed (docs/internals.md).
+  uint64_t over_data_plane = 0;
+  deadline = absl::Now() + absl::Seconds(20);
+  while (over_data_plane == 0 && absl::Now() < deadline) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata(kHandoffMetadata, IdentityTicket(daemons_[0]->socket_path()));
+    kolo::v1::GetStatusResponse resp;
+    ASSERT_TRUE(stub->GetStatus(&ctx, {}, &resp).ok());
+    for (const auto& job : resp.jobs()) {
+      if (job.job_id() == "job-stall") over_data_plane = job.data_plane_negotiation();
+    }
+    if (over_data_plane == 0) absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_GE(over_data_plane, 1u);
 }
 
 TEST_F(MultiNodeTest, JoinWithUnevenBatchesAcrossNodes) {
