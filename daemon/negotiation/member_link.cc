@@ -94,6 +94,7 @@ class LocalPeerChannel : public PeerChannel {
   bool Receive(kolo::v1::CoordinatorMessage* message, std::string* why) override {
     return inbox_->Pop(message, why);
   }
+  bool immediate() const override { return true; }
   void Close() override {
     if (member_ >= 0 && !closed_) {
       closed_ = true;
@@ -290,11 +291,16 @@ void MemberLink::Flush() {
   std::optional<kolo::v1::MemberMessage> m;
   {
     absl::MutexLock l(&mu_);
-    if (lane_ == nullptr) return;
+    if (!FlushSendsLocked()) return;
     m = TakeReadyLocked();
   }
+  if (!m) return;
+  if (channel_->immediate()) {
+    (void)channel_->Send(*m);
+    return;
+  }
   // Too large for the lane, or the lane is gone: the writer sends it.
-  if (m && !SendOnLane(*m)) Enqueue(std::move(*m));
+  if (!SendOnLane(*m)) Enqueue(std::move(*m));
 }
 
 void MemberLink::OnLaneMessage(absl::string_view message) {
@@ -375,10 +381,11 @@ void MemberLink::WriteLoop() {
     std::optional<absl::Status> held_abort;
     {
       absl::MutexLock l(&mu_);
-      // With a lane, Flush sends the reports; the writer sends those left
-      // over at its next wake (a heartbeat at the latest).
+      // With a lane (or a coordinator here), Flush sends the reports; the
+      // writer sends those left over at its next wake (a heartbeat at the
+      // latest).
       auto wake = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        return stop_ || (ready_dirty_ && lane_ == nullptr) || !outbox_.empty();
+        return stop_ || (ready_dirty_ && !FlushSendsLocked()) || !outbox_.empty();
       };
       mu_.AwaitWithDeadline(absl::Condition(&wake), next_beat);
       if (stop_ && outbox_.empty()) return;

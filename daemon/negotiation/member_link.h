@@ -89,6 +89,9 @@ class PeerChannel {
   virtual bool Receive(kolo::v1::CoordinatorMessage* message, std::string* why) = 0;
   // Ends the stream; a blocked Receive returns false.
   virtual void Close() = 0;
+  // Whether Send returns at once (a coordinator in this process): then the
+  // link sends reports on the thread that calls Flush, as over a lane.
+  virtual bool immediate() const { return false; }
 };
 
 // The largest message a member accepts from its coordinator (a plan: an
@@ -128,9 +131,10 @@ class MemberLink {
   // From now on Ready reports go over `lane` to node `coordinator_node` (the
   // coordinator's), sent by Flush; `lane` must outlive the link.
   void UseLane(MessageLane* lane, int coordinator_node);
-  // Sends the reports gathered since the last one over the lane, on this
-  // thread. Without a lane the writer thread sends them (as it does, within
-  // a heartbeat, for reports no Flush followed).
+  // Sends the reports gathered since the last one over the lane (or to a
+  // coordinator in this process), on this thread. Otherwise the writer
+  // thread sends them (as it does, within a heartbeat, for reports no Flush
+  // followed).
   void Flush();
   // A message from the coordinator's node over the lane: a plan.
   void OnLaneMessage(absl::string_view message);
@@ -148,6 +152,10 @@ class MemberLink {
   std::optional<kolo::v1::MemberMessage> TakeReadyLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sends `message` over the lane; false if it has none or cannot take it.
   bool SendOnLane(const kolo::v1::MemberMessage& message);
+  // Whether Flush sends the reports (not the writer).
+  bool FlushSendsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return lane_ != nullptr || channel_->immediate();
+  }
   // Runs plans in sequence, from either way: holds one that came early.
   void HandlePlan(const kolo::v1::Plan& plan);
   // Turns the next plan into entries for the listener.

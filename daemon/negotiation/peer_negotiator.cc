@@ -122,6 +122,8 @@ absl::Status PeerNegotiator::Start(std::vector<int> local_ranks) {
     }
     // The Welcome may have come before the link was ours.
     if (lane_connected_ && coordinator_ == nullptr) UseLaneLocked();
+    // The coordinator is here: the job's threads report to it directly.
+    if (coordinator_ != nullptr) flush_link_ = started;
   }
   // The job ended while this node was joining: the others learn it now.
   if (!ended.ok()) started->Abort(ended);
@@ -150,6 +152,7 @@ PeerNegotiator::~PeerNegotiator() {
     absl::MutexLock l(&lane_mu_);
     lane_open_ = false;
     lane_link_ = nullptr;
+    flush_link_ = nullptr;
     coordinator = std::move(coordinator_);
   }
   if (coordinator != nullptr) coordinator->UseLane(nullptr);
@@ -170,11 +173,12 @@ void PeerNegotiator::UseLaneLocked() {
   if (link == nullptr || lane_link_ != nullptr || coordinator_node_ == self_node_) return;
   link->UseLane(sealed_lane_.get(), coordinator_node_);
   lane_link_ = link;
+  flush_link_ = link;
 }
 
 void PeerNegotiator::Progress() {
   absl::ReaderMutexLock l(&lane_mu_);
-  if (lane_link_ != nullptr) lane_link_->Flush();
+  if (flush_link_ != nullptr) flush_link_->Flush();
 }
 
 void PeerNegotiator::OnLaneMessage(int peer, absl::string_view message) {

@@ -137,6 +137,9 @@ class PeerNegotiator final : public Negotiator, public LinkListener {
   bool lane_open_ ABSL_GUARDED_BY(lane_mu_) = false;
   std::shared_ptr<Coordinator> coordinator_ ABSL_GUARDED_BY(lane_mu_);  // when it is here
   MemberLink* lane_link_ ABSL_GUARDED_BY(lane_mu_) = nullptr;
+  // The link whose reports Progress sends: over the lane, or to the
+  // coordinator in this daemon.
+  MemberLink* flush_link_ ABSL_GUARDED_BY(lane_mu_) = nullptr;
   bool lane_connected_ ABSL_GUARDED_BY(lane_mu_) = false;
   std::atomic<uint64_t> lane_messages_{0};  // taken, for the job's status
   int coordinator_node_ ABSL_GUARDED_BY(lane_mu_) = -1;
