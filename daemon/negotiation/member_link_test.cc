@@ -52,6 +52,8 @@ class RecordingChannel final : public PeerChannel {
     absl::MutexLock l(&log_->mu);
     log_->closed = true;
   }
+  bool immediate() const override { return immediate_; }
+  bool immediate_ = false;
 
  private:
   std::shared_ptr<Log> log_;
@@ -266,6 +268,23 @@ TEST_F(MemberLinkLaneTest, FlushSendsTheBatchsReportsOverTheLaneInOneMessage) {
   link_->Flush();
   EXPECT_TRUE(kolo::daemon::Eventually([&] { return ReportedSoFar(*log_).names.size() == 1; }));
   EXPECT_EQ(ReportedSoFar(*log_).names, std::vector<std::string>{"c"});
+}
+
+TEST(MemberLinkTest, ToACoordinatorInThisProcessFlushSendsOnTheCallersThread) {
+  auto log = std::make_shared<RecordingChannel::Log>();
+  auto channel = std::make_unique<RecordingChannel>(log);
+  channel->immediate_ = true;
+  NullListener listener;
+  MemberLinkOptions options;
+  options.heartbeat = absl::Seconds(30);  // the writer stays asleep
+  auto link = MemberLink::Start(std::move(channel), options, &listener);
+  ASSERT_TRUE(link.ok()) << link.status();
+  kolo::v1::TensorMeta meta;
+  meta.set_name("a");
+  (*link)->ReportReady(meta);
+  (*link)->Flush();
+  // Sent by the time Flush returned: no hand-off to the writer.
+  EXPECT_EQ(ReportedSoFar(*log).names, std::vector<std::string>{"a"});
 }
 
 TEST_F(MemberLinkLaneTest, PlansRunInSequenceWhicheverWayEachCame) {
