@@ -13,16 +13,19 @@
 // coordinator's node as lane messages, sent by the thread that calls Flush
 // (the job's, after each batch of submissions) instead of being handed to
 // the writer thread and a gRPC stream, and plans may come back the same way.
-// Plans are numbered, and run in their order whichever way each came. Ready
-// reports need no order: each names tensors only this report can make ready
-// (a name is reported again only after the plan that ran it arrived). The
-// Hello, the Welcome, heartbeats, aborts and anything too large for the lane
-// stay on the Peer plane, whose heartbeats keep watching the coordinator.
+// A direct link (the coordinator in this daemon) takes the reports on the
+// thread that calls Flush too. Plans are numbered, and run in their order
+// whichever way each came. Ready reports need no order among themselves: a
+// name is reported again only after the plan that ran it arrived, so no two
+// reports on their way concern the same name. The Hello, the Welcome,
+// heartbeats, aborts and anything too large for the lane stay on the Peer
+// plane, whose heartbeats keep watching the coordinator.
 //
 // Thread-safety: thread-safe. Outgoing messages go through a queue drained by
 // the link's own thread (or, on the lane, a non-blocking send), so callers
-// never block on the network or on the coordinator's locks; the listener is
-// called from the link's threads and the lane's.
+// never block on the network; Flush to a direct link runs the in-process
+// coordinator's planning on the caller's thread. The listener is called from
+// the link's threads and the lane's.
 #pragma once
 
 #include <cstdint>
