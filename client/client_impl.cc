@@ -13,7 +13,10 @@
 #include "common/grpc_status.h"
 #include "common/handoff.h"
 #include "common/random_id.h"
+#include "common/process_set_rule.h"
 #include "common/start_thread.h"
+#include "common/status_macros.h"
+#include "proto/kolo/abi/collective_traits.h"
 
 namespace kolo {
 namespace {
@@ -312,19 +315,16 @@ void ClientImpl::FreeStaging(const Pending& p) {
 
 namespace {
 
-bool InPlaceKind(CollectiveKind kind) {
-  return kind == CollectiveKind::kAllreduce || kind == CollectiveKind::kBroadcast;
-}
-
-// Kinds that, for device tensors, write a caller-sized output.
+// Kinds whose device form writes a caller-given output sized unlike the
+// input (allgather, reducescatter).
 bool DeviceOutputKind(CollectiveKind kind) {
-  return kind == CollectiveKind::kAllgather || kind == CollectiveKind::kReducescatter;
+  return Traits(kind).device && Traits(kind).returns_result;
 }
 
-// Whether `spec`'s tensors are in GPU memory.
+// Whether `spec`'s tensors are in GPU memory (the output counts for the kinds
+// that write a caller-given output on the device).
 bool OnDevice(const SubmitSpec& spec) {
-  return spec.input.device >= 0 ||
-         ((InPlaceKind(spec.kind) || DeviceOutputKind(spec.kind)) && spec.output.device >= 0);
+  return spec.input.device >= 0 || (Traits(spec.kind).device && spec.output.device >= 0);
 }
 
 // Whether kolod takes `name` (1 to kMaxNameBytes bytes, no control
@@ -351,19 +351,19 @@ absl::Status CheckSpec(const SubmitSpec& spec) {
     return absl::InvalidArgumentError(
         absl::StrCat("\"", name, "\": at most ", abi::v1::kMaxDims, " dimensions"));
   }
-  if (InPlaceKind(spec.kind) &&
+  if (Traits(spec.kind).in_place &&
       (input.dtype != spec.output.dtype || input.shape != spec.output.shape)) {
     return absl::InvalidArgumentError(
         absl::StrCat("\"", name, "\": input and output differ in dtype or shape"));
   }
-  if (ReturnsResult(spec.kind) && input.shape.empty()) {
+  if (Traits(spec.kind).needs_first_dim && input.shape.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(CollectiveKindName(spec.kind), " \"", name,
                                                    "\": needs a tensor of at least one dimension"));
   }
   if (static_cast<uint32_t>(input.dtype) >= kNumDTypes) {
     return absl::InvalidArgumentError("unknown dtype");
   }
-  if (spec.kind == CollectiveKind::kAllreduce || spec.kind == CollectiveKind::kReducescatter) {
+  if (Traits(spec.kind).reduces) {
     const AllreduceOptions& o = spec.reduce;
     if (!ReducesWith(input.dtype, o.op)) {
       return absl::InvalidArgumentError(
@@ -389,11 +389,10 @@ absl::Status CheckSpec(const SubmitSpec& spec) {
     }
     return absl::OkStatus();
   }
-  if (!InPlaceKind(spec.kind) && !DeviceOutputKind(spec.kind)) {
-    return absl::UnimplementedError(absl::StrCat(
-        CollectiveKindName(spec.kind), " \"", name,
-        "\": device tensors are supported for allreduce, broadcast, allgather and reducescatter "
-        "so far"));
+  if (!Traits(spec.kind).device) {
+    return absl::UnimplementedError(absl::StrCat(CollectiveKindName(spec.kind), " \"", name,
+                                                 "\": device tensors are supported for ",
+                                                 KindsWith(&CollectiveTraits::device), " so far"));
   }
   if (DeviceOutputKind(spec.kind)) {
     const TensorView& out = spec.output;
@@ -502,16 +501,7 @@ absl::StatusOr<Handle> ClientImpl::SubmitOne(const SubmitSpec& spec, uint64_t wh
 }
 
 absl::Status ClientImpl::Refuse(const SubmitSpec& spec, const absl::Status& why) {
-  switch (spec.kind) {
-    case CollectiveKind::kAllreduce:
-    case CollectiveKind::kAllgather:
-    case CollectiveKind::kBroadcast:
-    case CollectiveKind::kAlltoall:
-    case CollectiveKind::kReducescatter:
-      break;
-    default:
-      return why;
-  }
+  if (!Traits(spec.kind).tensor) return why;
   if (why.ok() || Dead() || !NameKolodTakes(spec.name)) return why;
   const absl::string_view reason =
       why.message().substr(0, std::min<size_t>(why.message().size(), abi::v1::kMaxMessageBytes));
@@ -544,7 +534,7 @@ absl::Status ClientImpl::Refuse(const SubmitSpec& spec, const absl::Status& why)
 }
 
 bool ClientImpl::ByAddress(const SubmitSpec& spec, bool on_device, uint64_t bytes) const {
-  if (!caller_memory_ || on_device || !InPlaceKind(spec.kind) ||
+  if (!caller_memory_ || on_device || !Traits(spec.kind).in_place ||
       bytes < options_.caller_memory_min_bytes || spec.input.data == nullptr ||
       spec.output.data == nullptr) {
     return false;
@@ -568,7 +558,7 @@ absl::Status ClientImpl::PlaceInArena(const SubmitSpec& spec, bool on_device, Pe
       p->input_staging = *in_off = *o;
       std::memcpy(arena_->base + *in_off, input.data, bytes);
     }
-    if (!InPlaceKind(spec.kind)) {
+    if (!Traits(spec.kind).in_place) {
       *out_off = *in_off;
     } else if (arena_->Contains(spec.output.data, bytes)) {
       *out_off = static_cast<uint8_t*>(spec.output.data) - arena_->base;
@@ -669,14 +659,10 @@ absl::StatusOr<int> ClientImpl::Join() {
 
 absl::StatusOr<int> ClientImpl::AddProcessSet(std::vector<int> ranks) {
   std::sort(ranks.begin(), ranks.end());
-  if (ranks.empty() || std::adjacent_find(ranks.begin(), ranks.end()) != ranks.end() ||
-      ranks.front() < 0 || ranks.back() >= options_.size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("a process set needs distinct ranks in [0, ", options_.size, ")"));
-  }
+  const std::vector<int64_t> aux(ranks.begin(), ranks.end());
+  KOLO_RETURN_IF_ERROR(CheckProcessSetRanks(aux, options_.size));
   std::string name = absl::StrCat("process_set.add.", NextCounter("process_set"));
-  auto id = RunControl(CollectiveKind::kAddProcessSet, name, kGlobalProcessSet,
-                       std::vector<int64_t>(ranks.begin(), ranks.end()));
+  auto id = RunControl(CollectiveKind::kAddProcessSet, name, kGlobalProcessSet, aux);
   if (!id.ok()) return id.status();
   absl::MutexLock l(&counters_mu_);
   process_sets_[static_cast<int>(*id)] = std::move(ranks);

@@ -28,6 +28,7 @@
 #include "common/shared_segment.h"
 #include "common/spsc_ring.h"
 #include "kolo/kolo.h"
+#include "proto/kolo/abi/collective_traits.h"
 #include "proto/kolo/abi/shm_abi_v1.h"
 #include "proto/kolo/v1/node.grpc.pb.h"
 

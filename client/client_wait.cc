@@ -11,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "client/client_impl.h"
 #include "common/futex.h"
+#include "proto/kolo/abi/collective_traits.h"
 
 namespace kolo {
 
@@ -174,7 +175,7 @@ absl::StatusOr<HostBuffer> ClientImpl::WaitForOutput(Handle handle) {
     return absl::InvalidArgumentError(
         absl::StrCat(CollectiveKindName(d->kind), " returns no new tensor; use Wait"));
   }
-  if (d->kind == CollectiveKind::kAlltoall) {
+  if (Traits(d->kind).splits) {
     // Re-queue the completion and read it as an alltoall.
     {
       absl::MutexLock l(&completion_mu_);
@@ -195,7 +196,7 @@ absl::StatusOr<AlltoallResult> ClientImpl::WaitForAlltoall(Handle handle) {
   auto d = WaitDone(handle, absl::InfiniteDuration());
   if (!d.ok()) return d.status();
   if (!d->status.ok()) return d->status;
-  if (d->kind != CollectiveKind::kAlltoall) {
+  if (!Traits(d->kind).splits) {
     if (d->result_bytes > 0) ReleaseResult(d->result_offset);
     return absl::InvalidArgumentError(
         absl::StrCat(CollectiveKindName(d->kind), " is not an alltoall"));

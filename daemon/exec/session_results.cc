@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/session/session.h"
+#include "proto/kolo/abi/collective_traits.h"
 
 namespace kolo::daemon {
 

@@ -9,14 +9,18 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/membership.h"
+#include "common/process_set_rule.h"
 #include "common/rank_ranges.h"
 #include "common/scatter_rows.h"
+#include "common/status_macros.h"
 #include "daemon/backend/host_multinode/host_multinode_backend.h"
 #include "daemon/exec/completions.h"
 #include "daemon/negotiation/abort_status.h"
 #include "daemon/negotiation/local_negotiator.h"
 #include "daemon/negotiation/peer_negotiator.h"
+#include "daemon/plan/runnable.h"
 #include "daemon/session/session.h"
+#include "proto/kolo/abi/collective_traits.h"
 #include "spdlog/spdlog.h"
 
 namespace kolo::daemon {
@@ -350,13 +354,7 @@ absl::Status Job::AdmitLocked(const Request& r) const {
                      " spans nodes, where join is not available while process sets "
                      "exist (remove them first)"));
   }
-  if ((r.kind == CollectiveKind::kJoin || r.kind == CollectiveKind::kAddProcessSet ||
-       r.kind == CollectiveKind::kRemoveProcessSet) &&
-      r.process_set != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(kind, " \"", r.name, "\": involves every rank of the job, not process set ",
-                     r.process_set));
-  }
+  KOLO_RETURN_IF_ERROR(plan::CheckWholeJob(r.kind, r.name, r.process_set));
   auto set = sets_.find(r.process_set);
   if (set == sets_.end()) {
     return absl::FailedPreconditionError(absl::StrCat(kind, " \"", r.name, "\": rank ", r.rank,
@@ -448,18 +446,7 @@ absl::Status Job::CheckAlltoallSplits(const ReadySet& set, int64_t n) const {
 
 absl::Status Job::CheckSetChangeLocked(const ReadySet& set) const {
   const Request& first = set.requests.front();
-  if (first.kind == CollectiveKind::kAddProcessSet) {
-    const std::vector<int64_t>& ranks = first.aux;
-    if (ranks.empty()) return absl::FailedPreconditionError("add_process_set: no ranks given");
-    for (size_t i = 0; i < ranks.size(); ++i) {
-      if (ranks[i] < 0 || ranks[i] >= size_ || (i > 0 && ranks[i] <= ranks[i - 1])) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("add_process_set: ranks must be distinct, ascending and in [0, ", size_,
-                         "); got ", ranks[i], " at position ", i));
-      }
-    }
-    return absl::OkStatus();
-  }
+  if (first.kind == CollectiveKind::kAddProcessSet) return CheckProcessSetRanks(first.aux, size_);
   if (first.aux.size() != 1 || first.aux[0] <= 0 ||
       !sets_.contains(static_cast<int>(first.aux[0])) ||
       removing_.contains(static_cast<int>(first.aux[0]))) {
@@ -479,36 +466,21 @@ absl::Status Job::CheckRunnableLocked(const ReadySet& set) const {
         absl::StrCat(kind, " \"", set.name, "\": process set ", set.process_set, " was removed"));
   }
   const std::vector<int>& members = it->second;
-  if (set.joined > 0 && first.kind != CollectiveKind::kAllreduce &&
-      first.kind != CollectiveKind::kBroadcast && first.kind != CollectiveKind::kBarrier) {
-    std::vector<int> joined;
+  if (set.joined > 0) {
+    plan::JoinedRanks joined{set.joined, {}};
     for (int r : members) {
-      if (joined_[r]) joined.push_back(r);
+      if (joined_[r]) joined.ranks.push_back(r);
     }
-    return absl::FailedPreconditionError(
-        absl::StrCat(kind, " \"", set.name, "\": cannot run while ranks ", FormatRankRanges(joined),
-                     " have joined (only allreduce, broadcast and barrier can)"));
+    KOLO_RETURN_IF_ERROR(plan::CheckRunsWithJoined(first.kind, set.name, joined));
   }
-  switch (first.kind) {
-    case CollectiveKind::kBroadcast:
-      if (!std::binary_search(members.begin(), members.end(), first.root_rank)) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("broadcast \"", set.name, "\": root rank ", first.root_rank,
-                         " is not in process set ", set.process_set));
-      }
-      if (joined_[first.root_rank]) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "broadcast \"", set.name, "\": root rank ", first.root_rank, " has joined"));
-      }
-      return absl::OkStatus();
-    case CollectiveKind::kAlltoall:
-      return CheckAlltoallSplits(set, static_cast<int64_t>(members.size()));
-    case CollectiveKind::kAddProcessSet:
-    case CollectiveKind::kRemoveProcessSet:
-      return CheckSetChangeLocked(set);
-    default:
-      return absl::OkStatus();
+  const CollectiveTraits& traits = Traits(first.kind);
+  if (traits.rooted) {
+    KOLO_RETURN_IF_ERROR(plan::CheckRootInSet(set.name, first.root_rank, set.process_set, members));
+    return plan::CheckRootNotJoined(set.name, first.root_rank, joined_[first.root_rank]);
   }
+  if (traits.splits) return CheckAlltoallSplits(set, static_cast<int64_t>(members.size()));
+  if (traits.set_change) return CheckSetChangeLocked(set);
+  return absl::OkStatus();
 }
 
 void Job::OnReadyLocked(ReadySet set) {

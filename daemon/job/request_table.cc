@@ -6,6 +6,7 @@
 #include "absl/time/clock.h"
 #include "daemon/plan/agreement.h"
 #include "daemon/plan/tensor_desc.h"
+#include "proto/kolo/abi/collective_traits.h"
 
 namespace kolo::daemon {
 

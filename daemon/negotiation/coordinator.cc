@@ -9,24 +9,26 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "common/process_set_rule.h"
 #include "common/rank_ranges.h"
 #include "common/secret_compare.h"
+#include "common/status_macros.h"
 #include "daemon/backend/device_comm_plan.h"
 #include "daemon/plan/agreement.h"
 #include "daemon/plan/fusion.h"
+#include "daemon/plan/runnable.h"
+#include "proto/kolo/abi/collective_traits.h"
 #include "proto/kolo/abi/types.h"
 #include "spdlog/spdlog.h"
 
 namespace kolo::daemon {
 namespace {
 
-bool IsSetChange(const kolo::v1::TensorMeta& m) {
-  return plan::IsSetChange(static_cast<CollectiveKind>(m.kind()));
-}
+CollectiveKind KindOf(const kolo::v1::TensorMeta& m) { return static_cast<CollectiveKind>(m.kind()); }
 
-bool IsJoin(const kolo::v1::TensorMeta& m) {
-  return m.kind() == static_cast<uint32_t>(CollectiveKind::kJoin);
-}
+bool IsSetChange(const kolo::v1::TensorMeta& m) { return kolo::IsSetChange(KindOf(m)); }
+
+bool IsJoin(const kolo::v1::TensorMeta& m) { return KindOf(m) == CollectiveKind::kJoin; }
 
 }  // namespace
 
@@ -259,16 +261,17 @@ absl::Status Coordinator::JoinedErrorLocked(const Pending& p,
     return absl::FailedPreconditionError(
         absl::StrCat(CollectiveKindName(kind), " \"", m.name(), "\": ", why));
   };
-  if (IsSetChange(m)) return refuse("process sets cannot change while ranks have joined");
+  const std::vector<int> members = SetMembersLocked(m.process_set());
+  plan::JoinedRanks joined{p.joined, {}};
+  for (int n : joined_nodes) {
+    for (int r : members_.at(node_members_[n]).ranks) {
+      joined.count += std::binary_search(members.begin(), members.end(), r) ? 1 : 0;
+    }
+  }
+  KOLO_RETURN_IF_ERROR(plan::CheckRunsWithJoined(kind, m.name(), joined));
   if (m.device() && p.joined > 0 && static_cast<ReduceOp>(m.op()) != ReduceOp::kSum &&
       static_cast<ReduceOp>(m.op()) != ReduceOp::kAverage) {
     return refuse("device tensors reduce joined ranks' zeros with sum or average only");
-  }
-  if (kind == CollectiveKind::kAllgather || kind == CollectiveKind::kReducescatter ||
-      kind == CollectiveKind::kAlltoall) {
-    return refuse(
-        "cannot run while ranks have joined (only allreduce, broadcast and barrier "
-        "can)");
   }
   if (joined_nodes.empty()) return absl::OkStatus();
   if (m.process_set() != 0) {
@@ -277,14 +280,14 @@ absl::Status Coordinator::JoinedErrorLocked(const Pending& p,
         "has joined");
   }
   if (m.device()) return refuse("device tensors cannot run while every rank of a node has joined");
-  if (kind == CollectiveKind::kBroadcast) {
+  if (Traits(kind).rooted) {
     const int root = m.root_rank();
+    bool root_joined = false;
     for (int n : joined_nodes) {
       const std::vector<int>& ranks = members_.at(node_members_[n]).ranks;
-      if (std::binary_search(ranks.begin(), ranks.end(), root)) {
-        return refuse(absl::StrCat("root rank ", root, " has joined"));
-      }
+      root_joined = root_joined || std::binary_search(ranks.begin(), ranks.end(), root);
     }
+    return plan::CheckRootNotJoined(m.name(), root, root_joined);
   }
   return absl::OkStatus();
 }
@@ -310,7 +313,7 @@ int Coordinator::NodesOfSetLocked(int process_set) const {
 
 void Coordinator::AddReadyLocked(int node, const kolo::v1::TensorMeta& meta) {
   const int nodes = static_cast<int>(node_members_.size());
-  if (meta.kind() == static_cast<uint32_t>(CollectiveKind::kJoin)) {
+  if (IsJoin(meta)) {
     // Every rank of `node` has joined: it reports nothing more until the
     // join completes, and the others stop waiting for it.
     if (joined_nodes_.empty()) joined_nodes_.assign(nodes, false);
@@ -367,11 +370,11 @@ void Coordinator::AddReadyLocked(int node, const kolo::v1::TensorMeta& meta) {
         absl::StrCat(DescribeNode(node), " reported ", meta.joined(), " of its ", node_ranks,
                      " ranks as joined for \"", meta.name(), "\""));
   }
-  if (meta.kind() == static_cast<uint32_t>(CollectiveKind::kAllgather)) {
+  if (ReportsRows(KindOf(meta))) {
     if (p.rows.empty()) p.rows.resize(nodes);
     p.rows[node].assign(meta.rows().begin(), meta.rows().end());
   }
-  if (meta.kind() == static_cast<uint32_t>(CollectiveKind::kAlltoall)) {
+  if (Traits(KindOf(meta)).splits) {
     if (p.splits.empty()) p.splits.resize(nodes);
     p.splits[node].assign(meta.splits().begin(), meta.splits().end());
   }
@@ -616,12 +619,8 @@ kolo::v1::PlannedResponse* Coordinator::AddFusedResponseLocked(const std::vector
     if (!first.joined_nodes.empty()) *response->add_metas() = meta;
     AddMemberLocked(meta, response, plan);
     // Allgather and alltoall are never fused: their one member's rows.
-    if (meta.kind() == static_cast<uint32_t>(CollectiveKind::kAllgather)) {
-      *response->mutable_rows() = meta.rows();
-    }
-    if (meta.kind() == static_cast<uint32_t>(CollectiveKind::kAlltoall)) {
-      *response->mutable_splits() = meta.splits();
-    }
+    if (ReportsRows(KindOf(meta))) *response->mutable_rows() = meta.rows();
+    if (Traits(KindOf(meta)).splits) *response->mutable_splits() = meta.splits();
   }
   return response;
 }
@@ -638,7 +637,7 @@ void Coordinator::AddMemberLocked(const kolo::v1::TensorMeta& meta,
   m->set_name(meta.name());
   // An allgather's rows and an alltoall's splits change from step to step:
   // never a cache bit.
-  if (plan::HasPerRankRows(static_cast<CollectiveKind>(meta.kind())) || IsSetChange(meta) ||
+  if (HasPerRankRows(KindOf(meta)) || IsSetChange(meta) ||
       cache_names_.size() >= options_.cache_capacity) {
     return;
   }
@@ -692,7 +691,7 @@ void Coordinator::SendPlanLocked(kolo::v1::Plan plan, Outbox* out) {
 
 absl::StatusOr<int> Coordinator::ChangeSetLocked(const kolo::v1::TensorMeta& meta,
                                                  kolo::v1::Plan* plan) {
-  if (meta.kind() == static_cast<uint32_t>(CollectiveKind::kRemoveProcessSet)) {
+  if (KindOf(meta) == CollectiveKind::kRemoveProcessSet) {
     const int64_t id = meta.aux_size() == 1 ? meta.aux(0) : 0;
     if (id <= 0 || sets_.erase(static_cast<int>(id)) == 0) {
       return absl::FailedPreconditionError(absl::StrCat("remove_process_set \"", meta.name(),
@@ -711,19 +710,8 @@ absl::StatusOr<int> Coordinator::ChangeSetLocked(const kolo::v1::TensorMeta& met
     }
     return 0;
   }
-  std::vector<int> ranks;
-  for (int64_t r : meta.aux()) {
-    if (r < 0 || r >= size_) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("add_process_set \"", meta.name(), "\": rank ", r, " is not in the job"));
-    }
-    ranks.push_back(static_cast<int>(r));
-  }
-  std::sort(ranks.begin(), ranks.end());
-  if (ranks.empty() || std::adjacent_find(ranks.begin(), ranks.end()) != ranks.end()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "add_process_set \"", meta.name(), "\": ranks must be distinct and at least one"));
-  }
+  KOLO_RETURN_IF_ERROR(CheckProcessSetRanks(meta.aux(), size_));
+  std::vector<int> ranks(meta.aux().begin(), meta.aux().end());
   const int new_set = next_set_id_++;
   sets_[new_set] = std::move(ranks);
   return new_set;

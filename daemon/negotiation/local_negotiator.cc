@@ -3,14 +3,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "proto/kolo/abi/collective_traits.h"
 
 namespace kolo::daemon {
 namespace {
-
-bool IsControl(CollectiveKind kind) {
-  return kind == CollectiveKind::kJoin || kind == CollectiveKind::kAddProcessSet ||
-         kind == CollectiveKind::kRemoveProcessSet;
-}
 
 // A step whose members are `set` alone, as planned (no fusion).
 Response Single(ReadySet set) {

@@ -10,6 +10,7 @@
 #include "daemon/negotiation/abort_status.h"
 #include "daemon/negotiation/plan_check.h"
 #include "daemon/plan/tensor_meta.h"
+#include "proto/kolo/abi/collective_traits.h"
 #include "spdlog/spdlog.h"
 
 namespace kolo::daemon {
@@ -27,11 +28,6 @@ kolo::v1::DeviceLayout LayoutOf(const ReadySet& set) {
     layout.add_devices(r.device->input.device);
   }
   return layout;
-}
-
-bool IsControl(CollectiveKind kind) {
-  return kind == CollectiveKind::kJoin || kind == CollectiveKind::kAddProcessSet ||
-         kind == CollectiveKind::kRemoveProcessSet;
 }
 
 // `sets` as the members of one response, unfused (to complete or refuse).

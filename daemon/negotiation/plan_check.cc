@@ -7,7 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "daemon/negotiation/sealed_lane.h"
 #include "daemon/plan/tensor_meta.h"
-#include "proto/kolo/abi/types.h"
+#include "proto/kolo/abi/collective_traits.h"
 
 namespace kolo::daemon {
 namespace {
@@ -137,19 +137,18 @@ absl::Status CheckPlannedEntry(const PlannedEntry& entry, const std::vector<Read
                                    sets.front().name, "\""));
     }
   }
-  const bool one_tensor = kind == CollectiveKind::kAllgather || kind == CollectiveKind::kAlltoall;
-  if (one_tensor && sets.size() != 1) {
+  if (HasPerRankRows(kind) && sets.size() != 1) {
     return Bad(sets.front(),
                absl::StrCat("the plan puts ", sets.size(), " tensors in one response"));
   }
-  if (kind != CollectiveKind::kAllgather && !entry.rows.empty()) {
+  if (!ReportsRows(kind) && !entry.rows.empty()) {
     return Bad(sets.front(), "the plan gives row counts for a collective that takes none");
   }
-  if (kind != CollectiveKind::kAlltoall && !entry.splits.empty()) {
+  if (!Traits(kind).splits && !entry.splits.empty()) {
     return Bad(sets.front(), "the plan gives splits for a collective that takes none");
   }
-  if (kind == CollectiveKind::kAllgather) return CheckRows(entry, sets.front(), job_size);
-  if (kind == CollectiveKind::kAlltoall) {
+  if (ReportsRows(kind)) return CheckRows(entry, sets.front(), job_size);
+  if (Traits(kind).splits) {
     std::vector<int> members;
     if (set_ranks != nullptr) {
       members = *set_ranks;

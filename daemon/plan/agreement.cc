@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "proto/kolo/abi/collective_traits.h"
 
 namespace kolo::daemon::plan {
 namespace {
@@ -65,18 +66,12 @@ std::optional<FieldDifference> Difference(const TensorDesc& a, const TensorDesc&
   }
   const bool same_shape = HasPerRankRows(a.kind) ? SameRows(a.shape, b.shape) : a.shape == b.shape;
   if (!same_shape) return FieldDifference{"shape", List(a.shape), List(b.shape)};
-  switch (a.kind) {
-    case CollectiveKind::kBroadcast:
-      if (a.root_rank != b.root_rank) {
-        return FieldDifference{"root rank", absl::StrCat(a.root_rank), absl::StrCat(b.root_rank)};
-      }
-      return std::nullopt;
-    case CollectiveKind::kAllreduce:
-    case CollectiveKind::kReducescatter:
-      return ReductionDifference(a, b);
-    default:
-      return std::nullopt;
+  const CollectiveTraits& t = Traits(a.kind);
+  if (t.rooted && a.root_rank != b.root_rank) {
+    return FieldDifference{"root rank", absl::StrCat(a.root_rank), absl::StrCat(b.root_rank)};
   }
+  if (t.reduces) return ReductionDifference(a, b);
+  return std::nullopt;
 }
 
 absl::Status Disagreement(CollectiveKind kind, absl::string_view name, absl::string_view a_who,

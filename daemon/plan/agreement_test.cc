@@ -4,6 +4,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "proto/kolo/abi/collective_traits.h"
 
 namespace kolo::daemon::plan {
 namespace {

@@ -1,4 +1,5 @@
 #include "daemon/plan/fusion.h"
+#include "proto/kolo/abi/collective_traits.h"
 
 namespace kolo::daemon::plan {
 
@@ -7,18 +8,14 @@ bool Fusable(const TensorDesc& a, const TensorDesc& b) {
       a.on_device != b.on_device) {
     return false;
   }
-  switch (a.kind) {
-    case CollectiveKind::kBroadcast:
-      return a.root_rank == b.root_rank;
-    case CollectiveKind::kAllreduce:
-    case CollectiveKind::kReducescatter:
-      return a.op == b.op && a.prescale == b.prescale && a.postscale == b.postscale &&
-             a.compression == b.compression;
-    case CollectiveKind::kBarrier:
-      return true;
-    default:  // allgather, alltoall, join, process-set changes
-      return false;
+  const CollectiveTraits& t = Traits(a.kind);
+  if (!t.fuses) return false;
+  if (t.rooted && a.root_rank != b.root_rank) return false;
+  if (t.reduces) {
+    return a.op == b.op && a.prescale == b.prescale && a.postscale == b.postscale &&
+           a.compression == b.compression;
   }
+  return true;
 }
 
 FusionLayout LayOut(absl::Span<const uint64_t> member_bytes) {

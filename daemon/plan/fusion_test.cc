@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "proto/kolo/abi/collective_traits.h"
 
 namespace kolo::daemon::plan {
 namespace {

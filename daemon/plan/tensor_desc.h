@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "daemon/job/request.h"
+#include "proto/kolo/abi/collective_traits.h"
 #include "proto/kolo/abi/types.h"
 #include "proto/kolo/v1/peer.pb.h"
 
@@ -42,15 +43,5 @@ struct TensorDesc {
 
 TensorDesc DescOf(const Request& r);
 TensorDesc DescOf(const kolo::v1::TensorMeta& m);
-
-inline bool IsSetChange(CollectiveKind k) {
-  return k == CollectiveKind::kAddProcessSet || k == CollectiveKind::kRemoveProcessSet;
-}
-
-// Allgather and alltoall: ranks may differ in the first dimension, so the
-// layout of a response depends on every rank's rows.
-inline bool HasPerRankRows(CollectiveKind k) {
-  return k == CollectiveKind::kAllgather || k == CollectiveKind::kAlltoall;
-}
 
 }  // namespace kolo::daemon::plan

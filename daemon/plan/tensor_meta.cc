@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "proto/kolo/abi/collective_traits.h"
+
 namespace kolo::daemon::plan {
 namespace {
 
@@ -36,14 +38,14 @@ kolo::v1::TensorMeta MetaOf(const ReadySet& set, int job_size) {
   m.set_joined(set.joined);
   m.set_group_size(r.group_size);
   if (r.kind == CollectiveKind::kJoin && !r.aux.empty()) m.add_aux(r.aux.front());
-  if (r.kind == CollectiveKind::kAddProcessSet || r.kind == CollectiveKind::kRemoveProcessSet) {
+  if (IsSetChange(r.kind)) {
     for (int64_t v : r.aux) m.add_aux(v);
   }
   m.set_compression(static_cast<uint32_t>(r.compression));
-  if (r.kind == CollectiveKind::kAllgather) {
+  if (ReportsRows(r.kind)) {
     for (const Request* q : ByRank(set)) m.add_rows(Rows(*q));
   }
-  if (r.kind == CollectiveKind::kAlltoall) {
+  if (Traits(r.kind).splits) {
     // Even splits among the set's ranks (the job checked they divide).
     const int n = set.set_size > 0 ? set.set_size : job_size;
     for (const Request* q : ByRank(set)) {

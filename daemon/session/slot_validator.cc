@@ -11,6 +11,7 @@
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
 #include "common/utf8.h"
+#include "proto/kolo/abi/collective_traits.h"
 
 namespace kolo::daemon {
 namespace {
@@ -85,14 +86,11 @@ absl::Status ValidateDevice(const abi::v1::SubmitSlot& slot, Request* r) {
     }
     return absl::OkStatus();
   }
-  const bool same_size =
-      r->kind == CollectiveKind::kAllreduce || r->kind == CollectiveKind::kBroadcast;
-  if (!same_size && r->kind != CollectiveKind::kAllgather &&
-      r->kind != CollectiveKind::kReducescatter) {
-    return absl::UnimplementedError(absl::StrCat(
-        CollectiveKindName(r->kind), " \"", name,
-        "\": device tensors are supported for allreduce, broadcast, allgather and reducescatter "
-        "so far"));
+  const bool same_size = Traits(r->kind).in_place;
+  if (!Traits(r->kind).device) {
+    return absl::UnimplementedError(absl::StrCat(CollectiveKindName(r->kind), " \"", name,
+                                                 "\": device tensors are supported for ",
+                                                 KindsWith(&CollectiveTraits::device), " so far"));
   }
   if (slot.input_offset != 0 || slot.output_offset != 0 || slot.aux_count != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -161,7 +159,7 @@ absl::Status CheckName(const abi::v1::SubmitSlot& slot, Request* r) {
 // and scale factors, broadcast root).
 absl::Status CheckCollective(const abi::v1::SubmitSlot& slot, int job_size, Request* r) {
   const std::string& name = r->name;
-  if (slot.kind < 1 || slot.kind > kMaxCollectiveKind) {
+  if (!IsCollectiveKind(slot.kind)) {
     return absl::InvalidArgumentError(
         absl::StrCat("\"", name, "\": unknown collective kind ", slot.kind));
   }
@@ -170,7 +168,7 @@ absl::Status CheckCollective(const abi::v1::SubmitSlot& slot, int job_size, Requ
     return absl::InvalidArgumentError(absl::StrCat("\"", name, "\": unknown dtype ", slot.dtype));
   }
   r->dtype = static_cast<DType>(slot.dtype);
-  if (r->kind == CollectiveKind::kAllreduce || r->kind == CollectiveKind::kReducescatter) {
+  if (Traits(r->kind).reduces) {
     if (slot.reduce_op >= kNumReduceOps) {
       return absl::InvalidArgumentError(
           absl::StrCat("\"", name, "\": unknown reduce op ", slot.reduce_op));
@@ -197,7 +195,7 @@ absl::Status CheckCollective(const abi::v1::SubmitSlot& slot, int job_size, Requ
       return absl::InvalidArgumentError(absl::StrCat(
           "reducescatter \"", name, "\": op ", ReduceOpName(r->op), " (only sum and average)"));
     }
-  } else if (r->kind == CollectiveKind::kBroadcast) {
+  } else if (Traits(r->kind).rooted) {
     if (slot.root_rank < 0 || slot.root_rank >= job_size) {
       return absl::InvalidArgumentError(absl::StrCat(
           "broadcast \"", name, "\": root rank ", slot.root_rank, " outside [0, ", job_size, ")"));
@@ -235,10 +233,10 @@ absl::Status CheckShape(const abi::v1::SubmitSlot& slot, Request* r) {
   uint64_t expected = elements * DTypeSize(r->dtype);
   if ((slot.flags & abi::v1::kSlotFlagPart) != 0) {
     // A part: the shape is the whole tensor's, the bytes are this part's.
-    if (r->kind != CollectiveKind::kAllreduce && r->kind != CollectiveKind::kBroadcast) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(CollectiveKindName(r->kind), " \"", name,
-                       "\": only allreduce and broadcast go in parts"));
+    if (!Traits(r->kind).in_place) {
+      return absl::InvalidArgumentError(absl::StrCat(CollectiveKindName(r->kind), " \"", name,
+                                                     "\": only ", KindsWith(&CollectiveTraits::in_place),
+                                                     " go in parts"));
     }
     if (slot.byte_length == 0 || slot.byte_length > expected ||
         slot.byte_length % DTypeSize(r->dtype) != 0) {
@@ -254,9 +252,7 @@ absl::Status CheckShape(const abi::v1::SubmitSlot& slot, Request* r) {
                                                    expected));
   }
   r->bytes = expected;
-  if ((r->kind == CollectiveKind::kAllgather || r->kind == CollectiveKind::kReducescatter ||
-       r->kind == CollectiveKind::kAlltoall) &&
-      r->shape.empty()) {
+  if (Traits(r->kind).needs_first_dim && r->shape.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(CollectiveKindName(r->kind), " \"", name,
                                                    "\": needs a tensor of at least one dimension"));
   }
@@ -276,10 +272,10 @@ absl::Status CheckCallerTensors(const abi::v1::SubmitSlot& slot, const ArenaBoun
                      "\": names its tensors by address, but kolod did not offer "
                      "this session caller memory"));
   }
-  if (r->kind != CollectiveKind::kAllreduce && r->kind != CollectiveKind::kBroadcast) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(CollectiveKindName(r->kind), " \"", name,
-                     "\": tensors by address are for allreduce and broadcast only"));
+  if (!Traits(r->kind).in_place) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        CollectiveKindName(r->kind), " \"", name, "\": tensors by address are for ",
+        KindsWith(&CollectiveTraits::in_place), " only"));
   }
   const uint64_t in = slot.input_offset, out = slot.output_offset, n = r->bytes;
   if (in == 0 || out == 0 || in + n < in || out + n < out) {
@@ -331,16 +327,15 @@ absl::Status CheckOptions(const abi::v1::SubmitSlot& slot, const ArenaBounds& ar
   }
   r->compression = static_cast<Compression>(slot.compression);
   if (r->compression != Compression::kNone &&
-      (r->kind != CollectiveKind::kAllreduce || r->dtype != DType::kFloat32)) {
+      (!Traits(r->kind).compresses || r->dtype != DType::kFloat32)) {
     return absl::InvalidArgumentError(
         absl::StrCat(kind_name, " \"", name, "\": compression applies to float32 allreduce only"));
   }
   r->process_set = static_cast<int>(slot.process_set);
   if (slot.group_size > 1) {
-    if (r->kind != CollectiveKind::kAllreduce && r->kind != CollectiveKind::kAllgather &&
-        r->kind != CollectiveKind::kReducescatter) {
+    if (!Traits(r->kind).groups) {
       return absl::InvalidArgumentError(absl::StrCat(
-          kind_name, " \"", name, "\": only allreduce, allgather and reducescatter group"));
+          kind_name, " \"", name, "\": only ", KindsWith(&CollectiveTraits::groups), " group"));
     }
     if (slot.group_size > 1000000) {
       return absl::InvalidArgumentError(
@@ -350,8 +345,7 @@ absl::Status CheckOptions(const abi::v1::SubmitSlot& slot, const ArenaBounds& ar
     r->group_size = slot.group_size;
   }
   if (slot.aux_count == 0) return absl::OkStatus();
-  if (r->kind != CollectiveKind::kAlltoall && r->kind != CollectiveKind::kAddProcessSet &&
-      r->kind != CollectiveKind::kRemoveProcessSet) {
+  if (!Traits(r->kind).takes_aux) {
     return absl::InvalidArgumentError(
         absl::StrCat(kind_name, " \"", name, "\": carries an auxiliary array it does not use"));
   }
@@ -377,18 +371,13 @@ absl::Status CheckRefusal(const abi::v1::SubmitSlot& slot, const ArenaBounds& ar
     return absl::InvalidArgumentError(
         absl::StrCat("refusal of \"", name, "\": flags ", slot.flags, " besides the refusal"));
   }
-  switch (static_cast<CollectiveKind>(slot.kind)) {
-    case CollectiveKind::kAllreduce:
-    case CollectiveKind::kAllgather:
-    case CollectiveKind::kBroadcast:
-    case CollectiveKind::kAlltoall:
-    case CollectiveKind::kReducescatter:
-      r->kind = static_cast<CollectiveKind>(slot.kind);
-      break;
-    default:
-      return absl::InvalidArgumentError(absl::StrCat("refusal of \"", name, "\": collective kind ",
-                                                     slot.kind, " cannot be refused"));
+  // A rank can refuse a collective it would submit by name: one that moves
+  // a tensor.
+  if (!Traits(static_cast<CollectiveKind>(slot.kind)).tensor) {
+    return absl::InvalidArgumentError(absl::StrCat("refusal of \"", name, "\": collective kind ",
+                                                   slot.kind, " cannot be refused"));
   }
+  r->kind = static_cast<CollectiveKind>(slot.kind);
   abi::v1::SubmitSlot rest = slot;  // what must be zero
   rest.request_id = 0;
   rest.kind = 0;
@@ -419,8 +408,7 @@ absl::Status CheckRefusal(const abi::v1::SubmitSlot& slot, const ArenaBounds& ar
   r->refusal = reason.empty() ? std::string("no reason given") : std::move(reason);
   r->process_set = static_cast<int>(slot.process_set);
   if (slot.group_size > 1) {
-    if (r->kind == CollectiveKind::kBroadcast || r->kind == CollectiveKind::kAlltoall ||
-        slot.group_size > 1000000) {
+    if (!Traits(r->kind).groups || slot.group_size > 1000000) {
       return absl::InvalidArgumentError(absl::StrCat("refusal of \"", name, "\": group of ",
                                                      slot.group_size, " ",
                                                      CollectiveKindName(r->kind)));

@@ -2,15 +2,29 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "proto/kolo/abi/collective_traits.h"
 
 namespace kolo::daemon {
 namespace {
 
 // The collectives that run on a backend, so have responses, bytes and
 // latencies; the control ones (join, process sets) complete in the job.
-constexpr CollectiveKind kKindsInOrder[] = {
-    CollectiveKind::kAllreduce,     CollectiveKind::kBroadcast, CollectiveKind::kAllgather,
-    CollectiveKind::kReducescatter, CollectiveKind::kAlltoall,  CollectiveKind::kBarrier};
+constexpr bool OnBackend(const CollectiveTraits& t) {
+  return IsCollectiveKind(static_cast<uint32_t>(t.kind)) && !t.control;
+}
+constexpr size_t CountOnBackend() {
+  size_t n = 0;
+  for (const CollectiveTraits& t : kCollectiveTraits) n += OnBackend(t) ? 1 : 0;
+  return n;
+}
+constexpr std::array<CollectiveKind, CountOnBackend()> kKindsInOrder = [] {
+  std::array<CollectiveKind, CountOnBackend()> kinds{};
+  size_t n = 0;
+  for (const CollectiveTraits& t : kCollectiveTraits) {
+    if (OnBackend(t)) kinds[n++] = t.kind;
+  }
+  return kinds;
+}();
 
 }  // namespace
 

@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "proto/kolo/abi/collective_traits.h"
 
 namespace kolo::daemon {
 namespace {

@@ -6,6 +6,7 @@
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
 #include "daemon/status/display_name.h"
+#include "proto/kolo/abi/collective_traits.h"
 #include "spdlog/spdlog.h"
 
 namespace kolo::daemon {

@@ -10,6 +10,7 @@
 #include "daemon/session/caller_memory.h"
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/reduce.h"
+#include "proto/kolo/abi/collective_traits.h"
 #include "proto/kolo/abi/shm_abi_v1.h"
 
 namespace kolo::daemon {

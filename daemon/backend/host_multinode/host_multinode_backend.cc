@@ -14,6 +14,7 @@
 #include "daemon/plan/fusion.h"
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/reduce.h"
+#include "proto/kolo/abi/collective_traits.h"
 #include "proto/kolo/abi/shm_abi_v1.h"
 
 namespace kolo::daemon {
@@ -67,10 +68,7 @@ absl::Status HostMultinodeBackend::Execute(Response& response, const StepContext
   results_ = step.results;
   if (step.joined_here) return RunAsJoined(response, step, tag_base);
   if (response.members.empty()) return absl::OkStatus();
-  const bool new_tensor = response.kind == CollectiveKind::kAllgather ||
-                          response.kind == CollectiveKind::kAlltoall ||
-                          response.kind == CollectiveKind::kReducescatter;
-  if (new_tensor && results_ == nullptr) {
+  if (ReturnsResult(response.kind) && results_ == nullptr) {
     return absl::InternalError(
         absl::StrCat(CollectiveKindName(response.kind), ": no result area to write to"));
   }

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/session/session.h"
+#include "proto/kolo/abi/collective_traits.h"
 
 namespace kolo::daemon::nccl {
 namespace {
@@ -45,9 +46,7 @@ absl::StatusOr<ResolvedIo> IpcTensorResolver::Resolve(const Request& request) {
   };
   for (const Side& side :
        {Side{&io->input, &out.input, "input"}, Side{&io->output, &out.output, "output"}}) {
-    const bool sized_by_request = side.into == &out.input ||
-                                  request.kind == CollectiveKind::kAllreduce ||
-                                  request.kind == CollectiveKind::kBroadcast;
+    const bool sized_by_request = side.into == &out.input || Traits(request.kind).in_place;
     if (sized_by_request && side.ref->bytes != request.bytes) {
       return absl::InvalidArgumentError(
           absl::StrCat(CollectiveKindName(request.kind), " \"", request.name, "\": rank ",

@@ -15,6 +15,7 @@
 #include "kernels/cuda/cast.h"
 #include "kernels/cuda/reduce.h"
 #include "kernels/cuda/scale.h"
+#include "proto/kolo/abi/collective_traits.h"
 #include "spdlog/spdlog.h"
 
 // Returns from the enclosing function if a Kolo kernel launch failed.
@@ -123,8 +124,7 @@ absl::Status NcclBackend::Execute(Response& response, const StepContext& step) {
   absl::MutexLock lock(&mu_);
   const bool broadcast = response.kind == CollectiveKind::kBroadcast;
   const bool gather = response.kind == CollectiveKind::kAllgather;
-  if (response.kind != CollectiveKind::kAllreduce && !broadcast && !gather &&
-      response.kind != CollectiveKind::kReducescatter) {
+  if (!Traits(response.kind).device) {
     return absl::UnimplementedError(
         absl::StrCat("the nccl backend does not run ", CollectiveKindName(response.kind), " yet"));
   }
@@ -266,7 +266,7 @@ absl::StatusOr<bool> NcclBackend::LayOutRegions(Response& response, bool broadca
   fused_bytes = AlignUp(fused_bytes, esize);
   count_ = broadcast ? fused_bytes : fused_bytes / esize;
   region_ = AlignUp(fused_bytes, kRegionAlign);
-  compress_ = response.kind == CollectiveKind::kAllreduce &&
+  compress_ = Traits(response.kind).compresses &&
               response.compression != Compression::kNone && response.dtype == DType::kFloat32 &&
               comm_->size() > 1;
   for (auto& lane : lanes_) {

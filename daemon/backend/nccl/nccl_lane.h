@@ -21,6 +21,7 @@
 #include "common/cuda/cuda_status.h"
 #include "daemon/backend/nccl/nccl_backend.h"
 #include "kernels/cuda/batched_copy.h"
+#include "proto/kolo/abi/collective_traits.h"
 
 namespace kolo::daemon::nccl {
 

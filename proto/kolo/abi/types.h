@@ -46,13 +46,8 @@ enum class CollectiveKind : uint32_t {
   kRemoveProcessSet = 9,
 };
 inline constexpr uint32_t kMaxCollectiveKind = 9;
-
-// Whether a collective's output is a new tensor kolod places in the
-// session's result area (its size is known only once every rank submitted).
-constexpr bool ReturnsResult(CollectiveKind k) {
-  return k == CollectiveKind::kAllgather || k == CollectiveKind::kReducescatter ||
-         k == CollectiveKind::kAlltoall;
-}
+// What each kind is (its name, whether it returns a result, fuses, ...):
+// proto/kolo/abi/collective_traits.h.
 
 // How float32 allreduce data travels: as is, or rounded to 16 bits (each
 // rank's input is rounded, the reduction accumulates in float32 and the
@@ -136,30 +131,6 @@ constexpr const char* ReduceOpName(ReduceOp op) {
       return "product";
   }
   return "invalid-op";
-}
-
-constexpr const char* CollectiveKindName(CollectiveKind k) {
-  switch (k) {
-    case CollectiveKind::kAllreduce:
-      return "allreduce";
-    case CollectiveKind::kBroadcast:
-      return "broadcast";
-    case CollectiveKind::kAllgather:
-      return "allgather";
-    case CollectiveKind::kReducescatter:
-      return "reducescatter";
-    case CollectiveKind::kAlltoall:
-      return "alltoall";
-    case CollectiveKind::kBarrier:
-      return "barrier";
-    case CollectiveKind::kJoin:
-      return "join";
-    case CollectiveKind::kAddProcessSet:
-      return "add_process_set";
-    case CollectiveKind::kRemoveProcessSet:
-      return "remove_process_set";
-  }
-  return "invalid-collective";
 }
 
 }  // namespace kolo
