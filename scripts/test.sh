@@ -31,6 +31,13 @@ export KOLO_PYTEST_XML="$pyxml"
 # it). Each builds in its own output base; their verdicts count below.
 extra_log=$(mktemp)
 trap 'rm -f "$log" "$pyxml" "$extra_log"' EXIT
+# kolod's folders depend one way (tools/check_layers.sh): one case.
+if tools/check_layers.sh 2>&1 | tee -a "$extra_log"; then
+  echo "layers ok" >>"$extra_log"
+else
+  rc=1
+  echo "layers FAILED" >>"$extra_log"
+fi
 if [[ "${KOLO_CI:-}" == 1 ]]; then
   KOLO_BAZEL_FLAGS="${KOLO_BAZEL_FLAGS:---jobs=2}" \
     scripts/fuzz.sh "${KOLO_CI_FUZZ_SECONDS:-10}" 2>&1 | tee -a "$extra_log"
@@ -96,7 +103,7 @@ if pyxml:
                 passed += 1
     except (OSError, ET.ParseError):
         failed += 1
-# The CI stages: one case per fuzz target ("//t  ok: ...") and per target
+# The layer check (one case), and the CI stages: one case per fuzz target ("//t  ok: ...") and per target
 # under ASan ("asan //t  PASSED"); a stage that failed without naming a
 # target (its build broke) counts as one failure.
 extra = os.environ.get("KOLO_EXTRA_LOG")
@@ -116,6 +123,13 @@ if extra and os.path.exists(extra):
             if m:
                 named.add("asan")
                 if m.group(3) in ("PASSED", "FLAKY"):
+                    passed += 1
+                else:
+                    failed += 1
+                continue
+            m = re.match(r"^layers (ok|FAILED)$", line)
+            if m:
+                if m.group(1) == "ok":
                     passed += 1
                 else:
                     failed += 1

@@ -16,7 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "daemon/backend/device_backend.h"
-#include "daemon/job/request.h"
+#include "daemon/core/request.h"
 
 namespace kolo::daemon {
 
@@ -24,7 +24,7 @@ namespace kolo::daemon {
 // with `device` >= 0 its tensors are (made-up) CUDA IPC handles on that GPU,
 // else host memory. No backend here reads the data.
 inline Request FakeRequest(uint64_t request_id, int rank, const std::string& name, int device,
-                           std::shared_ptr<Session> session,
+                           std::shared_ptr<RequestOrigin> session,
                            CollectiveKind kind = CollectiveKind::kAllreduce) {
   Request r;
   r.request_id = request_id;
@@ -39,7 +39,7 @@ inline Request FakeRequest(uint64_t request_id, int rank, const std::string& nam
     r.device->input.bytes = 16;
     r.device->output = r.device->input;
   }
-  r.session = std::move(session);
+  r.origin = std::move(session);
   r.submitted_at = absl::Now();
   return r;
 }

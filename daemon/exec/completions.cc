@@ -2,8 +2,6 @@
 
 #include <map>
 
-#include "daemon/session/session.h"
-
 namespace kolo::daemon {
 
 void Deliver(Outbox& items) {
@@ -13,7 +11,7 @@ void Deliver(Outbox& items) {
     items.clear();
     return;
   }
-  std::map<Session*, std::vector<Completion>> by_session;
+  std::map<RequestOrigin*, std::vector<Completion>> by_session;
   for (auto& [s, c] : items) by_session[s].push_back(std::move(c));
   for (auto& [s, cs] : by_session) s->Complete(cs);
   items.clear();
@@ -23,7 +21,7 @@ void CompleteAll(const std::vector<ReadySet>& sets, const absl::Status& status) 
   Outbox out;
   for (const ReadySet& set : sets) {
     for (const Request& r : set.requests) {
-      out.push_back({r.session.get(), Completion{r.request_id, status}});
+      out.push_back({r.origin.get(), Completion{r.request_id, status}});
     }
   }
   Deliver(out);

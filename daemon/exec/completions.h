@@ -1,4 +1,4 @@
-// Delivering completions: grouped per session, so each session's clients get
+// Delivering completions: grouped per origin (session), so each session's clients get
 // one doorbell for everything that finished together.
 //
 // Thread-safety: stateless; call from any thread without the job's lock.
@@ -8,11 +8,11 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "daemon/job/request.h"
+#include "daemon/core/request.h"
 
 namespace kolo::daemon {
 
-using Outbox = std::vector<std::pair<Session*, Completion>>;
+using Outbox = std::vector<std::pair<RequestOrigin*, Completion>>;
 
 // Writes every completion of `items` to its session and clears `items`.
 void Deliver(Outbox& items);

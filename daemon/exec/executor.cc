@@ -5,7 +5,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "daemon/exec/completions.h"
-#include "daemon/session/session.h"
 #include "spdlog/spdlog.h"
 
 namespace kolo::daemon {
@@ -185,7 +184,7 @@ absl::Status Executor::ExecuteResponse(Response& response, const StepContext& co
     if (!member_status.ok()) {
       // Nobody will hand these back: free them here.
       for (size_t i = 0; i < m.results.size(); ++i) {
-        m.set.requests[i].session->ReleaseResult(m.results[i].offset);
+        m.set.requests[i].origin->ReleaseResult(m.results[i].offset);
       }
     }
     for (size_t i = 0; i < m.set.requests.size(); ++i) {
@@ -196,7 +195,7 @@ absl::Status Executor::ExecuteResponse(Response& response, const StepContext& co
         c.result_bytes = m.results[i].bytes;
         c.value = m.results[i].value;
       }
-      out.push_back({r.session.get(), std::move(c)});
+      out.push_back({r.origin.get(), std::move(c)});
     }
   }
   std::vector<const ReadySet*> sets;

@@ -27,8 +27,8 @@
 #include "daemon/backend/device_backend.h"
 #include "daemon/exec/session_results.h"
 #include "daemon/negotiation/negotiator.h"
-#include "daemon/status/metrics.h"
-#include "daemon/status/timeline.h"
+#include "daemon/observe/metrics.h"
+#include "daemon/observe/timeline.h"
 
 namespace kolo::daemon {
 

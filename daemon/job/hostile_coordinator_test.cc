@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/testing/wait_until.h"
 #include "daemon/backend/fake_backend.h"
 #include "daemon/job/job.h"
 #include "daemon/negotiation/peer_service.h"
@@ -146,7 +147,7 @@ class HostileCoordinatorTest : public ::testing::Test {
     r.input = reinterpret_cast<const uint8_t*>(input.data());
     r.output = reinterpret_cast<uint8_t*>(output.data());
     if (kind == CollectiveKind::kAlltoall) r.aux = {1, 1};
-    r.session = j.sessions[rank]->session();
+    r.origin = j.sessions[rank]->session();
     r.submitted_at = absl::Now();
     j.jobs[rank]->Submit(std::move(r));
   }
@@ -155,17 +156,17 @@ class HostileCoordinatorTest : public ::testing::Test {
   std::vector<ReceivedCompletion> Completions(TwoNodeJob& j) {
     std::vector<ReceivedCompletion> got(2);
     std::vector<bool> have(2, false);
-    const absl::Time deadline = absl::Now() + absl::Seconds(20);
-    while (!(have[0] && have[1]) && absl::Now() < deadline) {
-      for (int r = 0; r < 2; ++r) {
-        for (ReceivedCompletion& c : j.sessions[r]->TakeCompletions()) {
-          got[r] = c;
-          have[r] = true;
-        }
-      }
-      absl::SleepFor(absl::Milliseconds(2));
-    }
-    EXPECT_TRUE(have[0] && have[1]);
+    EXPECT_TRUE(WaitUntil(
+        [&] {
+          for (int r = 0; r < 2; ++r) {
+            for (ReceivedCompletion& c : j.sessions[r]->TakeCompletions()) {
+              got[r] = c;
+              have[r] = true;
+            }
+          }
+          return have[0] && have[1];
+        },
+        absl::Seconds(20)));
     return got;
   }
 

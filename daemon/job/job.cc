@@ -19,7 +19,6 @@
 #include "daemon/negotiation/local_negotiator.h"
 #include "daemon/negotiation/peer_negotiator.h"
 #include "daemon/plan/runnable.h"
-#include "daemon/session/session.h"
 #include "proto/kolo/abi/collective_traits.h"
 #include "spdlog/spdlog.h"
 
@@ -228,7 +227,7 @@ void Job::JoinDone(std::vector<ReadySet> sets, int last_joined) {
     for (const ReadySet& set : sets) {
       for (const Request& r : set.requests) {
         out.push_back(
-            {r.session.get(), Completion{r.request_id, absl::OkStatus(), 0, 0, last_joined}});
+            {r.origin.get(), Completion{r.request_id, absl::OkStatus(), 0, 0, last_joined}});
       }
     }
     joined_.assign(size_, false);
@@ -255,7 +254,7 @@ void Job::ChangeProcessSet(std::vector<ReadySet> sets, int new_set) {
         absl::Status gone =
             absl::FailedPreconditionError(absl::StrCat("process set ", id, " was removed"));
         for (Request& r : table_.TakeProcessSet(id)) {
-          out.push_back({r.session.get(), Completion{r.request_id, gone}});
+          out.push_back({r.origin.get(), Completion{r.request_id, gone}});
         }
         // Members of its groups held for the rest: the rest will not come.
         for (auto it = groups_.begin(); it != groups_.end();) {
@@ -265,14 +264,14 @@ void Job::ChangeProcessSet(std::vector<ReadySet> sets, int new_set) {
           }
           for (ReadySet& held : it->second) {
             for (Request& r : held.requests) {
-              out.push_back({r.session.get(), Completion{r.request_id, gone}});
+              out.push_back({r.origin.get(), Completion{r.request_id, gone}});
             }
           }
           it = groups_.erase(it);
         }
       }
       for (const Request& r : set.requests) {
-        out.push_back({r.session.get(), Completion{r.request_id, absl::OkStatus(), 0, 0, id}});
+        out.push_back({r.origin.get(), Completion{r.request_id, absl::OkStatus(), 0, 0, id}});
       }
     }
   }
@@ -313,7 +312,7 @@ void Job::Abort(const absl::Status& status) {
     join_requests_.clear();
   }
   Outbox out;
-  for (Request& r : pending) out.push_back({r.session.get(), Completion{r.request_id, status}});
+  for (Request& r : pending) out.push_back({r.origin.get(), Completion{r.request_id, status}});
   Deliver(out);
   if (Negotiator* n = live_negotiator_.load()) n->Abort(status);
   executor_.Abort(status);
@@ -605,7 +604,7 @@ void Job::Accept(Request request) {
       // from the stall timeout); recording it per submission would flush the
       // errors that explain the abort out of the flight recorder.
       if (abort_status_.ok()) recorder_.Error(refused.ToString());
-      out.push_back({request.session.get(), Completion{request.request_id, refused}});
+      out.push_back({request.origin.get(), Completion{request.request_id, refused}});
     }
   }
   Deliver(out);

@@ -30,9 +30,9 @@
 #include "daemon/job/ingress_group.h"
 #include "daemon/job/request_table.h"
 #include "daemon/negotiation/negotiator.h"
-#include "daemon/status/flight_recorder.h"
-#include "daemon/status/metrics.h"
-#include "daemon/status/timeline.h"
+#include "daemon/observe/flight_recorder.h"
+#include "daemon/observe/metrics.h"
+#include "daemon/observe/timeline.h"
 #include "daemon/transport/transport.h"
 
 namespace kolo::daemon {

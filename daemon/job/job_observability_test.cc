@@ -11,8 +11,8 @@
 #include "daemon/backend/fake_backend.h"
 #include "daemon/job/job.h"
 #include "daemon/session/loopback_session.h"
-#include "daemon/status/metrics.h"
-#include "daemon/status/timeline.h"
+#include "daemon/observe/metrics.h"
+#include "daemon/observe/timeline.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -58,7 +58,7 @@ class JobObservabilityTest : public ::testing::Test {
     r.dtype = dtype;
     r.shape = {4};
     r.bytes = 16;
-    r.session = sessions_[rank]->session();
+    r.origin = sessions_[rank]->session();
     r.submitted_at = at;
     return r;
   }
@@ -355,7 +355,7 @@ TEST_F(JobObservabilityTest, AJobsTimelineHoldsOnlyItsOwnEvents) {
   other.MaybeStart();
   auto submit_other = [&](int rank, const std::string& name) {
     Request r = MakeRequest(rank, name, absl::Now());
-    r.session = other_sessions[rank]->session();
+    r.origin = other_sessions[rank]->session();
     other.Submit(std::move(r));
   };
 

@@ -23,7 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "daemon/job/request.h"
+#include "daemon/core/request.h"
 
 namespace kolo::daemon {
 

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/testing/wait_until.h"
 #include "daemon/backend/fake_backend.h"
 #include "daemon/job/job.h"
 #include "daemon/negotiation/loopback_coordinator.h"
@@ -87,7 +88,7 @@ class ThreeNodeJobTest : public ::testing::Test {
     for (int64_t d : r.shape) r.bytes *= static_cast<uint64_t>(d);
     r.input = static_cast<const uint8_t*>(input);
     r.output = static_cast<uint8_t*>(output);
-    r.session = sessions_[rank]->session();
+    r.origin = sessions_[rank]->session();
     r.submitted_at = absl::Now();
     return r;
   }
@@ -95,19 +96,16 @@ class ThreeNodeJobTest : public ::testing::Test {
   // Waits (up to 20 s) for `n` completions of every rank.
   std::vector<std::vector<ReceivedCompletion>> WaitFor(size_t n) {
     std::vector<std::vector<ReceivedCompletion>> got(kSize);
-    const absl::Time deadline = absl::Now() + absl::Seconds(20);
-    auto complete = [&] {
-      for (const auto& g : got) {
-        if (g.size() < n) return false;
-      }
-      return true;
-    };
-    while (!complete() && absl::Now() < deadline) {
-      for (int r = 0; r < kSize; ++r) {
-        for (ReceivedCompletion& c : sessions_[r]->TakeCompletions()) got[r].push_back(c);
-      }
-      if (!complete()) absl::SleepFor(absl::Milliseconds(2));
-    }
+    WaitUntil(
+        [&] {
+          bool complete = true;
+          for (int r = 0; r < kSize; ++r) {
+            for (ReceivedCompletion& c : sessions_[r]->TakeCompletions()) got[r].push_back(c);
+            complete = complete && got[r].size() >= n;
+          }
+          return complete;
+        },
+        absl::Seconds(20));
     for (int r = 0; r < kSize; ++r) EXPECT_EQ(got[r].size(), n) << "rank " << r;
     return got;
   }
@@ -307,14 +305,15 @@ TEST_F(ThreeNodeJobTest, AProcessSetSpanningTwoNodesRunsWithoutTheThird) {
     q.process_set = set;
     job(r).Submit(std::move(q));
   }
-  const absl::Time deadline = absl::Now() + absl::Seconds(20);
   std::vector<ReceivedCompletion> got;
-  while (got.size() < 2 && absl::Now() < deadline) {
-    for (int r : {1, 4}) {
-      for (ReceivedCompletion& c : sessions_[r]->TakeCompletions()) got.push_back(c);
-    }
-    absl::SleepFor(absl::Milliseconds(2));
-  }
+  WaitUntil(
+      [&] {
+        for (int r : {1, 4}) {
+          for (ReceivedCompletion& c : sessions_[r]->TakeCompletions()) got.push_back(c);
+        }
+        return got.size() >= 2;
+      },
+      absl::Seconds(20));
   ASSERT_EQ(got.size(), 2u);
   for (const ReceivedCompletion& c : got) EXPECT_EQ(c.code, absl::StatusCode::kOk) << c.message;
   for (int r : {1, 4}) EXPECT_EQ(t[r].output, std::vector<float>(100, 5.f)) << "rank " << r;
@@ -403,19 +402,17 @@ TEST_F(ThreeNodeJobTest, ANodeWhoseRanksJoinedTakesPartWithZerosUntilEveryRankJo
     job(r).Submit(MakeRequest(r, "last/grad", CollectiveKind::kAllreduce, {8}, t[r].input.data(),
                               t[r].output.data()));
   }
-  const absl::Time deadline = absl::Now() + absl::Seconds(20);
   std::vector<std::vector<ReceivedCompletion>> got(kSize);
-  auto count = [&] {
-    size_t n = 0;
-    for (int r : active) n += got[r].size();
-    return n;
-  };
-  while (count() < active.size() && absl::Now() < deadline) {
-    for (int r : active) {
-      for (ReceivedCompletion& c : sessions_[r]->TakeCompletions()) got[r].push_back(c);
-    }
-    absl::SleepFor(absl::Milliseconds(2));
-  }
+  WaitUntil(
+      [&] {
+        size_t n = 0;
+        for (int r : active) {
+          for (ReceivedCompletion& c : sessions_[r]->TakeCompletions()) got[r].push_back(c);
+          n += got[r].size();
+        }
+        return n >= active.size();
+      },
+      absl::Seconds(20));
   for (int r : active) {
     ASSERT_EQ(got[r].size(), 1u) << "rank " << r;
     EXPECT_EQ(got[r][0].code, absl::StatusCode::kOk) << got[r][0].message;

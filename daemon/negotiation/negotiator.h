@@ -26,7 +26,7 @@
 #include "absl/time/time.h"
 #include "daemon/backend/backend.h"
 #include "daemon/backend/device_comm_plan.h"
-#include "daemon/job/request.h"
+#include "daemon/core/request.h"
 #include "daemon/plan/fusion_planner.h"
 
 namespace kolo::daemon {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "daemon/job/request.h"
+#include "daemon/core/request.h"
 #include "daemon/negotiation/member_link.h"
 
 namespace kolo::daemon {

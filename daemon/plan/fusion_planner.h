@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "daemon/job/request.h"
+#include "daemon/core/request.h"
 #include "proto/kolo/abi/types.h"
 
 namespace kolo::daemon {

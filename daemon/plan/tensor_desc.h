@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "daemon/job/request.h"
+#include "daemon/core/request.h"
 #include "proto/kolo/abi/collective_traits.h"
 #include "proto/kolo/abi/types.h"
 #include "proto/kolo/v1/peer.pb.h"

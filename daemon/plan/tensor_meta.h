@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "daemon/job/request.h"
+#include "daemon/core/request.h"
 #include "proto/kolo/v1/peer.pb.h"
 
 namespace kolo::daemon::plan {

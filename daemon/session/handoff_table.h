@@ -19,7 +19,7 @@
 #include "absl/time/time.h"
 #include "common/fd_passing.h"
 #include "common/unique_fd.h"
-#include "daemon/session/caller_memory.h"
+#include "daemon/core/caller_memory.h"
 
 namespace kolo::daemon {
 

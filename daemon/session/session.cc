@@ -199,8 +199,8 @@ int Session::Drain() {
     request->rank = identity_.rank;
     // Another session's thread may poll this ring while this session is
     // being destroyed (its Close then waits for the poll to end).
-    request->session = weak_from_this().lock();
-    if (request->session == nullptr) break;
+    request->origin = weak_from_this().lock();
+    if (request->origin == nullptr) break;
     if ((slot.flags & abi::v1::kSlotFlagCallerMemory) != 0) request->caller = caller_memory_;
     request->submitted_at = absl::Now();
     submitted_.fetch_add(1, std::memory_order_relaxed);

@@ -33,9 +33,9 @@
 #include "common/arena_allocator.h"
 #include "common/shared_segment.h"
 #include "common/spsc_ring.h"
+#include "daemon/core/request.h"
 #include "daemon/job/ingress_group.h"
-#include "daemon/job/request.h"
-#include "daemon/session/caller_memory.h"
+#include "daemon/core/caller_memory.h"
 #include "daemon/session/segment_check.h"
 #include "proto/kolo/abi/shm_abi_v1.h"
 
@@ -49,7 +49,9 @@ struct SessionIdentity {
   uid_t uid = 0;
 };
 
-class Session final : public IngressMember, public std::enable_shared_from_this<Session> {
+class Session final : public IngressMember,
+                      public RequestOrigin,
+                      public std::enable_shared_from_this<Session> {
  public:
   // Maps the client's segment (a descriptor it handed over, checked by
   // SharedSegment::Inspect) and checks its header against `limits`.
@@ -74,15 +76,13 @@ class Session final : public IngressMember, public std::enable_shared_from_this<
   // Stops ingress and tells the client the session is over. Idempotent.
   void Close();
 
-  // Writes completions and rings the client's doorbell once.
-  void Complete(absl::Span<const Completion> completions);
-
-  // Places `bytes` in the session's result area; returns the arena offset.
-  // RESOURCE_EXHAUSTED when the area is full.
-  absl::StatusOr<uint64_t> AllocateResult(uint64_t bytes);
-  // Frees a result; offsets not handed out are ignored.
-  void ReleaseResult(uint64_t arena_offset);
-  uint8_t* arena_base() const { return arena_base_; }
+  // RequestOrigin: what the job, the executor and the backends may do
+  // with the session.
+  const std::string& origin_id() const override { return identity_.session_id; }
+  void Complete(absl::Span<const Completion> completions) override;
+  absl::StatusOr<uint64_t> AllocateResult(uint64_t bytes) override;
+  void ReleaseResult(uint64_t arena_offset) override;
+  uint8_t* arena_base() const override { return arena_base_; }
 
   const SessionIdentity& identity() const { return identity_; }
   uint64_t submitted() const { return submitted_.load(std::memory_order_relaxed); }

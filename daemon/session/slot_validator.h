@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
-#include "daemon/job/request.h"
+#include "daemon/core/request.h"
 #include "proto/kolo/abi/shm_abi_v1.h"
 
 namespace kolo::daemon {

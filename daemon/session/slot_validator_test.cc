@@ -84,7 +84,7 @@ TEST_F(SlotValidatorTest, ValidAllreduceResolvesPointersShapeAndName) {
   EXPECT_EQ(r->output, storage_.data() + 1024);
   // Left for the caller.
   EXPECT_EQ(r->rank, -1);
-  EXPECT_EQ(r->session, nullptr);
+  EXPECT_EQ(r->origin, nullptr);
 }
 
 TEST_F(SlotValidatorTest, ValidBroadcastKeepsRootAndResolvesInPlaceBuffer) {

@@ -19,7 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/job/job_registry.h"
-#include "daemon/status/metrics.h"
+#include "daemon/observe/metrics.h"
 
 namespace kolo::daemon {
 

@@ -10,7 +10,7 @@
 #include "daemon/backend/fake_backend.h"
 #include "daemon/job/job_registry.h"
 #include "daemon/session/loopback_session.h"
-#include "daemon/status/metrics.h"
+#include "daemon/observe/metrics.h"
 #include "gtest/gtest.h"
 
 namespace kolo::daemon {
@@ -58,7 +58,7 @@ class StallInspectorTest : public ::testing::Test {
     r.rank = rank;
     r.name = name;
     r.shape = {4};
-    r.session = sessions_[rank]->session();
+    r.origin = sessions_[rank]->session();
     r.submitted_at = at;
     return r;
   }

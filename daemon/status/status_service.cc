@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
-#include "daemon/status/display_name.h"
+#include "daemon/observe/display_name.h"
 #include "proto/kolo/abi/collective_traits.h"
 #include "spdlog/spdlog.h"
 

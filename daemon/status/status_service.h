@@ -12,9 +12,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/job/job_registry.h"
-#include "daemon/status/metrics.h"
+#include "daemon/observe/metrics.h"
 #include "daemon/status/stall_inspector.h"
-#include "daemon/status/timeline.h"
+#include "daemon/observe/timeline.h"
 #include "daemon/status/viewer.h"
 #include "proto/kolo/v1/status.grpc.pb.h"
 

@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
-#include "daemon/session/caller_memory.h"
+#include "daemon/core/caller_memory.h"
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/reduce.h"
 #include "proto/kolo/abi/collective_traits.h"

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "common/unique_fd.h"
-#include "daemon/session/caller_memory.h"
+#include "daemon/core/caller_memory.h"
 #include "gtest/gtest.h"
 
 namespace kolo::daemon {

@@ -54,7 +54,7 @@ class HostMultinodeBackendTest : public ::testing::Test {
       q.bytes = in[r].size() * sizeof(float);
       q.input = reinterpret_cast<const uint8_t*>(in[r].data());
       q.output = out.empty() ? nullptr : reinterpret_cast<uint8_t*>(out[r].data());
-      q.session = sessions_[r]->session();
+      q.origin = sessions_[r]->session();
       set.requests.push_back(std::move(q));
     }
     return set;
@@ -183,7 +183,7 @@ TEST_F(HostMultinodeBackendTest, AllgatherPlacesEveryRanksRowsInEachResult) {
     for (size_t i = 0; i < m.results.size(); ++i) {
       const Request& q = m.set.requests[i];
       std::vector<float> got(m.results[i].bytes / sizeof(float));
-      std::memcpy(got.data(), q.session->arena_base() + m.results[i].offset,
+      std::memcpy(got.data(), q.origin->arena_base() + m.results[i].offset,
                   got.size() * sizeof(float));
       EXPECT_EQ(got, want) << "rank " << q.rank;
       EXPECT_EQ(m.results[i].value, static_cast<int64_t>(want.size()));

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "daemon/job/request.h"
+#include "daemon/core/request.h"
 
 namespace kolo::daemon::nccl {
 

@@ -1,7 +1,6 @@
 #include "daemon/backend/nccl/ipc_tensor_resolver.h"
 
 #include "absl/strings/str_cat.h"
-#include "daemon/session/session.h"
 #include "proto/kolo/abi/collective_traits.h"
 
 namespace kolo::daemon::nccl {
@@ -34,7 +33,7 @@ absl::StatusOr<ResolvedIo> IpcTensorResolver::Resolve(const Request& request) {
                                                    " sent no device tensor"));
   }
   const std::string session_id =
-      request.session != nullptr ? request.session->identity().session_id : std::string();
+      request.origin != nullptr ? request.origin->origin_id() : std::string();
   std::shared_ptr<cuda::IpcMappingCache> cache = CacheFor(session_id);
   const size_t esize = DTypeSize(request.dtype);
   ResolvedIo out;

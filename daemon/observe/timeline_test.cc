@@ -1,4 +1,4 @@
-#include "daemon/status/timeline.h"
+#include "daemon/observe/timeline.h"
 
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>

@@ -1,7 +1,12 @@
-// Request: one rank's validated collective request, as the job sees it, and
-// ReadySet: every required rank's request for one name.
+// The types every layer of kolod's request path shares: Request (one rank's
+// validated collective request), Completion (its outcome), ReadySet (every
+// required rank's request for one name), RequestOrigin (the narrow view of
+// the session a request came from) and RequestSink (where sessions hand
+// requests). daemon/core depends on nothing else in daemon/.
 //
-// Thread-safety: plain data; not synchronised.
+// Thread-safety: Request, Completion and ReadySet are plain data, not
+// synchronised; RequestOrigin and RequestSink implementations are
+// thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -11,14 +16,35 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "absl/time/time.h"
 #include "common/cuda/device_tensor.h"
 #include "proto/kolo/abi/types.h"
 
 namespace kolo::daemon {
 
-class Session;
 class CallerMemory;
+struct Completion;
+
+// What the layers below the session may do with the session a request came
+// from: name it, complete its requests, and place results in its arena. A
+// backend or the executor reaches the session only through this.
+class RequestOrigin {
+ public:
+  virtual ~RequestOrigin() = default;
+  // The session's id (logs, per-session device handle caches).
+  virtual const std::string& origin_id() const = 0;
+  // Writes completions and rings the client's doorbell once.
+  virtual void Complete(absl::Span<const Completion> completions) = 0;
+  // Places `bytes` in the session's result area; returns the arena offset.
+  // RESOURCE_EXHAUSTED when the area is full.
+  virtual absl::StatusOr<uint64_t> AllocateResult(uint64_t bytes) = 0;
+  // Frees a result; offsets not handed out are ignored.
+  virtual void ReleaseResult(uint64_t arena_offset) = 0;
+  // The daemon's mapping of the session's arena.
+  virtual uint8_t* arena_base() const = 0;
+};
 
 struct Request {
   uint64_t request_id = 0;  // the client's, echoed in its completion
@@ -40,7 +66,7 @@ struct Request {
   // split). add_process_set: the set's global ranks.
   std::vector<int64_t> aux;
   // Resolved into the daemon's mapping of the submitting session's arena;
-  // valid while `session` is held. Null for a device request.
+  // valid while `origin` is held. Null for a device request.
   const uint8_t* input = nullptr;
   uint8_t* output = nullptr;
   // Caller memory (abi kSlotFlagCallerMemory): the tensors are at these
@@ -53,7 +79,8 @@ struct Request {
   // handles (plain data; no CUDA header needed). Its response runs on the
   // job's device backend.
   std::optional<cuda::DeviceIo> device;
-  std::shared_ptr<Session> session;
+  // The session it came from; held while the request is.
+  std::shared_ptr<RequestOrigin> origin;
   absl::Time submitted_at;
   // Set for a refusal (abi kSlotFlagRefusal): the rank will not take part,
   // for this reason; the name's collective fails on every rank with it.

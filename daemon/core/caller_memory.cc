@@ -1,4 +1,4 @@
-#include "daemon/session/caller_memory.h"
+#include "daemon/core/caller_memory.h"
 
 #include <poll.h>
 #include <sys/socket.h>

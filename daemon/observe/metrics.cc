@@ -1,4 +1,4 @@
-#include "daemon/status/metrics.h"
+#include "daemon/observe/metrics.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"

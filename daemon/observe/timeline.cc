@@ -1,9 +1,9 @@
-#include "daemon/status/timeline.h"
+#include "daemon/observe/timeline.h"
 
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/status/display_name.h"
+#include "daemon/observe/display_name.h"
 
 namespace kolo::daemon {
 

@@ -1,4 +1,4 @@
-#include "daemon/status/metrics.h"
+#include "daemon/observe/metrics.h"
 
 #include <cstdlib>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "daemon/status/flight_recorder.h"
+#include "daemon/observe/flight_recorder.h"
 
 #include <string>
 
