@@ -1,5 +1,6 @@
 #include "daemon/negotiation/coordinator.h"
 #include "daemon/negotiation/abort_status.h"
+#include "daemon/negotiation/coordinator_lane.h"
 #include "daemon/negotiation/sealed_lane.h"
 
 #include <algorithm>
@@ -9,7 +10,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "common/process_set_rule.h"
 #include "common/rank_ranges.h"
 #include "common/secret_compare.h"
 #include "common/status_macros.h"
@@ -32,60 +32,14 @@ bool IsJoin(const kolo::v1::TensorMeta& m) { return KindOf(m) == CollectiveKind:
 
 }  // namespace
 
-class Coordinator::Lane {
- public:
-  void Use(MessageLane* lane) {
-    absl::MutexLock l(&mu_);
-    lane_ = lane;
-    last_ = nullptr;
-    last_bytes_ = nullptr;
-  }
-  // Sends `message` to `node` over the lane; false if it has none or cannot
-  // take it.
-  bool Send(int node, const std::shared_ptr<const kolo::v1::CoordinatorMessage>& message) {
-    absl::MutexLock l(&mu_);
-    if (lane_ == nullptr) return false;
-    if (last_ != message) {
-      // Every member is handed the same plan object: serialized once.
-      auto bytes = std::make_shared<std::string>();
-      if (!message->SerializeToString(bytes.get())) return false;
-      last_ = message;
-      last_bytes_ = std::move(bytes);
-    }
-    if (last_bytes_->size() > lane_->max_message_bytes()) return false;
-    return lane_->SendMessage(node, last_bytes_).ok();
-  }
-
- private:
-  absl::Mutex mu_;
-  MessageLane* lane_ ABSL_GUARDED_BY(mu_) = nullptr;
-  std::shared_ptr<const kolo::v1::CoordinatorMessage> last_ ABSL_GUARDED_BY(mu_);
-  std::shared_ptr<const std::string> last_bytes_ ABSL_GUARDED_BY(mu_);
-};
-
-// A member's plans over the lane, its own sink for the rest.
-class Coordinator::LaneSink final : public MemberSink {
- public:
-  LaneSink(std::shared_ptr<Lane> lane, int node, std::shared_ptr<MemberSink> sink)
-      : lane_(std::move(lane)), node_(node), sink_(std::move(sink)) {}
-  void Send(std::shared_ptr<const kolo::v1::CoordinatorMessage> message) override {
-    if (message->has_plan() && lane_->Send(node_, message)) return;
-    sink_->Send(std::move(message));
-  }
-
- private:
-  const std::shared_ptr<Lane> lane_;
-  const int node_;
-  const std::shared_ptr<MemberSink> sink_;
-};
-
 Coordinator::Coordinator(std::string job_id, std::string token, int size,
                          CoordinatorOptions options)
     : job_id_(std::move(job_id)),
       token_(std::move(token)),
       size_(size),
       options_(options),
-      lane_(std::make_shared<Lane>()) {
+      lane_(std::make_shared<PlanLane>()),
+      sets_(size) {
   rank_owner_.assign(size, -1);
 }
 
@@ -114,7 +68,7 @@ void Coordinator::OnLaneMessage(int node_index, absl::string_view message) {
   {
     absl::MutexLock l(&mu_);
     Member& m = members_.at(member);
-    if (m.lane_sink == nullptr) m.lane_sink = std::make_shared<LaneSink>(lane_, node_index, m.sink);
+    if (m.lane_sink == nullptr) m.lane_sink = std::make_shared<PlanLaneSink>(lane_, node_index, m.sink);
   }
   OnReady(member, msg.ready());
 }
@@ -240,7 +194,7 @@ std::vector<int> Coordinator::JoinedNodesOfSetLocked(int process_set) const {
   if (std::none_of(joined_nodes_.begin(), joined_nodes_.end(), [](bool j) { return j; })) {
     return out;  // the usual case: nobody has joined
   }
-  std::vector<int> members = SetMembersLocked(process_set);
+  const std::vector<int>& members = sets_.MembersOrAll(process_set);
   for (size_t n = 0; n < joined_nodes_.size(); ++n) {
     if (!joined_nodes_[n]) continue;
     for (int r : members_.at(node_members_[n]).ranks) {
@@ -261,7 +215,7 @@ absl::Status Coordinator::JoinedErrorLocked(const Pending& p,
     return absl::FailedPreconditionError(
         absl::StrCat(CollectiveKindName(kind), " \"", m.name(), "\": ", why));
   };
-  const std::vector<int> members = SetMembersLocked(m.process_set());
+  const std::vector<int>& members = sets_.MembersOrAll(m.process_set());
   plan::JoinedRanks joined{p.joined, {}};
   for (int n : joined_nodes) {
     for (int r : members_.at(node_members_[n]).ranks) {
@@ -292,19 +246,11 @@ absl::Status Coordinator::JoinedErrorLocked(const Pending& p,
   return absl::OkStatus();
 }
 
-std::vector<int> Coordinator::SetMembersLocked(int process_set) const {
-  auto it = sets_.find(process_set);
-  if (it != sets_.end()) return it->second;
-  std::vector<int> all(size_);
-  for (int r = 0; r < size_; ++r) all[r] = r;
-  return all;
-}
-
 int Coordinator::NodesOfSetLocked(int process_set) const {
-  auto it = sets_.find(process_set);
-  if (it == sets_.end()) return static_cast<int>(node_members_.size());
+  const std::vector<int>* ranks = sets_.Members(process_set);
+  if (process_set == 0 || ranks == nullptr) return static_cast<int>(node_members_.size());
   std::vector<bool> hosts(node_members_.size(), false);
-  for (int r : it->second) {
+  for (int r : *ranks) {
     const int member = rank_owner_[r];
     if (member >= 0) hosts[members_.at(member).node_index] = true;
   }
@@ -335,7 +281,7 @@ void Coordinator::AddReadyLocked(int node, const kolo::v1::TensorMeta& meta) {
     }
     return;
   }
-  if (meta.process_set() != 0 && !IsSetChange(meta) && !sets_.contains(meta.process_set())) {
+  if (meta.process_set() != 0 && !IsSetChange(meta) && !sets_.Contains(meta.process_set())) {
     // Removed (or never made): nobody else will report it.
     ready_.push_back(
         ReadyName{meta,
@@ -392,7 +338,7 @@ void Coordinator::AddReadyLocked(int node, const kolo::v1::TensorMeta& meta) {
 
 void Coordinator::AddCachedLocked(int node, uint32_t id, bool anyone_joined) {
   CachedRound& c = cached_rounds_[id];
-  if (anyone_joined || (c.process_set != 0 && !sets_.contains(c.process_set)) ||
+  if (anyone_joined || (c.process_set != 0 && !sets_.Contains(c.process_set)) ||
       (!pending_.empty() && pending_.contains(cache_names_[id]))) {
     AddReadyLocked(node, cache_meta_[id]);
     return;
@@ -441,7 +387,7 @@ void Coordinator::MaybeCompleteLocked(const std::string& key) {
     // Allgather and alltoall only: the ranks of the set (every rank for set
     // 0), ascending; each node reported rows or splits for its ranks among
     // them, ascending.
-    std::vector<int> members = SetMembersLocked(meta.process_set());
+    const std::vector<int>& members = sets_.MembersOrAll(meta.process_set());
     std::vector<int> position(size_, -1);
     for (size_t m = 0; m < members.size(); ++m) position[members[m]] = static_cast<int>(m);
     auto node_ranks = [&](int n) {
@@ -692,10 +638,11 @@ void Coordinator::SendPlanLocked(kolo::v1::Plan plan, Outbox* out) {
 absl::StatusOr<int> Coordinator::ChangeSetLocked(const kolo::v1::TensorMeta& meta,
                                                  kolo::v1::Plan* plan) {
   if (KindOf(meta) == CollectiveKind::kRemoveProcessSet) {
-    const int64_t id = meta.aux_size() == 1 ? meta.aux(0) : 0;
-    if (id <= 0 || sets_.erase(static_cast<int>(id)) == 0) {
-      return absl::FailedPreconditionError(absl::StrCat("remove_process_set \"", meta.name(),
-                                                        "\": process set ", id, " does not exist"));
+    const int64_t aux = meta.aux_size() == 1 ? meta.aux(0) : 0;
+    const int id = aux > 0 && aux <= INT32_MAX ? static_cast<int>(aux) : 0;
+    if (absl::Status removed = sets_.Remove(id); !removed.ok()) {
+      return absl::Status(removed.code(), absl::StrCat("remove_process_set \"", meta.name(),
+                                                       "\": ", removed.message()));
     }
     // Its names still waiting fail on every node that has them.
     for (auto it = pending_.begin(); it != pending_.end();) {
@@ -710,11 +657,7 @@ absl::StatusOr<int> Coordinator::ChangeSetLocked(const kolo::v1::TensorMeta& met
     }
     return 0;
   }
-  KOLO_RETURN_IF_ERROR(CheckProcessSetRanks(meta.aux(), size_));
-  std::vector<int> ranks(meta.aux().begin(), meta.aux().end());
-  const int new_set = next_set_id_++;
-  sets_[new_set] = std::move(ranks);
-  return new_set;
+  return sets_.Add(std::vector<int64_t>(meta.aux().begin(), meta.aux().end()));
 }
 
 absl::StatusOr<kolo::v1::DeviceComm> Coordinator::MakeDeviceCommLocked() {

@@ -32,26 +32,19 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "daemon/negotiation/coordinator_lane.h"
+#include "daemon/negotiation/member_sink.h"
+#include "daemon/plan/process_set_registry.h"
 #include "daemon/plan/tensor_desc.h"
 #include "daemon/transport/transport.h"
 #include "proto/kolo/v1/peer.pb.h"
 
 namespace kolo::daemon {
 
-// Where the coordinator's messages to one member go.
 // The key of a tensor name within its process set (names are per set).
 inline std::string PeerKey(int process_set, const std::string& name) {
   return absl::StrCat(process_set, ":", name);
 }
-
-class MemberSink {
- public:
-  virtual ~MemberSink() = default;
-  // Must not block for long and must not call back into the coordinator.
-  // Every member gets the same plan object: a sink keeps the pointer, never
-  // a copy of its own.
-  virtual void Send(std::shared_ptr<const kolo::v1::CoordinatorMessage> message) = 0;
-};
 
 struct CoordinatorOptions {
   uint64_t fusion_threshold_bytes = uint64_t{64} << 20;
@@ -97,8 +90,6 @@ class Coordinator {
  private:
   // The lane as the sinks see it: detachable, and serializing each message
   // once for every member it goes to.
-  class Lane;
-  class LaneSink;
   struct Member {
     std::string node;
     // Set once it reported over the lane: where its plans go.
@@ -196,8 +187,6 @@ class Coordinator {
   void AttachDeviceCommLocked(const std::vector<kolo::v1::PlannedResponse*>& device_responses)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SendPlanLocked(kolo::v1::Plan plan, Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The ranks of `process_set`, ascending (every rank for 0 or an unknown id).
-  std::vector<int> SetMembersLocked(int process_set) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // How many nodes host a member of `process_set` (every node for 0).
   int NodesOfSetLocked(int process_set) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Applies an agreed add or remove of a process set (in plan order; a
@@ -219,7 +208,7 @@ class Coordinator {
 
   mutable absl::Mutex mu_;
   absl::Mutex deliver_mu_ ABSL_ACQUIRED_AFTER(mu_);
-  const std::shared_ptr<Lane> lane_;
+  const std::shared_ptr<PlanLane> lane_;
   uint64_t plans_ ABSL_GUARDED_BY(mu_) = 0;  // sent so far; numbers the next
   std::map<int, Member> members_ ABSL_GUARDED_BY(mu_);
   int next_member_ ABSL_GUARDED_BY(mu_) = 0;
@@ -242,9 +231,8 @@ class Coordinator {
   // if it could not be made, every device response fails with why.
   bool device_comm_planned_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status device_comm_error_ ABSL_GUARDED_BY(mu_);
-  // Process sets by id (0, every rank, is implied); ids in plan order.
-  std::map<int, std::vector<int>> sets_ ABSL_GUARDED_BY(mu_);
-  int next_set_id_ ABSL_GUARDED_BY(mu_) = 1;
+  // Process sets by id; ids in plan order.
+  plan::ProcessSetRegistry sets_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, uint32_t> cache_ids_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> cache_names_ ABSL_GUARDED_BY(mu_);
   std::vector<kolo::v1::TensorMeta> cache_meta_ ABSL_GUARDED_BY(mu_);
