@@ -29,6 +29,7 @@
 #include "daemon/backend/cpu/cpu_backend.h"
 #include "daemon/backend/cpu/worker_pool.h"
 #include "daemon/backend/device_backend.h"
+#include "daemon/job/default_negotiators.h"
 #include "daemon/job/job_registry.h"
 #include "daemon/job/rendezvous_client.h"
 #include "daemon/negotiation/elastic_leader.h"
@@ -295,8 +296,9 @@ absl::Status Daemon::MakeServices(const MultiNodeEnv& multi_node, const StallPol
   elastic_limits.timeout = config_.elastic_timeout;
   elastic_limits.rejoin_grace = config_.elastic_rejoin_grace;
   registry_ =
-      std::make_unique<JobRegistry>(backend_.get(), config_.fusion_threshold_bytes, observers,
-                                    multi_node, device_backends_.get(), job_limits, elastic_limits);
+      std::make_unique<JobRegistry>(backend_.get(), config_.fusion_threshold_bytes,
+                                    DefaultNegotiators(), observers, multi_node,
+                                    device_backends_.get(), job_limits, elastic_limits);
   HandoffLimits handoff_limits;
   handoff_limits.ttl = config_.attach_timeout;
   handoff_limits.max_waiting = config_.max_sessions;

@@ -2,12 +2,14 @@
 // (ElasticGroup), with real Jobs over a fake backend.
 #include "daemon/job/elastic_group.h"
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "common/membership.h"
+#include "common/testing/wait_until.h"
 #include "daemon/backend/fake_backend.h"
 #include "daemon/job/elastic_test_jobs.h"
 #include "gtest/gtest.h"
@@ -142,9 +144,7 @@ TEST_F(ElasticGroupTest, AJoinerWaitsUntilTheRanksResetThenComesLast) {
   std::thread joiner([&] {
     joined = group->Join(Joiner(1), absl::Now() + absl::Seconds(10), [] { return false; });
   });
-  for (int i = 0; i < 200 && group->View().joiners_waiting == 0; ++i) {
-    absl::SleepFor(absl::Milliseconds(10));
-  }
+  WaitUntil([&] { return group->View().joiners_waiting != 0; }, absl::Seconds(10));
   EXPECT_EQ(group->View().joiners_waiting, 1);
   EXPECT_TRUE(seats[0]->job->AbortStatus().ok()) << "a joiner alone ends no epoch";
 
@@ -172,9 +172,7 @@ TEST_F(ElasticGroupTest, AResetOfOneRankEndsTheEpochForTheOthers) {
   std::thread reset([&] {
     (void)group->Join(Survivor(*seats[1]), absl::Now() + absl::Seconds(5), [] { return false; });
   });
-  for (int i = 0; i < 200 && seats[0]->job->AbortStatus().ok(); ++i) {
-    absl::SleepFor(absl::Milliseconds(10));
-  }
+  WaitUntil([&] { return !seats[0]->job->AbortStatus().ok(); }, absl::Seconds(10));
   EXPECT_TRUE(IsMembershipChanged(seats[0]->job->AbortStatus()));
   auto next = JoinAll(*group, {Survivor(*seats[0])});
   reset.join();
@@ -208,11 +206,15 @@ TEST_F(ElasticGroupTest, JoinersBeyondTheMaximumAreNotCountedAsWaiting) {
   auto group = MakeGroup();
   auto seats = JoinAll(*group, {Initial(0, 2, 1, /*max_size=*/2), Initial(1, 2, 1, 2)});
   std::atomic<bool> stop{false};
+  std::atomic<int> looked{0};  // Join asks whether it was cancelled once it waits
   absl::StatusOr<ElasticSeat> joined = absl::UnknownError("not run");
   std::thread joiner([&] {
-    joined = group->Join(Joiner(1), absl::Now() + absl::Seconds(10), [&] { return stop.load(); });
+    joined = group->Join(Joiner(1), absl::Now() + absl::Seconds(10), [&] {
+      looked.fetch_add(1);
+      return stop.load();
+    });
   });
-  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_TRUE(WaitUntil([&] { return looked.load() > 0; }, absl::Seconds(10)));
   EXPECT_EQ(group->View().joiners_waiting, 0);
   stop = true;
   joiner.join();

@@ -7,6 +7,7 @@
 
 #include "daemon/backend/backend.h"
 #include "daemon/job/elastic_group.h"
+#include "daemon/job/default_negotiators.h"
 #include "daemon/job/job.h"
 
 namespace kolo::daemon {
@@ -17,7 +18,7 @@ inline ElasticGroup::MakeJob TestEpochJobs(Backend* backend) {
     layout.local_size = epoch.local_size;
     layout.elastic_epoch = epoch.epoch;
     return std::make_shared<Job>("elastic", "token", epoch.size, backend, uint64_t{64} << 20,
-                                 JobObservers{}, std::move(layout));
+                                 DefaultNegotiators(), JobObservers{}, std::move(layout));
   };
 }
 

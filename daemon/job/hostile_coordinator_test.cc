@@ -19,6 +19,7 @@
 #include "absl/time/clock.h"
 #include "common/testing/wait_until.h"
 #include "daemon/backend/fake_backend.h"
+#include "daemon/job/default_negotiators.h"
 #include "daemon/job/job.h"
 #include "daemon/negotiation/peer_service.h"
 #include "daemon/negotiation/peer_tls.h"
@@ -122,7 +123,7 @@ class HostileCoordinatorTest : public ::testing::Test {
         layout.coordinator = absl::StrCat("127.0.0.1:", relay_port_);
       }
       j->jobs.push_back(std::make_unique<Job>(id, "token", 2, &host_, uint64_t{64} << 20,
-                                              JobObservers{}, layout));
+                                              DefaultNegotiators(), JobObservers{}, layout));
     }
     for (int r = 0; r < 2; ++r) {
       EXPECT_TRUE(j->jobs[r]->AttachRank(r, absl::StrCat("session-", r), 100 + r).ok());

@@ -1,14 +1,34 @@
 #include "daemon/job/ingress_group.h"
 
+#include <sys/types.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "common/testing/wait_until.h"
 #include "gtest/gtest.h"
 
 namespace kolo::daemon {
 namespace {
+
+// Whether thread `tid` of this process is asleep in the kernel (state S in
+// its /proc stat line): how a test sees that another thread is blocked in
+// a futex or a mutex, rather than sleeping and hoping it got there.
+bool Asleep(pid_t tid) {
+  std::ifstream in(absl::StrCat("/proc/self/task/", tid, "/stat"));
+  std::stringstream line;
+  line << in.rdbuf();
+  const std::string stat = line.str();
+  const size_t paren = stat.rfind(')');  // the name may hold spaces
+  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'S';
+}
 
 class CountingMember final : public IngressMember {
  public:
@@ -80,11 +100,17 @@ TEST(IngressGroupTest, RemoveWaitsForAPollInProgress) {
   std::thread leader([&] { group.PollAll(); });
   entered.WaitForNotification();
   std::atomic<bool> removed{false};
+  std::atomic<pid_t> closer_tid{0};
   std::thread closer([&] {
+    closer_tid.store(gettid());
     group.Remove(&m);
     removed.store(true);
   });
-  absl::SleepFor(absl::Milliseconds(50));
+  // The closer blocks in Remove (asleep on the group's lock) while the poll
+  // goes on; had Remove returned, it would have ended and never slept.
+  EXPECT_TRUE(WaitUntil(
+      [&] { return removed.load() || (closer_tid.load() != 0 && Asleep(closer_tid.load())); },
+      absl::Seconds(20)));
   EXPECT_FALSE(removed.load()) << "Remove returned while the member was being polled";
   release.Notify();
   closer.join();
@@ -100,11 +126,17 @@ TEST(IngressGroupTest, FollowersWakeWhenTheLeaderResignsOrTheGroupIsWoken) {
   ASSERT_TRUE(group.TryLead());
   for (int round = 0; round < 2; ++round) {
     std::atomic<bool> back{false};
+    std::atomic<pid_t> follower_tid{0};
     std::thread follower([&] {
+      follower_tid.store(gettid());
       group.WaitWhileLed(absl::Seconds(30));
       back.store(true);
     });
-    absl::SleepFor(absl::Milliseconds(20));
+    // The follower is asleep in WaitWhileLed before the group is woken.
+    EXPECT_TRUE(WaitUntil(
+        [&] { return follower_tid.load() != 0 && Asleep(follower_tid.load()); },
+        absl::Seconds(20)));
+    EXPECT_FALSE(back.load());
     const absl::Time start = absl::Now();
     if (round == 0) {
       group.Wake();  // a session closing

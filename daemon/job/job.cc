@@ -13,84 +13,38 @@
 #include "common/rank_ranges.h"
 #include "common/scatter_rows.h"
 #include "common/status_macros.h"
-#include "daemon/backend/host_multinode/host_multinode_backend.h"
 #include "daemon/exec/completions.h"
 #include "daemon/negotiation/abort_status.h"
-#include "daemon/negotiation/local_negotiator.h"
-#include "daemon/negotiation/peer_negotiator.h"
 #include "daemon/plan/runnable.h"
 #include "proto/kolo/abi/collective_traits.h"
 #include "spdlog/spdlog.h"
 
 namespace kolo::daemon {
-namespace {
-
-std::unique_ptr<Negotiator> MakeNegotiator(const std::string& id, const std::string& token,
-                                           int size, Backend* backend, uint64_t fusion_threshold,
-                                           const JobLayout& layout,
-                                           DeviceBackendFactory* device_backends,
-                                           StepRunner* runner) {
-  if (SpansNodes(size, layout)) {
-    PeerNegotiatorOptions options;
-    options.job_id = layout.negotiation_id.empty() ? id : layout.negotiation_id;
-    options.job_token = token;
-    options.size = size;
-    options.node_name = layout.env.node_name;
-    options.coordinators = layout.env.coordinators;
-    options.coordinator_address = layout.coordinator;
-    options.peer_credentials = layout.env.peer_credentials;
-    options.peer_timeout = layout.env.peer_timeout;
-    options.transports = layout.env.transports;
-    options.make_host_backend = [](Transport* transport, std::vector<int> node_of) {
-      return std::unique_ptr<Backend>(
-          std::make_unique<HostMultinodeBackend>(transport, std::move(node_of)));
-    };
-    return std::make_unique<PeerNegotiator>(std::move(options), runner);
-  }
-  LocalNegotiatorOptions options;
-  options.job_id = id;
-  options.size = size;
-  options.fusion_threshold_bytes = fusion_threshold;
-  options.host_backend = backend;
-  if (device_backends != nullptr) {
-    options.new_device_comm_id = [device_backends] { return device_backends->NewCommId(); };
-  }
-  return std::make_unique<LocalNegotiator>(std::move(options), runner);
-}
-
-}  // namespace
-
-bool SpansNodes(int size, const JobLayout& layout) {
-  return layout.local_size > 0 && (layout.local_size < size || !layout.coordinator.empty());
-}
-
 Job::Job(std::string id, std::string token, int size, Backend* backend,
-         uint64_t fusion_threshold_bytes, JobObservers observers, JobLayout layout,
-         DeviceBackendFactory* device_backends)
+         uint64_t fusion_threshold_bytes, const NegotiatorFactory& negotiators,
+         JobObservers observers, JobLayout layout, DeviceBackendFactory* device_backends)
     : id_(std::move(id)),
       token_(std::move(token)),
       size_(size),
       observers_(observers),
       created_(absl::Now()),
       layout_(std::move(layout)),
-      spans_nodes_(SpansNodes(size_, layout_)),
       local_size_(layout_.local_size > 0 ? layout_.local_size : size_),
       executor_(ExecutorOptions{id_, layout_.env.node_name, observers.metrics, observers.timeline,
                                 &timeline_, device_backends},
                 this),
-      negotiator_(MakeNegotiator(id_, token_, size_, backend, fusion_threshold_bytes, layout_,
-                                 device_backends, &executor_)),
+      negotiator_(negotiators(NegotiatorParams{id_, token_, size_, backend, fusion_threshold_bytes,
+                                               layout_, device_backends},
+                              &executor_)),
       table_(size),
-      recorder_(observers.flight_records, observers.flight_errors) {
+      recorder_(observers.flight_records, observers.flight_errors),
+      sets_(size) {
   // Per-rank state is kept for the ranks hosted here: every rank of a
   // one-node job (so status can name those not attached yet), else the
   // local ranks as they attach.
   if (local_size_ == size_) {
     for (int r = 0; r < size; ++r) ranks_[r].rank = r;
   }
-  std::vector<int> all(size);
-  for (int r = 0; r < size; ++r) all[r] = r;
-  sets_[0] = std::move(all);
   joined_.assign(size, false);
   live_negotiator_.store(negotiator_.get());
 }
@@ -100,7 +54,7 @@ Job::~Job() {
   // coordinator closes: what is already planned then completes on the other
   // nodes (their last transfers with this one are done or in flight) instead
   // of failing on a lost stream, and what needs these ranks fails naming them.
-  if (SpansNodes(size_, layout_)) {
+  if (negotiator_->has_peers()) {
     bool finished;
     std::vector<int> local;
     {
@@ -153,11 +107,11 @@ void Job::MaybeStart() {
 
 absl::StatusOr<std::vector<int>> Job::ProcessSetMembers(int process_set) const {
   absl::MutexLock l(&mu_);
-  auto it = sets_.find(process_set);
-  if (it == sets_.end()) {
+  const std::vector<int>* members = sets_.Members(process_set);
+  if (members == nullptr) {
     return absl::NotFoundError(absl::StrCat("job ", id_, " has no process set ", process_set));
   }
-  return it->second;
+  return *members;
 }
 
 absl::Status Job::AttachRank(int rank, const std::string& session_id, int64_t pid) {
@@ -244,13 +198,10 @@ void Job::ChangeProcessSet(std::vector<ReadySet> sets, int new_set) {
       const Request& first = set.requests.front();
       int id = new_set;
       if (first.kind == CollectiveKind::kAddProcessSet) {
-        std::vector<int> ranks(first.aux.begin(), first.aux.end());
-        std::sort(ranks.begin(), ranks.end());
-        sets_[id] = std::move(ranks);
+        sets_.AddAs(id, std::vector<int>(first.aux.begin(), first.aux.end()));
       } else {
         id = first.aux.empty() ? 0 : static_cast<int>(first.aux[0]);
-        sets_.erase(id);
-        removing_.erase(id);
+        (void)sets_.Remove(id);  // agreed and planned: it exists here too
         absl::Status gone =
             absl::FailedPreconditionError(absl::StrCat("process set ", id, " was removed"));
         for (Request& r : table_.TakeProcessSet(id)) {
@@ -322,7 +273,7 @@ absl::Status Job::AdmitLocked(const Request& r) const {
   if (!abort_status_.ok()) return abort_status_;
   const char* kind = CollectiveKindName(r.kind);
 
-  if (r.caller != nullptr && SpansNodes(size_, layout_)) {
+  if (r.caller != nullptr && !negotiator_->takes_caller_memory()) {
     return absl::FailedPreconditionError(
         absl::StrCat(kind, " \"", r.name, "\": tensors by address are for one-node jobs; job ", id_,
                      " spans nodes"));
@@ -346,7 +297,7 @@ absl::Status Job::AdmitLocked(const Request& r) const {
                        r.device->output.bytes, " bytes; its rows of the result have ", want));
     }
   }
-  if (r.kind == CollectiveKind::kJoin && sets_.size() > 1 &&
+  if (r.kind == CollectiveKind::kJoin && sets_.added() > 0 &&
       !negotiator_->joins_with_process_sets()) {
     return absl::UnimplementedError(
         absl::StrCat(kind, ": job ", id_,
@@ -354,21 +305,21 @@ absl::Status Job::AdmitLocked(const Request& r) const {
                      "exist (remove them first)"));
   }
   KOLO_RETURN_IF_ERROR(plan::CheckWholeJob(r.kind, r.name, r.process_set));
-  auto set = sets_.find(r.process_set);
-  if (set == sets_.end()) {
+  const std::vector<int>* members = sets_.Members(r.process_set);
+  if (members == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(kind, " \"", r.name, "\": rank ", r.rank,
                                                       " used process set ", r.process_set,
                                                       ", which does not exist"));
   }
-  if (removing_.contains(r.process_set)) {
+  if (sets_.Removing(r.process_set)) {
     return absl::FailedPreconditionError(absl::StrCat(kind, " \"", r.name, "\": rank ", r.rank,
                                                       " used process set ", r.process_set,
                                                       ", which is being removed"));
   }
-  if (!std::binary_search(set->second.begin(), set->second.end(), r.rank)) {
+  if (!std::binary_search(members->begin(), members->end(), r.rank)) {
     return absl::FailedPreconditionError(
         absl::StrCat(kind, " \"", r.name, "\": rank ", r.rank, " is not in process set ",
-                     r.process_set, " (ranks ", FormatRankRanges(set->second), ")"));
+                     r.process_set, " (ranks ", FormatRankRanges(*members), ")"));
   }
   if (joined_[r.rank]) {
     return absl::FailedPreconditionError(
@@ -385,13 +336,13 @@ std::vector<int> Job::RequiredLocked(int process_set) const {
 
 std::vector<int> Job::ExpectedLocked(int process_set) const {
   std::vector<int> out;
-  auto it = sets_.find(process_set);
-  if (it == sets_.end()) return out;
+  const std::vector<int>* members = sets_.Members(process_set);
+  if (members == nullptr) return out;
   // The ranks hosted here: every rank when all attach here (also those not
   // attached yet), else those attached so far.
-  const std::vector<int>& hosted = local_size_ == size_ ? sets_.at(0) : local_ranks_;
+  const std::vector<int>& hosted = local_size_ == size_ ? *sets_.Members(0) : local_ranks_;
   for (int r : hosted) {
-    if (!joined_[r] && std::binary_search(it->second.begin(), it->second.end(), r)) {
+    if (!joined_[r] && std::binary_search(members->begin(), members->end(), r)) {
       out.push_back(r);
     }
   }
@@ -446,25 +397,23 @@ absl::Status Job::CheckAlltoallSplits(const ReadySet& set, int64_t n) const {
 absl::Status Job::CheckSetChangeLocked(const ReadySet& set) const {
   const Request& first = set.requests.front();
   if (first.kind == CollectiveKind::kAddProcessSet) return CheckProcessSetRanks(first.aux, size_);
-  if (first.aux.size() != 1 || first.aux[0] <= 0 ||
-      !sets_.contains(static_cast<int>(first.aux[0])) ||
-      removing_.contains(static_cast<int>(first.aux[0]))) {
-    return absl::FailedPreconditionError(absl::StrCat("remove_process_set: no process set ",
-                                                      first.aux.empty() ? -1 : first.aux[0],
-                                                      " to remove"));
-  }
-  return absl::OkStatus();
+  const int64_t aux = first.aux.size() == 1 ? first.aux[0] : 0;
+  const absl::Status removable =
+      sets_.CheckRemovable(aux > 0 && aux <= INT32_MAX ? static_cast<int>(aux) : 0);
+  if (removable.ok()) return removable;
+  return absl::Status(removable.code(), absl::StrCat("remove_process_set \"", set.name,
+                                                     "\": ", removable.message()));
 }
 
 absl::Status Job::CheckRunnableLocked(const ReadySet& set) const {
   const Request& first = set.requests.front();
   const char* kind = CollectiveKindName(first.kind);
-  auto it = sets_.find(set.process_set);
-  if (it == sets_.end()) {
+  const std::vector<int>* found = sets_.Members(set.process_set);
+  if (found == nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat(kind, " \"", set.name, "\": process set ", set.process_set, " was removed"));
   }
-  const std::vector<int>& members = it->second;
+  const std::vector<int>& members = *found;
   if (set.joined > 0) {
     plan::JoinedRanks joined{set.joined, {}};
     for (int r : members) {
@@ -485,16 +434,16 @@ absl::Status Job::CheckRunnableLocked(const ReadySet& set) const {
 void Job::OnReadyLocked(ReadySet set) {
   // Checked here on this node's ranks (alltoall splits, broadcast roots);
   // across nodes a failure reaches the others through the coordinator.
-  auto members = sets_.find(set.process_set);
-  set.set_size = members == sets_.end() ? size_ : static_cast<int>(members->second.size());
+  const std::vector<int>* members = sets_.Members(set.process_set);
+  set.set_size = members == nullptr ? size_ : static_cast<int>(members->size());
   set.joined = 0;  // joined ranks of the set known here (the coordinator adds the rest)
-  if (members != sets_.end()) {
-    for (int r : members->second) set.joined += joined_[r] ? 1 : 0;
+  if (members != nullptr) {
+    for (int r : *members) set.joined += joined_[r] ? 1 : 0;
   }
   if (set.agreement.ok()) set.agreement = CheckRunnableLocked(set);
   if (set.agreement.ok() && set.requests.front().kind == CollectiveKind::kRemoveProcessSet) {
     // From now on the set takes no new names, and no second removal.
-    removing_.insert(static_cast<int>(set.requests.front().aux[0]));
+    sets_.BeginRemoval(static_cast<int>(set.requests.front().aux[0]));
   }
   // A group goes to the negotiator once it is complete here, its members
   // together, so they are planned (and fused) together. A member that
@@ -647,7 +596,7 @@ void Job::Refused(const ReadySet& set, const absl::Status& why) {
   const Request& r = set.requests.front();
   if (r.kind == CollectiveKind::kRemoveProcessSet && !r.aux.empty() && set.agreement.ok()) {
     // Agreed here, refused by the plan (the nodes did not agree): it stays.
-    removing_.erase(static_cast<int>(r.aux[0]));
+    sets_.CancelRemoval(static_cast<int>(r.aux[0]));
   }
   const absl::Time done = absl::Now();
   for (const Request& q : set.requests) {

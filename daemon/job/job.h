@@ -28,11 +28,14 @@
 #include "daemon/backend/device_backend.h"
 #include "daemon/exec/executor.h"
 #include "daemon/job/ingress_group.h"
+#include "daemon/job/job_layout.h"
+#include "daemon/job/negotiator_factory.h"
 #include "daemon/job/request_table.h"
 #include "daemon/negotiation/negotiator.h"
 #include "daemon/observe/flight_recorder.h"
 #include "daemon/observe/metrics.h"
 #include "daemon/observe/timeline.h"
+#include "daemon/plan/process_set_registry.h"
 #include "daemon/transport/transport.h"
 
 namespace kolo::daemon {
@@ -63,57 +66,6 @@ struct StallView {
   // e.g. allreduce "grad/w1" waiting 61 s for ranks 3,7 (submitted: 0-2,4-6)
   std::string message;
 };
-
-class CoordinatorRegistry;
-class ElasticLeaders;
-class PeerCredentials;
-class RendezvousCaller;
-
-// What a job that spans nodes needs from its daemon.
-struct MultiNodeEnv {
-  std::string node_name;
-  CoordinatorRegistry* coordinators = nullptr;
-  absl::Duration peer_timeout = absl::Seconds(10);
-  // Makes each multi-node job's transport (UCX in kolod).
-  TransportFactory* transports = nullptr;
-  // How the Peer plane is secured; null when it is off.
-  std::shared_ptr<const PeerCredentials> peer_credentials;
-  // Elastic jobs across nodes: this daemon's Peer address, how it calls
-  // another daemon's Peer.Rendezvous, and the membership leaders it runs.
-  std::string peer_address;
-  RendezvousCaller* rendezvous = nullptr;
-  ElasticLeaders* elastic_leaders = nullptr;
-};
-
-// How the job is laid out: `local_size` of its ranks attach here (0: every
-// rank); with fewer local ranks than ranks, or a coordinator address, the
-// job spans nodes.
-// What one job's ranks may hold in kolod.
-struct JobLimits {
-  // Names a rank submitted that wait for other ranks (RESOURCE_EXHAUSTED
-  // beyond this).
-  int max_pending_per_rank = 4096;
-};
-
-struct JobLayout {
-  int local_size = 0;
-  std::string coordinator;  // the peer address of the daemon hosting rank 0
-  MultiNodeEnv env;
-  JobLimits limits;
-  // An elastic job's membership epoch (1 for the first; 0: not elastic). A
-  // rank that leaves an elastic epoch fails the others' collectives with
-  // MEMBERSHIP_CHANGED (common/membership.h) instead of ABORTED: they reset
-  // into the next epoch.
-  uint64_t elastic_epoch = 0;
-  // The id the job's daemons negotiate under (empty: the job id). An elastic
-  // epoch across nodes negotiates as "<job id>:e<epoch>", so that each epoch
-  // has a coordinator of its own.
-  std::string negotiation_id;
-};
-
-// Whether a job of `size` ranks laid out as `layout` spans nodes (then its
-// negotiator talks to a coordinator).
-bool SpansNodes(int size, const JobLayout& layout);
 
 // Where a job reports what it does; any member may be null.
 struct JobObservers {
@@ -161,13 +113,17 @@ class Job final : public JobState, public RequestSink {
   // `backend` (host tensors on one node) and `device_backends` must outlive
   // the job. Responses over device tensors run on a device backend the
   // executor makes from `device_backends` when the job's first one runs;
-  // without a factory they fail with UNIMPLEMENTED.
+  // without a factory they fail with UNIMPLEMENTED. The job's negotiator
+  // comes from `negotiators` (called once, here).
   Job(std::string id, std::string token, int size, Backend* backend,
-      uint64_t fusion_threshold_bytes, JobObservers observers = {}, JobLayout layout = {},
+      uint64_t fusion_threshold_bytes, const NegotiatorFactory& negotiators,
+      JobObservers observers = {}, JobLayout layout = {},
       DeviceBackendFactory* device_backends = nullptr);
   ~Job() override;
 
-  bool spans_nodes() const { return spans_nodes_; }
+  // Whether the job's negotiator works with other daemons (the job spans
+  // nodes).
+  bool spans_nodes() const { return negotiator_->has_peers(); }
   // The job's membership epoch; 0 when it is not elastic.
   uint64_t elastic_epoch() const { return layout_.elastic_epoch; }
   // Once every local rank has attached: starts the job's negotiator (across
@@ -247,7 +203,6 @@ class Job final : public JobState, public RequestSink {
   const JobObservers observers_;
   const absl::Time created_;
   const JobLayout layout_;
-  const bool spans_nodes_;
   const int local_size_;  // ranks that attach here
 
   Timeline timeline_;  // before executor_, which records into it
@@ -268,11 +223,10 @@ class Job final : public JobState, public RequestSink {
   uint64_t fused_tensors_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t bytes_reduced_ ABSL_GUARDED_BY(mu_) = 0;
   FlightRecorder recorder_ ABSL_GUARDED_BY(mu_);
-  // Process sets by id; 0 is every rank. Ids come from the plan.
-  std::map<int, std::vector<int>> sets_ ABSL_GUARDED_BY(mu_);
-  // Sets whose removal is agreed here and not yet run in plan order: they
-  // take no new names and cannot be removed again.
-  std::set<int> removing_ ABSL_GUARDED_BY(mu_);
+  // Process sets by id; ids come from the plan. A set whose removal is
+  // agreed here and not yet run in plan order takes no new names and cannot
+  // be removed again.
+  plan::ProcessSetRegistry sets_ ABSL_GUARDED_BY(mu_);
   // Join: who has joined, this node's pending join requests, the last to join.
   std::vector<bool> joined_ ABSL_GUARDED_BY(mu_);
   std::vector<Request> join_requests_ ABSL_GUARDED_BY(mu_);

@@ -14,6 +14,7 @@
 #include "daemon/backend/device_backend.h"
 #include "daemon/backend/fake_backend.h"
 #include "daemon/backend/fake_device_backend.h"
+#include "daemon/job/default_negotiators.h"
 #include "daemon/job/job.h"
 #include "daemon/session/loopback_session.h"
 #include "gmock/gmock.h"
@@ -35,8 +36,8 @@ class JobDeviceBackendTest : public ::testing::Test {
       ASSERT_TRUE(s.ok()) << s.status();
       sessions_.push_back(std::move(*s));
     }
-    job_ = std::make_unique<Job>("job-gpu", "token", size, &host_, kFusionThreshold, JobObservers{},
-                                 layout, factory);
+    job_ = std::make_unique<Job>("job-gpu", "token", size, &host_, kFusionThreshold,
+                                 DefaultNegotiators(), JobObservers{}, layout, factory);
     const int local = layout.local_size > 0 ? layout.local_size : size;
     for (int r = 0; r < local; ++r) {
       ASSERT_TRUE(job_->AttachRank(r, "session-" + std::to_string(r), 100 + r).ok());

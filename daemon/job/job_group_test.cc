@@ -7,6 +7,7 @@
 
 #include "daemon/backend/fake_backend.h"
 #include "daemon/backend/fake_device_backend.h"
+#include "daemon/job/default_negotiators.h"
 #include "daemon/job/job.h"
 #include "daemon/session/loopback_session.h"
 #include "gtest/gtest.h"
@@ -22,7 +23,8 @@ class JobGroupTest : public ::testing::Test {
       ASSERT_TRUE(s.ok()) << s.status();
       sessions_.push_back(std::move(*s));
     }
-    job_ = std::make_unique<Job>("job-group", "token", 2, &host_, uint64_t{64} << 20);
+    job_ = std::make_unique<Job>("job-group", "token", 2, &host_, uint64_t{64} << 20,
+                                 DefaultNegotiators());
     for (int r = 0; r < 2; ++r) {
       ASSERT_TRUE(job_->AttachRank(r, "session-" + std::to_string(r), 100 + r).ok());
     }

@@ -9,6 +9,7 @@
 
 #include "daemon/backend/fake_backend.h"
 #include "daemon/backend/fake_device_backend.h"
+#include "daemon/job/default_negotiators.h"
 #include "daemon/job/job.h"
 #include "daemon/session/loopback_session.h"
 #include "gtest/gtest.h"
@@ -26,7 +27,8 @@ class JobLifecycleTest : public ::testing::Test {
       ASSERT_TRUE(s.ok()) << s.status();
       sessions_.push_back(std::move(*s));
     }
-    job_ = std::make_unique<Job>("job-life", "token", kSize, &host_, uint64_t{64} << 20);
+    job_ = std::make_unique<Job>("job-life", "token", kSize, &host_, uint64_t{64} << 20,
+                                 DefaultNegotiators());
   }
 
   void AttachAll() {

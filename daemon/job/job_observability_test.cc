@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/time/time.h"
 #include "daemon/backend/fake_backend.h"
+#include "daemon/job/default_negotiators.h"
 #include "daemon/job/job.h"
 #include "daemon/session/loopback_session.h"
 #include "daemon/observe/metrics.h"
@@ -39,7 +40,8 @@ class JobObservabilityTest : public ::testing::Test {
     observers.timeline = &timeline_;
     observers.flight_records = 16;
     observers.flight_errors = 4;
-    job_ = std::make_unique<Job>("job-1", "token", size, &backend_, kFusionThreshold, observers);
+    job_ = std::make_unique<Job>("job-1", "token", size, &backend_, kFusionThreshold,
+                                 DefaultNegotiators(), observers);
     for (int r = 0; r < size; ++r) {
       ASSERT_TRUE(job_->AttachRank(r, "s", 100 + r).ok());
     }
@@ -350,7 +352,8 @@ TEST_F(JobObservabilityTest, AJobsTimelineHoldsOnlyItsOwnEvents) {
   }
   JobObservers observers;
   observers.timeline = &timeline_;
-  Job other("job-2", "token", 2, &backend_, kFusionThreshold, observers);
+  Job other("job-2", "token", 2, &backend_, kFusionThreshold,
+                                 DefaultNegotiators(), observers);
   for (int r = 0; r < 2; ++r) ASSERT_TRUE(other.AttachRank(r, "s", 200 + r).ok());
   other.MaybeStart();
   auto submit_other = [&](int rank, const std::string& name) {

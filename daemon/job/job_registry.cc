@@ -27,7 +27,8 @@ absl::StatusOr<std::shared_ptr<Job>> JobRegistry::Join(const JoinRequest& reques
       layout.limits = limits_;
       job =
           std::make_shared<Job>(request.job_id, request.job_token, request.size, backend_,
-                                fusion_threshold_, observers_, std::move(layout), device_backends_);
+                                fusion_threshold_, negotiators_, observers_, std::move(layout),
+                                device_backends_);
       jobs_[key] = job;
     } else {
       job = it->second;
@@ -112,8 +113,9 @@ absl::StatusOr<ElasticSeat> JobRegistry::JoinElastic(const JoinRequest& request,
         if (!epoch.coordinator.empty()) {
           layout.negotiation_id = absl::StrCat(id, ":e", epoch.epoch);
         }
-        return std::make_shared<Job>(id, token, epoch.size, backend_, fusion_threshold_, observers_,
-                                     std::move(layout), device_backends_);
+        return std::make_shared<Job>(id, token, epoch.size, backend_, fusion_threshold_,
+                                     negotiators_, observers_, std::move(layout),
+                                     device_backends_);
       };
       std::optional<Spanning> spanning;
       JobLayout asked;

@@ -49,11 +49,14 @@ struct JoinRequest {
 class JobRegistry {
  public:
   // `backend`, `device_backends` (may be null: device requests then fail)
-  // and the observers must outlive the registry.
-  JobRegistry(Backend* backend, uint64_t fusion_threshold_bytes, JobObservers observers = {},
-              MultiNodeEnv multi_node = {}, DeviceBackendFactory* device_backends = nullptr,
-              JobLimits limits = {}, ElasticLimits elastic = {})
+  // and the observers must outlive the registry. Each job's negotiator comes
+  // from `negotiators` (kolod: DefaultNegotiators()).
+  JobRegistry(Backend* backend, uint64_t fusion_threshold_bytes, NegotiatorFactory negotiators,
+              JobObservers observers = {}, MultiNodeEnv multi_node = {},
+              DeviceBackendFactory* device_backends = nullptr, JobLimits limits = {},
+              ElasticLimits elastic = {})
       : backend_(backend),
+        negotiators_(std::move(negotiators)),
         device_backends_(device_backends),
         fusion_threshold_(fusion_threshold_bytes),
         observers_(observers),
@@ -99,6 +102,7 @@ class JobRegistry {
 
  private:
   Backend* const backend_;
+  const NegotiatorFactory negotiators_;
   DeviceBackendFactory* const device_backends_;
   const uint64_t fusion_threshold_;
   const JobObservers observers_;

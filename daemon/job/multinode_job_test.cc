@@ -17,8 +17,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/testing/wait_until.h"
 #include "daemon/backend/fake_backend.h"
 #include "daemon/backend/fake_device_backend.h"
+#include "daemon/job/default_negotiators.h"
 #include "daemon/job/job.h"
 #include "daemon/negotiation/loopback_coordinator.h"
 #include "daemon/negotiation/peer_tls.h"
@@ -71,9 +73,9 @@ class MultiNodeJobTest : public ::testing::Test {
     b.env.transports = &transports_;
     b.env.peer_credentials = kPlaintext;
     jobs_.push_back(std::make_unique<Job>("job-mn", "token", 2, &host_, kFusionThreshold,
-                                          JobObservers{}, a, &factories_[0]));
+                                          DefaultNegotiators(), JobObservers{}, a, &factories_[0]));
     jobs_.push_back(std::make_unique<Job>("job-mn", b_token, 2, &host_, kFusionThreshold,
-                                          JobObservers{}, b, &factories_[1]));
+                                          DefaultNegotiators(), JobObservers{}, b, &factories_[1]));
     for (int r = 0; r < 2; ++r) {
       ASSERT_TRUE(jobs_[r]->AttachRank(r, absl::StrCat("session-", r), 100 + r).ok());
     }
@@ -102,11 +104,12 @@ class MultiNodeJobTest : public ::testing::Test {
   // Waits (up to 20 s) for `n` completions of `rank`.
   std::vector<ReceivedCompletion> WaitForCompletions(int rank, size_t n) {
     std::vector<ReceivedCompletion> got;
-    const absl::Time deadline = absl::Now() + absl::Seconds(20);
-    while (got.size() < n && absl::Now() < deadline) {
-      for (ReceivedCompletion& c : sessions_[rank]->TakeCompletions()) got.push_back(c);
-      if (got.size() < n) absl::SleepFor(absl::Milliseconds(5));
-    }
+    WaitUntil(
+        [&] {
+          for (ReceivedCompletion& c : sessions_[rank]->TakeCompletions()) got.push_back(c);
+          return got.size() >= n;
+        },
+        absl::Seconds(20));
     return got;
   }
 
@@ -181,10 +184,7 @@ TEST_F(MultiNodeJobTest, ANodeThatCannotRunDeviceTensorsEndsTheJobEverywhere) {
   EXPECT_THAT(b[0].message, HasSubstr("CUDA device 0 does not exist"));
   // Node A's backend (a fake) ran; with NCCL it would now wait for node B,
   // so node B ends the job and node A learns it over the peer link.
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (!jobs_[0]->Snapshot().aborted && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(10));
-  }
+  WaitUntil([&] { return jobs_[0]->Snapshot().aborted; }, absl::Seconds(10));
   JobSnapshot a = jobs_[0]->Snapshot();
   ASSERT_TRUE(a.aborted);
   EXPECT_THAT(a.error, HasSubstr("node nodeB"));
@@ -192,9 +192,8 @@ TEST_F(MultiNodeJobTest, ANodeThatCannotRunDeviceTensorsEndsTheJobEverywhere) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(10));
   ASSERT_NE(factories_[0].made_, nullptr);
   // The job marks itself aborted before it aborts its device backend.
-  while (factories_[0].made_->aborted().ok() && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(10));
-  }
+  EXPECT_TRUE(
+      WaitUntil([&] { return !factories_[0].made_->aborted().ok(); }, absl::Seconds(10)));
   EXPECT_THAT(factories_[0].made_->aborted().message(), HasSubstr("nodeB"));
 }
 
@@ -231,10 +230,7 @@ TEST_F(MultiNodeJobTest, ANodeThatComesFirstCannotChooseTheToken) {
   // Node B presents another token and arrives first: the coordinator is
   // still made with node A's (rank 0's) token, and node B is refused.
   Start(&factories_[0], "not-the-token", /*b_first=*/true);
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (!jobs_[1]->Snapshot().aborted && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(10));
-  }
+  WaitUntil([&] { return jobs_[1]->Snapshot().aborted; }, absl::Seconds(10));
   JobSnapshot b = jobs_[1]->Snapshot();
   ASSERT_TRUE(b.aborted);
   EXPECT_THAT(b.error, HasSubstr("wrong job token"));

@@ -14,6 +14,7 @@
 #include "absl/time/clock.h"
 #include "common/testing/wait_until.h"
 #include "daemon/backend/fake_backend.h"
+#include "daemon/job/default_negotiators.h"
 #include "daemon/job/job.h"
 #include "daemon/negotiation/loopback_coordinator.h"
 #include "daemon/negotiation/peer_tls.h"
@@ -60,7 +61,7 @@ class ThreeNodeJobTest : public ::testing::Test {
         layout.coordinator = coordinator_->address();
       }
       jobs_.push_back(std::make_unique<Job>("job-3", "token", kSize, &host_, uint64_t{64} << 20,
-                                            JobObservers{}, layout));
+                                            DefaultNegotiators(), JobObservers{}, layout));
     }
     for (int r = 0; r < kSize; ++r) {
       ASSERT_TRUE(job(r).AttachRank(r, absl::StrCat("session-", r), 100 + r).ok());

@@ -44,6 +44,8 @@ class LocalNegotiator final : public Negotiator {
   std::vector<WaitingName> WaitingNames() override { return {}; }
   void Abort(const absl::Status& why) override;
   bool joins_with_process_sets() const override { return true; }
+  bool has_peers() const override { return false; }
+  bool takes_caller_memory() const override { return true; }
 
  private:
   // Plans `batch` (in ready order) into steps; draining thread only.

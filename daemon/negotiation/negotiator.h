@@ -106,6 +106,12 @@ class Negotiator {
   // Whether a join may run while the job has process sets (across nodes it
   // may not: a node whose ranks all joined cannot relay a set's data).
   virtual bool joins_with_process_sets() const = 0;
+  // Whether other daemons negotiate this job too (it spans nodes): then a
+  // node whose ranks all finished says so before it leaves.
+  virtual bool has_peers() const = 0;
+  // Whether a request may name the caller's memory by address (a job on one
+  // node, whose daemon maps its ranks' memory; across nodes it may not).
+  virtual bool takes_caller_memory() const = 0;
   // Negotiation messages this node took over the data plane (a job across
   // nodes, once its transport connects); none for a job on one node.
   virtual uint64_t data_plane_messages() const { return 0; }

@@ -82,6 +82,8 @@ class PeerNegotiator final : public Negotiator, public LinkListener {
   std::vector<WaitingName> WaitingNames() override;
   void Abort(const absl::Status& why) override;
   bool joins_with_process_sets() const override { return false; }
+  bool has_peers() const override { return true; }
+  bool takes_caller_memory() const override { return false; }
   uint64_t data_plane_messages() const override {
     return lane_messages_.load(std::memory_order_relaxed);
   }

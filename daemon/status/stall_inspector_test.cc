@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/time/time.h"
 #include "daemon/backend/fake_backend.h"
+#include "daemon/job/default_negotiators.h"
 #include "daemon/job/job_registry.h"
 #include "daemon/session/loopback_session.h"
 #include "daemon/observe/metrics.h"
@@ -36,7 +37,7 @@ class StallInspectorTest : public ::testing::Test {
     }
     JobObservers observers;
     observers.metrics = &metrics_;
-    registry_ = std::make_unique<JobRegistry>(&backend_, 64 << 20, observers);
+    registry_ = std::make_unique<JobRegistry>(&backend_, 64 << 20, DefaultNegotiators(), observers);
     for (int r = 0; r < kSize; ++r) {
       JoinRequest join;
       join.job_id = "job-1";
