@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/testing/wait_until.h"
 #include "gtest/gtest.h"
 
 namespace kolo::daemon {
@@ -238,7 +239,9 @@ TEST(ElasticLeaderTest, JoinersWaitForTheResetAndComeLast) {
       if (!joined.ok() || joined->epoch() != 0) return;
     }
   });
-  absl::SleepFor(absl::Milliseconds(100));
+  // The leader holds c's joiner before the survivors report.
+  EXPECT_TRUE(WaitUntil([&] { return leader.JoinersWaiting(absl::Now(), "a") == 1; },
+                        absl::Seconds(20)));
   ElasticReport a = Report("a"), b = Report("b");
   Ended(&a, a1);
   Ended(&b, b1);

@@ -12,6 +12,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/testing/wait_until.h"
 #include "gtest/gtest.h"
 #include "proto/kolo/abi/types.h"
 
@@ -100,11 +101,8 @@ TEST(MemberLinkTest, ANameTheCoordinatorNeverCachedIsReportedInFullEachTime) {
   meta.add_splits(4);
   for (int step = 0; step < 3; ++step) {
     (*link)->ReportReady(meta);
-    const absl::Time deadline = absl::Now() + absl::Seconds(20);
-    while (ReportedSoFar(*log).names.size() < static_cast<size_t>(step + 1) &&
-           absl::Now() < deadline) {
-      absl::SleepFor(absl::Milliseconds(2));
-    }
+    WaitUntil([&] { return ReportedSoFar(*log).names.size() >= static_cast<size_t>(step + 1); },
+              absl::Seconds(20));
   }
   Reported got = ReportedSoFar(*log);
   EXPECT_EQ(got.names, (std::vector<std::string>{"a2a", "a2a", "a2a"}));
@@ -138,10 +136,7 @@ TEST(MemberLinkTest, NamesPlannedWithoutACacheIdAreForgotten) {
     absl::MutexLock l(&log->mu);
     log->to_member.push_back(plan);
   }
-  const absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while ((*link)->remembered_names() != 1 && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(2));
-  }
+  WaitUntil([&] { return (*link)->remembered_names() == 1; }, absl::Seconds(20));
   EXPECT_EQ((*link)->remembered_names(), 1u);
 }
 
@@ -197,16 +192,6 @@ kolo::v1::CoordinatorMessage PlanNaming(uint64_t sequence, const std::string& na
 
 std::string Bytes(const kolo::v1::CoordinatorMessage& m) { return m.SerializeAsString(); }
 
-template <typename F>
-bool Eventually(F done) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (!done()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(2));
-  }
-  return true;
-}
-
 // A link using a recording lane to coordinator node 0, with its stream and
 // its listener.
 class MemberLinkLaneTest : public ::testing::Test {
@@ -224,10 +209,12 @@ class MemberLinkLaneTest : public ::testing::Test {
     log_->to_member.push_back(std::move(m));
   }
   bool Eventually(size_t plans, size_t aborts) {
-    return kolo::daemon::Eventually([&] {
-      absl::MutexLock l(&listener_.mu);
-      return listener_.names.size() == plans && listener_.aborts.size() == aborts;
-    });
+    return WaitUntil(
+        [&] {
+          absl::MutexLock l(&listener_.mu);
+          return listener_.names.size() == plans && listener_.aborts.size() == aborts;
+        },
+        absl::Seconds(20));
   }
   static kolo::v1::CoordinatorMessage Abort(const std::string& why, uint64_t plans_sent) {
     kolo::v1::CoordinatorMessage m;
@@ -266,7 +253,7 @@ TEST_F(MemberLinkLaneTest, FlushSendsTheBatchsReportsOverTheLaneInOneMessage) {
   meta.set_name("c");
   link_->ReportReady(meta);
   link_->Flush();
-  EXPECT_TRUE(kolo::daemon::Eventually([&] { return ReportedSoFar(*log_).names.size() == 1; }));
+  EXPECT_TRUE(WaitUntil([&] { return ReportedSoFar(*log_).names.size() == 1; }, absl::Seconds(20)));
   EXPECT_EQ(ReportedSoFar(*log_).names, std::vector<std::string>{"c"});
 }
 
@@ -304,8 +291,21 @@ TEST_F(MemberLinkLaneTest, AnAbortThatOvertookLanePlansWaitsForThem) {
   kolo::v1::CoordinatorMessage abort = Abort("ranks finished", 1);
   abort.mutable_abort()->set_planned_may_finish(true);
   FromStream(abort);
-  absl::SleepFor(absl::Milliseconds(50));
-  EXPECT_TRUE(Eventually(0, 0)) << "the abort ran ahead of plan 0";
+  // The reader has taken the abort off the stream...
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        absl::MutexLock l(&log_->mu);
+        return log_->to_member.empty();
+      },
+      absl::Seconds(20)));
+  // ...and holds it: neither it nor a plan reaches the listener before plan 0.
+  EXPECT_TRUE(StaysFalse(
+      [&] {
+        absl::MutexLock l(&listener_.mu);
+        return !listener_.names.empty() || !listener_.aborts.empty();
+      },
+      absl::Milliseconds(50)))
+      << "the abort ran ahead of plan 0";
   link_->OnLaneMessage(Bytes(PlanNaming(0, "last")));
   ASSERT_TRUE(Eventually(1, 1));
   absl::MutexLock l(&listener_.mu);

@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "common/testing/wait_until.h"
 #include "daemon/backend/fake_backend.h"
 #include "daemon/backend/fake_device_backend.h"
 #include "daemon/negotiation/loopback_coordinator.h"
@@ -166,10 +167,7 @@ TEST_F(PeerNegotiatorTest, NamesNotPlannedWhenTheJobEndsFailWithItsReason) {
   Ready(1, "y", CollectiveKind::kAllreduce);                // node A never submits "y"
   negotiators_[0]->Abort(absl::AbortedError("job job-pn: rank 0 has shut down"));
   ASSERT_TRUE(runners_[1].AwaitAborted(absl::Seconds(20)));
-  const absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (runners_[1].failed().empty() && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(5));
-  }
+  WaitUntil([&] { return !runners_[1].failed().empty(); }, absl::Seconds(20));
   ASSERT_EQ(runners_[1].failed().size(), 1u);
   EXPECT_NE(runners_[1].failed().front().find("rank 0 has shut down"), std::string::npos)
       << runners_[1].failed().front();

@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/testing/wait_until.h"
 #include "daemon/negotiation/peer_tls.h"
 #include "gtest/gtest.h"
 #include "proto/kolo/abi/types.h"
@@ -127,12 +128,7 @@ class PeerServiceTest : public ::testing::Test {
 
   // Waits (bounded) until the service holds `n` streams.
   bool AwaitStreams(int n) {
-    const absl::Time deadline = absl::Now() + absl::Seconds(10);
-    while (service_->streams() != n) {
-      if (absl::Now() > deadline) return false;
-      absl::SleepFor(absl::Milliseconds(5));
-    }
-    return true;
+    return WaitUntil([&] { return service_->streams() == n; }, absl::Seconds(10));
   }
 
   std::unique_ptr<CoordinatorRegistry> registry_;

@@ -1,4 +1,5 @@
 #include <fcntl.h>
+#include <poll.h>
 #include <pty.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -13,6 +14,7 @@
 #include "common/handoff.h"
 #include "common/shared_segment.h"
 #include "common/short_temp_dir.h"
+#include "common/testing/wait_until.h"
 #include "daemon/session/handoff_server.h"
 #include "daemon/session/handoff_table.h"
 #include "gtest/gtest.h"
@@ -44,6 +46,13 @@ TEST(HandoffTableTest, TicketIsOneTimeAndExpires) {
   EXPECT_EQ(table.Redeem(*late, t0 + absl::Seconds(6)).status().code(),
             absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(table.waiting(), 0);
+}
+
+// Whether the other end of connected socket `fd` has closed it (the kernel
+// reports a hang-up once the peer is gone).
+bool HungUp(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  return poll(&p, 1, 0) == 1 && (p.revents & POLLHUP) != 0;
 }
 
 // An identity-only handoff of `uid`, deposited now.
@@ -142,8 +151,17 @@ TEST(HandoffServerTest, IdleAndGarbageConnectionsDoNotBlockOthers) {
     ASSERT_EQ(connect(s.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
     idle.push_back(std::move(s));
   }
-  // Once the idle ones time out, a real client is served.
-  absl::SleepFor(absl::Milliseconds(400));
+  // Once the idle ones time out (the server has closed every one of them:
+  // those over the cap at once, the rest at their handshake deadline), a
+  // real client is served.
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        for (const UniqueFd& s : idle) {
+          if (!HungUp(s.get())) return false;
+        }
+        return true;
+      },
+      absl::Seconds(20)));
   auto seg = SharedSegment::Create(1 << 16);
   ASSERT_TRUE(seg.ok());
   auto ticket = HandOff(options.path, seg->fd(), absl::Seconds(5));

@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "common/futex.h"
 #include "common/shared_segment.h"
+#include "common/testing/wait_until.h"
 #include "gtest/gtest.h"
 #include "proto/kolo/abi/shm_abi_v1.h"
 #include "proto/kolo/abi/types.h"
@@ -233,28 +234,31 @@ TEST_F(HostileClientTest, StatusListsPendingTensorsAndHealthServes) {
 
   auto status_stub = kolo::v1::Status::NewStub(channel_);
   kolo::v1::GetStatusResponse resp;
-  absl::Time deadline = absl::Now() + absl::Seconds(10);
-  bool seen = false;
-  while (!seen && absl::Now() < deadline) {
-    grpc::ClientContext ctx;
-    ctx.AddMetadata("kolo-handoff", IdentityTicket(daemon_->socket_path()));
-    resp.Clear();
-    ASSERT_TRUE(status_stub->GetStatus(&ctx, kolo::v1::GetStatusRequest(), &resp).ok());
-    for (const auto& job : resp.jobs()) {
-      for (const auto& p : job.pending()) {
-        if (job.job_id() == "job-status" && p.name() == "grad/w1") {
-          seen = true;
-          EXPECT_EQ(p.collective(), "allreduce");
-          ASSERT_EQ(p.submitted_ranks_size(), 1);
-          EXPECT_EQ(p.submitted_ranks(0), 0);
-          ASSERT_EQ(p.missing_ranks_size(), 1);
-          EXPECT_EQ(p.missing_ranks(0), 1);
+  grpc::Status got;
+  const kolo::v1::PendingTensor* seen = nullptr;  // in `resp`
+  // Until the status shows the submitted tensor pending (or the call fails).
+  WaitUntil(
+      [&] {
+        grpc::ClientContext ctx;
+        ctx.AddMetadata("kolo-handoff", IdentityTicket(daemon_->socket_path()));
+        resp.Clear();
+        got = status_stub->GetStatus(&ctx, kolo::v1::GetStatusRequest(), &resp);
+        if (!got.ok()) return true;
+        for (const auto& job : resp.jobs()) {
+          for (const auto& p : job.pending()) {
+            if (job.job_id() == "job-status" && p.name() == "grad/w1") seen = &p;
+          }
         }
-      }
-    }
-    if (!seen) absl::SleepFor(absl::Milliseconds(10));
-  }
-  EXPECT_TRUE(seen) << resp.DebugString();
+        return seen != nullptr;
+      },
+      absl::Seconds(10), absl::Milliseconds(10));
+  ASSERT_TRUE(got.ok()) << got.error_message();
+  ASSERT_NE(seen, nullptr) << resp.DebugString();
+  EXPECT_EQ(seen->collective(), "allreduce");
+  ASSERT_EQ(seen->submitted_ranks_size(), 1);
+  EXPECT_EQ(seen->submitted_ranks(0), 0);
+  ASSERT_EQ(seen->missing_ranks_size(), 1);
+  EXPECT_EQ(seen->missing_ranks(0), 1);
   EXPECT_EQ(resp.node().sessions(), 1);
   EXPECT_EQ(resp.node().pid(), daemon_->pid());
 

@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/testing/wait_until.h"
 #include "gtest/gtest.h"
 #include "kolo/kolo.h"
 #include "proto/kolo/v1/node.grpc.pb.h"
@@ -239,11 +240,12 @@ TEST_F(JobTimelineTest, RefusesUnknownSessionsAndUnknownActions) {
   job.clear();
   req.set_session_id(gone);
   grpc::StatusCode code = grpc::StatusCode::OK;
-  for (absl::Time deadline = absl::Now() + absl::Seconds(20); absl::Now() < deadline;
-       absl::SleepFor(absl::Milliseconds(20))) {
-    code = RawJobTimeline(req, &resp).error_code();
-    if (code == grpc::StatusCode::NOT_FOUND) break;
-  }
+  WaitUntil(
+      [&] {
+        code = RawJobTimeline(req, &resp).error_code();
+        return code == grpc::StatusCode::NOT_FOUND;
+      },
+      absl::Seconds(20), absl::Milliseconds(20));
   EXPECT_EQ(code, grpc::StatusCode::NOT_FOUND);
 }
 

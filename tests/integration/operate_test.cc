@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "common/testing/wait_until.h"
 #include "gtest/gtest.h"
 #include "proto/kolo/v1/status.grpc.pb.h"
 #include "tests/integration/harness.h"
@@ -87,19 +89,24 @@ class OperateTest : public ::testing::Test {
 
   // Polls ListStalls until a stall of `name` appears.
   kolo::v1::Stall WaitForStall(const std::string& name) {
-    absl::Time deadline = absl::Now() + absl::Seconds(20);
-    while (absl::Now() < deadline) {
-      grpc::ClientContext ctx;
-      Authorize(&ctx, token_);
-      kolo::v1::ListStallsResponse resp;
-      EXPECT_TRUE(status_->ListStalls(&ctx, {}, &resp).ok());
-      for (const auto& s : resp.stalls()) {
-        if (s.name() == name) return s;
-      }
-      absl::SleepFor(absl::Milliseconds(50));
+    std::optional<kolo::v1::Stall> found;
+    const bool seen = WaitUntil(
+        [&] {
+          grpc::ClientContext ctx;
+          Authorize(&ctx, token_);
+          kolo::v1::ListStallsResponse resp;
+          EXPECT_TRUE(status_->ListStalls(&ctx, {}, &resp).ok());
+          for (const auto& s : resp.stalls()) {
+            if (s.name() == name) found = s;
+          }
+          return found.has_value();
+        },
+        absl::Seconds(20), absl::Milliseconds(50));
+    if (!seen) {
+      ADD_FAILURE() << "no stall for " << name;
+      return {};
     }
-    ADD_FAILURE() << "no stall for " << name;
-    return {};
+    return *found;
   }
 
   void Authorize(grpc::ClientContext* ctx, const std::string& token) {
@@ -148,12 +155,12 @@ TEST_F(OperateTest, StalledJobNamesTheMissingRankAndTheOperatorAbortsIt) {
   }
 
   // The daemon logged it.
-  absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (!absl::StrContains(ReadFile(daemon_->socket_path() + ".log"),
-                            "stall: allreduce \"grad/w1\"") &&
-         absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(50));
-  }
+  WaitUntil(
+      [&] {
+        return absl::StrContains(ReadFile(daemon_->socket_path() + ".log"),
+                                 "stall: allreduce \"grad/w1\"");
+      },
+      absl::Seconds(10), absl::Milliseconds(50));
   EXPECT_TRUE(absl::StrContains(ReadFile(daemon_->socket_path() + ".log"),
                                 "stall: allreduce \"grad/w1\" waiting"));
 
@@ -254,20 +261,20 @@ TEST_F(OperateTest, EveryThreadOfKolodCarriesAName) {
   // for a while before calling a thread unnamed.
   int seen = 0;
   std::vector<std::string> unnamed;
-  const absl::Time deadline = absl::Now() + absl::Seconds(5);
-  do {
-    seen = 0;
-    unnamed.clear();
-    for (const auto& entry : std::filesystem::directory_iterator(tasks)) {
-      const std::string tid = entry.path().filename().string();
-      std::string name = ReadFile(entry.path().string() + "/comm");
-      while (!name.empty() && name.back() == '\n') name.pop_back();
-      ++seen;
-      if (tid != std::to_string(daemon_->pid()) && name == "kolod") unnamed.push_back(tid);
-    }
-    if (unnamed.size() <= static_cast<size_t>(kRuntimeThreads)) break;
-    absl::SleepFor(absl::Milliseconds(50));
-  } while (absl::Now() < deadline);
+  WaitUntil(
+      [&] {
+        seen = 0;
+        unnamed.clear();
+        for (const auto& entry : std::filesystem::directory_iterator(tasks)) {
+          const std::string tid = entry.path().filename().string();
+          std::string name = ReadFile(entry.path().string() + "/comm");
+          while (!name.empty() && name.back() == '\n') name.pop_back();
+          ++seen;
+          if (tid != std::to_string(daemon_->pid()) && name == "kolod") unnamed.push_back(tid);
+        }
+        return unnamed.size() <= static_cast<size_t>(kRuntimeThreads);
+      },
+      absl::Seconds(5), absl::Milliseconds(50));
   EXPECT_GT(seen, 5);
   EXPECT_LE(unnamed.size(), static_cast<size_t>(kRuntimeThreads))
       << "threads of kolod with no name of their own: " << absl::StrJoin(unnamed, ", ");

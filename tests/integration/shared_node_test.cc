@@ -24,6 +24,7 @@
 #include "common/fd_passing.h"
 #include "common/handoff.h"
 #include "common/shared_segment.h"
+#include "common/testing/wait_until.h"
 #include "gtest/gtest.h"
 #include "proto/kolo/v1/node.grpc.pb.h"
 #include "proto/kolo/v1/status.grpc.pb.h"
@@ -314,8 +315,8 @@ TEST_F(SharedNodeTest, PtyAndFifoAreRefusedAndHangupIsIgnored) {
   close(fifo_fd);
   close(master);  // the terminal hangs up
   ASSERT_EQ(kill(daemon_->pid(), SIGHUP), 0);
-  absl::SleepFor(absl::Milliseconds(200));
-  EXPECT_TRUE(daemon_->Alive()) << daemon_->Log();
+  EXPECT_TRUE(StaysFalse([&] { return !daemon_->Alive(); }, absl::Milliseconds(200)))
+      << daemon_->Log();
   ExpectDaemonServesAJob();
 }
 

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/handoff.h"
+#include "common/testing/wait_until.h"
 #include "gtest/gtest.h"
 #include "proto/kolo/v1/status.grpc.pb.h"
 #include "tests/integration/harness.h"
@@ -220,21 +221,25 @@ TEST_F(MultiNodeTest, AStallAcrossNodesIsReportedOnTheWaitingNode) {
   auto stub = kolo::v1::Status::NewStub(grpc::CreateChannel("unix:" + daemons_[0]->socket_path(),
                                                             grpc::InsecureChannelCredentials()));
   std::string message;
-  absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (message.empty() && absl::Now() < deadline) {
-    grpc::ClientContext ctx;
-    // Who asks, from the kernel: root sees every job.
-    ctx.AddMetadata(kHandoffMetadata, IdentityTicket(daemons_[0]->socket_path()));
-    kolo::v1::ListStallsResponse resp;
-    ASSERT_TRUE(stub->ListStalls(&ctx, {}, &resp).ok());
-    for (const auto& st : resp.stalls()) {
-      if (st.name() == "grad/w1") {
-        message = st.message();
-        EXPECT_EQ(st.missing_ranks_size(), 1);
-      }
-    }
-    if (message.empty()) absl::SleepFor(absl::Milliseconds(50));
-  }
+  grpc::Status listed;
+  WaitUntil(
+      [&] {
+        grpc::ClientContext ctx;
+        // Who asks, from the kernel: root sees every job.
+        ctx.AddMetadata(kHandoffMetadata, IdentityTicket(daemons_[0]->socket_path()));
+        kolo::v1::ListStallsResponse resp;
+        listed = stub->ListStalls(&ctx, {}, &resp);
+        if (!listed.ok()) return true;
+        for (const auto& st : resp.stalls()) {
+          if (st.name() == "grad/w1") {
+            message = st.message();
+            EXPECT_EQ(st.missing_ranks_size(), 1);
+          }
+        }
+        return !message.empty();
+      },
+      absl::Seconds(20), absl::Milliseconds(50));
+  ASSERT_TRUE(listed.ok()) << listed.error_message();
   EXPECT_TRUE(absl::StrContains(message, "waiting")) << message;
   EXPECT_TRUE(absl::StrContains(message, "for the other nodes (ranks 1 ")) << message;
 
@@ -242,17 +247,21 @@ TEST_F(MultiNodeTest, AStallAcrossNodesIsReportedOnTheWaitingNode) {
   // once the job's UCX endpoints were up) crossed the data plane to the
   // coordinator's node, sealed (docs/internals.md).
   uint64_t over_data_plane = 0;
-  deadline = absl::Now() + absl::Seconds(20);
-  while (over_data_plane == 0 && absl::Now() < deadline) {
-    grpc::ClientContext ctx;
-    ctx.AddMetadata(kHandoffMetadata, IdentityTicket(daemons_[0]->socket_path()));
-    kolo::v1::GetStatusResponse resp;
-    ASSERT_TRUE(stub->GetStatus(&ctx, {}, &resp).ok());
-    for (const auto& job : resp.jobs()) {
-      if (job.job_id() == "job-stall") over_data_plane = job.data_plane_negotiation();
-    }
-    if (over_data_plane == 0) absl::SleepFor(absl::Milliseconds(50));
-  }
+  grpc::Status got;
+  WaitUntil(
+      [&] {
+        grpc::ClientContext ctx;
+        ctx.AddMetadata(kHandoffMetadata, IdentityTicket(daemons_[0]->socket_path()));
+        kolo::v1::GetStatusResponse resp;
+        got = stub->GetStatus(&ctx, {}, &resp);
+        if (!got.ok()) return true;
+        for (const auto& job : resp.jobs()) {
+          if (job.job_id() == "job-stall") over_data_plane = job.data_plane_negotiation();
+        }
+        return over_data_plane != 0;
+      },
+      absl::Seconds(20), absl::Milliseconds(50));
+  ASSERT_TRUE(got.ok()) << got.error_message();
   EXPECT_GE(over_data_plane, 1u);
 }
 
