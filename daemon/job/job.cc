@@ -45,7 +45,7 @@ Job::Job(std::string id, std::string token, int size, Backend* backend,
   if (local_size_ == size_) {
     for (int r = 0; r < size; ++r) ranks_[r].rank = r;
   }
-  joined_.assign(size, false);
+  joins_.Reset(size);
   live_negotiator_.store(negotiator_.get());
 }
 
@@ -184,8 +184,7 @@ void Job::JoinDone(std::vector<ReadySet> sets, int last_joined) {
             {r.origin.get(), Completion{r.request_id, absl::OkStatus(), 0, 0, last_joined}});
       }
     }
-    joined_.assign(size_, false);
-    last_joined_ = -1;
+    joins_.Reset();
   }
   Deliver(out);
 }
@@ -321,7 +320,7 @@ absl::Status Job::AdmitLocked(const Request& r) const {
         absl::StrCat(kind, " \"", r.name, "\": rank ", r.rank, " is not in process set ",
                      r.process_set, " (ranks ", FormatRankRanges(*members), ")"));
   }
-  if (joined_[r.rank]) {
+  if (joins_.joined(r.rank)) {
     return absl::FailedPreconditionError(
         absl::StrCat(kind, " \"", r.name, "\": rank ", r.rank,
                      " has joined and submits nothing until every rank has joined"));
@@ -342,7 +341,7 @@ std::vector<int> Job::ExpectedLocked(int process_set) const {
   // attached yet), else those attached so far.
   const std::vector<int>& hosted = local_size_ == size_ ? *sets_.Members(0) : local_ranks_;
   for (int r : hosted) {
-    if (!joined_[r] && std::binary_search(members->begin(), members->end(), r)) {
+    if (!joins_.joined(r) && std::binary_search(members->begin(), members->end(), r)) {
       out.push_back(r);
     }
   }
@@ -415,16 +414,13 @@ absl::Status Job::CheckRunnableLocked(const ReadySet& set) const {
   }
   const std::vector<int>& members = *found;
   if (set.joined > 0) {
-    plan::JoinedRanks joined{set.joined, {}};
-    for (int r : members) {
-      if (joined_[r]) joined.ranks.push_back(r);
-    }
+    const plan::JoinedRanks joined{set.joined, joins_.JoinedIn(members)};
     KOLO_RETURN_IF_ERROR(plan::CheckRunsWithJoined(first.kind, set.name, joined));
   }
   const CollectiveTraits& traits = Traits(first.kind);
   if (traits.rooted) {
     KOLO_RETURN_IF_ERROR(plan::CheckRootInSet(set.name, first.root_rank, set.process_set, members));
-    return plan::CheckRootNotJoined(set.name, first.root_rank, joined_[first.root_rank]);
+    return plan::CheckRootNotJoined(set.name, first.root_rank, joins_.joined(first.root_rank));
   }
   if (traits.splits) return CheckAlltoallSplits(set, static_cast<int64_t>(members.size()));
   if (traits.set_change) return CheckSetChangeLocked(set);
@@ -436,10 +432,9 @@ void Job::OnReadyLocked(ReadySet set) {
   // across nodes a failure reaches the others through the coordinator.
   const std::vector<int>* members = sets_.Members(set.process_set);
   set.set_size = members == nullptr ? size_ : static_cast<int>(members->size());
-  set.joined = 0;  // joined ranks of the set known here (the coordinator adds the rest)
-  if (members != nullptr) {
-    for (int r : *members) set.joined += joined_[r] ? 1 : 0;
-  }
+  // Joined ranks of the set known here (the coordinator adds the rest).
+  set.joined = 0;
+  if (members != nullptr) set.joined = joins_.CountIn(*members);
   if (set.agreement.ok()) set.agreement = CheckRunnableLocked(set);
   if (set.agreement.ok() && set.requests.front().kind == CollectiveKind::kRemoveProcessSet) {
     // From now on the set takes no new names, and no second removal.
@@ -476,8 +471,7 @@ bool Job::InFlightLocked(const Request& request) const {
 
 void Job::JoinLocked(Request request) {
   const int rank = request.rank;
-  joined_[rank] = true;
-  last_joined_ = rank;
+  joins_.Join(rank, rank);
   join_requests_.push_back(std::move(request));
   // Names that waited only for this rank are ready now, and go first: the
   // join must not overtake them.
@@ -503,7 +497,7 @@ void Job::MaybeJoinedLocked() {
   set.ready_at = absl::Now();
   set.set_size = size_;
   for (Request& r : join_requests_) {
-    r.aux = {last_joined_};
+    r.aux = {joins_.last_rank()};
     set.requests.push_back(std::move(r));
   }
   join_requests_.clear();

@@ -35,6 +35,7 @@
 #include "daemon/observe/flight_recorder.h"
 #include "daemon/observe/metrics.h"
 #include "daemon/observe/timeline.h"
+#include "daemon/plan/join_tracker.h"
 #include "daemon/plan/process_set_registry.h"
 #include "daemon/transport/transport.h"
 
@@ -228,9 +229,8 @@ class Job final : public JobState, public RequestSink {
   // be removed again.
   plan::ProcessSetRegistry sets_ ABSL_GUARDED_BY(mu_);
   // Join: who has joined, this node's pending join requests, the last to join.
-  std::vector<bool> joined_ ABSL_GUARDED_BY(mu_);
+  plan::JoinTracker joins_ ABSL_GUARDED_BY(mu_);  // ranks
   std::vector<Request> join_requests_ ABSL_GUARDED_BY(mu_);
-  int last_joined_ ABSL_GUARDED_BY(mu_) = -1;
   // Ready members of groups that are not complete yet, by (set, group id).
   std::map<std::pair<int, uint64_t>, std::vector<ReadySet>> groups_ ABSL_GUARDED_BY(mu_);
   // The response being executed, for stall reports: its first tensor's name

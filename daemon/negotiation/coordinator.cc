@@ -191,15 +191,13 @@ void Coordinator::WelcomeLocked(Outbox* out) {
 
 std::vector<int> Coordinator::JoinedNodesOfSetLocked(int process_set) const {
   std::vector<int> out;
-  if (std::none_of(joined_nodes_.begin(), joined_nodes_.end(), [](bool j) { return j; })) {
-    return out;  // the usual case: nobody has joined
-  }
+  if (!joins_.any()) return out;  // the usual case: nobody has joined
   const std::vector<int>& members = sets_.MembersOrAll(process_set);
-  for (size_t n = 0; n < joined_nodes_.size(); ++n) {
-    if (!joined_nodes_[n]) continue;
+  for (int n = 0; n < joins_.size(); ++n) {
+    if (!joins_.joined(n)) continue;
     for (int r : members_.at(node_members_[n]).ranks) {
       if (std::binary_search(members.begin(), members.end(), r)) {
-        out.push_back(static_cast<int>(n));
+        out.push_back(n);
         break;
       }
     }
@@ -262,22 +260,20 @@ void Coordinator::AddReadyLocked(int node, const kolo::v1::TensorMeta& meta) {
   if (IsJoin(meta)) {
     // Every rank of `node` has joined: it reports nothing more until the
     // join completes, and the others stop waiting for it.
-    if (joined_nodes_.empty()) joined_nodes_.assign(nodes, false);
-    if (joined_nodes_[node]) return;
+    if (joins_.size() != nodes) joins_.Reset(nodes);
+    if (joins_.joined(node)) return;
     SpillCachedRoundsLocked();
-    joined_nodes_[node] = true;
-    if (meta.aux_size() > 0) last_joined_ = static_cast<int>(meta.aux(0));
+    joins_.Join(node, meta.aux_size() > 0 ? static_cast<int>(meta.aux(0)) : joins_.last_rank());
     std::vector<std::string> keys;
     for (const auto& [key, pending] : pending_) keys.push_back(key);
     std::sort(keys.begin(), keys.end());  // the same order on every run
     for (const std::string& key : keys) MaybeCompleteLocked(key);
-    if (std::all_of(joined_nodes_.begin(), joined_nodes_.end(), [](bool j) { return j; })) {
+    if (joins_.all()) {
       kolo::v1::TensorMeta done = meta;
       done.clear_aux();
-      done.add_aux(last_joined_);
+      done.add_aux(joins_.last_rank());
       ready_.push_back(ReadyName{done, absl::OkStatus(), {}});
-      joined_nodes_.assign(nodes, false);
-      last_joined_ = -1;
+      joins_.Reset();
     }
     return;
   }
@@ -465,8 +461,7 @@ void Coordinator::OnReady(int member, const kolo::v1::Ready& ready) {
     if (!IsJoin(meta)) AddReadyLocked(node, meta);
   }
   const std::string& bits = ready.cached_bits();
-  const bool anyone_joined =
-      std::any_of(joined_nodes_.begin(), joined_nodes_.end(), [](bool j) { return j; });
+  const bool anyone_joined = joins_.any();
   for (size_t byte = 0; byte < bits.size(); ++byte) {
     for (unsigned b = static_cast<unsigned char>(bits[byte]); b != 0; b &= b - 1) {
       const size_t id = byte * 8 + static_cast<size_t>(__builtin_ctz(b));

@@ -34,6 +34,7 @@
 #include "absl/time/time.h"
 #include "daemon/negotiation/coordinator_lane.h"
 #include "daemon/negotiation/member_sink.h"
+#include "daemon/plan/join_tracker.h"
 #include "daemon/plan/process_set_registry.h"
 #include "daemon/plan/tensor_desc.h"
 #include "daemon/transport/transport.h"
@@ -225,8 +226,7 @@ class Coordinator {
   std::vector<ReadyName> ready_ ABSL_GUARDED_BY(mu_);
   // Join: nodes all of whose ranks have joined (by node index), and the
   // last rank to join so far.
-  std::vector<bool> joined_nodes_ ABSL_GUARDED_BY(mu_);
-  int last_joined_ ABSL_GUARDED_BY(mu_) = -1;
+  plan::JoinTracker joins_ ABSL_GUARDED_BY(mu_);
   // The device communicator goes out once, on the first device response;
   // if it could not be made, every device response fails with why.
   bool device_comm_planned_ ABSL_GUARDED_BY(mu_) = false;
