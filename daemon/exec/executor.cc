@@ -19,8 +19,8 @@ std::vector<ReadySet> TakeSets(Response& response) {
 
 }  // namespace
 
-Executor::Executor(ExecutorOptions options, JobState* state)
-    : options_(std::move(options)), state_(state) {}
+Executor::Executor(ExecutorOptions options, ExecutorEvents* events)
+    : options_(std::move(options)), events_(events) {}
 
 void Executor::Run(PlannedStep step) {
   switch (step.kind) {
@@ -29,10 +29,10 @@ void Executor::Run(PlannedStep step) {
         RunRefused(step);
         return;
       }
-      state_->ChangeProcessSet(TakeSets(step.response), step.new_process_set);
+      events_->ProcessSetChanged(TakeSets(step.response), step.new_process_set);
       return;
     case PlannedStep::Kind::kJoinDone:
-      state_->JoinDone(TakeSets(step.response), step.last_joined);
+      events_->JoinCompleted(TakeSets(step.response), step.last_joined);
       return;
     case PlannedStep::Kind::kCollective:
       if (!step.error.ok()) {
@@ -49,7 +49,7 @@ void Executor::Run(PlannedStep step) {
 void Executor::Fail(std::vector<ReadySet> sets, const absl::Status& status) {
   // Once the job ended, its requests fail with why it ended (to the ranks of
   // an elastic epoch that reads MEMBERSHIP_CHANGED: they reset).
-  const absl::Status why = state_->AbortStatus();
+  const absl::Status why = AbortStatus();
   CompleteAll(sets, why.ok() ? status : why);
 }
 
@@ -74,7 +74,7 @@ void Executor::RunRefused(PlannedStep& step) {
         timeline->Instant(options_.job_id, r.rank, m.set.name, "DONE", now);
       }
     }
-    state_->Refused(m.set, step.error);
+    events_->Refused(m.set, step.error);
   }
   CompleteAll(TakeSets(step.response), step.error);
 }
@@ -86,7 +86,7 @@ void Executor::RunJoined(PlannedStep& step) {
                        : step.host_backend->Execute(step.response, step.context);
   if (!s.ok()) {
     // The other nodes counted on this one's zeros: end the job.
-    state_->Abort(absl::Status(s.code(), absl::StrCat("job ", options_.job_id, " on node ",
+    events_->CannotContinue(absl::Status(s.code(), absl::StrCat("job ", options_.job_id, " on node ",
                                                       options_.node_name, ": ", s.message())));
   }
 }
@@ -108,7 +108,7 @@ void Executor::RunCollective(PlannedStep& step) {
     // The job's communicator is unusable (or was never made here) and the
     // other daemons would wait in NCCL for this one until their deadline:
     // end the job on every node now.
-    state_->Abort(absl::Status(
+    events_->CannotContinue(absl::Status(
         status.code(), absl::StrCat("job ", options_.job_id, ": device collective failed on node ",
                                     options_.node_name, ": ", status.message())));
   }
@@ -141,12 +141,7 @@ absl::StatusOr<Backend*> Executor::DeviceBackendFor(const PlannedStep& step) {
   if (device_cancel_.load()) {
     // The job was aborted while the backend was being made: Abort may not
     // have seen it, so it learns why here (twice is harmless).
-    absl::Status why;
-    {
-      absl::MutexLock l(&abort_mu_);
-      why = abort_why_;
-    }
-    if (!why.ok()) device_backend_->Abort(why);
+    if (absl::Status why = AbortStatus(); !why.ok()) device_backend_->Abort(why);
   }
   return device_backend_.get();
 }
@@ -154,6 +149,11 @@ absl::StatusOr<Backend*> Executor::DeviceBackendFor(const PlannedStep& step) {
 void Executor::ReleaseSession(const std::string& session_id) {
   absl::MutexLock l(&device_mu_);
   if (device_backend_ != nullptr) device_backend_->ReleaseSession(session_id);
+}
+
+absl::Status Executor::AbortStatus() const {
+  absl::MutexLock l(&abort_mu_);
+  return abort_why_;
 }
 
 void Executor::Abort(const absl::Status& why) {
@@ -170,12 +170,12 @@ absl::Status Executor::ExecuteResponse(Response& response, const StepContext& co
   const absl::Time start = absl::Now();
   const std::string backend_name =
       backend.ok() ? std::string((*backend)->name()) : std::string("none");
-  state_->Executing(response.members.front().set.name, response.kind, backend_name, start);
+  events_->Started(response.members.front().set.name, response.kind, backend_name, start);
   absl::Status status = backend.ok() ? (*backend)->Execute(response, context) : backend.status();
   if (!status.ok()) {
     // A transfer cut short because the job ended: say why it ended (a
     // rank died, a node was lost), not how the transfer failed.
-    if (absl::Status why = state_->AbortStatus(); !why.ok()) status = why;
+    if (absl::Status why = AbortStatus(); !why.ok()) status = why;
   }
   const absl::Time end = absl::Now();
   Outbox out;
@@ -249,7 +249,7 @@ void Executor::Record(const std::vector<const ReadySet*>& sets, const absl::Stat
       if (!status.ok()) metrics->RecordError(head.kind);
     }
   }
-  state_->Executed(sets, status, start, end);
+  events_->Finished(sets, status, start, end);
 }
 
 }  // namespace kolo::daemon

@@ -32,28 +32,28 @@
 
 namespace kolo::daemon {
 
-// What the executor changes in, and reports to, its job.
-class JobState {
+// What the executor reports to its job, in plan order: events only. The
+// executor asks nothing of the job; why the job ended it learns from
+// Executor::Abort, which the job calls before it stops its negotiator.
+class ExecutorEvents {
  public:
-  virtual ~JobState() = default;
-  // Registers (add: as `new_set`) or drops the process set every node agreed
-  // on, and completes the requests of `sets`.
-  virtual void ChangeProcessSet(std::vector<ReadySet> sets, int new_set) = 0;
-  // Every rank has joined: completes the join requests with the last rank
-  // to join and resets the job's joined state.
-  virtual void JoinDone(std::vector<ReadySet> sets, int last_joined) = 0;
-  // Ends the job (every pending and future collective fails with `why`).
-  virtual void Abort(const absl::Status& why) = 0;
-  // The same, when the job's negotiator ends it for the other nodes.
-  virtual void AbortFromPeers(const absl::Status& why) { Abort(why); }
-  // Why the job ended, or OK while it runs.
-  virtual absl::Status AbortStatus() const = 0;
+  virtual ~ExecutorEvents() = default;
+  // A process-set change every node agreed on ran (add: as `new_set`); the
+  // job registers or drops the set and completes the requests of `sets`.
+  virtual void ProcessSetChanged(std::vector<ReadySet> sets, int new_set) = 0;
+  // Every rank has joined (`last_joined` last): the job completes the join
+  // requests and resets its joined state.
+  virtual void JoinCompleted(std::vector<ReadySet> sets, int last_joined) = 0;
+  // This node cannot go on (`why`): the job ends, here and on the others.
+  virtual void CannotContinue(const absl::Status& why) = 0;
+  // The job's negotiator learned that the other nodes ended the job.
+  virtual void EndedByPeers(const absl::Status& why) = 0;
   // A response started on `backend` (stall reports name it while it runs).
-  virtual void Executing(const std::string& name, CollectiveKind kind, const std::string& backend,
-                         absl::Time since) = 0;
+  virtual void Started(const std::string& name, CollectiveKind kind, const std::string& backend,
+                       absl::Time since) = 0;
   // A response ran (or failed) from `start` to `end`: counters, flight
   // recorder. Its requests are completed already.
-  virtual void Executed(const std::vector<const ReadySet*>& sets, const absl::Status& status,
+  virtual void Finished(const std::vector<const ReadySet*>& sets, const absl::Status& status,
                         absl::Time start, absl::Time end) = 0;
   // A name the plan refused (its ranks or nodes disagreed): flight recorder.
   virtual void Refused(const ReadySet& set, const absl::Status& why) = 0;
@@ -75,17 +75,18 @@ struct ExecutorOptions {
 
 class Executor final : public StepRunner {
  public:
-  // `state` must outlive the executor.
-  Executor(ExecutorOptions options, JobState* state);
+  // `events` must outlive the executor.
+  Executor(ExecutorOptions options, ExecutorEvents* events);
 
   void Run(PlannedStep step) override;
   void Fail(std::vector<ReadySet> sets, const absl::Status& status) override;
-  void AbortJob(const absl::Status& why) override { state_->AbortFromPeers(why); }
+  void AbortJob(const absl::Status& why) override { events_->EndedByPeers(why); }
 
   // The session's cached device mappings go (after its requests failed).
   void ReleaseSession(const std::string& session_id);
-  // The job ended: a device backend still joining its communicator gives
-  // up, and one that runs aborts its communicators.
+  // The job ended (`why`): from now on every failure says so; a device
+  // backend still joining its communicator gives up, and one that runs
+  // aborts its communicators.
   void Abort(const absl::Status& why);
 
  private:
@@ -101,14 +102,16 @@ class Executor final : public StepRunner {
   // completions are delivered).
   void Trace(const std::vector<const ReadySet*>& sets, absl::Time start, absl::Time end,
              const std::string& backend);
-  // Metrics and the job's state (after they were delivered).
+  // Metrics and the job's events (after they were delivered).
   void Record(const std::vector<const ReadySet*>& sets, const absl::Status& status,
               absl::Time start, absl::Time end);
+  // Why the job ended (Abort), or OK while it runs.
+  absl::Status AbortStatus() const;
   // The timelines recording now (none, the node's, the job's or both).
   absl::InlinedVector<Timeline*, 2> RecordingTimelines() const;
 
   const ExecutorOptions options_;
-  JobState* const state_;
+  ExecutorEvents* const events_;
   SessionResults results_;  // where backends put new tensors
 
   // The device backend: made on the draining thread, then kept for the
@@ -123,7 +126,7 @@ class Executor final : public StepRunner {
   std::atomic<bool> device_cancel_{false};
   // Why the job was aborted (set before device_cancel_), for a device
   // backend made after the abort.
-  absl::Mutex abort_mu_;
+  mutable absl::Mutex abort_mu_;
   absl::Status abort_why_ ABSL_GUARDED_BY(abort_mu_);
 };
 

@@ -174,7 +174,7 @@ int Job::RankLeft(int rank, bool clean, const absl::Status& why) {
   return remaining;
 }
 
-void Job::JoinDone(std::vector<ReadySet> sets, int last_joined) {
+void Job::JoinCompleted(std::vector<ReadySet> sets, int last_joined) {
   Outbox out;
   {
     absl::MutexLock l(&mu_);
@@ -189,7 +189,7 @@ void Job::JoinDone(std::vector<ReadySet> sets, int last_joined) {
   Deliver(out);
 }
 
-void Job::ChangeProcessSet(std::vector<ReadySet> sets, int new_set) {
+void Job::ProcessSetChanged(std::vector<ReadySet> sets, int new_set) {
   Outbox out;
   {
     absl::MutexLock l(&mu_);
@@ -264,8 +264,10 @@ void Job::Abort(const absl::Status& status) {
   Outbox out;
   for (Request& r : pending) out.push_back({r.origin.get(), Completion{r.request_id, status}});
   Deliver(out);
-  if (Negotiator* n = live_negotiator_.load()) n->Abort(status);
+  // The executor first: a transfer the negotiator's abort cuts short then
+  // already fails with why the job ended.
   executor_.Abort(status);
+  if (Negotiator* n = live_negotiator_.load()) n->Abort(status);
 }
 
 absl::Status Job::AdmitLocked(const Request& r) const {
@@ -553,7 +555,7 @@ void Job::Accept(Request request) {
   Deliver(out);
 }
 
-void Job::Executing(const std::string& name, CollectiveKind kind, const std::string& backend,
+void Job::Started(const std::string& name, CollectiveKind kind, const std::string& backend,
                     absl::Time since) {
   absl::MutexLock l(&mu_);
   executing_name_ = name;
@@ -562,7 +564,7 @@ void Job::Executing(const std::string& name, CollectiveKind kind, const std::str
   executing_since_ = since;
 }
 
-void Job::Executed(const std::vector<const ReadySet*>& sets, const absl::Status& status,
+void Job::Finished(const std::vector<const ReadySet*>& sets, const absl::Status& status,
                    absl::Time start, absl::Time end) {
   const absl::Time done = absl::Now();
   const int fused = static_cast<int>(sets.size());

@@ -109,7 +109,7 @@ struct JobSnapshot {
 // order in which ready names run (on one node: at once, on the calling
 // thread; across nodes: as the coordinator plans), and its executor runs them
 // (daemon/exec/executor.h). The life of a request is in docs/internals.md.
-class Job final : public JobState, public RequestSink {
+class Job final : public ExecutorEvents, public RequestSink {
  public:
   // `backend` (host tensors on one node) and `device_backends` must outlive
   // the job. Responses over device tensors run on a device backend the
@@ -157,21 +157,25 @@ class Job final : public JobState, public RequestSink {
   // Members (global ranks) of a process set; NOT_FOUND if it does not exist.
   absl::StatusOr<std::vector<int>> ProcessSetMembers(int process_set) const;
   // Fails every pending and future collective with `status`.
-  void Abort(const absl::Status& status) override;
-  void AbortFromPeers(const absl::Status& why) override;
+  void Abort(const absl::Status& status);
+  // The same, when the job's negotiator learned the other nodes ended it.
+  void AbortFromPeers(const absl::Status& why);
+  // Why the job ended, or OK while it runs.
+  absl::Status AbortStatus() const;
 
   // `with_history` adds the flight recorder's records and errors.
   JobSnapshot Snapshot(bool with_history = false) const;
   // Tensors waiting (or executing) longer than `warning` at `now`.
   std::vector<StallView> Stalls(absl::Time now, absl::Duration warning) const;
 
-  // JobState: what the executor changes and reports, in plan order.
-  absl::Status AbortStatus() const override;
-  void ChangeProcessSet(std::vector<ReadySet> sets, int new_set) override;
-  void JoinDone(std::vector<ReadySet> sets, int last_joined) override;
-  void Executing(const std::string& name, CollectiveKind kind, const std::string& backend,
-                 absl::Time since) override;
-  void Executed(const std::vector<const ReadySet*>& sets, const absl::Status& status,
+  // ExecutorEvents: what the executor reports, in plan order.
+  void ProcessSetChanged(std::vector<ReadySet> sets, int new_set) override;
+  void JoinCompleted(std::vector<ReadySet> sets, int last_joined) override;
+  void CannotContinue(const absl::Status& why) override { Abort(why); }
+  void EndedByPeers(const absl::Status& why) override { AbortFromPeers(why); }
+  void Started(const std::string& name, CollectiveKind kind, const std::string& backend,
+               absl::Time since) override;
+  void Finished(const std::vector<const ReadySet*>& sets, const absl::Status& status,
                 absl::Time start, absl::Time end) override;
   void Refused(const ReadySet& set, const absl::Status& why) override;
 
