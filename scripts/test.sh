@@ -42,7 +42,7 @@ if [[ "${KOLO_CI:-}" == 1 ]]; then
   KOLO_BAZEL_FLAGS="${KOLO_BAZEL_FLAGS:---jobs=2}" \
     scripts/fuzz.sh "${KOLO_CI_FUZZ_SECONDS:-10}" 2>&1 | tee -a "$extra_log"
   [[ ${PIPESTATUS[0]} -eq 0 ]] || { rc=1; echo "EXTRA_STAGE_FAILED fuzz" >>"$extra_log"; }
-  read -r -a asan_targets <<<"${KOLO_CI_ASAN_TARGETS:-//common/... //daemon/session/... //daemon/negotiation/... //daemon/transport/... //daemon/backend/cpu/... //daemon:config_test}"
+  read -r -a asan_targets <<<"${KOLO_CI_ASAN_TARGETS:-//common/... //daemon/session/... //daemon/negotiation/... //daemon/wire/... //daemon/coordinator/... //daemon/elastic/... //daemon/transport/... //daemon/backend/cpu/... //daemon:config_test}"
   scripts/sanitize.sh asan "${asan_targets[@]}" 2>&1 | sed 's/^\(\/\/[^ ]*\)/asan \1/' | tee -a "$extra_log"
   [[ ${PIPESTATUS[0]} -eq 0 ]] || { rc=1; echo "EXTRA_STAGE_FAILED asan" >>"$extra_log"; }
 fi

@@ -10,7 +10,8 @@ cd "$(dirname "$0")/.."
 
 # Top to bottom. A request flows session -> job -> negotiation -> exec ->
 # backend; the executor implements the negotiator's StepRunner, so exec sits
-# above negotiation. plan holds pure rules every layer above calls; core the
+# above negotiation. A negotiator across nodes talks over the wire to the
+# coordinator, which plans with no knowledge of either. plan holds pure rules every layer above calls; core the
 # types every layer shares; observe what the job and executor record.
 LAYERS=(
   //daemon
@@ -19,6 +20,9 @@ LAYERS=(
   //daemon/job
   //daemon/exec
   //daemon/negotiation
+  //daemon/wire
+  //daemon/coordinator
+  //daemon/elastic
   //daemon/backend
   //daemon/algorithms
   //daemon/transport

@@ -7,8 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/membership.h"
 #include "common/rank_ranges.h"
-#include "daemon/negotiation/abort_status.h"
-#include "daemon/negotiation/elastic_leader.h"
+#include "daemon/coordinator/abort_status.h"
+#include "daemon/elastic/elastic_leader.h"
 #include "spdlog/spdlog.h"
 
 namespace kolo::daemon {

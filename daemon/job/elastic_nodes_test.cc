@@ -13,7 +13,7 @@
 #include "daemon/backend/fake_backend.h"
 #include "daemon/job/elastic_group.h"
 #include "daemon/job/elastic_test_jobs.h"
-#include "daemon/negotiation/elastic_leader.h"
+#include "daemon/elastic/elastic_leader.h"
 #include "gtest/gtest.h"
 
 namespace kolo::daemon {

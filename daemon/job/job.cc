@@ -14,7 +14,7 @@
 #include "common/scatter_rows.h"
 #include "common/status_macros.h"
 #include "daemon/exec/completions.h"
-#include "daemon/negotiation/abort_status.h"
+#include "daemon/coordinator/abort_status.h"
 #include "daemon/plan/runnable.h"
 #include "proto/kolo/abi/collective_traits.h"
 #include "spdlog/spdlog.h"

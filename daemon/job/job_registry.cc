@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/secret_compare.h"
-#include "daemon/negotiation/elastic_leader.h"
+#include "daemon/elastic/elastic_leader.h"
 
 namespace kolo::daemon {
 namespace {}  // namespace

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/start_thread.h"
-#include "daemon/negotiation/abort_status.h"
+#include "daemon/coordinator/abort_status.h"
 #include "daemon/negotiation/plan_check.h"
 #include "daemon/plan/tensor_meta.h"
 #include "proto/kolo/abi/collective_traits.h"

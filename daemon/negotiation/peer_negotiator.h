@@ -35,11 +35,11 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "daemon/negotiation/member_link.h"
+#include "daemon/wire/member_link.h"
 #include "daemon/negotiation/negotiator.h"
-#include "daemon/negotiation/peer_service.h"
-#include "daemon/negotiation/peer_tls.h"
-#include "daemon/negotiation/sealed_lane.h"
+#include "daemon/wire/peer_service.h"
+#include "daemon/wire/peer_tls.h"
+#include "daemon/transport/sealed_lane.h"
 #include "daemon/transport/transport.h"
 
 namespace kolo::daemon {

@@ -16,8 +16,8 @@
 #include "common/testing/wait_until.h"
 #include "daemon/backend/fake_backend.h"
 #include "daemon/backend/fake_device_backend.h"
-#include "daemon/negotiation/loopback_coordinator.h"
-#include "daemon/negotiation/peer_tls.h"
+#include "daemon/wire/loopback_coordinator.h"
+#include "daemon/wire/peer_tls.h"
 #include "daemon/transport/in_process_transport.h"
 #include "gtest/gtest.h"
 

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "daemon/negotiation/sealed_lane.h"
+#include "daemon/transport/sealed_lane.h"
 #include "daemon/plan/tensor_meta.h"
 #include "proto/kolo/abi/collective_traits.h"
 

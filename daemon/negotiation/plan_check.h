@@ -15,7 +15,7 @@
 
 #include "absl/status/status.h"
 #include "daemon/core/request.h"
-#include "daemon/negotiation/member_link.h"
+#include "daemon/wire/member_link.h"
 
 namespace kolo::daemon {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "daemon/negotiation/fuzz_messages.h"
+#include "daemon/coordinator/fuzz_messages.h"
 #include "daemon/negotiation/plan_check.h"
 #include "tools/fuzz/fuzz_input.h"
 

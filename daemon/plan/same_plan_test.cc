@@ -8,7 +8,7 @@
 #include <tuple>
 #include <vector>
 
-#include "daemon/negotiation/coordinator.h"
+#include "daemon/coordinator/coordinator.h"
 #include "daemon/plan/fusion.h"
 #include "daemon/plan/fusion_planner.h"
 #include "daemon/plan/tensor_meta.h"

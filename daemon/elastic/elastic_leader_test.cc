@@ -1,7 +1,7 @@
 // The membership leader of elastic jobs across nodes: how it forms epochs
 // from the nodes' reports, counts lost nodes and refuses an epoch without a
 // quorum (ElasticLeader).
-#include "daemon/negotiation/elastic_leader.h"
+#include "daemon/elastic/elastic_leader.h"
 
 #include <string>
 #include <thread>

@@ -2,7 +2,7 @@
 // response-cache bits it may use for a tensor the coordinator knows, and the
 // message lane (reports sent by Flush, plans from both ways run in order, an
 // abort that overtook lane plans).
-#include "daemon/negotiation/member_link.h"
+#include "daemon/wire/member_link.h"
 
 #include <algorithm>
 #include <deque>

@@ -1,4 +1,4 @@
-#include "daemon/negotiation/coordinator.h"
+#include "daemon/coordinator/coordinator.h"
 
 #include <memory>
 #include <vector>

@@ -14,7 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "daemon/negotiation/peer_service.h"
+#include "daemon/wire/peer_service.h"
 
 namespace kolo::daemon {
 

@@ -1,4 +1,4 @@
-#include "daemon/negotiation/member_link.h"
+#include "daemon/wire/member_link.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/start_thread.h"
-#include "daemon/negotiation/abort_status.h"
+#include "daemon/coordinator/abort_status.h"
 #include "proto/kolo/v1/peer.grpc.pb.h"
 
 namespace kolo::daemon {

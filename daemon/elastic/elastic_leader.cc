@@ -1,4 +1,4 @@
-#include "daemon/negotiation/elastic_leader.h"
+#include "daemon/elastic/elastic_leader.h"
 
 #include <algorithm>
 #include <optional>

@@ -1,4 +1,4 @@
-#include "daemon/negotiation/fuzz_messages.h"
+#include "daemon/coordinator/fuzz_messages.h"
 
 #include <cstdint>
 #include <string>

@@ -3,7 +3,7 @@
 // real PeerService, CoordinatorRegistry and Coordinator; the members are
 // raw gRPC streams, so each test controls exactly what a peer sends and
 // whether it reads. Every test ends with a normal two-node job planned.
-#include "daemon/negotiation/peer_service.h"
+#include "daemon/wire/peer_service.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/testing/wait_until.h"
-#include "daemon/negotiation/peer_tls.h"
+#include "daemon/wire/peer_tls.h"
 #include "gtest/gtest.h"
 #include "proto/kolo/abi/types.h"
 

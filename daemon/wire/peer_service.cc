@@ -1,4 +1,4 @@
-#include "daemon/negotiation/peer_service.h"
+#include "daemon/wire/peer_service.h"
 
 #include <algorithm>
 #include <deque>
@@ -10,7 +10,7 @@
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
 #include "common/start_thread.h"
-#include "daemon/negotiation/abort_status.h"
+#include "daemon/coordinator/abort_status.h"
 #include "spdlog/spdlog.h"
 
 namespace kolo::daemon {

@@ -1,4 +1,4 @@
-#include "daemon/negotiation/sealed_lane.h"
+#include "daemon/transport/sealed_lane.h"
 
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>

@@ -1,6 +1,6 @@
 // SealedLane: a message verifies only under the job's key, from the node it
 // names, to the node it reached, unchanged; what does not verify is dropped.
-#include "daemon/negotiation/sealed_lane.h"
+#include "daemon/transport/sealed_lane.h"
 
 #include <memory>
 #include <string>

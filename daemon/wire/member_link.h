@@ -42,7 +42,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/backend/device_comm_plan.h"
-#include "daemon/negotiation/coordinator.h"
+#include "daemon/coordinator/coordinator.h"
 #include "daemon/transport/transport.h"
 #include "proto/kolo/v1/peer.pb.h"
 

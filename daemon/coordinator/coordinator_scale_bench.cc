@@ -4,7 +4,7 @@
 //   coordinator_scale_bench [--nodes=8,64,256,1024] [--steps=20]
 //       [--batches=1] [--csv]
 //
-// One Coordinator (the one kolod runs, daemon/negotiation/coordinator.h)
+// One Coordinator (the one kolod runs, daemon/coordinator/coordinator.h)
 // and N simulated member nodes of one rank each. Every step, each member
 // reports the 161 names in backward order, in --batches Ready messages, as
 // a member link does: a name the coordinator gave a cache id as one bit, any
@@ -33,7 +33,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
-#include "daemon/negotiation/coordinator.h"
+#include "daemon/coordinator/coordinator.h"
 #include "examples/bench/resnet50_shapes.h"
 #include "proto/kolo/abi/types.h"
 

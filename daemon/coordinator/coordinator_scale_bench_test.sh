@@ -3,7 +3,7 @@
 # once the cache is warm a member's Ready is a few dozen bytes.
 set -euo pipefail
 bench="$(dirname "$0")/coordinator_scale_bench"
-[[ -x "${bench}" ]] || bench="daemon/negotiation/coordinator_scale_bench"
+[[ -x "${bench}" ]] || bench="daemon/coordinator/coordinator_scale_bench"
 out="$("${bench}" --nodes=2,16 --steps=4 --batches=4 --csv)"
 echo "${out}"
 echo "${out}" | awk -F, '/^[0-9]/ {

@@ -1,7 +1,7 @@
-#include "daemon/negotiation/coordinator.h"
-#include "daemon/negotiation/abort_status.h"
-#include "daemon/negotiation/coordinator_lane.h"
-#include "daemon/negotiation/sealed_lane.h"
+#include "daemon/coordinator/coordinator.h"
+#include "daemon/coordinator/abort_status.h"
+#include "daemon/coordinator/coordinator_lane.h"
+#include "daemon/transport/sealed_lane.h"
 
 #include <algorithm>
 #include <optional>

@@ -27,8 +27,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/call_deadlines.h"
-#include "daemon/negotiation/coordinator.h"
-#include "daemon/negotiation/elastic_leader.h"
+#include "daemon/coordinator/coordinator.h"
+#include "daemon/elastic/elastic_leader.h"
 #include "proto/kolo/v1/peer.grpc.pb.h"
 
 namespace kolo::daemon {

@@ -12,7 +12,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "daemon/negotiation/member_sink.h"
+#include "daemon/coordinator/member_sink.h"
 #include "daemon/transport/transport.h"
 #include "proto/kolo/v1/peer.pb.h"
 

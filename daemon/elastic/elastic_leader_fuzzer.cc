@@ -13,7 +13,7 @@
 #include <set>
 #include <string>
 
-#include "daemon/negotiation/elastic_leader.h"
+#include "daemon/elastic/elastic_leader.h"
 #include "tools/fuzz/fuzz_input.h"
 
 namespace kolo::daemon {

@@ -1,4 +1,4 @@
-#include "daemon/negotiation/peer_tls.h"
+#include "daemon/wire/peer_tls.h"
 
 #include <fstream>
 #include <sstream>

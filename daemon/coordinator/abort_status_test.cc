@@ -1,4 +1,4 @@
-#include "daemon/negotiation/abort_status.h"
+#include "daemon/coordinator/abort_status.h"
 
 #include "gtest/gtest.h"
 

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "daemon/negotiation/coordinator.h"
-#include "daemon/negotiation/fuzz_messages.h"
+#include "daemon/coordinator/coordinator.h"
+#include "daemon/coordinator/fuzz_messages.h"
 #include "tools/fuzz/fuzz_input.h"
 
 namespace kolo::daemon {
