@@ -21,7 +21,7 @@ import secrets
 import threading
 import warnings
 
-from kolo import _api
+from kolo._native import core
 from kolo._topology import cross_rank
 
 ENV = "KOLO_TIMELINE"
@@ -42,7 +42,7 @@ _recording = _Recording()
 
 def _writes():
     """Whether this rank talks to kolod and writes a file (local rank 0)."""
-    return _api.local_rank() == 0
+    return core.local_rank() == 0
 
 
 def _file_of(path):
@@ -91,7 +91,7 @@ def start_timeline(file_path, mark_cycles=False):
                              "(no such directory, or not writable)")
     with _recording.lock:
         if writes:
-            _api.core.timeline_start(0)
+            core.timeline_start(0)
         _recording.path = path
         if not _recording.exit_hook:
             atexit.register(_stop_at_exit)
@@ -130,7 +130,7 @@ def _write_trace(tmp, fd, target):
     renames that to `target`."""
     try:
         with os.fdopen(fd, "wb") as f:
-            trace, _events, dropped = _api.core.timeline_stop()
+            trace, _events, dropped = core.timeline_stop()
             f.write(trace.encode("utf-8"))
             f.flush()
             os.fsync(f.fileno())
@@ -154,7 +154,7 @@ def _finish(why):
             return
         path, _recording.path = _recording.path, None
         try:
-            if _api.is_initialized() and _writes():
+            if core.is_initialized() and _writes():
                 target = _file_of(path)
                 _write_trace(*_open_beside(target), target)
         except Exception as e:  # noqa: BLE001 - reported, shutdown goes on

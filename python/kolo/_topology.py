@@ -2,22 +2,22 @@
 with, as horovod's framework modules report them (shared by kolo.tensorflow
 and kolo.torch)."""
 
-from kolo import _api
+from kolo._native import core
 
 
 def cross_size():
     """The number of nodes the job spans (ranks divided by ranks per node)."""
-    return max(1, _api.size() // max(1, _api.local_size()))
+    return max(1, core.size() // max(1, core.local_size()))
 
 
 def cross_rank():
     """The index of this rank's node."""
-    return _api.rank() // max(1, _api.local_size())
+    return core.rank() // max(1, core.local_size())
 
 
 def is_homogeneous():
     """Whether every node runs the same number of ranks."""
-    return _api.size() % max(1, _api.local_size()) == 0
+    return core.size() % max(1, core.local_size()) == 0
 
 
 # Kolo moves data through kolod (shared memory, UCX between nodes, NCCL for

@@ -43,6 +43,7 @@ import numpy as np
 
 from kolo import _api
 from kolo import _pickling
+from kolo import _shared
 from kolo import errors
 from kolo._native import core
 
@@ -75,7 +76,7 @@ def reset():
     you drive the loop by hand."""
     global _commits
     core.elastic_reset()
-    _api._reset_names()
+    _shared.reset_names()
     with _commits_lock:
         _commits = itertools.count()
 
@@ -88,7 +89,7 @@ def epoch():
 
 def broadcast_object(obj, root_rank=0, name=None):
     """root_rank's `obj` (any picklable object) on every rank."""
-    base = _api._name("broadcast_object", name)
+    base = _shared.collective_name("broadcast_object", name)
     is_root = _api.rank() == root_rank
     data = np.frombuffer(_pickling.dumps(obj), dtype=np.uint8) if is_root \
         else np.zeros([0], np.uint8)

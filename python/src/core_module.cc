@@ -1,8 +1,8 @@
 // kolo._core: the native half of the kolo Python package. It exposes the
 // process's Client (process_client.h) to Python on buffers: the Python half
-// (kolo/__init__.py) checks arrays, names collectives, keeps the memory of a
-// pending collective alive and turns the status codes raised here into the
-// KoloError hierarchy.
+// (kolo/_api.py, kolo/_shared.py) checks arrays, names collectives, keeps the
+// memory of a pending collective alive and turns the status codes raised
+// here into the KoloError hierarchy.
 //
 // Every call that can block (submission and every wait) releases the GIL;
 // the caller keeps the buffers alive until the collective's wait returns.
@@ -19,6 +19,8 @@
 #include "common/membership.h"
 #include "common/scatter_rows.h"
 #include "kolo/kolo.h"
+#include "proto/kolo/abi/collective_traits.h"
+#include "proto/kolo/abi/types.h"
 #include "python/src/process_client.h"
 
 namespace py = pybind11;
@@ -529,6 +531,25 @@ PYBIND11_MODULE(_core, m) {
   // The address of the KoloPyApi table for the TensorFlow op library.
   m.def("_api_table", [] { return reinterpret_cast<uintptr_t>(PyApiTable()); });
   m.attr("API_VERSION") = KOLO_PY_API_VERSION;
+
+  // The codes of proto/kolo/abi/types.h, by name, in code order: the
+  // Python half maps NumPy, torch and TensorFlow dtypes to these names and
+  // never writes a code itself.
+  py::dict dtypes;
+  for (uint32_t code = 0; code < kNumDTypes; ++code) {
+    dtypes[py::str(DTypeName(static_cast<DType>(code)))] = code;
+  }
+  m.attr("DTYPES") = dtypes;
+  py::dict kinds;
+  for (uint32_t code = 1; code <= kMaxCollectiveKind; ++code) {
+    kinds[py::str(CollectiveKindName(static_cast<CollectiveKind>(code)))] = code;
+  }
+  m.attr("KINDS") = kinds;
+  py::dict ops;
+  for (uint32_t code = 0; code < kNumReduceOps; ++code) {
+    ops[py::str(ReduceOpName(static_cast<ReduceOp>(code)))] = code;
+  }
+  m.attr("REDUCE_OPS") = ops;
 }
 
 }  // namespace kolo::python

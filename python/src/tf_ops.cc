@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "proto/kolo/abi/types.h"
 #include "python/src/kolo_py_api.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -47,42 +48,43 @@ absl::Status ToStatus(int code, const char* err) {
   return absl::Status(static_cast<absl::StatusCode>(code), err);
 }
 
+// kolo::DType of a TensorFlow dtype (proto/kolo/abi/types.h, header only:
+// this library links no libkolo); -1 for one Kolo does not carry.
 int DTypeCode(DataType t) {
   switch (t) {
     case tensorflow::DT_UINT8:
-      return 0;
+      return static_cast<int>(DType::kUint8);
     case tensorflow::DT_INT8:
-      return 1;
+      return static_cast<int>(DType::kInt8);
     case tensorflow::DT_INT32:
-      return 2;
+      return static_cast<int>(DType::kInt32);
     case tensorflow::DT_INT64:
-      return 3;
+      return static_cast<int>(DType::kInt64);
     case tensorflow::DT_HALF:
-      return 4;
+      return static_cast<int>(DType::kFloat16);
     case tensorflow::DT_BFLOAT16:
-      return 5;
+      return static_cast<int>(DType::kBFloat16);
     case tensorflow::DT_FLOAT:
-      return 6;
+      return static_cast<int>(DType::kFloat32);
     case tensorflow::DT_DOUBLE:
-      return 7;
+      return static_cast<int>(DType::kFloat64);
     case tensorflow::DT_INT16:
-      return 8;
+      return static_cast<int>(DType::kInt16);
     case tensorflow::DT_BOOL:
-      return 9;
+      return static_cast<int>(DType::kBool);
     case tensorflow::DT_UINT16:
-      return 10;
+      return static_cast<int>(DType::kUint16);
     default:
       return -1;
   }
 }
 
-// kolo::CollectiveKind values (proto/kolo/abi/types.h; this library sees
-// no libkolo header but the table's).
-constexpr int kAllreduce = 1;
-constexpr int kBroadcast = 2;
-constexpr int kAllgather = 3;
-constexpr int kReducescatter = 4;
-constexpr int kAlltoall = 5;
+// kolo::CollectiveKind values, as the table's calls take them.
+constexpr int kAllreduce = static_cast<int>(CollectiveKind::kAllreduce);
+constexpr int kBroadcast = static_cast<int>(CollectiveKind::kBroadcast);
+constexpr int kAllgather = static_cast<int>(CollectiveKind::kAllgather);
+constexpr int kReducescatter = static_cast<int>(CollectiveKind::kReducescatter);
+constexpr int kAlltoall = static_cast<int>(CollectiveKind::kAlltoall);
 
 std::vector<int64_t> Dims(const Tensor& t) {
   std::vector<int64_t> dims;

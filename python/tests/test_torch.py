@@ -18,7 +18,8 @@ sys.path.insert(0, WORKERS)
 from trace_check import read_trace  # noqa: E402
 
 CHECKS = [
-    "topology", "allreduce_every_dtype_and_op", "allreduce_average_is_default_and_average_flag",
+    "topology", "allreduce_every_dtype_and_op", "uint16_allreduce_broadcast_allgather",
+    "allreduce_average_is_default_and_average_flag",
     "allreduce_in_place_async_and_handles", "allreduce_scale_factors_and_scalar",
     "allreduce_compression", "grouped_allreduce_forms", "broadcast_forms_every_dtype",
     "allgather_every_dtype_and_ragged", "reducescatter_sum_average_uneven_and_grouped",

@@ -16,6 +16,7 @@ message is kolod's.
 import tensorflow as tf
 
 import kolo._api as _api
+from kolo._native import core as _core
 from kolo._api import (  # noqa: F401
     Average, Sum, Min, Max, Product, ReduceOp, ProcessSet, global_process_set,
     shutdown, is_initialized, rank, size, local_rank, local_size,
@@ -70,7 +71,7 @@ def rank_op(name=None):
 def size_op(process_set_id=0, name=None):
     """The number of ranks (of a process set) as an int32 tensor."""
     return _int_op(_api.size() if process_set_id == 0
-                   else _api.core.process_set_size(process_set_id), name)
+                   else _core.process_set_size(process_set_id), name)
 
 
 def local_rank_op(name=None):
@@ -86,7 +87,7 @@ def process_set_included_op(process_set_id=0, name=None):
     if process_set_id == 0:
         return _int_op(1, name)
     try:
-        _api.core.process_set_rank(process_set_id)
+        _core.process_set_rank(process_set_id)
         included = 1
     except KoloError:
         included = 0

@@ -8,8 +8,10 @@ import tensorflow as tf
 
 import kolo._api as _api
 from kolo import _pickling
+from kolo import _shared
 from kolo._api import Average, Sum, Min, Max, Product, ReduceOp  # noqa: F401
-from kolo._api import ProcessSet, global_process_set, _ps_id
+from kolo._api import ProcessSet, global_process_set
+from kolo._shared import ps_id
 from kolo.tensorflow._ops import ops as _ops
 from kolo.tensorflow.compression import Compression
 
@@ -19,7 +21,7 @@ def _tensor_name(name):
 
 
 def _op_code(op, average):
-    return _api._op_code(op, average)
+    return _shared.op_code(op, average)
 
 
 def _is_indexed_slices(t):
@@ -58,7 +60,7 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="",
         compressed, tensor_name=_tensor_name(name), reduce_op=code,
         prescale_factor=float(prescale_factor), postscale_factor=float(postscale_factor),
         compression=_native_code(compressed, compression),
-        process_set=_ps_id(process_set))
+        process_set=ps_id(process_set))
     return compression.decompress(out, ctx) if compression else out
 
 
@@ -73,7 +75,7 @@ def _gather_slices(slices, code, prescale_factor, postscale_factor, process_set,
                               process_set=process_set)
     scale = prescale_factor * postscale_factor
     if code == int(Average):
-        scale /= _api._ps_size(process_set)
+        scale /= _shared.ps_size(process_set)
     out = []
     for i, s in enumerate(slices):
         values, indices = parts[2 * i], parts[2 * i + 1]
@@ -114,7 +116,7 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
     outs = _ops.kolo_grouped_allreduce(
         [c[0] for c in comp], tensor_name=_tensor_name(name), reduce_op=code,
         prescale_factor=float(prescale_factor), postscale_factor=float(postscale_factor),
-        compression=native, process_set=_ps_id(process_set))
+        compression=native, process_set=ps_id(process_set))
     if compression:
         return [compression.decompress(o, c[1]) for o, c in zip(outs, comp)]
     return list(outs)
@@ -125,7 +127,7 @@ def broadcast(tensor, root_rank, name=None, ignore_name_scope=False,
     """root_rank's `tensor` on every rank."""
     return _ops.kolo_broadcast(tf.convert_to_tensor(tensor), root_rank=int(root_rank),
                                tensor_name=_tensor_name(name),
-                               process_set=_ps_id(process_set))
+                               process_set=ps_id(process_set))
 
 
 def allgather(tensor, name=None, ignore_name_scope=False,
@@ -135,7 +137,7 @@ def allgather(tensor, name=None, ignore_name_scope=False,
     if tensor.shape.rank == 0:
         tensor = tf.reshape(tensor, [1])
     return _ops.kolo_allgather(tensor, tensor_name=_tensor_name(name),
-                               process_set=_ps_id(process_set))
+                               process_set=ps_id(process_set))
 
 
 def grouped_allgather(tensors, name=None, ignore_name_scope=False,
@@ -147,7 +149,7 @@ def grouped_allgather(tensors, name=None, ignore_name_scope=False,
     dense = [tf.convert_to_tensor(t) for t in tensors]
     dense = [tf.reshape(t, [1]) if t.shape.rank == 0 else t for t in dense]
     return list(_ops.kolo_grouped_allgather(dense, tensor_name=_tensor_name(name),
-                                            process_set=_ps_id(process_set)))
+                                            process_set=ps_id(process_set)))
 
 
 def reducescatter(tensor, device_dense="", compression=Compression.none, op=Average,
@@ -159,7 +161,7 @@ def reducescatter(tensor, device_dense="", compression=Compression.none, op=Aver
     out = _ops.kolo_reducescatter(
         compressed, tensor_name=_tensor_name(name),
         reduce_op=_op_code(op, None), prescale_factor=float(prescale_factor),
-        postscale_factor=float(postscale_factor), process_set=_ps_id(process_set))
+        postscale_factor=float(postscale_factor), process_set=ps_id(process_set))
     return compression.decompress(out, ctx) if compression else out
 
 
@@ -174,7 +176,7 @@ def grouped_reducescatter(tensors, device_dense="", compression=Compression.none
     outs = _ops.kolo_grouped_reducescatter(
         [c[0] for c in comp], tensor_name=_tensor_name(name),
         reduce_op=_op_code(op, None), prescale_factor=float(prescale_factor),
-        postscale_factor=float(postscale_factor), process_set=_ps_id(process_set))
+        postscale_factor=float(postscale_factor), process_set=ps_id(process_set))
     if compression:
         return [compression.decompress(o, c[1]) for o, c in zip(outs, comp)]
     return list(outs)
@@ -191,7 +193,7 @@ def alltoall(tensor, splits=None, name=None, ignore_name_scope=False,
     else:
         sp = tf.cast(tf.convert_to_tensor(splits), tf.int64)
     out, received = _ops.kolo_alltoall(tensor, sp, tensor_name=_tensor_name(name),
-                                       process_set=_ps_id(process_set))
+                                       process_set=ps_id(process_set))
     return (out, received) if splits is not None else out
 
 
@@ -199,7 +201,7 @@ def barrier(process_set=global_process_set):
     """Returns once every rank of the process set has called it. Inside
     tf.function it runs in program order with the function's other stateful
     ops; in a TF1-style graph it returns the op to run."""
-    op = _ops.kolo_barrier(process_set=_ps_id(process_set))
+    op = _ops.kolo_barrier(process_set=ps_id(process_set))
     if tf.executing_eagerly() or tf.inside_function():
         return None
     return op
@@ -274,7 +276,7 @@ def broadcast_object(obj, root_rank=0, session=None, name=None,
     """root_rank's `obj` (any picklable object; cloudpickle where installed)
     on every rank; the other ranks' `obj` is ignored (None will do). Eagerly,
     or in a TF1 graph through `session` (default: the default session)."""
-    base = _api._name("broadcast_object", name, process_set)
+    base = _shared.collective_name("broadcast_object", name, process_set)
     is_root = _api.rank() == root_rank  # a global rank
     data = np.frombuffer(_pickling.dumps(obj), dtype=np.uint8) if is_root \
         else np.zeros([0], np.uint8)
@@ -290,7 +292,7 @@ def broadcast_object(obj, root_rank=0, session=None, name=None,
 def broadcast_object_fn(root_rank=0, session=None, name=None, process_set=global_process_set):
     """A function that broadcasts its argument from root_rank each time it is
     called (broadcast_object with these arguments)."""
-    base = _api._name("broadcast_object_fn", name, process_set)
+    base = _shared.collective_name("broadcast_object_fn", name, process_set)
     calls = itertools.count()
 
     def _broadcast(obj):
@@ -303,7 +305,7 @@ def broadcast_object_fn(root_rank=0, session=None, name=None, process_set=global
 def allgather_object(obj, session=None, name=None, process_set=global_process_set):
     """Every rank's picklable `obj`, as a list in rank order. Eagerly, or in a
     TF1 graph through `session` (default: the default session)."""
-    base = _api._name("allgather_object", name, process_set)
+    base = _shared.collective_name("allgather_object", name, process_set)
     data = np.frombuffer(_pickling.dumps(obj), dtype=np.uint8)
     sizes, gathered = _object_values(
         grouped_allgather([tf.constant([data.size], tf.int64), tf.constant(data)], name=base,
@@ -364,7 +366,7 @@ def _own_rows(reduced, inp, ps):
     all_rows = _ops.kolo_allgather(rows, process_set=ps)
     # The number of pieces is the set's size: a graph cannot infer it from
     # all_rows, whose length is unknown until run time.
-    return tf.split(reduced, all_rows, num=_api._ps_size(ps), axis=0)[_api._ps_rank(ps)]
+    return tf.split(reduced, all_rows, num=_shared.ps_size(ps), axis=0)[_shared.ps_rank(ps)]
 
 
 @tf.RegisterGradient("KoloAllgather")
@@ -387,7 +389,7 @@ def _scattered_grad(gathered, op):
     times the set's size for Sum, and by the forward pass's scale factors."""
     scale = op.get_attr("prescale_factor") * op.get_attr("postscale_factor")
     if op.get_attr("reduce_op") == int(Sum):
-        scale *= _api._ps_size(op.get_attr("process_set"))
+        scale *= _shared.ps_size(op.get_attr("process_set"))
     return gathered * tf.cast(scale, gathered.dtype) if scale != 1.0 else gathered
 
 

@@ -3,7 +3,7 @@ DistributedOptimizer (Keras 3, and tf.compat.v1.train optimizers)."""
 
 import tensorflow as tf
 
-from kolo import _api
+from kolo import _shared
 from kolo._api import Average, global_process_set
 from kolo.tensorflow import functions as F
 from kolo.tensorflow.compression import Compression
@@ -81,7 +81,7 @@ def _reduce_except_local(grads, variables, local, scale_local, kw):
                                                 **kw)):
         out[i] = r
     if scale_local:
-        n = _api._ps_size(kw.get("process_set"))
+        n = _shared.ps_size(kw.get("process_set"))
         for i, v in enumerate(variables):
             g = out[i]
             if _ref(v) not in local or g is None:

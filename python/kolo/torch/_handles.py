@@ -9,16 +9,19 @@ import threading
 import numpy as np
 import torch
 
-import kolo._api as _api
+from kolo import _shared
 from kolo._native import core
 from kolo.errors import KoloError
 
-# The element types kolod knows (values of proto/kolo/abi/types.h).
-_DTYPE_CODES = {
-    torch.uint8: 0, torch.int8: 1, torch.int32: 2, torch.int64: 3,
-    torch.float16: 4, torch.bfloat16: 5, torch.float32: 6, torch.float64: 7,
-    torch.int16: 8, torch.bool: 9,
+# kolod's name of each torch dtype it carries (the names of kolo._core.DTYPES,
+# where the codes come from; torch spells them the same).
+DTYPE_NAMES = {
+    torch.uint8: "uint8", torch.int8: "int8", torch.int16: "int16", torch.uint16: "uint16",
+    torch.int32: "int32", torch.int64: "int64", torch.float16: "float16",
+    torch.bfloat16: "bfloat16", torch.float32: "float32", torch.float64: "float64",
+    torch.bool: "bool",
 }
+_DTYPE_CODES = {t: _shared.DTYPE_CODES[n] for t, n in DTYPE_NAMES.items()}
 
 
 def _code(tensor):
@@ -68,9 +71,9 @@ def _stream(tensor):
     return torch.cuda.current_stream(tensor.device).cuda_stream
 
 
-# kolo.torch's handles are the NumPy API's (kolo._api.Handle), with the
+# kolo.torch's handles are the NumPy API's (kolo._shared.Handle), with the
 # finish functions below.
-Handle = _api.Handle
+Handle = _shared.Handle
 
 
 class _Done:
@@ -110,7 +113,7 @@ def synchronize(handle):
     return handle.wait()
 
 
-_wait_plain = _api._finish_plain
+_wait_plain = _shared.finish_plain
 
 
 def _wait_output(dtype, alltoall=False, device=None, splits_like=None):

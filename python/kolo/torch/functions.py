@@ -6,6 +6,7 @@ import torch
 
 import kolo._api as _api
 from kolo import _pickling
+from kolo import _shared
 from kolo._api import global_process_set
 from kolo.torch import mpi_ops
 
@@ -33,7 +34,7 @@ def broadcast_parameters(params, root_rank, process_set=global_process_set):
         handles.append(mpi_ops.broadcast_async_(p.data, root_rank,
                                                 name=f"broadcast_parameters.{name}",
                                                 process_set=process_set))
-    _api._GroupHandle(handles).wait()
+    _shared.GroupHandle(handles).wait()
 
 
 class _TensorSlot:
@@ -122,7 +123,7 @@ def broadcast_optimizer_state(optimizer, root_rank, model=None, process_set=glob
                                         name=f"broadcast_optimizer_state.{i}",
                                         process_set=process_set)
                for i, b in enumerate(buffers)]
-    received = _api._GroupHandle(handles).wait()
+    received = _shared.GroupHandle(handles).wait()
     if not is_root:
         optimizer.load_state_dict(_fill(skeleton, received))
 
@@ -146,7 +147,7 @@ def _dumps(obj):
 def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
     """root_rank's `obj` (any picklable object) on every rank; the other
     ranks' `obj` is ignored (None will do)."""
-    name = _api._name("broadcast_object", name, process_set)
+    name = _shared.collective_name("broadcast_object", name, process_set)
     is_root = _api.rank() == root_rank  # root_rank is a global rank
     if is_root:
         data = _dumps(obj)
@@ -162,7 +163,7 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set
 
 def allgather_object(obj, name=None, process_set=global_process_set):
     """Every rank's `obj` (any picklable object), as a list in rank order."""
-    name = _api._name("allgather_object", name, process_set)
+    name = _shared.collective_name("allgather_object", name, process_set)
     data = _dumps(obj)
     lengths = mpi_ops.allgather_async(torch.tensor([data.numel()], dtype=torch.int64),
                                       name=f"{name}.lengths", process_set=process_set).wait()

@@ -33,6 +33,7 @@ import math
 import torch
 
 import kolo._api as _api
+from kolo import _shared
 from kolo._api import ReduceOp, Average, Sum, Min, Max, Product, global_process_set  # noqa: F401
 # horovod.torch.mpi_ops exports these too; programs import them from there.
 from kolo._api import (  # noqa: F401
@@ -55,8 +56,8 @@ def _allreduce_start(tensor, output, name, op, prescale, postscale, wire, proces
     """Reduces `tensor` into `output` (the same tensor for the in-place forms)."""
     _check_tensor(tensor, "allreduce")
     op_code = int(op)
-    name = _api._name("allreduce", name, process_set)
-    ps = _api._ps_id(process_set)
+    name = _shared.collective_name("allreduce", name, process_set)
+    ps = _shared.ps_id(process_set)
     if _is_cuda(tensor) and tensor.numel() > 0:
         if output is not tensor:
             output.copy_(tensor)
@@ -82,7 +83,7 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
                      postscale_factor=1.0, process_set=global_process_set):
     """Starts reducing `tensor` in place over the ranks (default op Average);
     synchronize() returns it."""
-    return _allreduce_start(tensor, tensor, name, _api._op_code(op, average),
+    return _allreduce_start(tensor, tensor, name, _shared.op_code(op, average),
                             prescale_factor, postscale_factor, 0, process_set)
 
 
@@ -98,7 +99,7 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
     """Starts reducing `tensor` over the ranks into a new tensor."""
     _check_tensor(tensor, "allreduce")
     output = torch.empty_like(tensor, memory_format=torch.contiguous_format)
-    return _allreduce_start(tensor, output, name, _api._op_code(op, average),
+    return _allreduce_start(tensor, output, name, _shared.op_code(op, average),
                             prescale_factor, postscale_factor, 0, process_set)
 
 
@@ -106,7 +107,7 @@ def _compressed_allreduce(tensor, average, name, compression, op, prescale, post
                           process_set):
     compressed, ctx, wire = prepare(compression, tensor)
     output = torch.empty_like(compressed, memory_format=torch.contiguous_format)
-    handle = _allreduce_start(compressed, output, name, _api._op_code(op, average), prescale,
+    handle = _allreduce_start(compressed, output, name, _shared.op_code(op, average), prescale,
                               postscale, wire, process_set)
     return compression.decompress(handle.wait(), ctx)
 
@@ -138,16 +139,11 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
                               postscale_factor, process_set)
 
 
-def _grouped_names(kind, name, n, process_set):
-    base = _api._name(kind, name, process_set)
-    return [f"{base}.{i}" for i in range(n)]
-
-
 def _grouped_allreduce_start(tensors, outputs, name, op, prescale, postscale, wire,
                              process_set):
     for t in tensors:
         _check_tensor(t, "grouped_allreduce")
-    names = _grouped_names("grouped_allreduce", name, len(tensors), process_set)
+    names = _shared.group_names("grouped_allreduce", name, len(tensors), process_set)
     if any(_is_cuda(t) for t in tensors):
         if (len({t.device for t in tensors}) != 1 or not all(_is_cuda(t) for t in tensors)
                 or any(t.numel() == 0 for t in tensors)):
@@ -165,7 +161,7 @@ def _grouped_allreduce_start(tensors, outputs, name, op, prescale, postscale, wi
         ids = core.grouped_allreduce_device_async(
             [w.data_ptr() for w in works], [list(w.shape) for w in works],
             [_code(w) for w in works], works[0].device.index, _stream(works[0]), names,
-            int(op), float(prescale), float(postscale), int(wire), _api._ps_id(process_set))
+            int(op), float(prescale), float(postscale), int(wire), _shared.ps_id(process_set))
         parts = []
         for hid, w, o in zip(ids, works, outputs):
             after = None if w is o else (lambda w=w, o=o: o.copy_(w))
@@ -177,7 +173,7 @@ def _grouped_allreduce_start(tensors, outputs, name, op, prescale, postscale, wi
     ids = core.grouped_allreduce_async([_host(s) for s in srcs], [_host(w) for w in works],
                                        [_code(s) for s in srcs], names, int(op),
                                        float(prescale), float(postscale), int(wire),
-                                       _api._ps_id(process_set))
+                                       _shared.ps_id(process_set))
     parts = []
     for hid, s, w, o in zip(ids, srcs, works, outputs):
         after = None if w is o else (lambda w=w, o=o: o.copy_(w))
@@ -188,7 +184,7 @@ def _grouped_allreduce_start(tensors, outputs, name, op, prescale, postscale, wi
 def _group(parts):
     """One handle over several; its wait returns their results in order (and
     raises the first error once all finished)."""
-    return _api._GroupHandle(parts)
+    return _shared.GroupHandle(parts)
 
 
 def _output_group(ids, srcs, devices):
@@ -201,7 +197,7 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
                              postscale_factor=1.0, process_set=global_process_set):
     """Starts reducing several tensors in place, negotiated as one group."""
     return _grouped_allreduce_start(list(tensors), list(tensors), name,
-                                    _api._op_code(op, average), prescale_factor,
+                                    _shared.op_code(op, average), prescale_factor,
                                     postscale_factor, 0, process_set)
 
 
@@ -217,7 +213,7 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
     for t in tensors:
         _check_tensor(t, "grouped_allreduce")
     outputs = [torch.empty_like(t, memory_format=torch.contiguous_format) for t in tensors]
-    return _grouped_allreduce_start(tensors, outputs, name, _api._op_code(op, average),
+    return _grouped_allreduce_start(tensors, outputs, name, _shared.op_code(op, average),
                                     prescale_factor, postscale_factor, 0, process_set)
 
 
@@ -230,7 +226,7 @@ class _GroupedAllreduceFn(torch.autograd.Function):
         outputs = [torch.empty_like(c, memory_format=torch.contiguous_format)
                    for c, _ in prepared]
         results = _grouped_allreduce_start([c for c, _ in prepared], outputs, name,
-                                           _api._op_code(op, average), prescale, postscale,
+                                           _shared.op_code(op, average), prescale, postscale,
                                            wire, process_set).wait()
         return tuple(compression.decompress(r, x) for r, (_, x) in zip(results, prepared))
 
@@ -261,8 +257,8 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
 def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
     """Starts replacing `tensor` in place with root_rank's."""
     _check_tensor(tensor, "broadcast")
-    name = _api._name("broadcast", name, process_set)
-    ps = _api._ps_id(process_set)
+    name = _shared.collective_name("broadcast", name, process_set)
+    ps = _shared.ps_id(process_set)
     work = tensor if tensor.is_contiguous() else tensor.contiguous()
     if _is_cuda(work) and work.numel() > 0:
         hid = core.broadcast_device_async(work.data_ptr(), list(work.shape), _code(work),
@@ -336,7 +332,7 @@ def _device_allgather(tensor, nm, process_set):
     src = src if src.is_contiguous() else src.contiguous()
     row_numel = math.prod(src.shape[1:])
     mine = torch.tensor([src.shape[0]], dtype=torch.int64)
-    rows = core.allgather_async(_host(mine), _code(mine), nm + ".rows", _api._ps_id(process_set))
+    rows = core.allgather_async(_host(mine), _code(mine), nm + ".rows", _shared.ps_id(process_set))
     counts = Handle(rows, _wait_output(torch.int64), (mine,)).wait()
     if int(counts.min()) == 0 or row_numel == 0:
         return None
@@ -344,14 +340,14 @@ def _device_allgather(tensor, nm, process_set):
     out = torch.empty((total,) + tuple(src.shape[1:]), dtype=src.dtype, device=src.device)
     hid = core.allgather_device_async(src.data_ptr(), list(src.shape), out.data_ptr(),
                                       list(out.shape), _code(src), src.device.index,
-                                      _stream(src), nm, _api._ps_id(process_set))
+                                      _stream(src), nm, _shared.ps_id(process_set))
     return Handle(hid, _wait_plain(out), (src, out))
 
 
 def _on_device(tensor, process_set):
     """Whether kolod runs this collective on the tensor's GPU (CUDA tensors
     of the global process set; others pass through host memory)."""
-    return _is_cuda(tensor) and _api._ps_id(process_set) == 0
+    return _is_cuda(tensor) and _shared.ps_id(process_set) == 0
 
 
 def allgather_async(tensor, name=None, process_set=global_process_set):
@@ -360,7 +356,7 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
     exchanged first, at this call, so every rank must start its CUDA
     allgathers in the same order (as with NCCL)."""
     _check_tensor(tensor, "allgather")
-    nm = _api._name("allgather", name, process_set)
+    nm = _shared.collective_name("allgather", name, process_set)
     if _on_device(tensor, process_set):
         handle = _device_allgather(tensor, nm, process_set)
         if handle is not None:
@@ -368,7 +364,7 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
     src, device = _host_input(tensor)
     if src.dim() == 0:
         src = src.reshape(1)
-    hid = core.allgather_async(_host(src), _code(src), nm, _api._ps_id(process_set))
+    hid = core.allgather_async(_host(src), _code(src), nm, _shared.ps_id(process_set))
     return Handle(hid, _wait_output(src.dtype, device=device), (src,))
 
 
@@ -389,7 +385,7 @@ class _AllgatherFn(torch.autograd.Function):
                                   process_set=ctx.process_set).wait()
         rows = allgather_async(torch.tensor([ctx.rows], dtype=torch.int64),
                                process_set=ctx.process_set).wait()
-        offset = int(rows[:_api._ps_rank(ctx.process_set)].sum())
+        offset = int(rows[:_shared.ps_rank(ctx.process_set)].sum())
         return reduced.narrow(0, offset, ctx.rows), None, None, None
 
 
@@ -406,9 +402,9 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
         _check_tensor(t, "grouped_allgather")
     prepared = [_host_input(t) for t in tensors]
     srcs = [s.reshape(1) if s.dim() == 0 else s for s, _ in prepared]
-    names = _grouped_names("grouped_allgather", name, len(srcs), process_set)
+    names = _shared.group_names("grouped_allgather", name, len(srcs), process_set)
     ids = core.grouped_allgather_async([_host(s) for s in srcs], [_code(s) for s in srcs],
-                                       names, _api._ps_id(process_set))
+                                       names, _shared.ps_id(process_set))
     return _output_group(ids, srcs, [d for _, d in prepared])
 
 
@@ -425,7 +421,7 @@ class _GroupedAllgatherFn(torch.autograd.Function):
                                           process_set=ctx.process_set).wait()
         rows = allgather_async(torch.tensor(ctx.rows, dtype=torch.int64).reshape(1, -1),
                                process_set=ctx.process_set).wait()
-        offsets = rows[:_api._ps_rank(ctx.process_set)].sum(0)
+        offsets = rows[:_shared.ps_rank(ctx.process_set)].sum(0)
         return (None, None) + tuple(r.narrow(0, int(o), n)
                                     for r, o, n in zip(reduced, offsets, ctx.rows))
 
@@ -451,24 +447,23 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
                         prescale_factor=1.0, postscale_factor=1.0):
     _check_tensor(tensor, "reducescatter")
     op = _scatter_op(op)
+    nm = _shared.collective_name("reducescatter", name, process_set)
     if (_on_device(tensor, process_set) and tensor.dim() > 0 and tensor.numel() > 0
-            and tensor.shape[0] >= _api._ps_size(process_set)):
+            and tensor.shape[0] >= _shared.ps_size(process_set)):
         # This rank's rows of the result, on the tensor's GPU.
         src = tensor.detach()
         src = src if src.is_contiguous() else src.contiguous()
-        rows = core.scatter_rows(src.shape[0], _api._ps_size(process_set),
-                                 _api._ps_rank(process_set))
+        rows = core.scatter_rows(src.shape[0], _shared.ps_size(process_set),
+                                 _shared.ps_rank(process_set))
         out = torch.empty((rows,) + tuple(src.shape[1:]), dtype=src.dtype, device=src.device)
         hid = core.reducescatter_device_async(
             src.data_ptr(), list(src.shape), out.data_ptr(), list(out.shape), _code(src),
-            src.device.index, _stream(src), _api._name("reducescatter", name, process_set),
-            int(op), float(prescale_factor), float(postscale_factor), _api._ps_id(process_set))
+            src.device.index, _stream(src), nm, int(op), float(prescale_factor),
+            float(postscale_factor), _shared.ps_id(process_set))
         return Handle(hid, _wait_plain(out), (src, out))
     src, device = _host_input(tensor)
-    hid = core.reducescatter_async(_host(src), _code(src),
-                                   _api._name("reducescatter", name, process_set), int(op),
-                                   float(prescale_factor), float(postscale_factor),
-                                   _api._ps_id(process_set))
+    hid = core.reducescatter_async(_host(src), _code(src), nm, int(op), float(prescale_factor),
+                                   float(postscale_factor), _shared.ps_id(process_set))
     return Handle(hid, _wait_output(src.dtype, device=device), (src,))
 
 
@@ -479,7 +474,7 @@ def _scatter_grad(grad, op, prescale, postscale, process_set):
     full = allgather_async(grad.contiguous(), process_set=process_set).wait()
     scale = float(prescale) * float(postscale)
     if ReduceOp(int(op)) == ReduceOp.SUM:
-        scale *= _api._ps_size(process_set)
+        scale *= _shared.ps_size(process_set)
     return full * scale if scale != 1.0 else full
 
 
@@ -519,8 +514,8 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=glob
     srcs = [s for s, _ in prepared]
     ids = core.grouped_reducescatter_async(
         [_host(s) for s in srcs], [_code(s) for s in srcs],
-        _grouped_names("grouped_reducescatter", name, len(srcs), process_set), int(op),
-        float(prescale_factor), float(postscale_factor), _api._ps_id(process_set))
+        _shared.group_names("grouped_reducescatter", name, len(srcs), process_set), int(op),
+        float(prescale_factor), float(postscale_factor), _shared.ps_id(process_set))
     return _output_group(ids, srcs, [d for _, d in prepared])
 
 
@@ -563,8 +558,8 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
         sp = [int(s) for s in (splits.tolist() if isinstance(splits, torch.Tensor)
                                else splits)]
     hid = core.alltoall_async(_host(src), _code(src), sp,
-                              _api._name("alltoall", name, process_set),
-                              _api._ps_id(process_set))
+                              _shared.collective_name("alltoall", name, process_set),
+                              _shared.ps_id(process_set))
     like = splits if isinstance(splits, torch.Tensor) else None
     return Handle(hid, _wait_output(src.dtype, alltoall=True, device=device, splits_like=like),
                   (src,))
@@ -623,7 +618,7 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
     indices = allgather_async(grad._indices().t().contiguous(),
                               name=f"{name}.indices" if name else None,
                               process_set=process_set)
-    size = _api._ps_size(process_set)
+    size = _shared.ps_size(process_set)
 
     def finish():
         v, i = values.wait(), indices.wait()
@@ -636,7 +631,7 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
 
 def barrier(process_set=global_process_set):
     """Returns once every rank of the process set has called it."""
-    core.barrier(_api._ps_id(process_set))
+    core.barrier(_shared.ps_id(process_set))
 
 
 def join(device=-1):

@@ -12,8 +12,9 @@ import warnings
 
 import torch
 
-import kolo._api as _api
+from kolo import _shared
 from kolo._api import Average, ReduceOp, global_process_set
+from kolo._native import core
 from kolo.torch import mpi_ops
 from kolo.torch.compression import Compression, prepare, prepare_group
 
@@ -73,8 +74,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._arena = {}        # id(p) -> p's gradient buffer in the arena
         # An elastic job may grow from one rank: its hooks go in from the
         # start (an allreduce over one rank returns the gradient as it is).
-        elastic = _api.core.epoch() > 0
-        if (_api._ps_size(process_set) > 1 or elastic) and self._included():
+        elastic = core.epoch() > 0
+        if (_shared.ps_size(process_set) > 1 or elastic) and self._included():
             self._register_hooks()
 
     # ------------------------------------------------------------ setup

@@ -13,7 +13,7 @@ batch normalization with the running statistics.
 import torch
 from torch.nn.modules.batchnorm import _BatchNorm
 
-import kolo._api as _api
+from kolo import _shared
 from kolo._api import global_process_set
 from kolo.torch import mpi_ops
 
@@ -35,7 +35,7 @@ class SyncBatchNorm(_BatchNorm):
         # Eval with running statistics, or a job of one rank: plain batch
         # normalization. (Eval without them normalizes by the whole batch.)
         if (not self.training and self.track_running_stats) or \
-                _api._ps_size(self.process_set) == 1:
+                _shared.ps_size(self.process_set) == 1:
             return super().forward(input)
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:

@@ -116,6 +116,21 @@ def allreduce_every_dtype_and_op():
 
 
 @check
+def uint16_allreduce_broadcast_allgather():
+    # torch computes little on uint16: the values are checked as int64.
+    mine = torch.tensor([R + 1, 65535 - R, 7], dtype=torch.uint16)
+    got = hvd.allreduce(mine, op=hvd.Max, name="u16.max")
+    expect(got.dtype == torch.uint16, f"allreduce uint16 gave {got.dtype}")
+    expect(got.long().tolist() == [N, 65535, 7], f"allreduce uint16: {got.long().tolist()}")
+    got = hvd.broadcast(mine, N - 1, name="u16.bcast")
+    expect(got.long().tolist() == [N, 65536 - N, 7], f"broadcast uint16: {got.long().tolist()}")
+    got = hvd.allgather(mine, name="u16.gather")
+    want = [v for r in range(N) for v in (r + 1, 65535 - r, 7)]
+    expect(got.dtype == torch.uint16 and got.long().tolist() == want,
+           f"allgather uint16: {got.long().tolist()}")
+
+
+@check
 def allreduce_average_is_default_and_average_flag():
     x = value(R, [5], torch.float32)
     close(hvd.allreduce(x), reference(hvd.Average, all_values([5], torch.float32),
