@@ -5,6 +5,8 @@
 #pragma once
 
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "proto/kolo/v1/peer.pb.h"
 
@@ -18,5 +20,10 @@ class MemberSink {
   // a copy of its own.
   virtual void Send(std::shared_ptr<const kolo::v1::CoordinatorMessage> message) = 0;
 };
+
+// Messages to send once the coordinator's state lock is released, in the
+// order the state changed.
+using MemberOutbox = std::vector<
+    std::pair<std::shared_ptr<MemberSink>, std::shared_ptr<const kolo::v1::CoordinatorMessage>>>;
 
 }  // namespace kolo::daemon

@@ -1,0 +1,31 @@
+// How a job's coordinator plans: the fusion threshold, how many names it
+// caches, and how it makes the job's NCCL unique id; and the key of a
+// tensor name within its process set, which every part of the coordinator
+// and the members use.
+//
+// Thread-safety: plain values and a pure function.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+
+namespace kolo::daemon {
+
+// The key of a tensor name within its process set (names are per set).
+inline std::string PeerKey(int process_set, const std::string& name) {
+  return absl::StrCat(process_set, ":", name);
+}
+
+struct CoordinatorOptions {
+  uint64_t fusion_threshold_bytes = uint64_t{64} << 20;
+  uint32_t cache_capacity = 1024;
+  // Makes the NCCL unique id of the job's device communicator (this
+  // daemon's DeviceBackendFactory::NewCommId); unset: device tensors fail.
+  std::function<absl::StatusOr<std::string>()> new_device_comm_id;
+};
+
+}  // namespace kolo::daemon
