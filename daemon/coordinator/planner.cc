@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/backend/device_comm_plan.h"
 #include "daemon/plan/fusion.h"
+#include "daemon/plan/runnable.h"
 #include "daemon/plan/tensor_desc.h"
 #include "proto/kolo/abi/collective_traits.h"
 #include "proto/kolo/abi/types.h"
@@ -155,12 +156,11 @@ void Planner::AttachDeviceComm(const std::vector<kolo::v1::PlannedResponse*>& de
 }
 
 absl::StatusOr<int> Planner::ChangeSet(const kolo::v1::TensorMeta& meta, kolo::v1::Plan* plan) {
+  const std::vector<int64_t> aux(meta.aux().begin(), meta.aux().end());
   if (KindOf(meta) == CollectiveKind::kRemoveProcessSet) {
-    const int64_t aux = meta.aux_size() == 1 ? meta.aux(0) : 0;
-    const int id = aux > 0 && aux <= INT32_MAX ? static_cast<int>(aux) : 0;
+    const int id = plan::RemovedSetId(aux);
     if (absl::Status removed = sets_.Remove(id); !removed.ok()) {
-      return absl::Status(removed.code(), absl::StrCat("remove_process_set \"", meta.name(),
-                                                       "\": ", removed.message()));
+      return plan::SetChangeError(KindOf(meta), meta.name(), removed);
     }
     // Its names still waiting fail on every node that has them.
     for (const kolo::v1::TensorMeta& waiting : readiness_.TakeWaitingOfSet(id)) {
@@ -170,7 +170,9 @@ absl::StatusOr<int> Planner::ChangeSet(const kolo::v1::TensorMeta& meta, kolo::v
     }
     return 0;
   }
-  return sets_.Add(std::vector<int64_t>(meta.aux().begin(), meta.aux().end()));
+  absl::StatusOr<int> added = sets_.Add(aux);
+  if (!added.ok()) return plan::SetChangeError(KindOf(meta), meta.name(), added.status());
+  return added;
 }
 
 absl::StatusOr<kolo::v1::DeviceComm> Planner::MakeDeviceComm() const {

@@ -9,7 +9,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/membership.h"
-#include "common/process_set_rule.h"
 #include "common/rank_ranges.h"
 #include "common/scatter_rows.h"
 #include "common/status_macros.h"
@@ -357,55 +356,6 @@ void Job::TakeReadyLocked() {
   }
 }
 
-absl::Status Job::CheckAlltoallSplits(const ReadySet& set, int64_t n) const {
-  for (const Request& r : set.requests) {
-    const int64_t rows = r.shape[0];
-    if (r.aux.empty()) {
-      if (rows % n != 0) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("alltoall \"", set.name, "\": rank ", r.rank, "'s first dimension ", rows,
-                         " does not divide evenly among ", n, " ranks; pass splits"));
-      }
-      continue;
-    }
-    if (static_cast<int64_t>(r.aux.size()) != n) {
-      return absl::FailedPreconditionError(absl::StrCat("alltoall \"", set.name, "\": rank ",
-                                                        r.rank, " sent ", r.aux.size(),
-                                                        " splits for ", n, " ranks"));
-    }
-    int64_t sum = 0;
-    for (int64_t v : r.aux) {
-      if (v < 0) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("alltoall \"", set.name, "\": rank ", r.rank, " sent split ", v));
-      }
-      sum += v;
-      if (sum > rows) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("alltoall \"", set.name, "\": rank ", r.rank, "'s splits sum to ", sum,
-                         " or more, its first dimension is ", rows));
-      }
-    }
-    if (sum != rows) {
-      return absl::FailedPreconditionError(absl::StrCat("alltoall \"", set.name, "\": rank ",
-                                                        r.rank, "'s splits sum to ", sum,
-                                                        ", its first dimension is ", rows));
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status Job::CheckSetChangeLocked(const ReadySet& set) const {
-  const Request& first = set.requests.front();
-  if (first.kind == CollectiveKind::kAddProcessSet) return CheckProcessSetRanks(first.aux, size_);
-  const int64_t aux = first.aux.size() == 1 ? first.aux[0] : 0;
-  const absl::Status removable =
-      sets_.CheckRemovable(aux > 0 && aux <= INT32_MAX ? static_cast<int>(aux) : 0);
-  if (removable.ok()) return removable;
-  return absl::Status(removable.code(), absl::StrCat("remove_process_set \"", set.name,
-                                                     "\": ", removable.message()));
-}
-
 absl::Status Job::CheckRunnableLocked(const ReadySet& set) const {
   const Request& first = set.requests.front();
   const char* kind = CollectiveKindName(first.kind);
@@ -424,8 +374,14 @@ absl::Status Job::CheckRunnableLocked(const ReadySet& set) const {
     KOLO_RETURN_IF_ERROR(plan::CheckRootInSet(set.name, first.root_rank, set.process_set, members));
     return plan::CheckRootNotJoined(set.name, first.root_rank, joins_.joined(first.root_rank));
   }
-  if (traits.splits) return CheckAlltoallSplits(set, static_cast<int64_t>(members.size()));
-  if (traits.set_change) return CheckSetChangeLocked(set);
+  if (traits.splits) {
+    for (const Request& r : set.requests) {
+      KOLO_RETURN_IF_ERROR(plan::CheckAlltoallSplits(set.name, r.rank, r.shape[0], r.aux,
+                                                     static_cast<int64_t>(members.size())));
+    }
+    return absl::OkStatus();
+  }
+  if (traits.set_change) return plan::CheckSetChange(first.kind, set.name, first.aux, sets_);
   return absl::OkStatus();
 }
 

@@ -193,8 +193,6 @@ class Job final : public ExecutorEvents, public RequestSink {
   // (grouped ones once their whole group is ready).
   void OnReadyLocked(ReadySet set) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckRunnableLocked(const ReadySet& set) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status CheckAlltoallSplits(const ReadySet& set, int64_t n) const;
-  absl::Status CheckSetChangeLocked(const ReadySet& set) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A second submission of a name this node has ready and not yet run.
   bool InFlightLocked(const Request& request) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void JoinLocked(Request request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

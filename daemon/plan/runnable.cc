@@ -1,8 +1,10 @@
 #include "daemon/plan/runnable.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "absl/strings/str_cat.h"
+#include "common/process_set_rule.h"
 #include "common/rank_ranges.h"
 #include "proto/kolo/abi/collective_traits.h"
 
@@ -41,6 +43,51 @@ absl::Status CheckWholeJob(CollectiveKind kind, absl::string_view name, int proc
                                                  "\": involves every rank of the job, not process "
                                                  "set ",
                                                  process_set));
+}
+
+absl::Status CheckAlltoallSplits(absl::string_view name, int rank, int64_t rows,
+                                 const std::vector<int64_t>& splits, int64_t ranks) {
+  auto refuse = [&](auto&&... why) {
+    return absl::FailedPreconditionError(absl::StrCat("alltoall \"", name, "\": rank ", rank, why...));
+  };
+  if (splits.empty()) {
+    if (ranks > 0 && rows % ranks == 0) return absl::OkStatus();
+    return refuse("'s first dimension ", rows, " does not divide evenly among ", ranks,
+                  " ranks; pass splits");
+  }
+  if (static_cast<int64_t>(splits.size()) != ranks) {
+    return refuse(" sent ", splits.size(), " splits for ", ranks, " ranks");
+  }
+  int64_t sum = 0;
+  for (int64_t v : splits) {
+    if (v < 0) return refuse(" sent split ", v);
+    sum += v;
+    if (sum > rows) {
+      return refuse("'s splits sum to ", sum, " or more, its first dimension is ", rows);
+    }
+  }
+  if (sum != rows) return refuse("'s splits sum to ", sum, ", its first dimension is ", rows);
+  return absl::OkStatus();
+}
+
+int RemovedSetId(const std::vector<int64_t>& aux) {
+  const int64_t id = aux.size() == 1 ? aux[0] : 0;
+  return id > 0 && id <= INT32_MAX ? static_cast<int>(id) : 0;
+}
+
+absl::Status SetChangeError(CollectiveKind kind, absl::string_view name, const absl::Status& why) {
+  if (why.ok()) return why;
+  return absl::Status(why.code(),
+                      absl::StrCat(CollectiveKindName(kind), " \"", name, "\": ", why.message()));
+}
+
+absl::Status CheckSetChange(CollectiveKind kind, absl::string_view name,
+                            const std::vector<int64_t>& aux, const ProcessSetRegistry& sets) {
+  const absl::Status why =
+      kind == CollectiveKind::kAddProcessSet
+          ? CheckProcessSetRanks(aux, static_cast<int64_t>(sets.MembersOrAll(0).size()))
+          : sets.CheckRemovable(RemovedSetId(aux));
+  return SetChangeError(kind, name, why);
 }
 
 }  // namespace kolo::daemon::plan

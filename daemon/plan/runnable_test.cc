@@ -48,5 +48,42 @@ TEST(RunnableTest, ControlCollectivesInvolveTheWholeJob) {
                 "join \"join.0\": involves every rank of the job, not process set 3"));
 }
 
+TEST(RunnableTest, AlltoallSplitsMustCoverTheFirstDimension) {
+  EXPECT_TRUE(CheckAlltoallSplits("a", 0, 6, {}, 3).ok());
+  EXPECT_EQ(CheckAlltoallSplits("a", 1, 7, {}, 3),
+            absl::FailedPreconditionError("alltoall \"a\": rank 1's first dimension 7 does not "
+                                          "divide evenly among 3 ranks; pass splits"));
+  EXPECT_TRUE(CheckAlltoallSplits("a", 0, 7, {3, 0, 4}, 3).ok());
+  EXPECT_EQ(CheckAlltoallSplits("a", 2, 7, {3, 4}, 3),
+            absl::FailedPreconditionError("alltoall \"a\": rank 2 sent 2 splits for 3 ranks"));
+  EXPECT_EQ(CheckAlltoallSplits("a", 0, 7, {3, -1, 5}, 3),
+            absl::FailedPreconditionError("alltoall \"a\": rank 0 sent split -1"));
+  EXPECT_EQ(CheckAlltoallSplits("a", 0, 7, {3, 5, 0}, 3).message(),
+            "alltoall \"a\": rank 0's splits sum to 8 or more, its first dimension is 7");
+  EXPECT_EQ(CheckAlltoallSplits("a", 0, 7, {3, 1, 0}, 3).message(),
+            "alltoall \"a\": rank 0's splits sum to 4, its first dimension is 7");
+}
+
+TEST(RunnableTest, SetChangesNameSetsThatCanChange) {
+  ProcessSetRegistry sets(4);
+  EXPECT_TRUE(CheckSetChange(CollectiveKind::kAddProcessSet, "ps", {0, 2}, sets).ok());
+  const absl::Status bad = CheckSetChange(CollectiveKind::kAddProcessSet, "ps", {0, 9}, sets);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.message().rfind("add_process_set \"ps\": ", 0), 0u) << bad;
+
+  EXPECT_EQ(RemovedSetId({1}), 1);
+  EXPECT_EQ(RemovedSetId({}), 0);
+  EXPECT_EQ(RemovedSetId({1, 2}), 0);
+  EXPECT_EQ(RemovedSetId({int64_t{1} << 40}), 0);
+  EXPECT_EQ(CheckSetChange(CollectiveKind::kRemoveProcessSet, "rm", {1}, sets),
+            absl::FailedPreconditionError(
+                "remove_process_set \"rm\": process set 1 does not exist"));
+  ASSERT_TRUE(sets.Add({0, 1}).ok());
+  EXPECT_TRUE(CheckSetChange(CollectiveKind::kRemoveProcessSet, "rm", {1}, sets).ok());
+  EXPECT_EQ(CheckSetChange(CollectiveKind::kRemoveProcessSet, "rm", {0}, sets).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(SetChangeError(CollectiveKind::kRemoveProcessSet, "rm", absl::OkStatus()).ok());
+}
+
 }  // namespace
 }  // namespace kolo::daemon::plan
