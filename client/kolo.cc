@@ -276,12 +276,7 @@ absl::StatusOr<Handle> Client::BroadcastAsync(const TensorView& tensor, std::str
   spec.root_rank = root_rank;
   spec.process_set = options.process_set;
   spec.reduce.cuda_stream = options.cuda_stream;
-  if (root_rank < 0 || root_rank >= size()) {
-    return impl_->Refuse(spec, absl::InvalidArgumentError(
-                                   absl::StrCat("broadcast \"", std::string(name), "\": root rank ",
-                                                root_rank, " outside [0, ", size(), ")")));
-  }
-  return impl_->Submit(spec);
+  return impl_->Submit(spec);  // (which refuses a root outside the job)
 }
 
 absl::Status Client::Broadcast(const TensorView& tensor, std::string_view name, int root_rank,
@@ -359,9 +354,11 @@ absl::StatusOr<AlltoallResult> Client::Alltoall(const ConstTensorView& input,
 
 absl::Status Client::Refuse(CollectiveKind kind, std::string_view name, int process_set,
                             const absl::Status& why) {
+  if (why.ok()) return why;
   SubmitSpec spec{kind, {}, {}, name};
   spec.process_set = process_set;
-  return impl_->Refuse(spec, why);
+  spec.refused = why;
+  return impl_->Submit(spec).status();
 }
 
 absl::Status Client::Barrier(const CollectiveOptions& options) {
