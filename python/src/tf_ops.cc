@@ -6,17 +6,21 @@
 // table that kolo._core hands over with kolo_tf_bind() once loaded, so the
 // two never share a C++ type or a library (see kolo/_native.py).
 //
-// Each op is an AsyncOpKernel: ComputeAsync submits the collective, and a
-// closure on a thread of its own waits for it and calls `done`, so no TF
-// thread pool thread blocks on other ranks and any number of collectives can
-// be in flight at once, whatever order the graph runs them in. An eager call
-// (kolo.tensorflow sets `wait_inline_us`, the caller's thread waits for the
-// op anyway) first waits that long in ComputeAsync and finishes there when
-// the collective completes in time, or is under way by then (every rank
-// submitted it), without a thread hand-off.
+// Every op is one AsyncOpKernel template, KoloOp<Policy>, over a small
+// policy per collective (its attributes, inputs, outputs and submission):
+// ComputeAsync submits the collective, and a closure on a thread of its own
+// waits for it and calls `done`, so no TF thread pool thread blocks on other
+// ranks and any number of collectives can be in flight at once, whatever
+// order the graph runs them in. An eager call (kolo.tensorflow sets
+// `wait_inline_us`, the caller's thread waits for the op anyway) first waits
+// that long in ComputeAsync and finishes there when the collective completes
+// in time, or is under way by then (every rank submitted it), without a
+// thread hand-off.
 #include <atomic>
 #include <cstring>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "proto/kolo/abi/types.h"
@@ -51,32 +55,18 @@ absl::Status ToStatus(int code, const char* err) {
 // kolo::DType of a TensorFlow dtype (proto/kolo/abi/types.h, header only:
 // this library links no libkolo); -1 for one Kolo does not carry.
 int DTypeCode(DataType t) {
-  switch (t) {
-    case tensorflow::DT_UINT8:
-      return static_cast<int>(DType::kUint8);
-    case tensorflow::DT_INT8:
-      return static_cast<int>(DType::kInt8);
-    case tensorflow::DT_INT32:
-      return static_cast<int>(DType::kInt32);
-    case tensorflow::DT_INT64:
-      return static_cast<int>(DType::kInt64);
-    case tensorflow::DT_HALF:
-      return static_cast<int>(DType::kFloat16);
-    case tensorflow::DT_BFLOAT16:
-      return static_cast<int>(DType::kBFloat16);
-    case tensorflow::DT_FLOAT:
-      return static_cast<int>(DType::kFloat32);
-    case tensorflow::DT_DOUBLE:
-      return static_cast<int>(DType::kFloat64);
-    case tensorflow::DT_INT16:
-      return static_cast<int>(DType::kInt16);
-    case tensorflow::DT_BOOL:
-      return static_cast<int>(DType::kBool);
-    case tensorflow::DT_UINT16:
-      return static_cast<int>(DType::kUint16);
-    default:
-      return -1;
+  static constexpr std::pair<DataType, DType> kCodes[] = {
+      {tensorflow::DT_UINT8, DType::kUint8},   {tensorflow::DT_INT8, DType::kInt8},
+      {tensorflow::DT_INT32, DType::kInt32},   {tensorflow::DT_INT64, DType::kInt64},
+      {tensorflow::DT_HALF, DType::kFloat16},  {tensorflow::DT_BFLOAT16, DType::kBFloat16},
+      {tensorflow::DT_FLOAT, DType::kFloat32}, {tensorflow::DT_DOUBLE, DType::kFloat64},
+      {tensorflow::DT_INT16, DType::kInt16},   {tensorflow::DT_BOOL, DType::kBool},
+      {tensorflow::DT_UINT16, DType::kUint16},
+  };
+  for (const auto& [tf, kolo] : kCodes) {
+    if (tf == t) return static_cast<int>(kolo);
   }
+  return -1;
 }
 
 // kolo::CollectiveKind values, as the table's calls take them.
@@ -85,6 +75,8 @@ constexpr int kBroadcast = static_cast<int>(CollectiveKind::kBroadcast);
 constexpr int kAllgather = static_cast<int>(CollectiveKind::kAllgather);
 constexpr int kReducescatter = static_cast<int>(CollectiveKind::kReducescatter);
 constexpr int kAlltoall = static_cast<int>(CollectiveKind::kAlltoall);
+// Barrier and join move no tensors, so they refuse none.
+constexpr int kNoCollective = -1;
 
 std::vector<int64_t> Dims(const Tensor& t) {
   std::vector<int64_t> dims;
@@ -126,442 +118,393 @@ struct OutputSink {
   }
 };
 
-// What every Kolo op shares: its collective name, process set and the table.
-class KoloOp : public AsyncOpKernel {
- public:
-  explicit KoloOp(OpKernelConstruction* c) : AsyncOpKernel(c) {
-    std::string name;
+// Every op's tensors as the table takes them: tensor i is input i, named
+// after the op (a group's member i "<op name>.i"), and output i where the op
+// allocates its outputs before it submits.
+struct Tensors {
+  std::vector<std::string> names;
+  std::vector<const char*> cnames;
+  std::vector<const void*> data;
+  std::vector<void*> outs;
+  std::vector<int> dtypes, ndims;
+  std::vector<std::vector<int64_t>> dims;
+  std::vector<const int64_t*> shapes;
+  int size() const { return static_cast<int>(names.size()); }
+};
+
+// Which of an op's inputs its collective moves.
+enum class Inputs {
+  kNone,   // barrier, join
+  kFirst,  // one tensor, input 0, named after the op (alltoall's input 1 is its splits)
+  kGroup,  // every input, one negotiated group
+};
+
+// How an op finishes once submitted.
+enum class Finish {
+  kWait,          // waits for each handle: the outputs were written in place
+  kWaitOutput,    // output i from handle i's result, allocated once its shape is known
+  kWaitAlltoall,  // output 0 from the result, the rows received from each rank to output 1
+  kBlocking,      // no handle: the policy's Call blocks, on a thread of its own
+};
+
+// The attributes every op may have: its collective name, process set and
+// how long an eager call waits inline.
+struct OpAttrs {
+  std::string name;
+  int process_set = 0;
+  int64_t wait_inline_us = 0;
+
+  explicit OpAttrs(OpKernelConstruction* c) {
     if (c->HasAttr("tensor_name")) OP_REQUIRES_OK(c, c->GetAttr("tensor_name", &name));
     // An unnamed op takes its node's name: unique in its graph and the same
     // on every rank that built the same graph.
-    name_ = name.empty() ? c->def().name() : name;
-    if (c->HasAttr("process_set")) OP_REQUIRES_OK(c, c->GetAttr("process_set", &process_set_));
+    if (name.empty()) name = c->def().name();
+    if (c->HasAttr("process_set")) OP_REQUIRES_OK(c, c->GetAttr("process_set", &process_set));
     if (c->HasAttr("wait_inline_us")) {
-      OP_REQUIRES_OK(c, c->GetAttr("wait_inline_us", &wait_inline_us_));
+      OP_REQUIRES_OK(c, c->GetAttr("wait_inline_us", &wait_inline_us));
     }
   }
+};
 
- protected:
-  // The bound table, or fails the op when kolo.init() has not run.
-  const KoloPyApi* Api(OpKernelContext* ctx) {
-    const KoloPyApi* api = g_api.load(std::memory_order_acquire);
-    if (api == nullptr || !api->initialized()) {
-      ctx->SetStatus(
-          absl::FailedPreconditionError("kolo is not initialized: call "
-                                        "kolo.tensorflow.init() first"));
-      return nullptr;
-    }
-    return api;
+// reduce_op, prescale_factor, postscale_factor and, for an allreduce,
+// compression.
+struct ReduceAttrs {
+  int op = 1;
+  float prescale = 1.0f;
+  float postscale = 1.0f;
+  int compression = 0;
+
+  ReduceAttrs(OpKernelConstruction* c, bool with_compression) {
+    OP_REQUIRES_OK(c, c->GetAttr("reduce_op", &op));
+    OP_REQUIRES_OK(c, c->GetAttr("prescale_factor", &prescale));
+    OP_REQUIRES_OK(c, c->GetAttr("postscale_factor", &postscale));
+    if (with_compression) OP_REQUIRES_OK(c, c->GetAttr("compression", &compression));
   }
+};
 
-  // Whether Kolo moves dtype `t`. If not, fails the op and refuses its
-  // collectives (`names`, of kolo::CollectiveKind `kind`) on every rank, so
-  // the other ranks' ops of those names fail too instead of waiting.
-  bool CheckDType(OpKernelContext* ctx, const KoloPyApi* api, DataType t, int kind,
-                  const std::vector<std::string>& names) const {
-    if (DTypeCode(t) >= 0) return true;
-    const std::string why = "kolo does not support dtype " + tensorflow::DataTypeString(t);
-    for (const std::string& n : names) {
+// The bound table, or fails the op when kolo.init() has not run.
+const KoloPyApi* Api(OpKernelContext* ctx) {
+  const KoloPyApi* api = g_api.load(std::memory_order_acquire);
+  if (api == nullptr || !api->initialized()) {
+    ctx->SetStatus(
+        absl::FailedPreconditionError("kolo is not initialized: call "
+                                      "kolo.tensorflow.init() first"));
+    return nullptr;
+  }
+  return api;
+}
+
+// Whether Kolo moves the dtype of every tensor the op moves. If not, fails
+// the op and refuses its collectives (every name in `t`, of kolo::
+// CollectiveKind `kind`) on every rank, so the other ranks' ops of those
+// names fail too instead of waiting.
+bool CheckDTypes(OpKernelContext* ctx, const KoloPyApi* api, int kind, int process_set,
+                 const Tensors& t) {
+  for (int i = 0; i < t.size(); ++i) {
+    const DataType dt = ctx->input(i).dtype();
+    if (DTypeCode(dt) >= 0) continue;
+    const std::string why = "kolo does not support dtype " + tensorflow::DataTypeString(dt);
+    for (const std::string& n : t.names) {
       char err[kErrLen] = {0};
-      (void)api->refuse(kind, n.c_str(), process_set_, why.c_str(), err, sizeof(err));
+      (void)api->refuse(kind, n.c_str(), process_set, why.c_str(), err, sizeof(err));
     }
     ctx->SetStatus(absl::InvalidArgumentError(why));
     return false;
   }
-  bool CheckDType(OpKernelContext* ctx, const KoloPyApi* api, DataType t, int kind) const {
-    return CheckDType(ctx, api, t, kind, {name_});
+  return true;
+}
+
+// The tensors `which` of the op's inputs, as the table takes them; false
+// when one has a dtype Kolo cannot move (the op failed, and every one is
+// refused on every rank).
+bool CollectInputs(OpKernelContext* ctx, const KoloPyApi* api, int kind, Inputs which,
+                   const OpAttrs& attrs, Tensors* t) {
+  const int n = which == Inputs::kNone ? 0 : which == Inputs::kFirst ? 1 : ctx->num_inputs();
+  for (int i = 0; i < n; ++i) {
+    t->names.push_back(which == Inputs::kGroup ? attrs.name + "." + std::to_string(i) : attrs.name);
+  }
+  if (!CheckDTypes(ctx, api, kind, attrs.process_set, *t)) return false;
+  t->dims.resize(n);
+  for (int i = 0; i < n; ++i) {
+    const Tensor& in = ctx->input(i);
+    t->cnames.push_back(t->names[i].c_str());
+    t->data.push_back(DataOf(in));
+    t->dtypes.push_back(DTypeCode(in.dtype()));
+    t->dims[i] = Dims(in);
+    t->shapes.push_back(t->dims[i].data());
+    t->ndims.push_back(static_cast<int>(t->dims[i].size()));
+  }
+  return true;
+}
+
+// Whether every handle completes within `budget_us`, or is under way then:
+// every rank submitted it, so it completes without a later op of this
+// rank's (a large tensor in parts, after its first part). An error counts
+// as complete: waiting reports it.
+bool ReadyWithin(const KoloPyApi* api, const std::vector<uint64_t>& handles, int64_t budget_us) {
+  const uint64_t deadline = tensorflow::Env::Default()->NowMicros() + budget_us;
+  for (uint64_t h : handles) {
+    const uint64_t now = tensorflow::Env::Default()->NowMicros();
+    const int64_t left = now >= deadline ? 0 : static_cast<int64_t>(deadline - now);
+    int ready = 0;
+    char err[kErrLen] = {0};
+    if (api->test_for(h, left, &ready, err, sizeof(err)) != 0 || ready != 0) continue;
+    int underway = 0;
+    if (api->underway(h, &underway, err, sizeof(err)) == 0 && underway == 0) return false;
+  }
+  return true;
+}
+
+// Output `index` from `handle`'s result; a failure goes to the op's status.
+void WaitOutput(const KoloPyApi* api, OpKernelContext* ctx, uint64_t handle, int index,
+                bool alltoall) {
+  char err[kErrLen] = {0};
+  OutputSink sink{ctx, absl::OkStatus(), index, alltoall};
+  int rc =
+      api->wait_output(handle, alltoall ? 1 : 0, &OutputSink::Allocate, &sink, err, sizeof(err));
+  if (!sink.status.ok()) {
+    ctx->SetStatus(sink.status);
+  } else if (rc != 0) {
+    ctx->SetStatus(ToStatus(rc, err));
+  }
+}
+
+// Waits for every handle (output i from handles[i] where the op takes its
+// outputs from the results); the op fails with the first error, and every
+// handle is waited all the same.
+void Complete(const KoloPyApi* api, OpKernelContext* ctx, const std::vector<uint64_t>& handles,
+              Finish finish) {
+  for (size_t i = 0; i < handles.size(); ++i) {
+    if (finish != Finish::kWait) {
+      WaitOutput(api, ctx, handles[i], static_cast<int>(i), finish == Finish::kWaitAlltoall);
+      continue;
+    }
+    char err[kErrLen] = {0};
+    const int rc = api->wait(handles[i], err, sizeof(err));
+    if (rc != 0) ctx->SetStatus(ToStatus(rc, err));
+  }
+}
+
+// Every Kolo op: a policy P (one per collective) says which attributes
+// beyond OpAttrs it reads (its constructor), which inputs it moves
+// (P::kInputs, of collective P::kKind), which outputs it allocates before
+// it submits (P::Outputs), how it submits (P::Submit, or P::Call for a
+// blocking one) and how it finishes (P::kFinish). The rest is here, once.
+template <typename P>
+class KoloOp : public AsyncOpKernel {
+ public:
+  explicit KoloOp(OpKernelConstruction* c) : AsyncOpKernel(c), attrs_(c), policy_(MakePolicy(c)) {}
+
+  void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
+    const KoloPyApi* api = Api(ctx);
+    Tensors t;
+    if (api == nullptr || !CollectInputs(ctx, api, P::kKind, P::kInputs, attrs_, &t)) {
+      return done();
+    }
+    OP_REQUIRES_OK_ASYNC(ctx, policy_.Outputs(ctx, &t), done);
+    if constexpr (P::kFinish == Finish::kBlocking) {
+      const int ps = attrs_.process_set;
+      tensorflow::Env::Default()->SchedClosure(
+          [api, ctx, ps, policy = policy_, done = std::move(done)] {
+            char err[kErrLen] = {0};
+            const int rc = policy.Call(api, ctx, ps, err);
+            if (rc != 0) ctx->SetStatus(ToStatus(rc, err));
+            done();
+          });
+    } else {
+      std::vector<uint64_t> handles(t.size());
+      char err[kErrLen] = {0};
+      const int rc = policy_.Submit(api, ctx, attrs_, t, handles.data(), err);
+      if (rc != 0) {
+        ctx->SetStatus(ToStatus(rc, err));
+        return done();
+      }
+      FinishWhenDone(api, ctx, std::move(handles), std::move(done));
+    }
   }
 
-  // A group's inputs as the table takes them: member i is input i, named
-  // "<op name>.i".
-  struct GroupInputs {
-    std::vector<std::string> names;
-    std::vector<const char*> cnames;
-    std::vector<const void*> data;
-    std::vector<int> dtypes, ndims;
-    std::vector<std::vector<int64_t>> dims;
-    std::vector<const int64_t*> shapes;
-    int size() const { return static_cast<int>(names.size()); }
-  };
-
-  // The op's inputs as a group of collective `kind`; false when one has a
-  // dtype Kolo cannot move (the op failed, and every member is refused on
-  // every rank).
-  bool Group(OpKernelContext* ctx, const KoloPyApi* api, int kind, GroupInputs* g) const {
-    const int n = ctx->num_inputs();
-    for (int i = 0; i < n; ++i) g->names.push_back(name_ + "." + std::to_string(i));
-    for (int i = 0; i < n; ++i) {
-      if (!CheckDType(ctx, api, ctx->input(i).dtype(), kind, g->names)) return false;
+ private:
+  // A policy with attributes of its own reads them from `c`.
+  static P MakePolicy(OpKernelConstruction* c) {
+    if constexpr (std::is_constructible_v<P, OpKernelConstruction*>) {
+      return P(c);
+    } else {
+      return P();
     }
-    g->dims.resize(n);
-    for (int i = 0; i < n; ++i) {
-      const Tensor& in = ctx->input(i);
-      g->cnames.push_back(g->names[i].c_str());
-      g->data.push_back(DataOf(in));
-      g->dtypes.push_back(DTypeCode(in.dtype()));
-      g->dims[i] = Dims(in);
-      g->shapes.push_back(g->dims[i].data());
-      g->ndims.push_back(static_cast<int>(g->dims[i].size()));
-    }
-    return true;
   }
 
-  // Runs `finish` (which waits for `handles` and calls the op's done): here
-  // when they complete within the op's `wait_inline_us`, or are under way
-  // by then (set for eager calls, whose caller waits for the op anyway: no
-  // thread hand-off), else on a thread of its own, so no TensorFlow pool
-  // thread blocks on other ranks.
-  template <typename Finish>
-  void FinishWhenDone(const KoloPyApi* api, const std::vector<uint64_t>& handles,
-                      Finish finish) const {
-    if (wait_inline_us_ > 0 && ReadyWithin(api, handles, wait_inline_us_)) return finish();
+  // Completes the op: here when its handles complete within wait_inline_us
+  // or are under way by then (set for eager calls, whose caller waits for
+  // the op anyway: no thread hand-off), else on a thread of its own, so no
+  // TensorFlow pool thread blocks on other ranks.
+  void FinishWhenDone(const KoloPyApi* api, OpKernelContext* ctx, std::vector<uint64_t> handles,
+                      DoneCallback done) const {
+    auto finish = [api, ctx, handles, done = std::move(done)] {
+      Complete(api, ctx, handles, P::kFinish);
+      done();
+    };
+    if (attrs_.wait_inline_us > 0 && ReadyWithin(api, handles, attrs_.wait_inline_us)) {
+      return finish();
+    }
     tensorflow::Env::Default()->SchedClosure(std::move(finish));
   }
 
-  // Whether every handle completes within `budget_us`, or is under way
-  // then: every rank submitted it, so it completes without a later op of
-  // this rank's (a large tensor in parts, after its first part). An error
-  // counts as complete: waiting reports it.
-  static bool ReadyWithin(const KoloPyApi* api, const std::vector<uint64_t>& handles,
-                          int64_t budget_us) {
-    const uint64_t deadline = tensorflow::Env::Default()->NowMicros() + budget_us;
-    for (uint64_t h : handles) {
-      const uint64_t now = tensorflow::Env::Default()->NowMicros();
-      const int64_t left = now >= deadline ? 0 : static_cast<int64_t>(deadline - now);
-      int ready = 0;
-      char err[kErrLen] = {0};
-      if (api->test_for(h, left, &ready, err, sizeof(err)) != 0 || ready != 0) continue;
-      int underway = 0;
-      if (api->underway(h, &underway, err, sizeof(err)) == 0 && underway == 0) return false;
-    }
-    return true;
-  }
-
-  // Waits for `handle`, then finishes the op.
-  void WaitThenDone(const KoloPyApi* api, OpKernelContext* ctx, uint64_t handle,
-                    DoneCallback done) const {
-    FinishWhenDone(api, {handle}, [api, ctx, handle, done = std::move(done)] {
-      char err[kErrLen] = {0};
-      int rc = api->wait(handle, err, sizeof(err));
-      if (rc != 0) ctx->SetStatus(ToStatus(rc, err));
-      done();
-    });
-  }
-
-  // Waits for every handle of a group (no outputs to copy: allreduce), then
-  // finishes the op with the first error.
-  void WaitAllThenDone(const KoloPyApi* api, OpKernelContext* ctx, std::vector<uint64_t> handles,
-                       DoneCallback done) const {
-    FinishWhenDone(api, handles, [api, ctx, handles, done = std::move(done)] {
-      for (uint64_t h : handles) {
-        char err[kErrLen] = {0};
-        int rc = api->wait(h, err, sizeof(err));
-        if (rc != 0) ctx->SetStatus(ToStatus(rc, err));
-      }
-      done();
-    });
-  }
-
-  void WaitOutputThenDone(const KoloPyApi* api, OpKernelContext* ctx, uint64_t handle,
-                          bool alltoall, DoneCallback done) const {
-    FinishWhenDone(api, {handle}, [api, ctx, handle, alltoall, done = std::move(done)] {
-      WaitOutput(api, ctx, handle, 0, alltoall);
-      done();
-    });
-  }
-
-  // Waits for every handle of a group, output i from handles[i]; the op
-  // fails with the first error (every handle is waited all the same).
-  void WaitOutputsThenDone(const KoloPyApi* api, OpKernelContext* ctx,
-                           std::vector<uint64_t> handles, DoneCallback done) const {
-    FinishWhenDone(api, handles, [api, ctx, handles, done = std::move(done)] {
-      for (size_t i = 0; i < handles.size(); ++i) {
-        WaitOutput(api, ctx, handles[i], static_cast<int>(i), false);
-      }
-      done();
-    });
-  }
-
-  // Output `index` from `handle`'s result; a failure goes to the op's status.
-  static void WaitOutput(const KoloPyApi* api, OpKernelContext* ctx, uint64_t handle, int index,
-                         bool alltoall) {
-    char err[kErrLen] = {0};
-    OutputSink sink{ctx, absl::OkStatus(), index, alltoall};
-    int rc =
-        api->wait_output(handle, alltoall ? 1 : 0, &OutputSink::Allocate, &sink, err, sizeof(err));
-    if (!sink.status.ok()) {
-      ctx->SetStatus(sink.status);
-    } else if (rc != 0) {
-      ctx->SetStatus(ToStatus(rc, err));
-    }
-  }
-
-  std::string name_;
-  int process_set_ = 0;
-  int64_t wait_inline_us_ = 0;
+  const OpAttrs attrs_;
+  const P policy_;
 };
 
-#define KOLO_SUBMIT_OR_FAIL(ctx, rc, err, done) \
-  if ((rc) != 0) {                              \
-    (ctx)->SetStatus(ToStatus((rc), (err)));    \
-    (done)();                                   \
-    return;                                     \
-  }
-
-class AllreduceOp : public KoloOp {
- public:
-  explicit AllreduceOp(OpKernelConstruction* c) : KoloOp(c) {
-    OP_REQUIRES_OK(c, c->GetAttr("reduce_op", &op_));
-    OP_REQUIRES_OK(c, c->GetAttr("prescale_factor", &prescale_));
-    OP_REQUIRES_OK(c, c->GetAttr("postscale_factor", &postscale_));
-    OP_REQUIRES_OK(c, c->GetAttr("compression", &compression_));
-  }
-
-  void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
-    const KoloPyApi* api = Api(ctx);
-    const Tensor& in = ctx->input(0);
-    if (api == nullptr || !CheckDType(ctx, api, in.dtype(), kAllreduce)) return done();
-    Tensor* out = nullptr;
-    OP_REQUIRES_OK_ASYNC(ctx, ctx->allocate_output(0, in.shape(), &out), done);
-    std::vector<int64_t> dims = Dims(in);
-    char err[kErrLen] = {0};
-    uint64_t h = 0;
-    int rc =
-        api->allreduce_async(DataOf(in), MutableDataOf(out), DTypeCode(in.dtype()), dims.data(),
-                             static_cast<int>(dims.size()), name_.c_str(), op_, prescale_,
-                             postscale_, compression_, process_set_, &h, err, sizeof(err));
-    KOLO_SUBMIT_OR_FAIL(ctx, rc, err, done);
-    WaitThenDone(api, ctx, h, std::move(done));
-  }
-
- private:
-  int op_ = 0;
-  float prescale_ = 1.0f;
-  float postscale_ = 1.0f;
-  int compression_ = 0;
+// A policy's collective, the inputs it moves and how it finishes.
+template <int Kind, Inputs In, Finish F>
+struct Collective {
+  static constexpr int kKind = Kind;
+  static constexpr Inputs kInputs = In;
+  static constexpr Finish kFinish = F;
 };
 
-class GroupedAllreduceOp : public KoloOp {
- public:
-  explicit GroupedAllreduceOp(OpKernelConstruction* c) : KoloOp(c) {
-    OP_REQUIRES_OK(c, c->GetAttr("reduce_op", &op_));
-    OP_REQUIRES_OK(c, c->GetAttr("prescale_factor", &prescale_));
-    OP_REQUIRES_OK(c, c->GetAttr("postscale_factor", &postscale_));
-    OP_REQUIRES_OK(c, c->GetAttr("compression", &compression_));
-  }
+// Outputs allocated when the result arrives (or none).
+struct NoOutputs {
+  absl::Status Outputs(OpKernelContext*, Tensors*) const { return absl::OkStatus(); }
+};
 
-  void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
-    const KoloPyApi* api = Api(ctx);
-    GroupInputs g;
-    if (api == nullptr || !Group(ctx, api, kAllreduce, &g)) return done();
-    const int n = g.size();
-    std::vector<void*> outs(n);
-    for (int i = 0; i < n; ++i) {
+// Output i shaped like input i, allocated before the op submits.
+struct SameShapeOutputs {
+  absl::Status Outputs(OpKernelContext* ctx, Tensors* t) const {
+    for (int i = 0; i < t->size(); ++i) {
       Tensor* out = nullptr;
-      OP_REQUIRES_OK_ASYNC(ctx, ctx->allocate_output(i, ctx->input(i).shape(), &out), done);
-      outs[i] = MutableDataOf(out);
+      TF_RETURN_IF_ERROR(ctx->allocate_output(i, ctx->input(i).shape(), &out));
+      t->outs.push_back(MutableDataOf(out));
     }
-    std::vector<uint64_t> handles(n);
-    char err[kErrLen] = {0};
-    int rc = api->grouped_allreduce_async(n, g.data.data(), outs.data(), g.dtypes.data(),
-                                          g.shapes.data(), g.ndims.data(), g.cnames.data(), op_,
-                                          prescale_, postscale_, compression_, process_set_,
-                                          handles.data(), err, sizeof(err));
-    KOLO_SUBMIT_OR_FAIL(ctx, rc, err, done);
-    WaitAllThenDone(api, ctx, std::move(handles), std::move(done));
-  }
-
- private:
-  int op_ = 0;
-  float prescale_ = 1.0f;
-  float postscale_ = 1.0f;
-  int compression_ = 0;
-};
-
-class BroadcastOp : public KoloOp {
- public:
-  explicit BroadcastOp(OpKernelConstruction* c) : KoloOp(c) {
-    OP_REQUIRES_OK(c, c->GetAttr("root_rank", &root_));
-  }
-
-  void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
-    const KoloPyApi* api = Api(ctx);
-    const Tensor& in = ctx->input(0);
-    if (api == nullptr || !CheckDType(ctx, api, in.dtype(), kBroadcast)) return done();
-    Tensor* out = nullptr;
-    OP_REQUIRES_OK_ASYNC(ctx, ctx->allocate_output(0, in.shape(), &out), done);
-    if (in.NumElements() > 0) {
-      std::memcpy(MutableDataOf(out), DataOf(in), in.TotalBytes());
-    }
-    std::vector<int64_t> dims = Dims(in);
-    char err[kErrLen] = {0};
-    uint64_t h = 0;
-    int rc = api->broadcast_async(MutableDataOf(out), DTypeCode(in.dtype()), dims.data(),
-                                  static_cast<int>(dims.size()), name_.c_str(), root_, process_set_,
-                                  &h, err, sizeof(err));
-    KOLO_SUBMIT_OR_FAIL(ctx, rc, err, done);
-    WaitThenDone(api, ctx, h, std::move(done));
-  }
-
- private:
-  int root_ = 0;
-};
-
-class AllgatherOp : public KoloOp {
- public:
-  using KoloOp::KoloOp;
-
-  void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
-    const KoloPyApi* api = Api(ctx);
-    const Tensor& in = ctx->input(0);
-    // A scalar is refused by libkolo, which tells the other ranks.
-    if (api == nullptr || !CheckDType(ctx, api, in.dtype(), kAllgather)) return done();
-    std::vector<int64_t> dims = Dims(in);
-    char err[kErrLen] = {0};
-    uint64_t h = 0;
-    int rc = api->allgather_async(DataOf(in), DTypeCode(in.dtype()), dims.data(),
-                                  static_cast<int>(dims.size()), name_.c_str(), process_set_, &h,
-                                  err, sizeof(err));
-    KOLO_SUBMIT_OR_FAIL(ctx, rc, err, done);
-    WaitOutputThenDone(api, ctx, h, false, std::move(done));
+    return absl::OkStatus();
   }
 };
 
-class ReducescatterOp : public KoloOp {
- public:
-  explicit ReducescatterOp(OpKernelConstruction* c) : KoloOp(c) {
-    OP_REQUIRES_OK(c, c->GetAttr("reduce_op", &op_));
-    OP_REQUIRES_OK(c, c->GetAttr("prescale_factor", &prescale_));
-    OP_REQUIRES_OK(c, c->GetAttr("postscale_factor", &postscale_));
+struct AllreducePolicy : Collective<kAllreduce, Inputs::kFirst, Finish::kWait>, SameShapeOutputs {
+  explicit AllreducePolicy(OpKernelConstruction* c) : r(c, true) {}
+  int Submit(const KoloPyApi* api, OpKernelContext*, const OpAttrs& a, const Tensors& t,
+             uint64_t* h, char* err) const {
+    return api->allreduce_async(t.data[0], t.outs[0], t.dtypes[0], t.shapes[0], t.ndims[0],
+                                a.name.c_str(), r.op, r.prescale, r.postscale, r.compression,
+                                a.process_set, h, err, kErrLen);
   }
-
-  void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
-    const KoloPyApi* api = Api(ctx);
-    const Tensor& in = ctx->input(0);
-    if (api == nullptr || !CheckDType(ctx, api, in.dtype(), kReducescatter)) return done();
-    std::vector<int64_t> dims = Dims(in);
-    char err[kErrLen] = {0};
-    uint64_t h = 0;
-    int rc = api->reducescatter_async(DataOf(in), DTypeCode(in.dtype()), dims.data(),
-                                      static_cast<int>(dims.size()), name_.c_str(), op_, prescale_,
-                                      postscale_, process_set_, &h, err, sizeof(err));
-    KOLO_SUBMIT_OR_FAIL(ctx, rc, err, done);
-    WaitOutputThenDone(api, ctx, h, false, std::move(done));
-  }
-
- private:
-  int op_ = 1;
-  float prescale_ = 1.0f;
-  float postscale_ = 1.0f;
+  ReduceAttrs r;
 };
 
-class AlltoallOp : public KoloOp {
- public:
-  using KoloOp::KoloOp;
+struct GroupedAllreducePolicy : Collective<kAllreduce, Inputs::kGroup, Finish::kWait>,
+                                SameShapeOutputs {
+  explicit GroupedAllreducePolicy(OpKernelConstruction* c) : r(c, true) {}
+  int Submit(const KoloPyApi* api, OpKernelContext*, const OpAttrs& a, const Tensors& t,
+             uint64_t* h, char* err) const {
+    return api->grouped_allreduce_async(t.size(), t.data.data(), t.outs.data(), t.dtypes.data(),
+                                        t.shapes.data(), t.ndims.data(), t.cnames.data(), r.op,
+                                        r.prescale, r.postscale, r.compression, a.process_set, h,
+                                        err, kErrLen);
+  }
+  ReduceAttrs r;
+};
 
-  void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
-    const KoloPyApi* api = Api(ctx);
+// The root's tensor is sent from (and everyone's received into) the output.
+struct BroadcastPolicy : Collective<kBroadcast, Inputs::kFirst, Finish::kWait> {
+  explicit BroadcastPolicy(OpKernelConstruction* c) {
+    OP_REQUIRES_OK(c, c->GetAttr("root_rank", &root));
+  }
+  absl::Status Outputs(OpKernelContext* ctx, Tensors* t) const {
+    TF_RETURN_IF_ERROR(SameShapeOutputs().Outputs(ctx, t));
     const Tensor& in = ctx->input(0);
-    const Tensor& splits = ctx->input(1);
-    if (api == nullptr || !CheckDType(ctx, api, in.dtype(), kAlltoall)) return done();
+    if (in.NumElements() > 0) std::memcpy(t->outs[0], DataOf(in), in.TotalBytes());
+    return absl::OkStatus();
+  }
+  int Submit(const KoloPyApi* api, OpKernelContext*, const OpAttrs& a, const Tensors& t,
+             uint64_t* h, char* err) const {
+    return api->broadcast_async(t.outs[0], t.dtypes[0], t.shapes[0], t.ndims[0], a.name.c_str(),
+                                root, a.process_set, h, err, kErrLen);
+  }
+  int root = 0;
+};
+
+// A scalar is refused by libkolo, which tells the other ranks.
+struct AllgatherPolicy : Collective<kAllgather, Inputs::kFirst, Finish::kWaitOutput>, NoOutputs {
+  int Submit(const KoloPyApi* api, OpKernelContext*, const OpAttrs& a, const Tensors& t,
+             uint64_t* h, char* err) const {
+    return api->allgather_async(t.data[0], t.dtypes[0], t.shapes[0], t.ndims[0], a.name.c_str(),
+                                a.process_set, h, err, kErrLen);
+  }
+};
+
+struct ReducescatterPolicy : Collective<kReducescatter, Inputs::kFirst, Finish::kWaitOutput>,
+                             NoOutputs {
+  explicit ReducescatterPolicy(OpKernelConstruction* c) : r(c, false) {}
+  int Submit(const KoloPyApi* api, OpKernelContext*, const OpAttrs& a, const Tensors& t,
+             uint64_t* h, char* err) const {
+    return api->reducescatter_async(t.data[0], t.dtypes[0], t.shapes[0], t.ndims[0], a.name.c_str(),
+                                    r.op, r.prescale, r.postscale, a.process_set, h, err, kErrLen);
+  }
+  ReduceAttrs r;
+};
+
+// Input 1 holds the rows of input 0 that go to each rank.
+struct AlltoallPolicy : Collective<kAlltoall, Inputs::kFirst, Finish::kWaitAlltoall>, NoOutputs {
+  int Submit(const KoloPyApi* api, OpKernelContext* ctx, const OpAttrs& a, const Tensors& t,
+             uint64_t* h, char* err) const {
     std::vector<int64_t> sp;
-    auto flat = splits.flat<int64_t>();
+    auto flat = ctx->input(1).flat<int64_t>();
     for (int64_t i = 0; i < flat.size(); ++i) sp.push_back(flat(i));
-    std::vector<int64_t> dims = Dims(in);
-    char err[kErrLen] = {0};
-    uint64_t h = 0;
-    int rc = api->alltoall_async(
-        DataOf(in), DTypeCode(in.dtype()), dims.data(), static_cast<int>(dims.size()), sp.data(),
-        static_cast<int>(sp.size()), name_.c_str(), process_set_, &h, err, sizeof(err));
-    KOLO_SUBMIT_OR_FAIL(ctx, rc, err, done);
-    WaitOutputThenDone(api, ctx, h, true, std::move(done));
+    return api->alltoall_async(t.data[0], t.dtypes[0], t.shapes[0], t.ndims[0], sp.data(),
+                               static_cast<int>(sp.size()), a.name.c_str(), a.process_set, h, err,
+                               kErrLen);
   }
 };
 
-// Several tensors gathered (or reduced and scattered) as one negotiated,
-// fused group: member i is named "<op name>.i" and fills output i.
-class GroupedOutputOp : public KoloOp {
- public:
-  GroupedOutputOp(OpKernelConstruction* c, int kind) : KoloOp(c), kind_(kind) {
-    if (kind_ == kReducescatter) {
-      OP_REQUIRES_OK(c, c->GetAttr("reduce_op", &op_));
-      OP_REQUIRES_OK(c, c->GetAttr("prescale_factor", &prescale_));
-      OP_REQUIRES_OK(c, c->GetAttr("postscale_factor", &postscale_));
-    }
-  }
-
-  void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
-    const KoloPyApi* api = Api(ctx);
-    GroupInputs g;
-    if (api == nullptr || !Group(ctx, api, kind_, &g)) return done();
-    const int n = g.size();
-    std::vector<uint64_t> handles(n);
-    char err[kErrLen] = {0};
-    const int rc = kind_ == kAllgather
-                       ? api->grouped_allgather_async(
-                             n, g.data.data(), g.dtypes.data(), g.shapes.data(), g.ndims.data(),
-                             g.cnames.data(), process_set_, handles.data(), err, sizeof(err))
-                       : api->grouped_reducescatter_async(
-                             n, g.data.data(), g.dtypes.data(), g.shapes.data(), g.ndims.data(),
-                             g.cnames.data(), op_, prescale_, postscale_, process_set_,
-                             handles.data(), err, sizeof(err));
-    KOLO_SUBMIT_OR_FAIL(ctx, rc, err, done);
-    WaitOutputsThenDone(api, ctx, std::move(handles), std::move(done));
-  }
-
- private:
-  const int kind_;
-  int op_ = 1;
-  float prescale_ = 1.0f;
-  float postscale_ = 1.0f;
-};
-
-class GroupedAllgatherOp : public GroupedOutputOp {
- public:
-  explicit GroupedAllgatherOp(OpKernelConstruction* c) : GroupedOutputOp(c, kAllgather) {}
-};
-
-class GroupedReducescatterOp : public GroupedOutputOp {
- public:
-  explicit GroupedReducescatterOp(OpKernelConstruction* c) : GroupedOutputOp(c, kReducescatter) {}
-};
-
-class BarrierOp : public KoloOp {
- public:
-  using KoloOp::KoloOp;
-
-  void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
-    const KoloPyApi* api = Api(ctx);
-    if (api == nullptr) return done();
-    const int ps = process_set_;
-    tensorflow::Env::Default()->SchedClosure([api, ctx, ps, done = std::move(done)] {
-      char err[kErrLen] = {0};
-      int rc = api->barrier(ps, err, sizeof(err));
-      if (rc != 0) ctx->SetStatus(ToStatus(rc, err));
-      done();
-    });
+// Several tensors gathered as one negotiated, fused group: member i fills
+// output i.
+struct GroupedAllgatherPolicy : Collective<kAllgather, Inputs::kGroup, Finish::kWaitOutput>,
+                                NoOutputs {
+  int Submit(const KoloPyApi* api, OpKernelContext*, const OpAttrs& a, const Tensors& t,
+             uint64_t* h, char* err) const {
+    return api->grouped_allgather_async(t.size(), t.data.data(), t.dtypes.data(), t.shapes.data(),
+                                        t.ndims.data(), t.cnames.data(), a.process_set, h, err,
+                                        kErrLen);
   }
 };
 
-class JoinOp : public KoloOp {
- public:
-  using KoloOp::KoloOp;
+// Several tensors reduced and scattered as one group: member i fills
+// output i.
+struct GroupedReducescatterPolicy : Collective<kReducescatter, Inputs::kGroup, Finish::kWaitOutput>,
+                                    NoOutputs {
+  explicit GroupedReducescatterPolicy(OpKernelConstruction* c) : r(c, false) {}
+  int Submit(const KoloPyApi* api, OpKernelContext*, const OpAttrs& a, const Tensors& t,
+             uint64_t* h, char* err) const {
+    return api->grouped_reducescatter_async(
+        t.size(), t.data.data(), t.dtypes.data(), t.shapes.data(), t.ndims.data(), t.cnames.data(),
+        r.op, r.prescale, r.postscale, a.process_set, h, err, kErrLen);
+  }
+  ReduceAttrs r;
+};
 
-  void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
-    const KoloPyApi* api = Api(ctx);
-    if (api == nullptr) return done();
+struct BarrierPolicy : Collective<kNoCollective, Inputs::kNone, Finish::kBlocking>, NoOutputs {
+  int Call(const KoloPyApi* api, OpKernelContext*, int process_set, char* err) const {
+    return api->barrier(process_set, err, kErrLen);
+  }
+};
+
+// Output 0: the last rank to join (-1 if the call failed).
+struct JoinPolicy : Collective<kNoCollective, Inputs::kNone, Finish::kBlocking> {
+  absl::Status Outputs(OpKernelContext* ctx, Tensors*) const {
     Tensor* out = nullptr;
-    OP_REQUIRES_OK_ASYNC(ctx, ctx->allocate_output(0, TensorShape({}), &out), done);
-    tensorflow::Env::Default()->SchedClosure([api, ctx, out, done = std::move(done)] {
-      char err[kErrLen] = {0};
-      int last = -1;
-      int rc = api->join(&last, err, sizeof(err));
-      if (rc != 0) ctx->SetStatus(ToStatus(rc, err));
-      out->scalar<int32_t>()() = last;
-      done();
-    });
+    return ctx->allocate_output(0, TensorShape({}), &out);
+  }
+  int Call(const KoloPyApi* api, OpKernelContext* ctx, int, char* err) const {
+    int last = -1;
+    const int rc = api->join(&last, err, kErrLen);
+    ctx->mutable_output(0)->scalar<int32_t>()() = last;
+    return rc;
   }
 };
+
+// Output i is input i's shape.
+absl::Status SameShapes(InferenceContext* c) {
+  for (int i = 0; i < c->num_inputs(); ++i) c->set_output(i, c->input(i));
+  return absl::OkStatus();
+}
 
 // Output i is input i's shape with an unknown first dimension.
 absl::Status FirstDimUnknownAt(InferenceContext* c, int i) {
@@ -575,125 +518,80 @@ absl::Status FirstDimUnknownAt(InferenceContext* c, int i) {
   return absl::OkStatus();
 }
 
-absl::Status FirstDimUnknown(InferenceContext* c) { return FirstDimUnknownAt(c, 0); }
-
-// Every dtype reaches the kernel, which refuses those Kolo cannot move on
-// every rank (CheckDType): a type constraint here would fail the op on one
-// rank only, while the others wait for it.
-#define KOLO_TYPES "type"
-
-REGISTER_OP("KoloAllreduce")
-    .Attr("T: " KOLO_TYPES)
-    .Attr("tensor_name: string = ''")
-    .Attr("reduce_op: int = 1")
-    .Attr("prescale_factor: float = 1.0")
-    .Attr("postscale_factor: float = 1.0")
-    .Attr("compression: int = 0")
-    .Attr("process_set: int = 0")
-    .Attr("wait_inline_us: int = 0")
-    .Input("tensor: T")
-    .Output("output: T")
-    .SetIsStateful()
-    .SetShapeFn([](InferenceContext* c) {
-      c->set_output(0, c->input(0));
-      return absl::OkStatus();
-    });
-
-REGISTER_OP("KoloGroupedAllreduce")
-    .Attr("T: list(type)")
-    .Attr("tensor_name: string = ''")
-    .Attr("reduce_op: int = 1")
-    .Attr("prescale_factor: float = 1.0")
-    .Attr("postscale_factor: float = 1.0")
-    .Attr("compression: int = 0")
-    .Attr("process_set: int = 0")
-    .Attr("wait_inline_us: int = 0")
-    .Input("tensors: T")
-    .Output("outputs: T")
-    .SetIsStateful()
-    .SetShapeFn([](InferenceContext* c) {
-      for (int i = 0; i < c->num_inputs(); ++i) c->set_output(i, c->input(i));
-      return absl::OkStatus();
-    });
-
-REGISTER_OP("KoloBroadcast")
-    .Attr("T: " KOLO_TYPES)
-    .Attr("tensor_name: string = ''")
-    .Attr("root_rank: int")
-    .Attr("process_set: int = 0")
-    .Attr("wait_inline_us: int = 0")
-    .Input("tensor: T")
-    .Output("output: T")
-    .SetIsStateful()
-    .SetShapeFn([](InferenceContext* c) {
-      c->set_output(0, c->input(0));
-      return absl::OkStatus();
-    });
-
-REGISTER_OP("KoloAllgather")
-    .Attr("T: " KOLO_TYPES)
-    .Attr("tensor_name: string = ''")
-    .Attr("process_set: int = 0")
-    .Attr("wait_inline_us: int = 0")
-    .Input("tensor: T")
-    .Output("output: T")
-    .SetIsStateful()
-    .SetShapeFn(FirstDimUnknown);
-
 // Outputs like KoloAllgather's, one per input.
-absl::Status GroupFirstDimsUnknown(InferenceContext* c) {
+absl::Status FirstDimsUnknown(InferenceContext* c) {
   for (int i = 0; i < c->num_inputs(); ++i) TF_RETURN_IF_ERROR(FirstDimUnknownAt(c, i));
   return absl::OkStatus();
 }
 
-REGISTER_OP("KoloGroupedAllgather")
-    .Attr("T: list(type)")
-    .Attr("tensor_name: string = ''")
-    .Attr("process_set: int = 0")
-    .Attr("wait_inline_us: int = 0")
-    .Input("tensors: T")
-    .Output("outputs: T")
-    .SetIsStateful()
-    .SetShapeFn(GroupFirstDimsUnknown);
+// Every dtype reaches the kernel, which refuses those Kolo cannot move on
+// every rank (CheckDTypes): a type constraint here would fail the op on one
+// rank only, while the others wait for it. A group's T is a list of them.
+#define KOLO_TYPES "type"
+#define KOLO_GROUP_TYPES "list(type)"
 
-REGISTER_OP("KoloGroupedReducescatter")
-    .Attr("T: list(type)")
-    .Attr("tensor_name: string = ''")
-    .Attr("reduce_op: int = 1")
-    .Attr("prescale_factor: float = 1.0")
-    .Attr("postscale_factor: float = 1.0")
-    .Attr("process_set: int = 0")
-    .Attr("wait_inline_us: int = 0")
-    .Input("tensors: T")
-    .Output("outputs: T")
-    .SetIsStateful()
-    .SetShapeFn(GroupFirstDimsUnknown);
+// Registers collective op `name` (every Kolo op but barrier and join) with
+// its attributes in order: its tensors' dtype T (`types`), its collective
+// name (tensor_name, '' for the node's name), its own attributes (`...`),
+// its process set and how long an eager call waits inline (wait_inline_us:
+// kolo/tensorflow/_ops.py); its inputs, outputs and shape function follow
+// as after REGISTER_OP. Every Kolo op is stateful.
+#define REGISTER_KOLO_COLLECTIVE(name, types, ...)                               \
+  REGISTER_OP(name)                                                              \
+      .Attr("T: " types)                                                         \
+      .Attr("tensor_name: string = ''") __VA_ARGS__.Attr("process_set: int = 0") \
+      .Attr("wait_inline_us: int = 0")                                           \
+      .SetIsStateful()
+// A reducing collective's attributes.
+#define KOLO_REDUCE_ATTRS                   \
+  .Attr("reduce_op: int = 1")               \
+      .Attr("prescale_factor: float = 1.0") \
+      .Attr("postscale_factor: float = 1.0")
 
-REGISTER_OP("KoloReducescatter")
-    .Attr("T: " KOLO_TYPES)
-    .Attr("tensor_name: string = ''")
-    .Attr("reduce_op: int = 1")
-    .Attr("prescale_factor: float = 1.0")
-    .Attr("postscale_factor: float = 1.0")
-    .Attr("process_set: int = 0")
-    .Attr("wait_inline_us: int = 0")
+REGISTER_KOLO_COLLECTIVE("KoloAllreduce", KOLO_TYPES,
+                         KOLO_REDUCE_ATTRS.Attr("compression: int = 0"))
     .Input("tensor: T")
     .Output("output: T")
-    .SetIsStateful()
-    .SetShapeFn(FirstDimUnknown);
+    .SetShapeFn(SameShapes);
 
-REGISTER_OP("KoloAlltoall")
-    .Attr("T: " KOLO_TYPES)
-    .Attr("tensor_name: string = ''")
-    .Attr("process_set: int = 0")
-    .Attr("wait_inline_us: int = 0")
+REGISTER_KOLO_COLLECTIVE("KoloGroupedAllreduce", KOLO_GROUP_TYPES,
+                         KOLO_REDUCE_ATTRS.Attr("compression: int = 0"))
+    .Input("tensors: T")
+    .Output("outputs: T")
+    .SetShapeFn(SameShapes);
+
+REGISTER_KOLO_COLLECTIVE("KoloBroadcast", KOLO_TYPES, .Attr("root_rank: int"))
+    .Input("tensor: T")
+    .Output("output: T")
+    .SetShapeFn(SameShapes);
+
+REGISTER_KOLO_COLLECTIVE("KoloAllgather", KOLO_TYPES)
+    .Input("tensor: T")
+    .Output("output: T")
+    .SetShapeFn(FirstDimsUnknown);
+
+REGISTER_KOLO_COLLECTIVE("KoloGroupedAllgather", KOLO_GROUP_TYPES)
+    .Input("tensors: T")
+    .Output("outputs: T")
+    .SetShapeFn(FirstDimsUnknown);
+
+REGISTER_KOLO_COLLECTIVE("KoloGroupedReducescatter", KOLO_GROUP_TYPES, KOLO_REDUCE_ATTRS)
+    .Input("tensors: T")
+    .Output("outputs: T")
+    .SetShapeFn(FirstDimsUnknown);
+
+REGISTER_KOLO_COLLECTIVE("KoloReducescatter", KOLO_TYPES, KOLO_REDUCE_ATTRS)
+    .Input("tensor: T")
+    .Output("output: T")
+    .SetShapeFn(FirstDimsUnknown);
+
+REGISTER_KOLO_COLLECTIVE("KoloAlltoall", KOLO_TYPES)
     .Input("tensor: T")
     .Input("splits: int64")
     .Output("output: T")
     .Output("received_splits: int64")
-    .SetIsStateful()
     .SetShapeFn([](InferenceContext* c) {
-      TF_RETURN_IF_ERROR(FirstDimUnknown(c));
+      TF_RETURN_IF_ERROR(FirstDimUnknownAt(c, 0));
       c->set_output(1, c->Vector(c->UnknownDim()));
       return absl::OkStatus();
     });
@@ -711,19 +609,20 @@ REGISTER_OP("KoloJoin")
       return absl::OkStatus();
     });
 
-REGISTER_KERNEL_BUILDER(Name("KoloAllreduce").Device(tensorflow::DEVICE_CPU), AllreduceOp);
-REGISTER_KERNEL_BUILDER(Name("KoloGroupedAllreduce").Device(tensorflow::DEVICE_CPU),
-                        GroupedAllreduceOp);
-REGISTER_KERNEL_BUILDER(Name("KoloBroadcast").Device(tensorflow::DEVICE_CPU), BroadcastOp);
-REGISTER_KERNEL_BUILDER(Name("KoloAllgather").Device(tensorflow::DEVICE_CPU), AllgatherOp);
-REGISTER_KERNEL_BUILDER(Name("KoloReducescatter").Device(tensorflow::DEVICE_CPU), ReducescatterOp);
-REGISTER_KERNEL_BUILDER(Name("KoloAlltoall").Device(tensorflow::DEVICE_CPU), AlltoallOp);
-REGISTER_KERNEL_BUILDER(Name("KoloGroupedAllgather").Device(tensorflow::DEVICE_CPU),
-                        GroupedAllgatherOp);
-REGISTER_KERNEL_BUILDER(Name("KoloGroupedReducescatter").Device(tensorflow::DEVICE_CPU),
-                        GroupedReducescatterOp);
-REGISTER_KERNEL_BUILDER(Name("KoloBarrier").Device(tensorflow::DEVICE_CPU), BarrierOp);
-REGISTER_KERNEL_BUILDER(Name("KoloJoin").Device(tensorflow::DEVICE_CPU), JoinOp);
+// Every op is a KoloOp of its collective's policy.
+#define KOLO_KERNEL(name, policy) \
+  REGISTER_KERNEL_BUILDER(Name(name).Device(tensorflow::DEVICE_CPU), KoloOp<policy>)
+
+KOLO_KERNEL("KoloAllreduce", AllreducePolicy);
+KOLO_KERNEL("KoloGroupedAllreduce", GroupedAllreducePolicy);
+KOLO_KERNEL("KoloBroadcast", BroadcastPolicy);
+KOLO_KERNEL("KoloAllgather", AllgatherPolicy);
+KOLO_KERNEL("KoloReducescatter", ReducescatterPolicy);
+KOLO_KERNEL("KoloAlltoall", AlltoallPolicy);
+KOLO_KERNEL("KoloGroupedAllgather", GroupedAllgatherPolicy);
+KOLO_KERNEL("KoloGroupedReducescatter", GroupedReducescatterPolicy);
+KOLO_KERNEL("KoloBarrier", BarrierPolicy);
+KOLO_KERNEL("KoloJoin", JoinPolicy);
 
 }  // namespace
 }  // namespace kolo::tf
