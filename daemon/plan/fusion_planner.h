@@ -20,40 +20,10 @@
 
 #include "absl/status/status.h"
 #include "daemon/core/request.h"
+#include "daemon/core/response.h"
 #include "proto/kolo/abi/types.h"
 
 namespace kolo::daemon {
-
-// Where a backend placed one request's new output tensor.
-struct ResultPlacement {
-  uint64_t offset = 0;  // arena offset in the request's session
-  uint64_t bytes = 0;
-  int64_t value = 0;        // rows of the first dimension
-  uint8_t* data = nullptr;  // where kolod writes it (its mapping of the arena)
-};
-
-struct FusedMember {
-  ReadySet set;
-  uint64_t offset = 0;  // in the fused buffer
-  absl::Status status;  // a failure of this member alone
-  std::vector<ResultPlacement> results;
-};
-
-struct Response {
-  CollectiveKind kind = CollectiveKind::kAllreduce;
-  DType dtype = DType::kFloat32;
-  ReduceOp op = ReduceOp::kSum;
-  double prescale = 1.0;
-  double postscale = 1.0;
-  int root_rank = 0;
-  int process_set = 0;
-  Compression compression = Compression::kNone;
-  // Device tensors (each request names its GPU): the response runs on the
-  // job's device backend; host tensors otherwise.
-  bool on_device = false;
-  std::vector<FusedMember> members;
-  uint64_t total_bytes = 0;
-};
 
 std::vector<Response> PlanFusion(std::vector<ReadySet> ready, uint64_t fusion_threshold_bytes);
 

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/algorithms/collective_test_util.h"
 #include "daemon/exec/session_results.h"
+#include "daemon/plan/fusion_planner.h"
 #include "daemon/session/loopback_session.h"
 #include "daemon/transport/in_process_transport.h"
 #include "gtest/gtest.h"
