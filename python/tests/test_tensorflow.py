@@ -12,6 +12,7 @@ pytest.importorskip("tensorflow")
 
 CHECKS = [
     "topology", "allreduce_eager", "allreduce_function", "allreduce_dtypes_and_compression",
+    "compressor_api_and_compressors_of_ones_own",
     "grouped_allreduce", "broadcast", "broadcast_variables", "broadcast_and_allgather_object",
     "objects_in_a_tf1_graph_and_broadcast_object_fn",
     "allgather", "reducescatter", "alltoall", "barrier", "allreduce_gradient",

@@ -13,7 +13,7 @@ from kolo._api import Average, Sum, Min, Max, Product, ReduceOp  # noqa: F401
 from kolo._api import ProcessSet, global_process_set
 from kolo._shared import ps_id
 from kolo.tensorflow._ops import ops as _ops
-from kolo.tensorflow.compression import Compression
+from kolo.tensorflow.compression import Compression, native_code
 
 
 def _tensor_name(name):
@@ -28,18 +28,29 @@ def _is_indexed_slices(t):
     return isinstance(t, tf.IndexedSlices)
 
 
-def _native_code(tensor, compression):
-    if compression is None or tensor.dtype != tf.float32:
-        return 0
-    return int(getattr(compression, "kolo_code", 0))
+def _compressed(compression, tensors):
+    """`tensors` ready for an allreduce with `compression`: (inputs, ctxs,
+    wire code). Kolo's own fp16/bf16 on float32 tensors only (a group: on
+    all of them) leave the rounding to kolod; else `compression.compress`
+    runs here and its tensors travel as they are."""
+    code = native_code(compression)
+    if code and all(t.dtype == tf.float32 for t in tensors):
+        return list(tensors), [None] * len(tensors), code
+    if not compression:
+        return list(tensors), [None] * len(tensors), 0
+    comp = [compression.compress(t) for t in tensors]
+    return [c[0] for c in comp], [c[1] for c in comp], 0
+
+
+def _decompressed(compression, outs, ctxs, code):
+    if code or not compression:
+        return list(outs)
+    return [compression.decompress(o, c) for o, c in zip(outs, ctxs)]
 
 
 def _compress_here(compression, tensor):
     """`compression` for a collective kolod does not compress (reducescatter):
-    float32 is cast here too, where allreduce leaves it to kolod."""
-    code = int(getattr(compression, "kolo_code", 0)) if compression else 0
-    if code and tensor.dtype == tf.float32:
-        return tf.cast(tensor, tf.float16 if code == 1 else tf.bfloat16), tf.float32
+    it runs here, float32 included."""
     return compression.compress(tensor) if compression else (tensor, None)
 
 
@@ -54,14 +65,12 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="",
     if _is_indexed_slices(tensor):
         return _gather_slices([tensor], code, prescale_factor, postscale_factor, process_set,
                               name)[0]
-    tensor = tf.convert_to_tensor(tensor)
-    compressed, ctx = compression.compress(tensor) if compression else (tensor, None)
+    (compressed,), ctxs, wire = _compressed(compression, [tf.convert_to_tensor(tensor)])
     out = _ops.kolo_allreduce(
         compressed, tensor_name=_tensor_name(name), reduce_op=code,
         prescale_factor=float(prescale_factor), postscale_factor=float(postscale_factor),
-        compression=_native_code(compressed, compression),
-        process_set=ps_id(process_set))
-    return compression.decompress(out, ctx) if compression else out
+        compression=wire, process_set=ps_id(process_set))
+    return _decompressed(compression, [out], ctxs, wire)[0]
 
 
 def _gather_slices(slices, code, prescale_factor, postscale_factor, process_set, name):
@@ -108,18 +117,12 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
         for i, r in zip(sparse + dense_idx, gathered + reduced):
             out[i] = r
         return out
-    dense = [tf.convert_to_tensor(t) for t in tensors]
-    comp = [compression.compress(t) if compression else (t, None) for t in dense]
-    native = 0
-    if compression is not None and all(c[0].dtype == tf.float32 for c in comp):
-        native = int(getattr(compression, "kolo_code", 0))
+    inputs, ctxs, wire = _compressed(compression, [tf.convert_to_tensor(t) for t in tensors])
     outs = _ops.kolo_grouped_allreduce(
-        [c[0] for c in comp], tensor_name=_tensor_name(name), reduce_op=code,
+        inputs, tensor_name=_tensor_name(name), reduce_op=code,
         prescale_factor=float(prescale_factor), postscale_factor=float(postscale_factor),
-        compression=native, process_set=ps_id(process_set))
-    if compression:
-        return [compression.decompress(o, c[1]) for o, c in zip(outs, comp)]
-    return list(outs)
+        compression=wire, process_set=ps_id(process_set))
+    return _decompressed(compression, outs, ctxs, wire)
 
 
 def broadcast(tensor, root_rank, name=None, ignore_name_scope=False,

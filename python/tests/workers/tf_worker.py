@@ -82,6 +82,89 @@ def allreduce_dtypes_and_compression():
 
 
 @check
+def compressor_api_and_compressors_of_ones_own():
+    # Horovod's contract: fp16 compresses floating tensors to float16 with
+    # their dtype as the context; decompress restores it.
+    for dt in (tf.float32, tf.float64, tf.float16):
+        c, ctx = hvd.Compression.fp16.compress(tf.ones([3], dt))
+        expect(c.dtype == tf.float16 and ctx == dt, f"fp16.compress({dt}): {c.dtype}, {ctx}")
+        expect(hvd.Compression.fp16.decompress(c, ctx).dtype == dt, f"decompress {dt}")
+    c, ctx = hvd.Compression.fp16.compress(tf.ones([3], tf.int32))
+    expect(c.dtype == tf.int32 and hvd.Compression.fp16.decompress(c, ctx).dtype == tf.int32,
+           "fp16 leaves int32 as it is")
+    c, ctx = hvd.Compression.none.compress(tf.ones([3]))
+    expect(c.dtype == tf.float32 and hvd.Compression.none.decompress(c, ctx).dtype == tf.float32,
+           "none")
+    calls = []
+
+    class Halves(hvd.Compression.none):
+        # Sends x / 2 as float64, doubles the result back into x's dtype.
+        @staticmethod
+        def compress(tensor):
+            calls.append("compress")
+            return tf.cast(tensor, tf.float64) / 2, tensor.dtype
+
+        @staticmethod
+        def decompress(tensor, ctx):
+            calls.append("decompress")
+            return tf.cast(tensor * 2, ctx)
+
+    class Fp16Counted(hvd.Compression.fp16):
+        @staticmethod
+        def compress(tensor):
+            calls.append("fp16 compress")
+            return hvd.Compression.fp16.compress(tensor)
+
+    x = tf.linspace(0.0, 1.0, 8) * (R + 1)
+    want = np.linspace(0, 1, 8) * N * (N + 1) / 2
+    for mode, wrap in MODES.items():
+        del calls[:]
+        y = wrap(lambda: hvd.allreduce(x, op=hvd.Sum, compression=Halves))()
+        expect(y.dtype == tf.float32 and calls == ["compress", "decompress"], f"{mode}: {calls}")
+        close(y, want)
+        del calls[:]
+        a, b = wrap(lambda: hvd.grouped_allreduce([x, tf.cast(x, tf.float64)], op=hvd.Sum,
+                                                  compression=Halves))()
+        expect(a.dtype == tf.float32 and b.dtype == tf.float64, f"{mode}: {a.dtype} {b.dtype}")
+        expect(calls.count("compress") == 2, f"{mode} grouped: {calls}")
+        close(a, want)
+        close(b, want)
+        del calls[:]
+        y = wrap(lambda: hvd.allreduce(x, op=hvd.Sum, compression=Fp16Counted))()
+        expect(y.dtype == tf.float32 and calls == ["fp16 compress"], f"{mode}: {calls}")
+        close(y, want, rtol=1e-2)
+        for comp in (hvd.Compression.fp16, hvd.Compression.bf16):
+            y = wrap(lambda: hvd.reducescatter(tf.ones([N, 2]) * (R + 1), op=hvd.Sum,
+                                               compression=comp))()
+            expect(y.dtype == tf.float32, f"{mode} reducescatter: {y.dtype}")
+            close(y, np.full([1, 2], N * (N + 1) / 2), rtol=1e-2)
+    # DistributedGradientTape and DistributedOptimizer honour both.
+    for comp in (Halves, hvd.Compression.fp16):
+        w = tf.Variable([1.0, 2.0])
+        del calls[:]
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(w * float(R + 1))
+        (g,) = hvd.DistributedGradientTape(tape, compression=comp).gradient(loss, [w])
+        expect(g.dtype == tf.float32, f"tape {comp.__name__}: {g.dtype}")
+        close(g, np.full([2], (N + 1) / 2), rtol=1e-2)
+        expect((calls == ["compress", "decompress"]) == (comp is Halves), f"tape: {calls}")
+        keras.utils.set_random_seed(R)
+        model = keras.Sequential([keras.Input([4]), keras.layers.Dense(1)])
+        model.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(0.05),
+                                                         compression=comp), loss="mse")
+        rng = np.random.default_rng(R)
+        del calls[:]
+        model.fit(rng.normal(size=[32, 4]).astype(np.float32),
+                  rng.normal(size=[32, 1]).astype(np.float32), batch_size=16, epochs=1,
+                  verbose=0, callbacks=[hvd.BroadcastGlobalVariablesCallback(0)])
+        expect(comp is not Halves or "compress" in calls, f"optimizer: {calls}")
+        flat = np.concatenate([v.numpy().ravel() for v in model.trainable_variables])
+        gathered = hvd.allgather(tf.constant(flat[None, :])).numpy()
+        for r in range(N):
+            close(gathered[r], gathered[0])
+
+
+@check
 def grouped_allreduce():
     for mode, wrap in MODES.items():
         outs = wrap(lambda: hvd.grouped_allreduce(
