@@ -162,6 +162,25 @@ expect_rc 1 $? "no kolod for a multi-host job"
 expect_grep "needs the system kolod running on every host" "${tmp}/err" \
     "no kolod for a multi-host job"
 
+# horovodrun's flags: the command starts without --, a kolod setting reaches
+# the private kolod, the timeline path the ranks, and a flag without an
+# equivalent says so.
+"${kolorun}" -np 2 --private_daemon --kolod "${fake}" \
+    --kolod_arg="--record=${tmp}/record" --fusion-threshold-mb 16 \
+    --timeline-filename "${tmp}/tl.json" --cycle-time-ms 5 \
+    /bin/sh -c 'echo timeline $KOLO_TIMELINE' --fusion-threshold-mb 1 \
+    >"${tmp}/out" 2>"${tmp}/err"
+expect_rc 0 $? "horovodrun flags"
+expect_grep "[0] timeline ${tmp}/tl.json" "${tmp}/out" "--timeline-filename"
+expect_grep "--fusion_threshold=16M" "${tmp}/record" "--fusion-threshold-mb"
+expect_grep "--cycle-time-ms 5: changes nothing here" "${tmp}/err" "--cycle-time-ms"
+"${kolorun}" -np 1 --output-filename "${tmp}/o" true 2>"${tmp}/err"
+expect_rc 2 $? "--output-filename"
+expect_grep "--output-filename is not supported" "${tmp}/err" "--output-filename"
+"${kolorun}" --check-build >"${tmp}/out" 2>&1
+expect_rc 0 $? "--check-build"
+expect_grep "[X] kolod" "${tmp}/out" "--check-build"
+
 # A command that does not exist.
 "${kolorun}" -np 1 --private_daemon --kolod "${fake}" -- /nonexistent/prog \
     2>"${tmp}/err"

@@ -6,8 +6,11 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,6 +27,7 @@
 #include "absl/time/time.h"
 #include "client/kolorun/command_line.h"
 #include "client/kolorun/elastic_options.h"
+#include "client/kolorun/horovod_flags.h"
 #include "client/kolorun/hosts.h"
 #include "client/kolorun/launcher.h"
 
@@ -165,6 +169,38 @@ std::vector<std::string> KolorunFlagNames() {
   return names;
 }
 
+// Whether kolorun's flag `name` (or absl's help flag) takes no value.
+bool IsBoolFlag(absl::string_view name) {
+  if (name == "help" || name == "helpfull" || name == "helpshort" || name == "helppackage" ||
+      name == "version" || name == "only_check_args") {
+    return true;
+  }
+  const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+  if (flag == nullptr && absl::StartsWith(name, "no")) {
+    flag = absl::FindCommandLineFlag(name.substr(2));
+  }
+  return flag != nullptr && IsKolorunFlag(*flag) && flag->IsOfType<bool>();
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError("cannot read it");
+  std::stringstream contents;
+  contents << in.rdbuf();
+  return contents.str();
+}
+
+// `env` with each NAME=VALUE of `overrides` replacing the entry of that name.
+void OverrideEnvironment(const std::vector<std::string>& overrides, std::vector<std::string>* env) {
+  for (const std::string& entry : overrides) {
+    const std::string prefix = entry.substr(0, entry.find('=') + 1);
+    env->erase(std::remove_if(env->begin(), env->end(),
+                              [&](const std::string& e) { return absl::StartsWith(e, prefix); }),
+               env->end());
+    env->push_back(entry);
+  }
+}
+
 int Fail(int code, absl::string_view message) {
   std::fprintf(stderr, "kolorun: %.*s\n", static_cast<int>(message.size()), message.data());
   return code;
@@ -216,10 +252,27 @@ int Main(int argc, char** argv) {
       "ranks, so the [N] prefix counts processes started (the initial ranks\n"
       "are [0] to [np-1], joiners [np] on). Without -H or a discovery script\n"
       "the job runs here with -np slots.\n\n"
-      "Every flag may also be spelled with '-' for '_' (--min-np).");
+      "Every flag may also be spelled with '-' for '_' (--min-np).\n\n"
+      "horovodrun's flags are accepted too (docs/horovodrun.md says what each\n"
+      "means here), and, as with horovodrun, the command may start without --\n"
+      "at the first word that is neither a flag nor a flag's value.");
 
-  absl::StatusOr<CommandLine> split =
-      SplitCommandLine(std::vector<std::string>(argv, argv + argc), KolorunFlagNames());
+  absl::StatusOr<HorovodTranslation> horovod = TranslateHorovodFlags(
+      std::vector<std::string>(argv, argv + argc), IsBoolFlag, ReadFile);
+  if (!horovod.ok()) return Fail(kUsageExit, horovod.status().message());
+  if (horovod->check_build) {
+    std::fputs(CheckBuildReport().c_str(), stdout);
+    return 0;
+  }
+  for (const std::string& note : horovod->notes) {
+    std::fprintf(stderr, "kolorun: %s\n", note.c_str());
+  }
+  if (horovod->verbose) {
+    std::fprintf(stderr, "kolorun: running as: %s%s%s\n", absl::StrJoin(horovod->env, " ").c_str(),
+                 horovod->env.empty() ? "" : " ", absl::StrJoin(horovod->argv, " ").c_str());
+  }
+
+  absl::StatusOr<CommandLine> split = SplitCommandLine(horovod->argv, KolorunFlagNames());
   if (!split.ok()) return Fail(kUsageExit, split.status().message());
   std::vector<char*> flag_argv;
   for (std::string& arg : split->flag_args) flag_argv.push_back(arg.data());
@@ -273,6 +326,7 @@ int Main(int argc, char** argv) {
   options.temp_root = GetEnv("TMPDIR");
   if (options.temp_root.empty()) options.temp_root = "/tmp";
   options.base_env = CurrentEnvironment();
+  OverrideEnvironment(horovod->env, &options.base_env);
 
   const struct {
     const char* name;

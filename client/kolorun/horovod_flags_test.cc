@@ -1,0 +1,177 @@
+#include "client/kolorun/horovod_flags.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kolo::kolorun {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::SizeIs;
+
+bool IsBool(absl::string_view name) { return name == "private_daemon" || name == "help"; }
+
+absl::StatusOr<std::string> NoFile(const std::string& path) {
+  return absl::NotFoundError("no such file: " + path);
+}
+
+absl::StatusOr<HorovodTranslation> Translate(const std::vector<std::string>& argv) {
+  return TranslateHorovodFlags(argv, IsBool, NoFile);
+}
+
+TEST(HorovodFlagsTest, CommandStartsAtFirstPositionalAndKolorunFlagsPass) {
+  auto t = Translate({"horovodrun", "-np", "2", "-H", "a:1,b:1", "--private_daemon", "python3",
+                      "t.py", "--epochs", "3", "-p", "9"});
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_THAT(t->argv, ElementsAre("horovodrun", "-np", "2", "-H", "a:1,b:1", "--private_daemon",
+                                   "--", "python3", "t.py", "--epochs", "3", "-p", "9"));
+  EXPECT_THAT(t->env, IsEmpty());
+  EXPECT_THAT(t->notes, IsEmpty());
+}
+
+TEST(HorovodFlagsTest, ExistingDoubleDashIsKept) {
+  auto t = Translate({"kolorun", "--np=2", "--", "--fusion-threshold-mb", "1"});
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_THAT(t->argv, ElementsAre("kolorun", "--np=2", "--", "--fusion-threshold-mb", "1"));
+}
+
+TEST(HorovodFlagsTest, NumProcIsNp) {
+  auto t = Translate({"horovodrun", "--num-proc", "3", "x"});
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_THAT(t->argv, ElementsAre("horovodrun", "--np=3", "--", "x"));
+}
+
+TEST(HorovodFlagsTest, SshPortAndIdentityBecomeSshArgs) {
+  for (const char* flag : {"-p", "--ssh-port"}) {
+    auto t = Translate({"horovodrun", flag, "2222", "-i", "/k", "x"});
+    ASSERT_TRUE(t.ok()) << t.status();
+    EXPECT_THAT(t->argv, ElementsAre("horovodrun", "--ssh_arg=-p", "--ssh_arg=2222",
+                                     "--ssh_arg=-i", "--ssh_arg=/k", "--", "x"));
+  }
+  auto eq = Translate({"horovodrun", "--ssh-port=22", "x"});
+  ASSERT_TRUE(eq.ok());
+  EXPECT_THAT(eq->argv, ElementsAre("horovodrun", "--ssh_arg=-p", "--ssh_arg=22", "--", "x"));
+  EXPECT_FALSE(Translate({"horovodrun", "-p", "abc", "x"}).ok());
+  EXPECT_FALSE(Translate({"horovodrun", "-p"}).ok());
+}
+
+TEST(HorovodFlagsTest, Hostfile) {
+  auto read = [](const std::string& path) -> absl::StatusOr<std::string> {
+    EXPECT_EQ(path, "/h");
+    return std::string("# hosts\nnode1 slots=2\n\n  node2:3 \nnode3\n");
+  };
+  auto t = TranslateHorovodFlags({"horovodrun", "-np", "6", "--hostfile", "/h", "x"}, IsBool, read);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_THAT(t->argv,
+              ElementsAre("horovodrun", "-np", "6", "--hosts=node1:2,node2:3,node3", "--", "x"));
+  EXPECT_FALSE(Translate({"horovodrun", "--hostfile", "/nope", "x"}).ok());
+  EXPECT_FALSE(HostfileToHostList("a slots=x\n").ok());
+  EXPECT_FALSE(HostfileToHostList("a slots=0\n").ok());
+  EXPECT_FALSE(HostfileToHostList("# none\n").ok());
+}
+
+TEST(HorovodFlagsTest, DaemonSettingsGoToThePrivateKolod) {
+  auto t = Translate({"horovodrun", "--fusion-threshold-mb", "32", "--cache-capacity=2048",
+                      "--stall-check-warning-time-seconds", "30",
+                      "--stall-check-shutdown-time-seconds", "120", "--log-level", "WARNING",
+                      "x"});
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_THAT(t->argv, ElementsAre("horovodrun", "--kolod_arg=--fusion_threshold=32M",
+                                   "--kolod_arg=--response_cache=2048",
+                                   "--kolod_arg=--stall_warning_s=30",
+                                   "--kolod_arg=--stall_timeout_s=120",
+                                   "--kolod_arg=--log_level=warn", "--", "x"));
+  ASSERT_THAT(t->notes, SizeIs(5));
+  for (const std::string& note : t->notes) EXPECT_THAT(note, HasSubstr("private kolod"));
+  EXPECT_FALSE(Translate({"horovodrun", "--fusion-threshold-mb", "-1", "x"}).ok());
+  EXPECT_FALSE(Translate({"horovodrun", "--cache-capacity", "many", "x"}).ok());
+  EXPECT_FALSE(Translate({"horovodrun", "--stall-check-warning-time-seconds", "soon", "x"}).ok());
+  EXPECT_FALSE(Translate({"horovodrun", "--log-level", "LOUD", "x"}).ok());
+}
+
+TEST(HorovodFlagsTest, LogLevels) {
+  for (auto [horovod, kolod] : std::vector<std::pair<std::string, std::string>>{
+           {"TRACE", "trace"}, {"DEBUG", "debug"}, {"INFO", "info"},
+           {"WARNING", "warn"}, {"ERROR", "error"}, {"FATAL", "error"}}) {
+    auto t = Translate({"horovodrun", "--log-level=" + horovod, "x"});
+    ASSERT_TRUE(t.ok()) << t.status();
+    EXPECT_EQ(t->argv[1], "--kolod_arg=--log_level=" + kolod);
+  }
+}
+
+TEST(HorovodFlagsTest, NoStallCheck) {
+  auto t = Translate({"horovodrun", "--no-stall-check", "x"});
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_THAT(t->argv, ElementsAre("horovodrun", "--kolod_arg=--stall_warning_s=1000000000",
+                                   "--kolod_arg=--stall_timeout_s=0", "--", "x"));
+}
+
+TEST(HorovodFlagsTest, TimelineIsKoloTimeline) {
+  auto t = Translate({"horovodrun", "--timeline-filename", "/tmp/t.json", "--timeline-mark-cycles",
+                      "x"});
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_THAT(t->argv, ElementsAre("horovodrun", "--", "x"));
+  EXPECT_THAT(t->env, ElementsAre("KOLO_TIMELINE=/tmp/t.json"));
+  ASSERT_THAT(t->notes, SizeIs(1));
+  EXPECT_THAT(t->notes[0], HasSubstr("--timeline-mark-cycles"));
+}
+
+TEST(HorovodFlagsTest, StartTimeout) {
+  auto t = Translate({"horovodrun", "--start-timeout", "60", "x"});
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_THAT(t->argv, ElementsAre("horovodrun", "--daemon_start_timeout_s=60", "--", "x"));
+  EXPECT_THAT(t->notes, SizeIs(1));
+  EXPECT_FALSE(Translate({"horovodrun", "--start-timeout", "-3", "x"}).ok());
+}
+
+TEST(HorovodFlagsTest, FlagsWithoutEquivalentEachPrintOneNote) {
+  const std::vector<std::vector<std::string>> cases = {
+      {"--cycle-time-ms", "5"},      {"--network-interface", "eth0"},
+      {"--hierarchical-allreduce"},  {"--hierarchical-allgather"},
+      {"--gloo"},                    {"--mpi"},
+      {"--timeline-mark-cycles"},    {"--autotune"},
+      {"--autotune-log-file", "/l"},
+  };
+  for (const auto& flags : cases) {
+    std::vector<std::string> argv = {"horovodrun"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.push_back("x");
+    auto t = Translate(argv);
+    ASSERT_TRUE(t.ok()) << flags[0] << ": " << t.status();
+    EXPECT_THAT(t->argv, ElementsAre("horovodrun", "--", "x")) << flags[0];
+    ASSERT_THAT(t->notes, SizeIs(1)) << flags[0];
+    EXPECT_THAT(t->notes[0], HasSubstr(flags[0].substr(0, 10))) << flags[0];
+  }
+  // --autotune with its log file: one note naming both.
+  auto t = Translate({"horovodrun", "--autotune", "--autotune-log-file", "/l", "x"});
+  ASSERT_TRUE(t.ok());
+  ASSERT_THAT(t->notes, SizeIs(1));
+  EXPECT_THAT(t->notes[0], HasSubstr("/l"));
+  EXPECT_FALSE(Translate({"horovodrun", "--gloo=1", "x"}).ok());
+}
+
+TEST(HorovodFlagsTest, VerboseAndCheckBuild) {
+  auto t = Translate({"horovodrun", "--verbose", "--check-build"});
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_TRUE(t->verbose);
+  EXPECT_TRUE(t->check_build);
+  EXPECT_THAT(t->argv, ElementsAre("horovodrun"));
+  EXPECT_THAT(CheckBuildReport(), HasSubstr("[X] kolod"));
+}
+
+TEST(HorovodFlagsTest, RefusedFlags) {
+  auto out = Translate({"horovodrun", "--output-filename", "/o", "x"});
+  ASSERT_FALSE(out.ok());
+  EXPECT_THAT(out.status().message(), HasSubstr("not supported"));
+  auto config = Translate({"horovodrun", "--config-file", "c.yaml", "x"});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(config.status().message(), HasSubstr("horovodrun"));
+}
+
+}  // namespace
+}  // namespace kolo::kolorun
