@@ -17,6 +17,7 @@
 // in time, or is under way by then (every rank submitted it), without a
 // thread hand-off.
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <type_traits>
@@ -441,17 +442,62 @@ struct ReducescatterPolicy : Collective<kReducescatter, Inputs::kFirst, Finish::
   ReduceAttrs r;
 };
 
-// Input 1 holds the rows of input 0 that go to each rank.
+// Input 1 holds the rows of input 0 that go to each rank. Splits that
+// cannot fit the tensor or the set (set_size ranks; 0: the job's size for
+// the global set, else unknown here) fail the op with InvalidArgument
+// before it is submitted, as Horovod's do, and are refused on every rank,
+// so a rank whose own call was fine fails too instead of waiting.
 struct AlltoallPolicy : Collective<kAlltoall, Inputs::kFirst, Finish::kWaitAlltoall>, NoOutputs {
+  explicit AlltoallPolicy(OpKernelConstruction* c) {
+    OP_REQUIRES_OK(c, c->GetAttr("set_size", &set_size));
+  }
   int Submit(const KoloPyApi* api, OpKernelContext* ctx, const OpAttrs& a, const Tensors& t,
              uint64_t* h, char* err) const {
     std::vector<int64_t> sp;
     auto flat = ctx->input(1).flat<int64_t>();
     for (int64_t i = 0; i < flat.size(); ++i) sp.push_back(flat(i));
+    const std::string why = CheckSplits(api, a, t.ndims[0] > 0 ? t.shapes[0][0] : 0, sp);
+    if (!why.empty()) {
+      char ignored[kErrLen] = {0};
+      (void)api->refuse(kAlltoall, a.name.c_str(), a.process_set, why.c_str(), ignored,
+                        sizeof(ignored));
+      std::snprintf(err, kErrLen, "%s", why.c_str());
+      return static_cast<int>(absl::StatusCode::kInvalidArgument);
+    }
     return api->alltoall_async(t.data[0], t.dtypes[0], t.shapes[0], t.ndims[0], sp.data(),
                                static_cast<int>(sp.size()), a.name.c_str(), a.process_set, h, err,
                                kErrLen);
   }
+  // Why `splits` of a tensor of `rows` rows cannot be sent, or "".
+  std::string CheckSplits(const KoloPyApi* api, const OpAttrs& a, int64_t rows,
+                          const std::vector<int64_t>& splits) const {
+    const int64_t ranks = set_size > 0 ? set_size : a.process_set == 0 ? api->size() : 0;
+    const std::string what = "alltoall \"" + a.name + "\": ";
+    if (splits.empty()) {
+      if (ranks <= 0 || rows % ranks == 0) return "";
+      return what + "the first dimension " + std::to_string(rows) +
+             " does not divide evenly among " + std::to_string(ranks) + " ranks; pass splits";
+    }
+    if (ranks > 0 && static_cast<int64_t>(splits.size()) != ranks) {
+      return what + std::to_string(splits.size()) + " splits for a process set of " +
+             std::to_string(ranks) + " ranks";
+    }
+    int64_t sum = 0;
+    for (int64_t v : splits) {
+      if (v < 0) return what + "negative split " + std::to_string(v);
+      sum += v;
+    }
+    if (sum > rows) {
+      return what + "the splits sum to " + std::to_string(sum) +
+             ", more than the first dimension " + std::to_string(rows);
+    }
+    if (sum < rows) {
+      return what + "the splits sum to " + std::to_string(sum) +
+             ", less than the first dimension " + std::to_string(rows);
+    }
+    return "";
+  }
+  int64_t set_size = 0;
 };
 
 // Several tensors gathered as one negotiated, fused group: member i fills
@@ -586,6 +632,7 @@ REGISTER_KOLO_COLLECTIVE("KoloReducescatter", KOLO_TYPES, KOLO_REDUCE_ATTRS)
     .SetShapeFn(FirstDimsUnknown);
 
 REGISTER_KOLO_COLLECTIVE("KoloAlltoall", KOLO_TYPES)
+    .Attr("set_size: int = 0")
     .Input("tensor: T")
     .Input("splits: int64")
     .Output("output: T")

@@ -15,7 +15,8 @@ CHECKS = [
     "compressor_api_and_compressors_of_ones_own",
     "grouped_allreduce", "broadcast", "broadcast_variables", "broadcast_and_allgather_object",
     "objects_in_a_tf1_graph_and_broadcast_object_fn",
-    "allgather", "reducescatter", "alltoall", "barrier", "allreduce_gradient",
+    "allgather", "reducescatter", "alltoall",
+    "alltoall_bad_splits_raise_invalid_argument_on_every_rank", "barrier", "allreduce_gradient",
     "distributed_gradient_tape", "keras_fit_distributed_optimizer",
     "distributed_model_and_metric_average", "mismatch_raises_in_eager",
     "mismatch_raises_in_function", "mismatches_raise_in_a_tf1_graph", "horovod_names_ops_and_static_process_set",
@@ -26,6 +27,7 @@ CHECKS = [
     "a_collective_one_rank_refuses_fails_on_every_rank", "tf1_distributed_optimizer_in_a_session",
     "horovod_return_values", "local_layers_stay_local", "tf1_hook_and_best_model_checkpoint",
     "timeline", "sparse_gradients_in_every_mode",
+    "sparse_average_of_integer_values_and_indices",
     "large_tensors_in_parts_late_peers_and_async_eager", "join",
 ]
 

@@ -76,22 +76,35 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="",
 def _gather_slices(slices, code, prescale_factor, postscale_factor, process_set, name):
     """IndexedSlices reduced as Horovod reduces them: every rank's values and
     indices gathered (one grouped allgather for all of them), the values
-    scaled (Average divides by the number of ranks). dense_shape is kept as
-    given, None included."""
+    scaled. Average divides the values by the number of ranks as Horovod
+    does, in TensorFlow's true division (integer values come back as
+    floats: float32 from 8 and 16 bits, float64 from 32 and 64); the indices
+    stay as they are, of any integer type. dense_shape is kept as given, None
+    included."""
     if code not in (int(Sum), int(Average)):
         raise NotImplementedError("sparse allreduce supports only Sum and Average")
     parts = grouped_allgather([p for s in slices for p in (s.values, s.indices)], name=name,
                               process_set=process_set)
+    ranks = _shared.ps_size(process_set) if code == int(Average) else 0
     scale = prescale_factor * postscale_factor
-    if code == int(Average):
-        scale /= _shared.ps_size(process_set)
     out = []
     for i, s in enumerate(slices):
         values, indices = parts[2 * i], parts[2 * i + 1]
-        if scale != 1.0:
-            values = values * tf.cast(scale, values.dtype)
-        out.append(tf.IndexedSlices(values, indices, dense_shape=s.dense_shape))
+        out.append(tf.IndexedSlices(_scaled_values(values, ranks, scale), indices,
+                                    dense_shape=s.dense_shape))
     return out
+
+
+def _scaled_values(values, ranks, scale):
+    """Gathered slice values divided by `ranks` (0: not averaged), then
+    times `scale` (integers scaled in float64 and cast back)."""
+    if ranks:
+        values = values / tf.cast(ranks, values.dtype)
+    if scale == 1.0:
+        return values
+    if values.dtype.is_integer:
+        return tf.cast(tf.cast(values, tf.float64) * scale, values.dtype)
+    return values * tf.cast(scale, values.dtype)
 
 
 def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
@@ -189,14 +202,25 @@ def alltoall(tensor, splits=None, name=None, ignore_name_scope=False,
              process_set=global_process_set):
     """Sends splits[j] rows to rank j (even split when None). Returns the
     received rows in rank order and, when `splits` was given, also the rows
-    received from each rank (Horovod's contract)."""
+    received from each rank (Horovod's contract). Splits that are not one
+    per rank of the set, or that do not sum to the first dimension, raise
+    tf.errors.InvalidArgumentError on the rank that passed them before the
+    collective is negotiated (the other ranks' calls of that name fail
+    too); splits of a non-integer dtype raise ValueError."""
     tensor = tf.convert_to_tensor(tensor)
     if splits is None:
         sp = tf.zeros([0], dtype=tf.int64)
     else:
-        sp = tf.cast(tf.convert_to_tensor(splits), tf.int64)
+        sp = tf.convert_to_tensor(splits)
+        if not sp.dtype.is_integer:
+            why = ValueError(f"alltoall splits must be integers, not {sp.dtype.name}")
+            if name is not None:
+                _shared.refuse("alltoall", [str(name)], process_set, why)
+            raise why
+        sp = tf.cast(sp, tf.int64)
     out, received = _ops.kolo_alltoall(tensor, sp, tensor_name=_tensor_name(name),
-                                       process_set=ps_id(process_set))
+                                       process_set=ps_id(process_set),
+                                       set_size=_shared.ps_size(process_set))
     return (out, received) if splits is not None else out
 
 

@@ -243,6 +243,67 @@ def alltoall():
         expect(list(received.numpy()) == [R + 1] * N, f"{mode}: {received}")
 
 
+def _expect_error(error, what, call, says):
+    """`call` raises `error` (a tf.errors class) whose message has `says`."""
+    try:
+        call()
+    except error as e:
+        expect(says in e.message, f"{what} on {R}: {e.message}")
+    else:
+        raise AssertionError(f"{what}: no {error.__name__} on rank {R}")
+
+
+def _expect_invalid(what, call, says):
+    _expect_error(tf.errors.InvalidArgumentError, what, call, says)
+
+
+@check
+def alltoall_bad_splits_raise_invalid_argument_on_every_rank():
+    # Horovod's contract: splits that sum past the first dimension, or that
+    # are not one per rank, raise InvalidArgumentError where they are passed,
+    # before the collective is negotiated (kolod's own message would differ).
+    short = tf.range(N - 1, dtype=tf.float32)
+    for mode, wrap in MODES.items():
+        _expect_invalid(f"{mode} sum", wrap(lambda: hvd.alltoall(
+            short, splits=tf.ones([N], tf.int32), name=f"a2a.sum.{mode}")),
+            "more than the first dimension")
+        _expect_invalid(f"{mode} length", wrap(lambda: hvd.alltoall(
+            tf.range(N + 1), splits=[1] * (N + 1), name=f"a2a.len.{mode}")),
+            f"{N + 1} splits for a process set of {N} ranks")
+        if PAIR.included():
+            _expect_invalid(f"{mode} set length", wrap(lambda: hvd.alltoall(
+                tf.range(3), splits=[1, 1, 1], process_set=PAIR, name=f"a2a.set.{mode}")),
+                "3 splits for a process set of 2 ranks")
+    try:
+        hvd.alltoall(tf.range(N), splits=tf.ones([N]), name="a2a.float")
+    except ValueError as e:
+        expect("integers" in str(e), str(e))
+    else:
+        raise AssertionError("float splits accepted")
+    graph = tf.Graph()
+    with graph.as_default():
+        sp = tf.compat.v1.placeholder(tf.int32, [None])
+        out, _ = hvd.alltoall(tf.range(N - 1, dtype=tf.float32), splits=sp, name="a2a.graph")
+        with tf.compat.v1.Session(graph=graph) as sess:
+            _expect_invalid("graph sum", lambda: sess.run(out, {sp: np.ones([N])}),
+                            "more than the first dimension")
+    # Only the last rank passes bad splits: it gets InvalidArgumentError,
+    # the others the refusal, none waits.
+    last = R == N - 1
+    for mode, wrap in MODES.items():
+        try:
+            wrap(lambda: hvd.alltoall(tf.range(N) if not last else tf.range(N - 1),
+                                      splits=[1] * N, name=f"a2a.one.{mode}"))()
+        except tf.errors.InvalidArgumentError as e:
+            expect(last and "more than the first dimension" in e.message, f"{R}: {e.message}")
+        except tf.errors.FailedPreconditionError as e:
+            expect(not last and f"rank {N - 1} refused it" in e.message, f"{R}: {e.message}")
+        else:
+            raise AssertionError(f"{mode}: no error on rank {R}")
+    out, received = hvd.alltoall(tf.range(N) * (R + 1), splits=[1] * N, name="a2a.after")
+    expect(list(out.numpy()) == [R * (r + 1) for r in range(N)], f"after: {out}")
+
+
 @check
 def barrier():
     hvd.barrier()
@@ -358,12 +419,8 @@ def mismatches_raise_in_a_tf1_graph():
         }
         with tf.compat.v1.Session(graph=graph) as sess:
             for name, out in cases.items():
-                try:
-                    sess.run(out)
-                except tf.errors.FailedPreconditionError as e:
-                    expect(name in e.message, f"{name}: {e.message}")
-                else:
-                    raise AssertionError(f"{name}: no error on rank {R}")
+                _expect_error(tf.errors.FailedPreconditionError, name,
+                              lambda: sess.run(out), name)
 
 
 @check
@@ -767,6 +824,43 @@ def sparse_gradients_in_every_mode():
     dense, = hvd.allreduce_gradients([bare], op=hvd.Sum, sparse_as_dense=True,
                                      variables=[table])
     close(dense[:N], np.arange(1, N + 1)[:, None] * np.ones((1, 3)))
+
+
+@check
+def sparse_average_of_integer_values_and_indices():
+    # Horovod's: the values and indices of every rank gathered, the values
+    # divided by the number of ranks in true division (integers become
+    # float32 or float64), the indices as they are.
+    want_dt = {tf.uint8: tf.float32, tf.int16: tf.float32, tf.int32: tf.float64,
+               tf.int64: tf.float64, tf.float16: tf.float16, tf.float32: tf.float32,
+               tf.float64: tf.float64}
+    for mode, wrap in MODES.items():
+        for dt, out_dt in want_dt.items():
+            for idx_dt in (tf.int32, tf.int64):
+                values = tf.cast(tf.fill([2, 3], 6 * (R + 1)), dt)
+                slices = tf.IndexedSlices(values, tf.constant([R, R + 1], idx_dt),
+                                          dense_shape=tf.constant([N + 1, 3], idx_dt))
+                got = wrap(lambda: hvd.allreduce(slices, op=hvd.Average))()
+                what = f"{mode} {dt.name} values, {idx_dt.name} indices"
+                expect(isinstance(got, tf.IndexedSlices), f"{what}: {type(got)}")
+                expect(got.values.dtype == out_dt and got.indices.dtype == idx_dt,
+                       f"{what}: {got.values.dtype}, {got.indices.dtype}")
+                # Horovod's own test subtracts the expected values like this.
+                want = np.repeat([6.0 * (r + 1) / N for r in range(N)], 2)[:, None] * np.ones(3)
+                diff = tf.reduce_max(tf.abs(got.values - tf.constant(want, out_dt)))
+                expect(float(diff) <= 1e-2, f"{what}: {got.values.numpy()}")
+                expect(list(got.indices.numpy()) == [i for r in range(N) for i in (r, r + 1)],
+                       f"{what}: indices {got.indices.numpy()}")
+        s, d = wrap(lambda: hvd.grouped_allreduce(
+            [tf.IndexedSlices(tf.fill([1, 2], tf.constant(3 * (R + 1), tf.uint8)),
+                              tf.constant([R], tf.int64)), tf.ones([2])], op=hvd.Average))()
+        expect(s.values.dtype == tf.float32, f"{mode} grouped: {s.values.dtype}")
+        close(s.values, np.repeat([3.0 * (r + 1) / N for r in range(N)], 1)[:, None] * np.ones(2))
+        close(d, np.ones([2]))
+    summed = hvd.allreduce(tf.IndexedSlices(tf.fill([1, 2], tf.constant(R + 1, tf.uint8)),
+                                            tf.constant([R])), op=hvd.Sum, postscale_factor=2.0)
+    expect(summed.values.dtype == tf.uint8, f"sum: {summed.values.dtype}")
+    close(summed.values, np.arange(1, N + 1)[:, None] * np.full([1, 2], 2.0))
 
 
 @check
