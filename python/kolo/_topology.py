@@ -43,13 +43,16 @@ def gloo_built():
 
 
 def nccl_built():
-    """kolod serves CUDA tensors through NCCL where it was built with CUDA;
-    the client accepts them everywhere."""
-    return True
+    """The NCCL version kolod's device backend was built against, as Horovod
+    reports it (major*10000 + minor*100 + patch, e.g. 22809 for 2.28.9);
+    0 where Kolo was built without CUDA and NCCL (CUDA tensors are then
+    refused)."""
+    return int(getattr(core, "NCCL_VERSION", 0))
 
 
 def cuda_built():
-    return True
+    """Whether kolod serves CUDA tensors (built with CUDA and NCCL)."""
+    return nccl_built() != 0
 
 
 def rocm_built():

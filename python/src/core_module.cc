@@ -23,6 +23,10 @@
 #include "proto/kolo/abi/types.h"
 #include "python/src/process_client.h"
 
+#ifdef KOLO_BUILT_WITH_NCCL
+#include <nccl.h>  // NCCL_VERSION_CODE only: _core links no NCCL
+#endif
+
 namespace py = pybind11;
 
 namespace kolo::python {
@@ -238,6 +242,16 @@ PYBIND11_MODULE(_core, m) {
     DType t = ValueOrThrow(ToDType(dtype));
     return ArenaBuffer{ValueOrThrow(c->Allocate(t, std::move(shape)))};
   });
+
+  // The NCCL version code (major*10000 + minor*100 + patch) kolod's device
+  // backend was built against, built in the same Bazel configuration as
+  // _core; 0 where it was built without CUDA and NCCL (device tensors are
+  // then refused).
+#ifdef KOLO_BUILT_WITH_NCCL
+  m.attr("NCCL_VERSION") = static_cast<int>(NCCL_VERSION_CODE);
+#else
+  m.attr("NCCL_VERSION") = 0;
+#endif
 
   m.def("init", [] {
     py::gil_scoped_release nogil;
