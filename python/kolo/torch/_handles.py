@@ -11,7 +11,7 @@ import torch
 
 from kolo import _shared
 from kolo._native import core
-from kolo.errors import KoloError
+from kolo.errors import AlreadyExistsError, KoloError
 
 # kolod's name of each torch dtype it carries (the names of kolo._core.DTYPES,
 # where the codes come from; torch spells them the same).
@@ -78,7 +78,9 @@ Handle = _shared.Handle
 
 class _Done:
     """A handle over other handles (`parts`) whose result `wait_fn` makes
-    from theirs (a sparse allreduce: two allgathers, then a sum)."""
+    from theirs (a sparse allreduce: two allgathers, then a sum). Calling it
+    waits too, as horovod.torch's sparse_allreduce_async handle (a function)
+    is called; synchronize() and poll() take it like any handle."""
 
     def __init__(self, wait_fn, parts=()):
         self._wait_fn = wait_fn
@@ -102,6 +104,8 @@ class _Done:
                 raise self._error
             return self._result
 
+    __call__ = wait
+
 
 def poll(handle):
     """True once the collective behind `handle` completed."""
@@ -114,6 +118,84 @@ def synchronize(handle):
 
 
 _wait_plain = _shared.finish_plain
+
+
+class DuplicateNameError(AlreadyExistsError, ValueError):
+    """A collective submitted under a name this rank's earlier collective of
+    the same process set still holds (not completed): raised at the
+    submission, on the submitting rank, as horovod.torch raises ValueError."""
+
+
+# Horovod refuses a name while its collective is in flight. Here a name a
+# caller gave is held by the handle of this rank's last collective under it
+# ((process set id, name) -> (submission number, handle)) until that handle
+# is waited for, or it completed and this rank submitted something else since:
+# kolod may finish a collective before its rank submits the next call, so
+# without the second rule a name submitted twice in a row would pass when the
+# first happened to complete in between. Unnamed collectives get fresh names.
+_named = {}
+_named_lock = threading.Lock()
+_SWEEP_AT = [1024]
+_submitted = [0]
+
+
+def _completed(handle):
+    try:
+        return handle.poll()
+    except KoloError:  # a session that ended: its collectives are over
+        return True
+
+
+def moved_on():
+    """This rank submitted a collective (a name completed before it is free)."""
+    with _named_lock:
+        _submitted[0] += 1
+
+
+def forget_names():
+    """A new session (init after shutdown, an elastic epoch) holds no name."""
+    with _named_lock:
+        _named.clear()
+
+
+def claim_name(kind, name, process_set):
+    """Before submitting: raises DuplicateNameError where `name` (given by
+    the caller; None needs no check) is still in flight on this rank. Returns
+    what to pass the new handle through so that it holds the name."""
+    if name is None:
+        moved_on()
+        return _unnamed
+    key = (_shared.ps_id(process_set), str(name), _epoch())
+    with _named_lock:
+        seq, held = _named.get(key, (None, None))
+        last = _submitted[0]
+    if held is not None and not getattr(held, "_done", False) and (
+            not _completed(held) or seq == last):
+        raise DuplicateNameError(
+            f'{kind} "{name}": rank {core.rank()} submitted this name again while it is '
+            "still in flight")
+    moved_on()
+
+    def hold(handle):
+        with _named_lock:
+            _named[key] = (_submitted[0], handle)
+            if len(_named) >= _SWEEP_AT[0]:
+                for k in [k for k, (_, h) in _named.items() if getattr(h, "_done", False)]:
+                    del _named[k]
+                _SWEEP_AT[0] = max(1024, 2 * len(_named))
+        return handle
+    return hold
+
+
+def _epoch():
+    try:
+        return core.epoch()
+    except KoloError:
+        return None
+
+
+def _unnamed(handle):
+    return handle
 
 
 def _wait_output(dtype, alltoall=False, device=None, splits_like=None):

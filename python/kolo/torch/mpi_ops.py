@@ -46,8 +46,9 @@ from kolo.errors import KoloError as HorovodInternalError  # noqa: F401  (Horovo
 from kolo.torch.compression import Compression, prepare, prepare_group
 from kolo.torch._handles import (  # noqa: F401  (Handle, poll, synchronize: public)
     _DTYPE_CODES, _code, _host, _arena_tensor, _check_tensor, _is_cuda, _stream,
-    Handle, _Done, poll, synchronize, _wait_plain, _wait_output,
+    Handle, _Done, poll, synchronize, _wait_plain, _wait_output, claim_name,
 )
+from kolo.torch._handles import forget_names as _forget_names, moved_on as _moved_on
 
 
 # ---------------------------------------------------------------- allreduce
@@ -56,6 +57,7 @@ def _allreduce_start(tensor, output, name, op, prescale, postscale, wire, proces
     """Reduces `tensor` into `output` (the same tensor for the in-place forms)."""
     _check_tensor(tensor, "allreduce")
     op_code = int(op)
+    hold = claim_name("allreduce", name, process_set)
     name = _shared.collective_name("allreduce", name, process_set)
     ps = _shared.ps_id(process_set)
     if _is_cuda(tensor) and tensor.numel() > 0:
@@ -66,7 +68,7 @@ def _allreduce_start(tensor, output, name, op, prescale, postscale, wire, proces
             work.data_ptr(), list(work.shape), _code(work), work.device.index, _stream(work),
             name, op_code, float(prescale), float(postscale), int(wire), ps)
         after = None if work is output else (lambda: output.copy_(work))
-        return Handle(hid, _wait_plain(output, after), (work, output))
+        return hold(Handle(hid, _wait_plain(output, after), (work, output)))
     # Host tensors, and empty CUDA tensors (no device memory to share),
     # through host memory.
     src = tensor.detach().cpu() if _is_cuda(tensor) else tensor
@@ -76,7 +78,7 @@ def _allreduce_start(tensor, output, name, op, prescale, postscale, wire, proces
     after = None if work is output else (lambda: output.copy_(work))
     hid = core.allreduce_async(_host(src), _host(work), _code(src), name, op_code,
                                float(prescale), float(postscale), int(wire), ps)
-    return Handle(hid, _wait_plain(output, after), (src, work, output))
+    return hold(Handle(hid, _wait_plain(output, after), (src, work, output)))
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -143,6 +145,7 @@ def _grouped_allreduce_start(tensors, outputs, name, op, prescale, postscale, wi
                              process_set):
     for t in tensors:
         _check_tensor(t, "grouped_allreduce")
+    _moved_on()
     names = _shared.group_names("grouped_allreduce", name, len(tensors), process_set)
     if any(_is_cuda(t) for t in tensors):
         if (len({t.device for t in tensors}) != 1 or not all(_is_cuda(t) for t in tensors)
@@ -257,6 +260,7 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
 def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
     """Starts replacing `tensor` in place with root_rank's."""
     _check_tensor(tensor, "broadcast")
+    hold = claim_name("broadcast", name, process_set)
     name = _shared.collective_name("broadcast", name, process_set)
     ps = _shared.ps_id(process_set)
     work = tensor if tensor.is_contiguous() else tensor.contiguous()
@@ -270,7 +274,7 @@ def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_se
             work = work.cpu()
         hid = core.broadcast_async(_host(work), _code(work), name, int(root_rank), ps)
     after = None if work is tensor else (lambda: tensor.copy_(work))
-    return Handle(hid, _wait_plain(tensor, after), (work, tensor))
+    return hold(Handle(hid, _wait_plain(tensor, after), (work, tensor)))
 
 
 def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
@@ -356,16 +360,17 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
     exchanged first, at this call, so every rank must start its CUDA
     allgathers in the same order (as with NCCL)."""
     _check_tensor(tensor, "allgather")
+    hold = claim_name("allgather", name, process_set)
     nm = _shared.collective_name("allgather", name, process_set)
     if _on_device(tensor, process_set):
         handle = _device_allgather(tensor, nm, process_set)
         if handle is not None:
-            return handle
+            return hold(handle)
     src, device = _host_input(tensor)
     if src.dim() == 0:
         src = src.reshape(1)
     hid = core.allgather_async(_host(src), _code(src), nm, _shared.ps_id(process_set))
-    return Handle(hid, _wait_output(src.dtype, device=device), (src,))
+    return hold(Handle(hid, _wait_output(src.dtype, device=device), (src,)))
 
 
 class _AllgatherFn(torch.autograd.Function):
@@ -400,6 +405,7 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     tensors = list(tensors)
     for t in tensors:
         _check_tensor(t, "grouped_allgather")
+    _moved_on()
     prepared = [_host_input(t) for t in tensors]
     srcs = [s.reshape(1) if s.dim() == 0 else s for s, _ in prepared]
     names = _shared.group_names("grouped_allgather", name, len(srcs), process_set)
@@ -447,6 +453,7 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
                         prescale_factor=1.0, postscale_factor=1.0):
     _check_tensor(tensor, "reducescatter")
     op = _scatter_op(op)
+    hold = claim_name("reducescatter", name, process_set)
     nm = _shared.collective_name("reducescatter", name, process_set)
     if (_on_device(tensor, process_set) and tensor.dim() > 0 and tensor.numel() > 0
             and tensor.shape[0] >= _shared.ps_size(process_set)):
@@ -460,11 +467,11 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
             src.data_ptr(), list(src.shape), out.data_ptr(), list(out.shape), _code(src),
             src.device.index, _stream(src), nm, int(op), float(prescale_factor),
             float(postscale_factor), _shared.ps_id(process_set))
-        return Handle(hid, _wait_plain(out), (src, out))
+        return hold(Handle(hid, _wait_plain(out), (src, out)))
     src, device = _host_input(tensor)
     hid = core.reducescatter_async(_host(src), _code(src), nm, int(op), float(prescale_factor),
                                    float(postscale_factor), _shared.ps_id(process_set))
-    return Handle(hid, _wait_output(src.dtype, device=device), (src,))
+    return hold(Handle(hid, _wait_output(src.dtype, device=device), (src,)))
 
 
 def _scatter_grad(grad, op, prescale, postscale, process_set):
@@ -509,6 +516,7 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=glob
     tensors = list(tensors)
     for t in tensors:
         _check_tensor(t, "grouped_reducescatter")
+    _moved_on()
     op = _scatter_op(op)
     prepared = [_host_input(t) for t in tensors]
     srcs = [s for s, _ in prepared]
@@ -551,6 +559,7 @@ def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=A
 
 def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
     _check_tensor(tensor, "alltoall")
+    hold = claim_name("alltoall", name, process_set)
     src, device = _host_input(tensor)
     if splits is None:
         sp = []
@@ -561,8 +570,8 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
                               _shared.collective_name("alltoall", name, process_set),
                               _shared.ps_id(process_set))
     like = splits if isinstance(splits, torch.Tensor) else None
-    return Handle(hid, _wait_output(src.dtype, alltoall=True, device=device, splits_like=like),
-                  (src,))
+    return hold(Handle(hid, _wait_output(src.dtype, alltoall=True, device=device,
+                                         splits_like=like), (src,)))
 
 
 class _AlltoallFn(torch.autograd.Function):
@@ -598,6 +607,7 @@ def init(comm=None, process_sets=None):
     """Attaches this process to kolod as the rank its KOLO_* environment names
     (a job of one rank without it) and registers `process_sets` (a list of
     ProcessSet, the same on every rank)."""
+    _forget_names()
     _api.init_job(comm, process_sets)
 
 
@@ -631,6 +641,7 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
 
 def barrier(process_set=global_process_set):
     """Returns once every rank of the process set has called it."""
+    _moved_on()
     core.barrier(_shared.ps_id(process_set))
 
 
@@ -639,4 +650,5 @@ def join(device=-1):
     allreduces meanwhile); returns the last rank to join once all have.
     `device` is accepted for horovod.torch's signature: kolod needs none."""
     del device
+    _moved_on()
     return int(core.join())

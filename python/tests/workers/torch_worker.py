@@ -391,6 +391,139 @@ def unsupported_input_is_refused_locally():
             raise AssertionError(f"allreduce accepted {type(bad)}")
 
 
+def _ones_sum():
+    """A collective that must run after whatever failed before it."""
+    close(hvd.allreduce(torch.ones(2), op=hvd.Sum), torch.full([2], float(N)),
+          what="the next collective")
+
+
+# Submitting each kind under a name this rank still has in flight; `start`
+# submits one, `done` checks what its handle returned.
+_DUPLICATE_KINDS = {
+    "allreduce": (lambda nm: hvd.allreduce_async(torch.ones(3), name=nm, op=hvd.Sum),
+                  lambda out: close(out, torch.full([3], float(N)), what="allreduce")),
+    "allgather": (lambda nm: hvd.allgather_async(torch.full([1, 2], float(R)), name=nm),
+                  lambda out: close(out, torch.arange(N).double().float().repeat_interleave(2)
+                                    .reshape(N, 2), what="allgather")),
+    "broadcast": (lambda nm: hvd.broadcast_async(torch.full([2], float(R)), 0, name=nm),
+                  lambda out: close(out, torch.zeros(2), what="broadcast")),
+    "reducescatter": (lambda nm: hvd.reducescatter_async(torch.ones(N, 2), name=nm,
+                                                         op=hvd.Sum),
+                      lambda out: close(out, torch.full([1, 2], float(N)),
+                                        what="reducescatter")),
+}
+
+
+@check
+def duplicate_in_flight_name_raises_on_the_submitting_rank():
+    for kind, (start, done) in _DUPLICATE_KINDS.items():
+        # Each rank in turn submits the name first and again while the others
+        # have not submitted it: the second raises there, at the call.
+        for first in range(N):
+            nm = f"torch.dup.{kind}.{first}"
+            handle = None
+            if R == first:
+                handle = start(nm)
+                try:
+                    start(nm)
+                except ValueError as e:  # horovod.torch raises ValueError
+                    expect(isinstance(e, hvd.KoloError) and nm in str(e)
+                           and "in flight" in str(e), f"{type(e).__name__}: {e}")
+                else:
+                    raise AssertionError(f"{kind}: rank {R} submitted {nm} twice")
+            hvd.barrier()
+            if R != first:
+                handle = start(nm)
+            done(hvd.synchronize(handle))
+        # Horovod's own test: rank 0 submits the name (its loop of duplicates
+        # raises at the first), then every other rank submits it and at once
+        # again (its collective may have completed by then: still refused,
+        # nothing else was submitted in between). Handles left unwaited.
+        nm = f"torch.dup.{kind}.horovod"
+        raised = 0
+        if R == 0:
+            start(nm)
+            try:
+                for _ in range(10):
+                    start(nm)
+            except ValueError:
+                raised += 1
+        hvd.barrier()
+        if R > 0:
+            start(nm)
+            try:
+                start(nm)
+            except ValueError:
+                raised += 1
+        hvd.barrier()
+        expect(raised == 1, f"{kind}: rank {R} raised {raised} times for {nm}")
+        # Once it completed and the rank moved on, the name is free again.
+        done(hvd.synchronize(start(nm)))
+    _ones_sum()
+
+
+@check
+def failed_collective_leaves_the_job_usable():
+    """Horovod's error tests run one after another in one job: after each
+    failure (tried twice under one name) every rank's next collective runs."""
+    cases = {
+        "shape": lambda nm: hvd.allreduce(torch.ones(2 + R), name=nm),
+        "dtype": lambda nm: hvd.allgather(
+            torch.ones(3, dtype=torch.int32 if R == 0 else torch.float32), name=nm),
+        "op": lambda nm: hvd.allreduce(torch.ones(3), op=hvd.Sum if R else hvd.Max, name=nm),
+        "root": lambda nm: hvd.broadcast(torch.ones(3), root_rank=R, name=nm),
+        "root_outside": lambda nm: hvd.broadcast(torch.ones(3), root_rank=N, name=nm),
+        "reducescatter_shape": lambda nm: hvd.reducescatter(torch.ones(N + R, 2), name=nm),
+        "alltoall_splits_length": lambda nm: hvd.alltoall(torch.ones(6),
+                                                          splits=torch.tensor([6]), name=nm),
+        "alltoall_one_rank_overflows": lambda nm: hvd.alltoall(
+            torch.ones(6), splits=torch.tensor([7] * N if R == 1 else [2] * N), name=nm),
+        "prescale": lambda nm: hvd.allreduce(torch.ones(3), prescale_factor=1.0 + R, name=nm),
+    }
+    for what, fn in cases.items():
+        for attempt in range(2):
+            try:
+                fn(f"torch.usable.{what}")
+            except hvd.KoloError as e:
+                expect(type(e).__name__ in ("FailedPreconditionError", "InvalidArgumentError"),
+                       f"{what} (attempt {attempt}): {type(e).__name__}: {e}")
+            else:
+                raise AssertionError(f"{what}: no error on rank {R}")
+            _ones_sum()
+
+
+@check
+def built_flags_follow_horovods_types():
+    from kolo._native import core
+    version = hvd.nccl_built()
+    expect(type(version) is int and version == core.NCCL_VERSION, f"nccl_built {version!r}")
+    # Horovod's code: major*10000 + minor*100 + patch (NCCL >= 2.9).
+    expect(version == 0 or version >= 20900, f"nccl_built {version}")
+    expect(hvd.cuda_built() is (version != 0), f"cuda_built {hvd.cuda_built()!r}")
+    for flag in ("mpi_built", "mpi_enabled", "gloo_built", "gloo_enabled", "rocm_built",
+                 "ddl_built", "ccl_built", "mpi_threads_supported"):
+        expect(getattr(hvd, flag)() is False, f"{flag}() is {getattr(hvd, flag)()!r}")
+
+
+@check
+def sparse_allreduce_async_handle_is_callable_and_synchronizable():
+    g = torch.Generator().manual_seed(77)
+    mine = []
+    for r in range(N):
+        t = torch.rand(9, 4, generator=g)
+        t[t < 0.7] = 0
+        mine.append(t)
+    want_avg = torch.stack(mine).mean(0)
+    sparse = mine[R].to_sparse()
+    # horovod.torch's handle is a function: its own tests call it.
+    got = hvd.sparse_allreduce_async(sparse, op=hvd.Average, name="torch.sparse.call")()
+    close(got.to_dense(), want_avg, what="called handle")
+    handle = hvd.sparse_allreduce_async(sparse, op=hvd.Sum, name="torch.sparse.sync")
+    while not hvd.poll(handle):
+        pass
+    close(hvd.synchronize(handle).to_dense(), torch.stack(mine).sum(0), what="synchronize")
+
+
 @check
 def horovod_names_and_compressors():
     for name in ("Adasum", "HorovodInternalError", "sparse_allreduce_async", "mpi_ops",
