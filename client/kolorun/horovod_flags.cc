@@ -34,7 +34,6 @@ constexpr absl::string_view kHorovodValueFlags[] = {
     "ssh_identity_file",
     "start_timeout",
     "network_interface",
-    "output_filename",
     "log_level",
     "timeline_filename",
     "fusion_threshold_mb",
@@ -220,11 +219,6 @@ absl::StatusOr<HorovodTranslation> TranslateHorovodFlags(
           "--network-interface ", value,
           ": changes nothing here: ranks talk only to their node's kolod over its Unix socket, "
           "and kolods reach each other on each kolod's --peer_address, set where it runs"));
-    } else if (name == "output_filename") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--output-filename is not supported: kolorun writes every rank's output to its own "
-          "stdout/stderr with each line prefixed [RANK]; redirect that (e.g. `kolorun ... > ",
-          value, "/out.log 2>&1`) and split by prefix"));
     } else if (name == "log_level") {
       absl::StatusOr<std::string> level = KolodLogLevel(value);
       if (!level.ok()) return level.status();

@@ -164,10 +164,14 @@ TEST(HorovodFlagsTest, VerboseAndCheckBuild) {
   EXPECT_THAT(CheckBuildReport(), HasSubstr("[X] kolod"));
 }
 
-TEST(HorovodFlagsTest, RefusedFlags) {
-  auto out = Translate({"horovodrun", "--output-filename", "/o", "x"});
-  ASSERT_FALSE(out.ok());
-  EXPECT_THAT(out.status().message(), HasSubstr("not supported"));
+TEST(HorovodFlagsTest, OutputFilenameIsKolorunsOwnFlag) {
+  auto t = Translate({"horovodrun", "--output-filename", "/o", "x"});
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_THAT(t->argv, ElementsAre("horovodrun", "--output-filename", "/o", "--", "x"));
+  EXPECT_THAT(t->notes, IsEmpty());
+}
+
+TEST(HorovodFlagsTest, ConfigFileIsRefused) {
   auto config = Translate({"horovodrun", "--config-file", "c.yaml", "x"});
   ASSERT_FALSE(config.ok());
   EXPECT_THAT(config.status().message(), HasSubstr("horovodrun"));

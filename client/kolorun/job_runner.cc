@@ -1,6 +1,7 @@
 #include "client/kolorun/job_runner.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -55,6 +56,20 @@ int TotalSlots(const std::vector<HostSlots>& hosts) {
 
 std::string HostText(const std::string& host) {
   return host.empty() ? "this machine" : absl::StrCat("host ", host);
+}
+
+// <dir>/<name>, truncated, for a copy of a rank's output; `dir` is made as
+// needed.
+absl::StatusOr<UniqueFd> CreateOutputFile(const std::string& dir, const char* name) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) {
+    return absl::InternalError(absl::StrCat("--output-filename: ", dir, ": ", error.message()));
+  }
+  const std::string path = absl::StrCat(dir, "/", name);
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (!fd.valid()) return ErrnoToStatus(errno, absl::StrCat("--output-filename: opening ", path));
+  return fd;
 }
 
 }  // namespace
@@ -334,11 +349,19 @@ absl::Status JobRunner::SpawnRank(const RankPlacement& place, int rank, int size
     spawn.argv = SshArgv(ssh);
     spawn.env = options_.base_env;
   }
-  KOLO_ASSIGN_OR_RETURN(std::unique_ptr<Subprocess> child, Subprocess::Spawn(spawn));
   const int serial = static_cast<int>(ranks_.size());
+  UniqueFd stdout_copy, stderr_copy;
+  if (!options_.output_dir.empty()) {
+    const std::string dir = absl::StrCat(options_.output_dir, "/rank.", serial);
+    KOLO_ASSIGN_OR_RETURN(stdout_copy, CreateOutputFile(dir, "stdout"));
+    KOLO_ASSIGN_OR_RETURN(stderr_copy, CreateOutputFile(dir, "stderr"));
+  }
+  KOLO_ASSIGN_OR_RETURN(std::unique_ptr<Subprocess> child, Subprocess::Spawn(spawn));
   const std::string prefix = absl::StrCat("[", serial, "] ");
-  pump_.Add(serial, std::move(child->stdout_pipe()), prefix, options_.stdout_fd);
-  pump_.Add(serial, std::move(child->stderr_pipe()), prefix, options_.stderr_fd);
+  pump_.Add(serial, std::move(child->stdout_pipe()), prefix, options_.stdout_fd,
+            std::move(stdout_copy));
+  pump_.Add(serial, std::move(child->stderr_pipe()), prefix, options_.stderr_fd,
+            std::move(stderr_copy));
   ranks_.push_back(RankProcess{.child = std::move(child), .place = place, .rank = rank});
   return absl::OkStatus();
 }

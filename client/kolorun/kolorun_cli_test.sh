@@ -24,7 +24,7 @@ expect_grep() {  # expect_grep PATTERN FILE WHAT
 for flag in np job_id socket private_daemon kolod kolod_arg grace_s \
     kill_grace_s daemon_start_timeout_s H hosts peer_port coordinator ssh \
     ssh_arg min_np max_np host_discovery_script discovery_interval_s \
-    max_failures_per_host elastic_timeout_s; do
+    max_failures_per_host elastic_timeout_s output_filename; do
   expect_grep "--${flag} " "${tmp}/help" "--help"
 done
 
@@ -174,9 +174,12 @@ expect_rc 0 $? "horovodrun flags"
 expect_grep "[0] timeline ${tmp}/tl.json" "${tmp}/out" "--timeline-filename"
 expect_grep "--fusion_threshold=16M" "${tmp}/record" "--fusion-threshold-mb"
 expect_grep "--cycle-time-ms 5: changes nothing here" "${tmp}/err" "--cycle-time-ms"
-"${kolorun}" -np 1 --output-filename "${tmp}/o" true 2>"${tmp}/err"
-expect_rc 2 $? "--output-filename"
-expect_grep "--output-filename is not supported" "${tmp}/err" "--output-filename"
+"${kolorun}" -np 2 --private_daemon --kolod "${fake}" --output-filename "${tmp}/o/p" \
+    /bin/sh -c 'echo out $KOLO_RANK; echo err $KOLO_RANK >&2' >"${tmp}/out" 2>"${tmp}/err"
+expect_rc 0 $? "--output-filename"
+expect_grep "[1] out 1" "${tmp}/out" "--output-filename keeps the console"
+expect_grep "out 1" "${tmp}/o/p/rank.1/stdout" "--output-filename stdout"
+expect_grep "err 0" "${tmp}/o/p/rank.0/stderr" "--output-filename stderr"
 "${kolorun}" --check-build >"${tmp}/out" 2>&1
 expect_rc 0 $? "--check-build"
 expect_grep "[X] kolod" "${tmp}/out" "--check-build"

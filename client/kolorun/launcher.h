@@ -127,6 +127,11 @@ struct LaunchOptions {
   // that something the rank started keeps open.
   absl::Duration output_drain_timeout = absl::Seconds(2);
 
+  // When set (--output-filename), each rank's stdout and stderr are also
+  // written, unprefixed, to <output_dir>/rank.<N>/stdout and .../stderr, N
+  // being the [N] of its lines; the folders are made as needed.
+  std::string output_dir;
+
   // Where prefixed rank stdout goes; rank stderr, kolod output and kolorun's
   // own messages go to `stderr_fd`. Not owned.
   int stdout_fd = STDOUT_FILENO;

@@ -74,6 +74,10 @@ ABSL_FLAG(std::string, ssh, "ssh",
 ABSL_FLAG(std::string, ssh_arg, "",
           "An extra argument for ssh, before the host; repeat the flag for "
           "several, e.g. --ssh_arg=-p --ssh_arg=2222.");
+ABSL_FLAG(std::string, output_filename, "",
+          "A folder: each rank's stdout and stderr are also written, unprefixed, "
+          "to FOLDER/rank.N/stdout and FOLDER/rank.N/stderr (N as in the [N] "
+          "prefix), as with horovodrun (also spelled --output-filename).");
 ABSL_FLAG(double, grace_s, 10,
           "When a rank fails, seconds the other ranks get to finish before "
           "they are sent SIGTERM.");
@@ -323,6 +327,7 @@ int Main(int argc, char** argv) {
   }
   options.ssh_program = absl::GetFlag(FLAGS_ssh);
   options.ssh_args = split->ssh_args;
+  options.output_dir = absl::GetFlag(FLAGS_output_filename);
   options.temp_root = GetEnv("TMPDIR");
   if (options.temp_root.empty()) options.temp_root = "/tmp";
   options.base_env = CurrentEnvironment();

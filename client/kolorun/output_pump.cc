@@ -26,10 +26,12 @@ void WriteAll(int fd, std::string_view data) {
   }
 }
 
-void OutputPump::Add(int owner, UniqueFd fd, const std::string& prefix, int dest_fd) {
+void OutputPump::Add(int owner, UniqueFd fd, const std::string& prefix, int dest_fd,
+                     UniqueFd copy_fd) {
   auto stream = std::make_unique<Stream>();
   stream->owner = owner;
   stream->fd = std::move(fd);
+  stream->copy_fd = std::move(copy_fd);
   stream->prefixer = std::make_unique<LinePrefixer>(
       prefix, [dest_fd](std::string_view lines) { WriteAll(dest_fd, lines); });
   streams_.push_back(std::move(stream));
@@ -45,6 +47,9 @@ void OutputPump::Read(size_t i) {
   for (int reads = 0; reads < 16 && s.fd.valid(); ++reads) {
     const ssize_t n = ::read(s.fd.get(), buf.data(), buf.size());
     if (n > 0) {
+      if (s.copy_fd.valid()) {
+        WriteAll(s.copy_fd.get(), std::string_view(buf.data(), static_cast<size_t>(n)));
+      }
       s.prefixer->Append(std::string_view(buf.data(), static_cast<size_t>(n)));
     } else if (n < 0 && errno == EINTR) {
       continue;
@@ -81,6 +86,7 @@ void OutputPump::Close(std::optional<int> owner) {
 void OutputPump::CloseStream(Stream& s) {
   s.prefixer->Flush();
   s.fd.Reset();
+  s.copy_fd.Reset();
 }
 
 }  // namespace kolo::kolorun

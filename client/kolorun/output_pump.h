@@ -30,8 +30,10 @@ class OutputPump {
   static constexpr int kDiscoveryOwner = -2;
 
   // Adds the non-blocking read end `fd`; its lines go to `dest_fd` (not
-  // owned), each after `prefix`.
-  void Add(int owner, UniqueFd fd, const std::string& prefix, int dest_fd);
+  // owned), each after `prefix`. With a valid `copy_fd` (owned), everything
+  // read is also written there as it is, unprefixed (--output-filename).
+  void Add(int owner, UniqueFd fd, const std::string& prefix, int dest_fd,
+           UniqueFd copy_fd = UniqueFd());
 
   // Forgets the streams that are closed, so that a long job whose children
   // come and go keeps a bounded list. Renumbers the streams: call it only
@@ -61,6 +63,7 @@ class OutputPump {
     int owner = 0;
     UniqueFd fd;
     std::unique_ptr<LinePrefixer> prefixer;
+    UniqueFd copy_fd;
   };
 
   static void CloseStream(Stream& s);

@@ -50,5 +50,22 @@ TEST(OutputPumpTest, PrefixesLinesPerOwnerAndDropsClosedStreams) {
   EXPECT_EQ(pump.fd(0), -1);
 }
 
+TEST(OutputPumpTest, CopiesUnprefixedOutputToTheCopyFd) {
+  UniqueFd dest(::memfd_create("pump_test", MFD_CLOEXEC));
+  UniqueFd copy(::memfd_create("pump_copy", MFD_CLOEXEC));
+  const int copy_fd = copy.get();
+  UniqueFd reader(::dup(copy_fd));
+  absl::StatusOr<Pipe> a = MakePipe(/*nonblocking_read=*/true);
+  ASSERT_TRUE(a.ok());
+  OutputPump pump;
+  pump.Add(0, std::move(a->read_end), "[0] ", dest.get(), std::move(copy));
+  ASSERT_EQ(::write(a->write_end.get(), "one\ntw", 6), 6);
+  a->write_end.Reset();
+  pump.DrainNow(0);
+  EXPECT_EQ(ReadAll(dest.get()), "[0] one\n[0] tw\n");
+  EXPECT_EQ(ReadAll(reader.get()), "one\ntw");
+  EXPECT_FALSE(pump.AnyRankStreamOpen());
+}
+
 }  // namespace
 }  // namespace kolo::kolorun
