@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/types/span.h"
+#include "client/kolorun/nccl_version.h"
 
 namespace kolo::kolorun {
 namespace {
@@ -217,8 +218,9 @@ absl::StatusOr<HorovodTranslation> TranslateHorovodFlags(
     } else if (name == "network_interface") {
       out.notes.push_back(absl::StrCat(
           "--network-interface ", value,
-          ": changes nothing here: ranks talk only to their node's kolod over its Unix socket, "
-          "and kolods reach each other on each kolod's --peer_address, set where it runs"));
+          ": changes nothing here: ranks talk only to their node's kolod over its Unix socket; "
+          "between nodes the kolods move data over UCX and NCCL, whose interfaces are set in "
+          "each kolod's environment where it runs (UCX_NET_DEVICES, NCCL_SOCKET_IFNAME)"));
     } else if (name == "log_level") {
       absl::StatusOr<std::string> level = KolodLogLevel(value);
       if (!level.ok()) return level.status();
@@ -272,20 +274,31 @@ absl::StatusOr<HorovodTranslation> TranslateHorovodFlags(
 }
 
 std::string CheckBuildReport() {
-  return "Kolo (kolorun):\n\n"
-         "Available Frameworks:\n"
-         "    (kolorun cannot see the Python package: run `horovodrun --check-build`)\n\n"
-         "Available Controllers:\n"
-         "    [X] kolod (Kolo's per-node daemon)\n"
-         "    [ ] MPI\n"
-         "    [ ] Gloo\n\n"
-         "Available Tensor Operations:\n"
-         "    [X] CPU (kolod's host backends)\n"
-         "    [?] NCCL, CUDA: kolod's nccl backend, usable where kolod finds libnccl and a GPU\n"
-         "        at run time; kolorun itself links neither\n"
-         "    [ ] UCX\n"
-         "    [ ] DDL\n"
-         "    [ ] CCL\n";
+  // The device backend kolod is built with in this Bazel configuration
+  // (daemon/backend/BUILD.bazel chooses it the same way).
+  constexpr int kNccl = KOLO_NCCL_VERSION_CODE;
+  const std::string device =
+      kNccl == 0 ? std::string("    [ ] NCCL\n    [ ] CUDA (built without CUDA and NCCL)\n")
+                 : absl::StrCat("    [X] NCCL ", kNccl / 10000, ".", kNccl / 100 % 100, ".",
+                                kNccl % 100,
+                                " (kolod's device backend; libnccl and a GPU are needed at run "
+                                "time)\n"
+                                "    [X] CUDA (device tensors through kolod)\n");
+  return absl::StrCat(
+      "Kolo (kolorun):\n\n"
+      "Available Frameworks:\n"
+      "    (kolorun cannot see the Python package: run `horovodrun --check-build`)\n\n"
+      "Available Controllers:\n"
+      "    [X] kolod (Kolo's per-node daemon)\n"
+      "    [ ] MPI\n"
+      "    [ ] Gloo\n\n"
+      "Available Tensor Operations:\n"
+      "    [X] CPU (kolod's host backends)\n",
+      device,
+      "    [X] UCX (kolod's data transport between nodes)\n"
+      "    [ ] DDL\n"
+      "    [ ] CCL\n"
+      "    (as built in this Bazel configuration, alongside this kolorun)\n");
 }
 
 }  // namespace kolo::kolorun

@@ -162,6 +162,8 @@ TEST(HorovodFlagsTest, VerboseAndCheckBuild) {
   EXPECT_TRUE(t->check_build);
   EXPECT_THAT(t->argv, ElementsAre("horovodrun"));
   EXPECT_THAT(CheckBuildReport(), HasSubstr("[X] kolod"));
+  EXPECT_THAT(CheckBuildReport(), HasSubstr("[X] UCX"));
+  EXPECT_THAT(CheckBuildReport(), HasSubstr("NCCL"));
 }
 
 TEST(HorovodFlagsTest, OutputFilenameIsKolorunsOwnFlag) {

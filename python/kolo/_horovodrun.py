@@ -18,6 +18,7 @@ when this package runs from a Kolo checkout.
 import importlib.util
 import os
 import shutil
+import subprocess
 import sys
 
 # Flags that take no value: horovodrun's and kolorun's own. Every other flag
@@ -225,6 +226,26 @@ def frameworks():
     ]
 
 
+def _check_build(kolorun, args):
+    """kolorun's --check-build report, with its frameworks stanza (kolorun
+    cannot see this package) replaced by the frameworks this package has."""
+    proc = subprocess.run([kolorun] + args, stdout=subprocess.PIPE, text=True)
+    ours = ["Available Frameworks:"] + [f"    [{'X' if ok else ' '}] {name}"
+                                        for name, ok in frameworks()]
+    lines, skipping = [], False
+    for line in proc.stdout.splitlines():
+        if line == "Available Frameworks:":
+            lines += ours
+            skipping = True
+        elif skipping and line.startswith(" "):
+            continue
+        else:
+            skipping = False
+            lines.append(line)
+    print("\n".join(lines))
+    return proc.returncode
+
+
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -234,16 +255,13 @@ def main(argv=None):
         return 2
     for note in notes:
         print(f"horovodrun: {note}", file=sys.stderr)
-    if check_build:
-        print("Available Frameworks (kolo Python package):")
-        for name, ok in frameworks():
-            print(f"    [{'X' if ok else ' '}] {name}")
-        print()
     kolorun = find_kolorun()
     if kolorun is None:
         print("horovodrun: kolorun not found: set KOLO_KOLORUN, or put kolorun on PATH "
               "(bazel build //client/kolorun:kolorun)", file=sys.stderr)
         return 127
+    if check_build:
+        return _check_build(kolorun, args)
     sys.stdout.flush()
     os.execv(kolorun, [kolorun] + args)
 

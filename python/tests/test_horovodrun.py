@@ -120,6 +120,8 @@ def test_check_build():
     assert "Available Frameworks" in proc.stdout
     assert "PyTorch" in proc.stdout and "TensorFlow" in proc.stdout
     assert "[X] kolod" in proc.stdout
+    assert "kolorun cannot see the Python package" not in proc.stdout
+    assert proc.stdout.count("Available Frameworks") == 1
 
 
 def test_two_ranks_through_horovodrun():
