@@ -167,13 +167,14 @@ expect_grep "needs the system kolod running on every host" "${tmp}/err" \
 # equivalent says so.
 "${kolorun}" -np 2 --private_daemon --kolod "${fake}" \
     --kolod_arg="--record=${tmp}/record" --fusion-threshold-mb 16 \
-    --timeline-filename "${tmp}/tl.json" --cycle-time-ms 5 \
+    --timeline-filename "${tmp}/tl.json" --cycle-time-ms 5 --verbose \
     /bin/sh -c 'echo timeline $KOLO_TIMELINE' --fusion-threshold-mb 1 \
     >"${tmp}/out" 2>"${tmp}/err"
 expect_rc 0 $? "horovodrun flags"
 expect_grep "[0] timeline ${tmp}/tl.json" "${tmp}/out" "--timeline-filename"
 expect_grep "--fusion_threshold=16M" "${tmp}/record" "--fusion-threshold-mb"
 expect_grep "--cycle-time-ms 5: changes nothing here" "${tmp}/err" "--cycle-time-ms"
+expect_grep "kolorun: running as: KOLO_TIMELINE=${tmp}/tl.json " "${tmp}/err" "--verbose"
 "${kolorun}" -np 2 --private_daemon --kolod "${fake}" --output-filename "${tmp}/o/p" \
     /bin/sh -c 'echo out $KOLO_RANK; echo err $KOLO_RANK >&2' >"${tmp}/out" 2>"${tmp}/err"
 expect_rc 0 $? "--output-filename"

@@ -30,6 +30,7 @@
 #include "client/kolorun/horovod_flags.h"
 #include "client/kolorun/hosts.h"
 #include "client/kolorun/launcher.h"
+#include "client/kolorun/remote_shell.h"
 
 ABSL_FLAG(int, np, 0, "Number of ranks to start (at least 1).");
 ABSL_FLAG(std::string, job_id, "",
@@ -272,8 +273,11 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "kolorun: %s\n", note.c_str());
   }
   if (horovod->verbose) {
-    std::fprintf(stderr, "kolorun: running as: %s%s%s\n", absl::StrJoin(horovod->env, " ").c_str(),
-                 horovod->env.empty() ? "" : " ", absl::StrJoin(horovod->argv, " ").c_str());
+    std::vector<std::string> words = horovod->env;
+    words.insert(words.end(), horovod->argv.begin(), horovod->argv.end());
+    const std::string line = absl::StrJoin(
+        words, " ", [](std::string* out, const std::string& w) { out->append(ShellQuote(w)); });
+    std::fprintf(stderr, "kolorun: running as: %s\n", line.c_str());
   }
 
   absl::StatusOr<CommandLine> split = SplitCommandLine(horovod->argv, KolorunFlagNames());
