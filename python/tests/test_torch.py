@@ -36,6 +36,8 @@ CHECKS = [
     "distributed_optimizer_compression_groups_and_sum",
     "distributed_optimizer_synchronize_skip_and_zero_grad_rule",
     "distributed_optimizer_sparse_gradients", "broadcast_parameters_and_optimizer_state",
+    "broadcast_state_options_and_objects_as_horovods_tests",
+    "distributed_optimizer_without_names_and_unused_parameters",
     "sync_batch_norm_matches_one_process", "timeline_restarts_at_a_new_path", "join_last",
 ]
 

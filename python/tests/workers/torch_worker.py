@@ -2,6 +2,7 @@
 result with the same computation done in one process over every rank's input
 (every rank can rebuild every other rank's input from its rank number)."""
 
+import inspect
 import os
 import warnings
 
@@ -722,6 +723,98 @@ def broadcast_parameters_and_optimizer_state():
     gathered = hvd.allgather(last.reshape(1, -1))
     expect(all(torch.equal(gathered[0], gathered[r]) for r in range(N)),
            "parameters differ after broadcast_parameters(model.parameters())")
+
+
+def _every_torch_optimizer():
+    """Horovod's broadcast_state tests run every torch.optim optimizer but
+    L-BFGS and SparseAdam (and Muon here, which takes 2-D parameters only)."""
+    skip = {"LBFGS", "SparseAdam", "Muon"}
+    return sorted(((c.__name__, c) for c in torch.optim.Optimizer.__subclasses__()
+                   if c.__module__.startswith("torch.optim") and c.__name__ not in skip),
+                  key=lambda nc: nc[0])
+
+
+def _horovod_optimizer(cls, options, model, named):
+    args = inspect.getfullargspec(cls.__init__).args
+    opt = cls(model.parameters(), **{k: v for k, v in options.items() if k in args})
+    if named:
+        return hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters())
+    return hvd.DistributedOptimizer(opt)
+
+
+_OPTIONS = [dict(lr=0.1, momentum=0.8, weight_decay=0.2, nesterov=True, betas=(0.9, 0.999),
+                 etas=(0.8, 2.4), step_sizes=(1e-5, 100)),
+            dict(lr=0.2, momentum=0.9, weight_decay=0.1, nesterov=False, betas=(0.8, 0.9),
+                 etas=(0.25, 1.75), step_sizes=(1e-7, 5))]
+
+
+@check
+def broadcast_state_options_and_objects_as_horovods_tests():
+    """Every optimizer, with named_parameters and without: rank 0's options
+    (floats, bools, tuples) and state reach every rank with their types and
+    the optimizer steps on; broadcast_object on nested dicts and scalars."""
+    for obj in ({"hello": 123, 0: [1, 2]}, {"a": {"b": [1, {"c": (2.5, None)}]}}, 3.5, 7,
+                True, (0.9, 0.999), "text"):
+        got = hvd.broadcast_object(obj if R == 0 else {}, root_rank=0)
+        expect(got == obj and type(got) is type(obj), f"broadcast_object {obj!r}: {got!r}")
+    torch.manual_seed(21)
+    x, y = torch.randn(16, 12), torch.randn(16, 4)
+    for name, cls in _every_torch_optimizer():
+        for named in (True, False):
+            model = torch.nn.Sequential(torch.nn.Linear(12, 6), torch.nn.ReLU(),
+                                        torch.nn.Linear(6, 4))
+            opt = _horovod_optimizer(cls, _OPTIONS[min(R, 1)], model, named)
+            for _ in range(2):
+                opt.zero_grad()
+                torch.nn.functional.mse_loss(model(x), y, reduction="sum").backward()
+                opt.step()
+                hvd.broadcast_optimizer_state(opt, root_rank=0)
+                args = inspect.getfullargspec(cls.__init__).args
+                for k, want in _OPTIONS[0].items():
+                    if k not in args:
+                        continue
+                    got = opt.param_groups[0][k]
+                    pairs = zip(got, want) if isinstance(want, tuple) else [(got, want)]
+                    for g, w in pairs:
+                        expect(type(g) is type(w) and abs(g - w) < 1e-5,
+                               f"{name} named={named} {k}: {got!r}, rank 0 has {want!r}")
+            state = [[(k, v.tolist() if torch.is_tensor(v) else v) for k, v in sorted(st.items())]
+                     for st in opt.state_dict()["state"].values()]
+            everyone = hvd.allgather_object(state)
+            expect(all(e == everyone[0] for e in everyone), f"{name} named={named}: state")
+
+
+@check
+def distributed_optimizer_without_names_and_unused_parameters():
+    """Horovod's test_force_allreduce: ranks use different outputs, so some
+    parameters get no gradient on some ranks; their allreduce runs anyway."""
+    torch.manual_seed(22)
+    x, y = torch.randn(8, 12), torch.randn(8, 4)
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1, self.fc2 = torch.nn.Linear(12, 6), torch.nn.Linear(6, 4)
+            self.fc3 = torch.nn.Linear(4, 4)
+
+        def forward(self, t):
+            t1 = self.fc2(torch.relu(self.fc1(t)))
+            return t1, self.fc3(torch.relu(t1))
+
+    for name, cls in _every_torch_optimizer():
+        for named in (True, False):
+            model = Net()
+            hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+            opt = _horovod_optimizer(cls, dict(lr=0.2), model, named)
+            for _ in range(2):
+                out1, out2 = model(x)
+                opt.zero_grad()
+                torch.nn.functional.mse_loss(out1 if R == 0 else out2, y).backward()
+                opt.step()
+            params = [p.detach().clone() for p in model.parameters()]
+            for r, theirs in enumerate(hvd.allgather_object(params)):
+                expect(all(torch.equal(a, b) for a, b in zip(params, theirs)),
+                       f"{name} named={named}: rank {r}'s parameters differ")
 
 
 @check
