@@ -26,6 +26,7 @@ from kolo._topology import (  # noqa: F401
 )
 from kolo._timeline import start_timeline, stop_timeline  # noqa: F401
 from kolo.torch.compression import Compression  # noqa: F401
+from kolo.torch._handles import DuplicateNameError  # noqa: F401
 from kolo.torch.mpi_ops import (  # noqa: F401
     init, Adasum, HorovodInternalError, Handle, poll, synchronize, sparse_allreduce_async,
     allreduce, allreduce_, allreduce_async, allreduce_async_,

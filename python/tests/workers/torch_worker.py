@@ -428,7 +428,7 @@ def duplicate_in_flight_name_raises_on_the_submitting_rank():
                 try:
                     start(nm)
                 except ValueError as e:  # horovod.torch raises ValueError
-                    expect(isinstance(e, hvd.KoloError) and nm in str(e)
+                    expect(isinstance(e, hvd.DuplicateNameError) and nm in str(e)
                            and "in flight" in str(e), f"{type(e).__name__}: {e}")
                 else:
                     raise AssertionError(f"{kind}: rank {R} submitted {nm} twice")
