@@ -286,6 +286,31 @@ void Complete(const KoloPyApi* api, OpKernelContext* ctx, const std::vector<uint
   }
 }
 
+// Waits for every handle, dropping its result or error, and fails the op
+// with `why`: an error the policy found before the op was submitted.
+void FailWhenComplete(const KoloPyApi* api, OpKernelContext* ctx,
+                      const std::vector<uint64_t>& handles, Finish finish, const std::string& why) {
+  for (size_t i = 0; i < handles.size(); ++i) {
+    char err[kErrLen] = {0};
+    if (finish == Finish::kWait) {
+      (void)api->wait(handles[i], err, sizeof(err));
+      continue;
+    }
+    const bool alltoall = finish == Finish::kWaitAlltoall;
+    OutputSink sink{ctx, absl::OkStatus(), static_cast<int>(i), alltoall};
+    (void)api->wait_output(handles[i], alltoall ? 1 : 0, &OutputSink::Allocate, &sink, err,
+                           sizeof(err));
+  }
+  ctx->SetStatus(absl::InvalidArgumentError(why));
+}
+
+// Whether policy P checks its inputs itself (P::LocalError: why the op
+// must fail, or "").
+template <typename P, typename = void>
+struct HasLocalError : std::false_type {};
+template <typename P>
+struct HasLocalError<P, std::void_t<decltype(&P::LocalError)>> : std::true_type {};
+
 // Every Kolo op: a policy P (one per collective) says which attributes
 // beyond OpAttrs it reads (its constructor), which inputs it moves
 // (P::kInputs, of collective P::kKind), which outputs it allocates before
@@ -313,14 +338,19 @@ class KoloOp : public AsyncOpKernel {
             done();
           });
     } else {
+      std::string local_error;
+      if constexpr (HasLocalError<P>::value) {
+        local_error = policy_.LocalError(api, ctx, attrs_, t);
+      }
       std::vector<uint64_t> handles(t.size());
       char err[kErrLen] = {0};
       const int rc = policy_.Submit(api, ctx, attrs_, t, handles.data(), err);
       if (rc != 0) {
-        ctx->SetStatus(ToStatus(rc, err));
+        ctx->SetStatus(local_error.empty() ? ToStatus(rc, err)
+                                           : absl::InvalidArgumentError(local_error));
         return done();
       }
-      FinishWhenDone(api, ctx, std::move(handles), std::move(done));
+      FinishWhenDone(api, ctx, std::move(handles), std::move(local_error), std::move(done));
     }
   }
 
@@ -338,10 +368,16 @@ class KoloOp : public AsyncOpKernel {
   // or are under way by then (set for eager calls, whose caller waits for
   // the op anyway: no thread hand-off), else on a thread of its own, so no
   // TensorFlow pool thread blocks on other ranks.
+  // An op with a local error fails with it once its handles complete.
   void FinishWhenDone(const KoloPyApi* api, OpKernelContext* ctx, std::vector<uint64_t> handles,
-                      DoneCallback done) const {
-    auto finish = [api, ctx, handles, done = std::move(done)] {
-      Complete(api, ctx, handles, P::kFinish);
+                      std::string local_error, DoneCallback done) const {
+    auto finish = [api, ctx, handles, local_error = std::move(local_error),
+                   done = std::move(done)] {
+      if (local_error.empty()) {
+        Complete(api, ctx, handles, P::kFinish);
+      } else {
+        FailWhenComplete(api, ctx, handles, P::kFinish, local_error);
+      }
       done();
     };
     if (attrs_.wait_inline_us > 0 && ReadyWithin(api, handles, attrs_.wait_inline_us)) {
@@ -444,29 +480,30 @@ struct ReducescatterPolicy : Collective<kReducescatter, Inputs::kFirst, Finish::
 
 // Input 1 holds the rows of input 0 that go to each rank. Splits that
 // cannot fit the tensor or the set (set_size ranks; 0: the job's size for
-// the global set, else unknown here) fail the op with InvalidArgument
-// before it is submitted, as Horovod's do, and are refused on every rank,
-// so a rank whose own call was fine fails too instead of waiting.
+// the global set, else unknown here) are found here, and the op fails with
+// InvalidArgument saying why, as Horovod's does. It is submitted all the
+// same, and fails only once kolod has refused it (its own check of splits
+// is the same rule): the round of that name then ends on every rank, so a
+// peer whose own call was fine fails instead of waiting, and a retry of the
+// name (every unnamed eager alltoall shares one) starts a new round.
 struct AlltoallPolicy : Collective<kAlltoall, Inputs::kFirst, Finish::kWaitAlltoall>, NoOutputs {
   explicit AlltoallPolicy(OpKernelConstruction* c) {
     OP_REQUIRES_OK(c, c->GetAttr("set_size", &set_size));
   }
   int Submit(const KoloPyApi* api, OpKernelContext* ctx, const OpAttrs& a, const Tensors& t,
              uint64_t* h, char* err) const {
-    std::vector<int64_t> sp;
-    auto flat = ctx->input(1).flat<int64_t>();
-    for (int64_t i = 0; i < flat.size(); ++i) sp.push_back(flat(i));
-    const std::string why = CheckSplits(api, a, t.ndims[0] > 0 ? t.shapes[0][0] : 0, sp);
-    if (!why.empty()) {
-      char ignored[kErrLen] = {0};
-      (void)api->refuse(kAlltoall, a.name.c_str(), a.process_set, why.c_str(), ignored,
-                        sizeof(ignored));
-      std::snprintf(err, kErrLen, "%s", why.c_str());
-      return static_cast<int>(absl::StatusCode::kInvalidArgument);
-    }
+    const std::vector<int64_t> sp = Splits(ctx);
     return api->alltoall_async(t.data[0], t.dtypes[0], t.shapes[0], t.ndims[0], sp.data(),
                                static_cast<int>(sp.size()), a.name.c_str(), a.process_set, h, err,
                                kErrLen);
+  }
+  std::string LocalError(const KoloPyApi* api, OpKernelContext* ctx, const OpAttrs& a,
+                         const Tensors& t) const {
+    return CheckSplits(api, a, t.ndims[0] > 0 ? t.shapes[0][0] : 0, Splits(ctx));
+  }
+  static std::vector<int64_t> Splits(OpKernelContext* ctx) {
+    auto flat = ctx->input(1).flat<int64_t>();
+    return std::vector<int64_t>(flat.data(), flat.data() + flat.size());
   }
   // Why `splits` of a tensor of `rows` rows cannot be sent, or "".
   std::string CheckSplits(const KoloPyApi* api, const OpAttrs& a, int64_t rows,

@@ -204,19 +204,17 @@ def alltoall(tensor, splits=None, name=None, ignore_name_scope=False,
     received rows in rank order and, when `splits` was given, also the rows
     received from each rank (Horovod's contract). Splits that are not one
     per rank of the set, or that do not sum to the first dimension, raise
-    tf.errors.InvalidArgumentError on the rank that passed them before the
-    collective is negotiated (the other ranks' calls of that name fail
-    too); splits of a non-integer dtype raise ValueError."""
+    tf.errors.InvalidArgumentError on the rank that passed them, saying
+    why (kolod refuses the collective, so the other ranks' calls of that
+    name fail too and the name can be used again); splits of a non-integer
+    dtype raise ValueError before anything is submitted."""
     tensor = tf.convert_to_tensor(tensor)
     if splits is None:
         sp = tf.zeros([0], dtype=tf.int64)
     else:
         sp = tf.convert_to_tensor(splits)
-        if not sp.dtype.is_integer:
-            why = ValueError(f"alltoall splits must be integers, not {sp.dtype.name}")
-            if name is not None:
-                _shared.refuse("alltoall", [str(name)], process_set, why)
-            raise why
+        if not sp.dtype.is_integer:  # raised before any rank could submit it, as Horovod's
+            raise ValueError(f"alltoall splits must be integers, not {sp.dtype.name}")
         sp = tf.cast(sp, tf.int64)
     out, received = _ops.kolo_alltoall(tensor, sp, tensor_name=_tensor_name(name),
                                        process_set=ps_id(process_set),

@@ -261,7 +261,8 @@ def _expect_invalid(what, call, says):
 def alltoall_bad_splits_raise_invalid_argument_on_every_rank():
     # Horovod's contract: splits that sum past the first dimension, or that
     # are not one per rank, raise InvalidArgumentError where they are passed,
-    # before the collective is negotiated (kolod's own message would differ).
+    # with the op's own message (kolod's would differ); the name can be used
+    # again at once, unnamed eager alltoalls (which share one) included.
     short = tf.range(N - 1, dtype=tf.float32)
     for mode, wrap in MODES.items():
         _expect_invalid(f"{mode} sum", wrap(lambda: hvd.alltoall(
@@ -274,6 +275,13 @@ def alltoall_bad_splits_raise_invalid_argument_on_every_rank():
             _expect_invalid(f"{mode} set length", wrap(lambda: hvd.alltoall(
                 tf.range(3), splits=[1, 1, 1], process_set=PAIR, name=f"a2a.set.{mode}")),
                 "3 splits for a process set of 2 ranks")
+        _expect_invalid(f"{mode} unnamed", wrap(lambda: hvd.alltoall(short, splits=[1] * N)),
+                        "more than the first dimension")
+        out, _ = wrap(lambda: hvd.alltoall(tf.range(N) * (R + 1), splits=[1] * N))()
+        expect(list(out.numpy()) == [R * (r + 1) for r in range(N)], f"{mode} unnamed: {out}")
+        out, _ = wrap(lambda: hvd.alltoall(tf.range(N) * (R + 1), splits=[1] * N,
+                                           name=f"a2a.sum.{mode}"))()
+        expect(list(out.numpy()) == [R * (r + 1) for r in range(N)], f"{mode} retried: {out}")
     try:
         hvd.alltoall(tf.range(N), splits=tf.ones([N]), name="a2a.float")
     except ValueError as e:
@@ -288,7 +296,7 @@ def alltoall_bad_splits_raise_invalid_argument_on_every_rank():
             _expect_invalid("graph sum", lambda: sess.run(out, {sp: np.ones([N])}),
                             "more than the first dimension")
     # Only the last rank passes bad splits: it gets InvalidArgumentError,
-    # the others the refusal, none waits.
+    # the others kolod's refusal naming it, none waits.
     last = R == N - 1
     for mode, wrap in MODES.items():
         try:
@@ -297,7 +305,7 @@ def alltoall_bad_splits_raise_invalid_argument_on_every_rank():
         except tf.errors.InvalidArgumentError as e:
             expect(last and "more than the first dimension" in e.message, f"{R}: {e.message}")
         except tf.errors.FailedPreconditionError as e:
-            expect(not last and f"rank {N - 1} refused it" in e.message, f"{R}: {e.message}")
+            expect(not last and f"rank {N - 1}'s splits sum" in e.message, f"{R}: {e.message}")
         else:
             raise AssertionError(f"{mode}: no error on rank {R}")
     out, received = hvd.alltoall(tf.range(N) * (R + 1), splits=[1] * N, name="a2a.after")
