@@ -19,6 +19,10 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -195,6 +199,44 @@ const KoloPyApi* Api(OpKernelContext* ctx) {
   return api;
 }
 
+// The names this process refused lately, by process set, with when. kolod
+// keeps a refused name in flight until every rank has reported it (a peer
+// may refuse it too, a little later): a retry of the name that reaches
+// kolod first is refused as a duplicate (AlreadyExists), and is submitted
+// again until the peers' reports have ended the refused round.
+class RecentRefusals {
+ public:
+  static constexpr int64_t kRetryForUs = 30 * 1000 * 1000;
+
+  void Add(int process_set, const std::string& name) {
+    std::lock_guard<std::mutex> l(mu_);
+    if (at_.size() > 4096) at_.clear();  // a bound, not a cache
+    at_[{process_set, name}] = tensorflow::Env::Default()->NowMicros();
+  }
+  // Whether a duplicate of `name` may be the refused round still in flight.
+  bool Retry(int process_set, const std::string& name) {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = at_.find({process_set, name});
+    if (it == at_.end()) return false;
+    if (tensorflow::Env::Default()->NowMicros() - it->second < kRetryForUs) return true;
+    at_.erase(it);
+    return false;
+  }
+  void Forget(int process_set, const std::string& name) {
+    std::lock_guard<std::mutex> l(mu_);
+    at_.erase({process_set, name});
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::pair<int, std::string>, uint64_t> at_;
+};
+
+RecentRefusals& Refusals() {
+  static RecentRefusals* r = new RecentRefusals();
+  return *r;
+}
+
 // Whether Kolo moves the dtype of every tensor the op moves. If not, fails
 // the op and refuses its collectives (every name in `t`, of kolo::
 // CollectiveKind `kind`) on every rank, so the other ranks' ops of those
@@ -208,6 +250,7 @@ bool CheckDTypes(OpKernelContext* ctx, const KoloPyApi* api, int kind, int proce
     for (const std::string& n : t.names) {
       char err[kErrLen] = {0};
       (void)api->refuse(kind, n.c_str(), process_set, why.c_str(), err, sizeof(err));
+      Refusals().Add(process_set, n);
     }
     ctx->SetStatus(absl::InvalidArgumentError(why));
     return false;
@@ -256,33 +299,27 @@ bool ReadyWithin(const KoloPyApi* api, const std::vector<uint64_t>& handles, int
   return true;
 }
 
-// Output `index` from `handle`'s result; a failure goes to the op's status.
-void WaitOutput(const KoloPyApi* api, OpKernelContext* ctx, uint64_t handle, int index,
-                bool alltoall) {
+// Waits for `handle`: output `index` from its result where the op takes
+// its outputs from the results (`finish`); its error, or OK.
+absl::Status WaitOne(const KoloPyApi* api, OpKernelContext* ctx, uint64_t handle, int index,
+                     Finish finish) {
   char err[kErrLen] = {0};
+  if (finish == Finish::kWait) return ToStatus(api->wait(handle, err, sizeof(err)), err);
+  const bool alltoall = finish == Finish::kWaitAlltoall;
   OutputSink sink{ctx, absl::OkStatus(), index, alltoall};
-  int rc =
+  const int rc =
       api->wait_output(handle, alltoall ? 1 : 0, &OutputSink::Allocate, &sink, err, sizeof(err));
-  if (!sink.status.ok()) {
-    ctx->SetStatus(sink.status);
-  } else if (rc != 0) {
-    ctx->SetStatus(ToStatus(rc, err));
-  }
+  if (!sink.status.ok()) return sink.status;
+  return ToStatus(rc, err);
 }
 
-// Waits for every handle (output i from handles[i] where the op takes its
-// outputs from the results); the op fails with the first error, and every
+// Waits for every handle; the op fails with the first error, and every
 // handle is waited all the same.
 void Complete(const KoloPyApi* api, OpKernelContext* ctx, const std::vector<uint64_t>& handles,
               Finish finish) {
   for (size_t i = 0; i < handles.size(); ++i) {
-    if (finish != Finish::kWait) {
-      WaitOutput(api, ctx, handles[i], static_cast<int>(i), finish == Finish::kWaitAlltoall);
-      continue;
-    }
-    char err[kErrLen] = {0};
-    const int rc = api->wait(handles[i], err, sizeof(err));
-    if (rc != 0) ctx->SetStatus(ToStatus(rc, err));
+    absl::Status s = WaitOne(api, ctx, handles[i], static_cast<int>(i), finish);
+    if (!s.ok()) ctx->SetStatus(s);
   }
 }
 
@@ -291,15 +328,7 @@ void Complete(const KoloPyApi* api, OpKernelContext* ctx, const std::vector<uint
 void FailWhenComplete(const KoloPyApi* api, OpKernelContext* ctx,
                       const std::vector<uint64_t>& handles, Finish finish, const std::string& why) {
   for (size_t i = 0; i < handles.size(); ++i) {
-    char err[kErrLen] = {0};
-    if (finish == Finish::kWait) {
-      (void)api->wait(handles[i], err, sizeof(err));
-      continue;
-    }
-    const bool alltoall = finish == Finish::kWaitAlltoall;
-    OutputSink sink{ctx, absl::OkStatus(), static_cast<int>(i), alltoall};
-    (void)api->wait_output(handles[i], alltoall ? 1 : 0, &OutputSink::Allocate, &sink, err,
-                           sizeof(err));
+    (void)WaitOne(api, ctx, handles[i], static_cast<int>(i), finish);
   }
   ctx->SetStatus(absl::InvalidArgumentError(why));
 }
@@ -346,11 +375,14 @@ class KoloOp : public AsyncOpKernel {
       char err[kErrLen] = {0};
       const int rc = policy_.Submit(api, ctx, attrs_, t, handles.data(), err);
       if (rc != 0) {
+        // libkolo refused it on every rank (its checks, e.g. a scalar to gather).
+        for (const std::string& n : t.names) Refusals().Add(attrs_.process_set, n);
         ctx->SetStatus(local_error.empty() ? ToStatus(rc, err)
                                            : absl::InvalidArgumentError(local_error));
         return done();
       }
-      FinishWhenDone(api, ctx, std::move(handles), std::move(local_error), std::move(done));
+      FinishWhenDone(api, ctx, std::move(handles), std::move(local_error),
+                     std::make_shared<Tensors>(std::move(t)), std::move(done));
     }
   }
 
@@ -370,13 +402,18 @@ class KoloOp : public AsyncOpKernel {
   // TensorFlow pool thread blocks on other ranks.
   // An op with a local error fails with it once its handles complete.
   void FinishWhenDone(const KoloPyApi* api, OpKernelContext* ctx, std::vector<uint64_t> handles,
-                      std::string local_error, DoneCallback done) const {
-    auto finish = [api, ctx, handles, local_error = std::move(local_error),
+                      std::string local_error, std::shared_ptr<Tensors> t,
+                      DoneCallback done) const {
+    auto finish = [this, api, ctx, handles, local_error = std::move(local_error), t,
                    done = std::move(done)] {
-      if (local_error.empty()) {
-        Complete(api, ctx, handles, P::kFinish);
-      } else {
+      if (!local_error.empty()) {
         FailWhenComplete(api, ctx, handles, P::kFinish, local_error);
+      } else if constexpr (P::kInputs == Inputs::kFirst) {
+        absl::Status s = WaitOne(api, ctx, handles[0], 0, P::kFinish);
+        if (s.code() == absl::StatusCode::kAlreadyExists) s = Resubmit(api, ctx, *t, s);
+        if (!s.ok()) ctx->SetStatus(s);
+      } else {
+        Complete(api, ctx, handles, P::kFinish);
       }
       done();
     };
@@ -384,6 +421,27 @@ class KoloOp : public AsyncOpKernel {
       return finish();
     }
     tensorflow::Env::Default()->SchedClosure(std::move(finish));
+  }
+
+  // A one-tensor op that kolod took for a duplicate of a name this
+  // process refused lately: submitted again, a little later each time,
+  // until kolod takes it (the refused round ended) or gives another answer.
+  absl::Status Resubmit(const KoloPyApi* api, OpKernelContext* ctx, const Tensors& t,
+                        absl::Status s) const {
+    int64_t pause_us = 200;
+    while (s.code() == absl::StatusCode::kAlreadyExists &&
+           Refusals().Retry(attrs_.process_set, attrs_.name)) {
+      tensorflow::Env::Default()->SleepForMicroseconds(pause_us);
+      pause_us = std::min<int64_t>(pause_us * 2, 20000);
+      uint64_t h = 0;
+      char err[kErrLen] = {0};
+      const int rc = policy_.Submit(api, ctx, attrs_, t, &h, err);
+      s = rc != 0 ? ToStatus(rc, err) : WaitOne(api, ctx, h, 0, P::kFinish);
+    }
+    if (s.code() != absl::StatusCode::kAlreadyExists) {
+      Refusals().Forget(attrs_.process_set, attrs_.name);
+    }
+    return s;
   }
 
   const OpAttrs attrs_;

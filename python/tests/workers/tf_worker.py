@@ -656,6 +656,36 @@ def a_collective_one_rank_refuses_fails_on_every_rank():
 
 
 @check
+def a_retry_of_a_failed_name_runs_on_every_rank():
+    # Horovod's error tests run one after another, unnamed ops included
+    # (every unnamed eager op of a kind shares one name): after an op that
+    # every rank refused, one rank refused, or the ranks disagreed on, the
+    # same name runs again at once on every rank.
+    last = R == N - 1
+    bad = tf.constant([1j, 2j], tf.complex64)
+    for mode, wrap in MODES.items():
+        for name in (f"retry.every.{mode}", None):
+            _expect_invalid(f"{mode} every rank refuses {name}",
+                            wrap(lambda: hvd.allreduce(bad, name=name)), "does not support dtype")
+            close(wrap(lambda: hvd.allreduce(tf.ones([2]), op=hvd.Sum, name=name))(),
+                  np.full([2], N))
+        _expect_refused_everywhere(f"{mode} one rank refuses", wrap(lambda: hvd.allreduce(
+            bad if last else tf.ones([2]), op=hvd.Sum, name=f"retry.one.{mode}")))
+        close(wrap(lambda: hvd.allreduce(tf.ones([2]), op=hvd.Sum, name=f"retry.one.{mode}"))(),
+              np.full([2], N))
+        _expect_error(tf.errors.FailedPreconditionError, f"{mode} shapes",
+                      wrap(lambda: hvd.allreduce(tf.ones([2 + R]), name=f"retry.shape.{mode}")),
+                      f"retry.shape.{mode}")
+        close(wrap(lambda: hvd.allreduce(tf.ones([2]), op=hvd.Sum,
+                                         name=f"retry.shape.{mode}"))(), np.full([2], N))
+        _expect_invalid(f"{mode} every rank refuses a broadcast",
+                        wrap(lambda: hvd.broadcast(bad, 0, name=f"retry.bcast.{mode}")),
+                        "does not support dtype")
+        close(wrap(lambda: hvd.broadcast(tf.ones([2]) * R, 0, name=f"retry.bcast.{mode}"))(),
+              np.zeros([2]))
+
+
+@check
 def tf1_distributed_optimizer_in_a_session():
     # Each rank's loss differs; one SGD step moves every rank's weights by
     # the ranks' average gradient.
