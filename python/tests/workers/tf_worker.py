@@ -442,7 +442,11 @@ def horovod_names_ops_and_static_process_set():
     expect(int(hvd.size_op(PAIR.process_set_id)) == 2, "size_op of a process set")
     expect(int(hvd.process_set_included_op(PAIR.process_set_id)) == int(R < 2),
            "process_set_included_op")
-    expect(hvd.nccl_built() and hvd.cuda_built() and not hvd.mpi_built(), "built flags")
+    # What the build found: NCCL's version code (0 without it); CUDA tensors
+    # are served exactly when NCCL is there.
+    from kolo._native import core
+    expect(hvd.nccl_built() == core.NCCL_VERSION and hvd.cuda_built() is (core.NCCL_VERSION != 0)
+           and not hvd.mpi_built(), "built flags")
     try:
         hvd.allreduce(tf.ones([2]), op=hvd.Adasum)
     except NotImplementedError:
