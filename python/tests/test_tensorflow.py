@@ -21,7 +21,6 @@ CHECKS = [
     "distributed_model_and_metric_average", "mismatch_raises_in_eager",
     "mismatch_raises_in_function", "mismatches_raise_in_a_tf1_graph", "horovod_names_ops_and_static_process_set",
     "broadcast_global_variables_in_a_graph", "learning_rate_callbacks_and_load_model",
-    "sync_batch_normalization_matches_one_process",
     "allgather_gradient_in_a_graph_with_unknown_rows", "collectives_in_a_tf1_graph",
     "alltoall_without_splits_returns_the_tensor_only", "grouped_allgather_and_reducescatter",
     "a_collective_one_rank_refuses_fails_on_every_rank",

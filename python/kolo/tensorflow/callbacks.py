@@ -1,13 +1,15 @@
-"""Keras callbacks for training with kolo.tensorflow."""
+"""Keras callbacks for training with kolo.tensorflow, of the program's Keras
+(tf.keras: Keras 3, or tf_keras under TF_USE_LEGACY_KERAS)."""
 
 import warnings
 
-import keras
 import numpy as np
 import tensorflow as tf
 
 from kolo import _api
 from kolo.tensorflow import functions as F
+from kolo.tensorflow._keras import LEGACY, keras
+from kolo.tensorflow.gradient_aggregation import _ref
 
 
 def _optimizer_variables(optimizer):
@@ -19,32 +21,38 @@ def _optimizer_variables(optimizer):
 
 class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
     """Copies root_rank's model and optimizer variables to every rank when
-    training starts, so all ranks begin from the same state."""
+    training starts (Keras 3, which builds the optimizer first), or after
+    the first batch (Keras 2, whose optimizer makes its slots in that
+    batch), so all ranks go on from the same state. `local_variables`
+    (variables, or a Keras 3 variable's tf.Variable) are not broadcast:
+    each rank keeps its own value."""
 
-    def __init__(self, root_rank=0, device="", process_set=None):
+    def __init__(self, root_rank=0, device="", local_variables=None, process_set=None):
         super().__init__()
         self.root_rank = root_rank
         self.process_set = process_set or _api.global_process_set
         self.broadcast_done = False
         self._local = set()
+        for var in local_variables or []:
+            self.register_local_var(var)
 
     def register_local_var(self, var):
         """Leaves `var` out of the broadcast: each rank keeps its own value."""
-        self._local.add(id(var))
+        self._local.add(_ref(var))
 
     def _broadcast(self):
         if self.broadcast_done:
             return
         variables = list(self.model.variables) + _optimizer_variables(
             getattr(self.model, "optimizer", None))
-        variables = [v for v in variables if id(v) not in self._local]
+        variables = [v for v in variables if _ref(v) not in self._local]
         F.broadcast_variables(variables, self.root_rank, process_set=self.process_set)
         self.broadcast_done = True
 
     def on_train_begin(self, logs=None):
         # Keras 3 builds the model and optimizer before the first batch, so
         # every variable exists here; a model built later is caught below.
-        if self.model.built:
+        if self.model.built and not LEGACY:
             self._broadcast()
 
     def on_train_batch_end(self, batch, logs=None):
@@ -84,11 +92,15 @@ def _set_learning_rate(optimizer, lr):
 
 
 def _momentum_correction_note(optimizer, wanted):
-    """Keras 3 optimizers read `momentum` as a constant when the train step
-    is traced, so Horovod's momentum correction (momentum scaled by the
-    learning rate's change for one step) cannot be applied: say so once."""
-    if wanted and float(getattr(optimizer, "momentum", 0.0) or 0.0) != 0.0:
-        warnings.warn("momentum_correction is not applied: Keras 3 optimizers fix momentum "
+    """Keras optimizers (Keras 3, and Keras 2's new ones) read `momentum`
+    as a constant when the train step is traced, so Horovod's momentum
+    correction (momentum scaled by the learning rate's change for one step)
+    is not applied: say so once."""
+    momentum = getattr(optimizer, "momentum", 0.0)
+    if callable(momentum) or hasattr(momentum, "numpy"):
+        momentum = np.asarray(momentum() if callable(momentum) else momentum)
+    if wanted and float(momentum or 0.0) != 0.0:
+        warnings.warn("momentum_correction is not applied: Keras optimizers fix momentum "
                       "when the training step is traced; the learning rate still follows "
                       "the schedule", stacklevel=3)
 

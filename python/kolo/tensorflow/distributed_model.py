@@ -8,7 +8,7 @@ class _DistributedModelMixin:
     _kolo_distributed_model = True
 
     def compile(self, optimizer="rmsprop", *args, **kwargs):
-        import keras
+        from kolo.tensorflow._keras import keras
 
         opt = keras.optimizers.get(optimizer)
         return super().compile(DistributedOptimizer(opt), *args, **kwargs)

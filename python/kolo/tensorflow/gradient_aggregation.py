@@ -1,11 +1,13 @@
 """Averaging gradients over the ranks: DistributedGradientTape and
-DistributedOptimizer (Keras 3, and tf.compat.v1.train optimizers)."""
+DistributedOptimizer (Keras 3, Keras 2 (tf_keras) and tf.compat.v1.train
+optimizers)."""
 
 import tensorflow as tf
 
 from kolo import _shared
 from kolo._api import Average, global_process_set
 from kolo.tensorflow import functions as F
+from kolo.tensorflow._keras import is_layer, keras2_optimizer_kind
 from kolo.tensorflow.compression import Compression
 
 
@@ -62,7 +64,11 @@ def allreduce_gradients(grads, op=Average, compression=Compression.none,
 
 
 def _ref(var):
-    """A hashable key for a variable (tf.Variable or Keras variable)."""
+    """A hashable key for a variable: a tf.Variable's ref(); a Keras 3
+    variable has none, and stands for its tf.Variable (`.value`), which is
+    what a GradientTape sees when a model is called."""
+    if not hasattr(var, "ref") and isinstance(getattr(var, "value", None), tf.Variable):
+        var = var.value
     return var.ref() if hasattr(var, "ref") else id(var)
 
 
@@ -97,10 +103,8 @@ def _local_vars_of(local_layers):
     if local_layers is None:
         return []
     layers = local_layers if isinstance(local_layers, (list, tuple)) else [local_layers]
-    import keras
-
     for layer in layers:
-        if not isinstance(layer, keras.layers.Layer):
+        if not is_layer(layer):
             raise ValueError(f"local_layers takes Keras layers, not {type(layer).__name__}")
     return [v for layer in layers for v in layer.trainable_weights]
 
@@ -258,7 +262,9 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
                          scale_local_gradients=True, **kwargs):
     """For a Keras 3 `optimizer`: a copy of it (same class, same config)
     whose updates use gradients reduced over the ranks (averaged by default).
-    For a tf.compat.v1.train.Optimizer (TF1 graphs): a wrapper whose
+    For a Keras 2 (tf_keras) one, legacy or new: a copy that reduces them
+    where it computes them (keras2_optimizer). For a
+    tf.compat.v1.train.Optimizer (TF1 graphs): a wrapper whose
     compute_gradients (and so minimize) reduces them."""
     if getattr(optimizer, "_kolo_distributed", False):
         return optimizer
@@ -278,13 +284,19 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
                 "tf.compat.v1 optimizer, accumulate the gradients in the graph and apply them "
                 "every N steps")
         return _LegacyDistributedOptimizer(optimizer, name, use_locking, kw)
-    if not isinstance(optimizer, keras.optimizers.Optimizer):
+    if keras2_optimizer_kind(optimizer):
+        from kolo.tensorflow.keras2_optimizer import Keras2DistributedMixin as mixin
+    elif isinstance(optimizer, keras.optimizers.Optimizer):
+        mixin = _DistributedOptimizerMixin
+    else:
         raise TypeError(
-            f"DistributedOptimizer wraps a Keras 3 or a tf.compat.v1.train optimizer, not "
-            f"{type(optimizer).__name__}; for a custom loop use DistributedGradientTape")
+            f"DistributedOptimizer wraps a Keras 3, a Keras 2 (tf_keras) or a "
+            f"tf.compat.v1.train optimizer, not {type(optimizer).__name__}; for a custom loop "
+            f"use DistributedGradientTape")
+    # A copy of the optimizer's own class (same name, same config), with
+    # the mixin's methods in front.
     base = type(optimizer)
-    cls = type(base.__name__, (_DistributedOptimizerMixin, base),
-               {"__module__": base.__module__})
+    cls = type(base.__name__, (mixin, base), {"__module__": base.__module__})
     dist = cls.from_config(optimizer.get_config())
     dist._kolo_kwargs = kw
     dist._kolo_local = set()
@@ -293,22 +305,22 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
     dist._kolo_average_acc = bool(average_aggregated_gradients)
     return dist
 
-
 def PartialDistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="",
                                 device_sparse="", compression=Compression.none,
                                 sparse_as_dense=False, backward_passes_per_step=1, op=Average,
                                 gradient_predivide_factor=1.0, average_aggregated_gradients=False,
                                 groups=None, process_set=global_process_set, local_layers=None,
                                 scale_local_gradients=True):
-    """A DistributedOptimizer (Keras 3) that keeps the gradients of
-    `local_layers` (Keras layers) local to each rank."""
+    """A DistributedOptimizer (Keras 3 or Keras 2) that keeps the gradients
+    of `local_layers` (Keras layers) local to each rank."""
     dist = DistributedOptimizer(optimizer, name, use_locking, device_dense, device_sparse,
                                 compression, sparse_as_dense, backward_passes_per_step, op,
                                 gradient_predivide_factor, average_aggregated_gradients,
                                 groups=groups, process_set=process_set,
                                 scale_local_gradients=scale_local_gradients)
     if not hasattr(dist, "register_local_var"):
-        raise TypeError("PartialDistributedOptimizer wraps a Keras 3 optimizer")
+        raise TypeError("PartialDistributedOptimizer wraps a Keras 3 or a Keras 2 (tf_keras) "
+                        "optimizer")
     for var in _local_vars_of(local_layers):
         dist.register_local_var(var)
     return dist

@@ -505,36 +505,6 @@ def learning_rate_callbacks_and_load_model():
 
 
 @check
-def sync_batch_normalization_matches_one_process():
-    def batch(r):
-        return np.random.RandomState(40 + r).normal(size=(r + 2, 3)).astype(np.float32)
-
-    sync = hvd.SyncBatchNormalization(momentum=0.5)
-    ref = keras.layers.BatchNormalization(momentum=0.5)
-    x = tf.constant(batch(R))
-    everything = tf.constant(np.concatenate([batch(r) for r in range(N)]))
-    with tf.GradientTape() as tape:
-        tape.watch(x)
-        y = sync(x, training=True)
-        loss = tf.reduce_sum(y * tf.range(1.0, 4.0))
-    grad = tape.gradient(loss, x)
-    with tf.GradientTape() as tape:
-        tape.watch(everything)
-        y_all = ref(everything, training=True)
-        loss_all = tf.reduce_sum(y_all * tf.range(1.0, 4.0))
-    grad_all = tape.gradient(loss_all, everything)
-    start = sum(r + 2 for r in range(R))
-    close(y.numpy(), y_all.numpy()[start:start + R + 2], rtol=1e-4)
-    close(grad.numpy(), grad_all.numpy()[start:start + R + 2], rtol=1e-3)
-    close(sync.moving_mean.numpy(), ref.moving_mean.numpy(), rtol=1e-4)
-    # In a compiled fit as well (tf.function).
-    model = keras.Sequential([keras.Input((3,)), hvd.SyncBatchNormalization(),
-                              keras.layers.Dense(1)])
-    model.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(0.01)), loss="mse")
-    model.fit(batch(R), np.ones((R + 2, 1), np.float32), batch_size=8, epochs=1, verbose=0)
-
-
-@check
 def allgather_gradient_in_a_graph_with_unknown_rows():
     graph = tf.Graph()
     with graph.as_default():
