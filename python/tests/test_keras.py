@@ -23,6 +23,7 @@ CHECKS = [
     "sync_batch_normalization_matches_one_process",
     "horovod_keras_program_with_callbacks",
     "load_model_keeps_the_optimizer_state_and_trains_on_the_average",
+    "distributed_model_and_best_model_checkpoint",
 ]
 
 KERAS = {"keras3": {"TF_USE_LEGACY_KERAS": "0"}, "tf_keras": {"TF_USE_LEGACY_KERAS": "1"}}

@@ -321,5 +321,30 @@ def load_model_keeps_the_optimizer_state_and_trains_on_the_average():
         close(loaded.get_weights()[0], model.get_weights()[0])
 
 
+
+@check
+def distributed_model_and_best_model_checkpoint():
+    # DistributedModel wraps the compiled optimizer (a name, as Keras takes
+    # it) and broadcasts rank 0's start; one SGD step on x = r + 1, y = 1
+    # from rank 0's w gives the same w everywhere.
+    tf.random.set_seed(R)
+    inp = K.Input((1,))
+    model = hvd.DistributedModel(K.Model(inp, K.layers.Dense(1, use_bias=False)(inp)))
+    w0 = everyone(model.get_weights()[0])[0]
+    model.compile(optimizer="sgd", loss="mse")
+    expect(getattr(model.optimizer, "_kolo_distributed", False), f"{type(model.optimizer)}")
+    path = os.path.join(os.environ["KOLO_TEST_OUT"], "best.h5")
+    ckpt = hvd.callbacks.BestModelCheckpoint(monitor="loss", filepath=path)
+    model.fit(np.full((1, 1), R + 1.0, np.float32), np.ones((1, 1), np.float32), batch_size=1,
+              epochs=1, verbose=0, callbacks=[ckpt])
+    got = everyone(model.get_weights()[0])
+    close(got, np.broadcast_to(got[0], got.shape))
+    if not LEGACY:  # Keras 3 broadcasts before the step, Keras 2 after it
+        grads = [-2 * (r + 1) * (1 - w0[0, 0] * (r + 1)) for r in range(N)]
+        close(got[0], w0 - 0.01 * np.mean(grads))
+    hvd.barrier()
+    expect(os.path.exists(path), "rank 0 saved no checkpoint")
+
+
 run(hvd.rank)
 hvd.shutdown()

@@ -25,7 +25,7 @@ weights of the last commit.
 The callbacks are used from the training thread only.
 """
 
-import keras
+from kolo.tensorflow._keras import keras
 
 from kolo.elastic import HostsUpdatedInterrupt, ObjectState, State  # noqa: F401
 from kolo.tensorflow.elastic import TensorFlowKerasState, run  # noqa: F401
