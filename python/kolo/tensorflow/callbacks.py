@@ -9,7 +9,7 @@ import tensorflow as tf
 from kolo import _api
 from kolo.tensorflow import functions as F
 from kolo.tensorflow._keras import LEGACY, keras
-from kolo.tensorflow.gradient_aggregation import _ref
+from kolo.tensorflow.gradient_reduction import _ref
 
 
 def _optimizer_variables(optimizer):

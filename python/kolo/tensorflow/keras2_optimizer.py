@@ -14,7 +14,7 @@ the optimizer's iterations."""
 
 import tensorflow as tf
 
-from kolo.tensorflow.gradient_aggregation import _reduce_except_local, _ref
+from kolo.tensorflow.gradient_reduction import _reduce_except_local, _ref
 
 
 class Keras2DistributedMixin:
