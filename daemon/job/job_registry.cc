@@ -9,26 +9,31 @@
 namespace kolo::daemon {
 namespace {}  // namespace
 
+std::shared_ptr<Job> JobRegistry::MakeJob(const JoinRequest& request) const {
+  JobLayout layout;
+  layout.local_size = request.local_size;
+  layout.coordinator = request.coordinator;
+  layout.env = multi_node_;
+  layout.limits = limits_;
+  return std::make_shared<Job>(request.job_id, request.job_token, request.size, backend_,
+                               fusion_threshold_, negotiators_, observers_, std::move(layout),
+                               device_backends_);
+}
+
 absl::StatusOr<std::shared_ptr<Job>> JobRegistry::Join(const JoinRequest& request) {
   std::shared_ptr<Job> job;
   {
     absl::MutexLock l(&mu_);
     const Key key(request.uid, request.job_id);
     auto it = jobs_.find(key);
-    if (it == jobs_.end()) {
+    bool fresh = it == jobs_.end();
+    std::shared_ptr<Job> previous;  // an ended incarnation this attach replaces
+    if (fresh) {
       if (draining_) {
         return absl::UnavailableError(
             absl::StrCat("kolod is draining: it starts no new job (job ", request.job_id, ")"));
       }
-      JobLayout layout;
-      layout.local_size = request.local_size;
-      layout.coordinator = request.coordinator;
-      layout.env = multi_node_;
-      layout.limits = limits_;
-      job =
-          std::make_shared<Job>(request.job_id, request.job_token, request.size, backend_,
-                                fusion_threshold_, negotiators_, observers_, std::move(layout),
-                                device_backends_);
+      job = MakeJob(request);
       jobs_[key] = job;
     } else {
       job = it->second;
@@ -54,11 +59,29 @@ absl::StatusOr<std::shared_ptr<Job>> JobRegistry::Join(const JoinRequest& reques
                                                           job->size(), ", rank ", request.rank,
                                                           " says ", request.size));
       }
+      if (!job->AbortStatus().ok()) {
+        // The job ended (a rank shut down or died) while other ranks are
+        // still attached to it: this attach starts the job again (Horovod's
+        // shutdown() then init()). The old incarnation's ranks keep their
+        // Job, whose collectives fail, until they detach and attach anew.
+        if (draining_) {
+          return absl::UnavailableError(absl::StrCat(
+              "kolod is draining: it starts no new job (job ", request.job_id, " ended)"));
+        }
+        previous = std::move(job);
+        job = MakeJob(request);
+        fresh = true;
+        jobs_[key] = job;
+      }
     }
     // Under mu_ so that a rank cannot join a job that is being dropped.
     absl::Status attached = job->AttachRank(request.rank, request.session_id, request.pid);
     if (!attached.ok()) {
-      if (it == jobs_.end()) jobs_.erase(key);
+      if (previous != nullptr) {
+        jobs_[key] = std::move(previous);
+      } else if (fresh) {
+        jobs_.erase(key);
+      }
       return attached;
     }
   }

@@ -65,7 +65,10 @@ class JobRegistry {
         elastic_limits_(elastic) {}
 
   // Creates the job on its first rank, or joins it: the token and size must
-  // match the job's, and the rank must be free.
+  // match the job's, and the rank must be free. A job that was aborted (one
+  // of its ranks shut down or died) is started again by the next attach with
+  // its token: a fresh incarnation under the same id, which the ranks still
+  // attached to the old one join only by attaching again.
   absl::StatusOr<std::shared_ptr<Job>> Join(const JoinRequest& request);
   // Joins an elastic job (one node): waits until an epoch with this rank
   // forms (elastic_group.h), up to the elastic timeout or until `cancelled`
@@ -101,6 +104,9 @@ class JobRegistry {
   bool draining() const;
 
  private:
+  // A new job (incarnation) as `request` lays it out.
+  std::shared_ptr<Job> MakeJob(const JoinRequest& request) const;
+
   Backend* const backend_;
   const NegotiatorFactory negotiators_;
   DeviceBackendFactory* const device_backends_;
