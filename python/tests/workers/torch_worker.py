@@ -4,6 +4,7 @@ result with the same computation done in one process over every rank's input
 
 import inspect
 import os
+import time
 import warnings
 
 import torch
@@ -880,6 +881,43 @@ def join_last():
               torch.full([2], float(N - 1)), what="allreduce beside a joined rank")
     last = hvd.join()
     expect(0 <= last < N, f"{last}")
+
+
+# Last: they end the job and form it again (process sets of the first init,
+# such as PAIR, are gone afterwards).
+@check
+def shutdown_then_init_forms_the_job_again():
+    for cycle in range(3):
+        close(hvd.allreduce(torch.full([3], float(R + 1)), op=hvd.Sum, name="torch.reinit"),
+              torch.full([3], float(N * (N + 1) // 2)), what=f"allreduce in incarnation {cycle}")
+        # Ranks reach shutdown at different times: the first to attach again
+        # starts the next incarnation while the others still leave the last.
+        time.sleep(0.1 * ((R + cycle) % N))
+        hvd.shutdown()
+        expect(not hvd.is_initialized(), f"is_initialized after shutdown #{cycle}")
+        hvd.init()
+        expect(hvd.is_initialized(), f"is_initialized after init #{cycle}")
+        expect((hvd.rank(), hvd.size()) == (R, N), f"rank/size {hvd.rank()}/{hvd.size()}")
+    close(hvd.broadcast(torch.full([2], float(R)), 1, name="torch.reinit.bcast"),
+          torch.full([2], 1.0), what="broadcast after the last init")
+
+
+@check
+def a_rank_shutting_down_mid_collective_fails_the_others_then_all_init_again():
+    hvd.barrier()
+    if R == 0:
+        hvd.shutdown()  # never submits torch.reinit.orphan
+    else:
+        try:
+            hvd.allreduce(torch.ones(4), name="torch.reinit.orphan")
+        except Exception as e:  # noqa: BLE001 - the error's text is checked
+            expect("rank 0 has shut down" in str(e), f"unclear error: {type(e).__name__}: {e}")
+        else:
+            raise AssertionError("an allreduce that needed a rank that shut down succeeded")
+        hvd.shutdown()
+    hvd.init()
+    close(hvd.allreduce(torch.full([4], float(R)), op=hvd.Sum, name="torch.reinit.orphan"),
+          torch.full([4], float(N * (N - 1) // 2)), what="the name again in the new incarnation")
 
 
 run(hvd.rank)
