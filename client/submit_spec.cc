@@ -5,29 +5,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/naming.h"
+#include "common/reduction_rule.h"
 #include "proto/kolo/abi/collective_traits.h"
 #include "proto/kolo/abi/shm_abi_v1.h"
 
 namespace kolo {
 namespace {
-
-absl::Status CheckReduction(const SubmitSpec& spec, const std::string& name) {
-  if (!Traits(spec.kind).reduces) return absl::OkStatus();
-  const AllreduceOptions& o = spec.reduce;
-  const DType dtype = spec.input.dtype;
-  if (!ReducesWith(dtype, o.op)) {
-    return absl::InvalidArgumentError(absl::StrCat(CollectiveKindName(spec.kind), " \"", name,
-                                                   "\": ", DTypeName(dtype), " has no ",
-                                                   ReduceOpName(o.op),
-                                                   " (sum, min, max, product)"));
-  }
-  if (!Scalable(dtype) && (o.prescale != 1.0 || o.postscale != 1.0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        CollectiveKindName(spec.kind), " \"", name, "\": ", DTypeName(dtype),
-        " takes no scale factor (prescale ", o.prescale, ", postscale ", o.postscale, ")"));
-  }
-  return absl::OkStatus();
-}
 
 // The checks for tensors in GPU memory.
 absl::Status CheckDevice(const SubmitSpec& spec, const std::string& name) {
@@ -95,7 +78,14 @@ absl::Status CheckSpec(const SubmitSpec& spec) {
   if (static_cast<uint32_t>(input.dtype) >= kNumDTypes) {
     return absl::InvalidArgumentError("unknown dtype");
   }
-  if (absl::Status s = CheckReduction(spec, name); !s.ok()) return s;
+  if (Traits(spec.kind).reduces) {
+    const AllreduceOptions& o = spec.reduce;
+    if (absl::Status s = CheckReductionArgs(spec.kind, name, input.dtype, o.op, o.prescale,
+                                            o.postscale, o.compression, OnDevice(spec));
+        !s.ok()) {
+      return s;
+    }
+  }
   for (int64_t d : input.shape) {
     if (d < 0) return absl::InvalidArgumentError("negative dimension");
   }

@@ -44,6 +44,11 @@ enum class CollectivePhase : uint64_t {
   kTreeBroadcast = 5,
   kRingAllgatherV = 6,
   kAlltoall = 7,
+  kAdasumFoldIn = 8,
+  kAdasumHalving = 9,
+  kAdasumProducts = 10,
+  kAdasumDoubling = 11,
+  kAdasumFoldOut = 12,
 };
 
 inline uint64_t MessageTag(uint64_t tag_base, CollectivePhase phase, uint64_t index) {

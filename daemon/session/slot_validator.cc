@@ -9,6 +9,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/reduction_rule.h"
 #include "common/status_macros.h"
 #include "common/utf8.h"
 #include "proto/kolo/abi/collective_traits.h"
@@ -180,21 +181,7 @@ absl::Status CheckCollective(const abi::v1::SubmitSlot& slot, int job_size, Requ
     }
     r->prescale = slot.prescale;
     r->postscale = slot.postscale;
-    if (!ReducesWith(r->dtype, r->op)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(CollectiveKindName(r->kind), " \"", name, "\": ", DTypeName(r->dtype),
-                       " has no ", ReduceOpName(r->op), " (sum, min, max, product)"));
-    }
-    if (!Scalable(r->dtype) && (r->prescale != 1.0 || r->postscale != 1.0)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          CollectiveKindName(r->kind), " \"", name, "\": ", DTypeName(r->dtype),
-          " takes no scale factor (prescale ", r->prescale, ", postscale ", r->postscale, ")"));
-    }
-    if (r->kind == CollectiveKind::kReducescatter && r->op != ReduceOp::kSum &&
-        r->op != ReduceOp::kAverage) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "reducescatter \"", name, "\": op ", ReduceOpName(r->op), " (only sum and average)"));
-    }
+    // The rest of the reduction's rule needs the compression too: CheckOptions.
   } else if (Traits(r->kind).rooted) {
     if (slot.root_rank < 0 || slot.root_rank >= job_size) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -330,6 +317,10 @@ absl::Status CheckOptions(const abi::v1::SubmitSlot& slot, const ArenaBounds& ar
       (!Traits(r->kind).compresses || r->dtype != DType::kFloat32)) {
     return absl::InvalidArgumentError(
         absl::StrCat(kind_name, " \"", name, "\": compression applies to float32 allreduce only"));
+  }
+  if (Traits(r->kind).reduces) {
+    KOLO_RETURN_IF_ERROR(CheckReductionArgs(r->kind, name, r->dtype, r->op, r->prescale,
+                                            r->postscale, r->compression, r->device.has_value()));
   }
   r->process_set = static_cast<int>(slot.process_set);
   if (slot.group_size > 1) {

@@ -57,6 +57,9 @@ absl::Status Validate(DType dtype, ReduceOp op, absl::Span<const void* const> sr
       return absl::InvalidArgumentError(
           "reduce: op average is not a kernel op; reduce with sum and fold 1/n "
           "into postscale");
+    case ReduceOp::kAdasum:
+      return absl::InvalidArgumentError(
+          "reduce: op adasum is not elementwise; its kernels are kernels/cpu/adasum.h");
     default:
       return absl::InvalidArgumentError(
           absl::StrCat("reduce: invalid op ", static_cast<uint32_t>(op)));

@@ -228,6 +228,7 @@ void ReduceWithFormat(const ReduceArgs& args) {
     case ReduceOp::kMax:
       return ReduceWithScales<Fmt, MaxOp>(args);
     case ReduceOp::kAverage:
+    case ReduceOp::kAdasum:
       break;  // Rejected by Reduce() before we get here.
   }
   HWY_ABORT("ReduceFloat: unexpected op %u", static_cast<unsigned>(args.op));

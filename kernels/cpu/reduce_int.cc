@@ -134,6 +134,7 @@ void ReduceWithType(const ReduceArgs& args) {
     case ReduceOp::kMax:
       return ReduceWithScales<T, Max<T>>(args);
     case ReduceOp::kAverage:
+    case ReduceOp::kAdasum:
       break;
   }
   Unreachable("op", args);
@@ -174,6 +175,7 @@ void ReduceBool(const ReduceArgs& args) {
     case ReduceOp::kMin:
       return ReduceBoolBlocks<false>(args);
     case ReduceOp::kAverage:
+    case ReduceOp::kAdasum:
       break;
   }
   Unreachable("op", args);

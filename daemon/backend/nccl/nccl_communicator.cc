@@ -85,6 +85,7 @@ absl::StatusOr<ncclRedOp_t> ToNcclOp(ReduceOp op) {
     case ReduceOp::kMax:
       return ncclMax;
     case ReduceOp::kAverage:
+    case ReduceOp::kAdasum:
       break;
   }
   return absl::InvalidArgumentError(
@@ -101,6 +102,7 @@ absl::StatusOr<ncclRedOp_t> ToNcclOp(DType dtype, ReduceOp op) {
     case ReduceOp::kMin:
       return ncclMin;  // and
     case ReduceOp::kAverage:
+    case ReduceOp::kAdasum:
       break;
   }
   return absl::InvalidArgumentError(

@@ -31,8 +31,16 @@ enum class ReduceOp : uint32_t {
   kMin = 2,
   kMax = 3,
   kProduct = 4,
+  // Adaptive summation (Maleki et al., "Scaling Distributed Training with
+  // Adaptive Summation"): the ranks' tensors are combined pairwise in a
+  // binary tree, a pair (a, b) giving
+  //   (1 - a.b / (2 |a|^2)) a + (1 - a.b / (2 |b|^2)) b
+  // (a coefficient is 1 where its norm is 0), each tensor of a fused or
+  // grouped call on its own. Floating-point tensors only.
+  // daemon/algorithms/adasum.h says which tree.
+  kAdasum = 5,
 };
-inline constexpr uint32_t kNumReduceOps = 5;
+inline constexpr uint32_t kNumReduceOps = 6;
 
 enum class CollectiveKind : uint32_t {
   kAllreduce = 1,
@@ -85,7 +93,14 @@ constexpr bool IsFloatingPoint(DType t) {
 // Whether a reduction of `t` may use `op` (bool has no average), and whether
 // values of `t` may be multiplied by a scale factor other than 1 (not bool).
 constexpr bool ReducesWith(DType t, ReduceOp op) {
+  if (op == ReduceOp::kAdasum) return IsFloatingPoint(t);
   return t != DType::kBool || op != ReduceOp::kAverage;
+}
+// The ops ReducesWith accepts for `t`, for error messages.
+constexpr const char* ReduceOpsOf(DType t) {
+  if (t == DType::kBool) return "sum, min, max, product";
+  if (IsFloatingPoint(t)) return "sum, average, min, max, product, adasum";
+  return "sum, average, min, max, product";
 }
 constexpr bool Scalable(DType t) { return t != DType::kBool; }
 
@@ -129,6 +144,8 @@ constexpr const char* ReduceOpName(ReduceOp op) {
       return "max";
     case ReduceOp::kProduct:
       return "product";
+    case ReduceOp::kAdasum:
+      return "adasum";
   }
   return "invalid-op";
 }
