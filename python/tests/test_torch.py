@@ -3,6 +3,7 @@ against a one-process computation, their gradients, every dtype, errors
 raised on every rank, process sets, DistributedOptimizer, parameter and
 optimizer-state broadcast and SyncBatchNorm."""
 
+import contextlib
 import json
 import os
 import subprocess
@@ -88,10 +89,10 @@ def _peer_address(koloctl, socket):
     return json.loads(out.stdout)["node"]["config"]["peer_address"]
 
 
-def test_timeline_of_a_job_on_two_nodes_is_one_file_per_node(tmp_path):
-    """Two kolods on this machine stand for two nodes of 2 ranks each: rank 0
-    writes the path, rank 2 (the first of node 1) path.node1, each with the
-    rows of its node's ranks."""
+@contextlib.contextmanager
+def _two_nodes(tmp_path):
+    """Two kolods on this machine joined by the Peer plane, standing for two
+    nodes; yields (their sockets, node 0's peer address)."""
     kolod = os.path.join(REPO, "bazel-bin", "daemon", "kolod")
     koloctl = os.path.join(REPO, "bazel-bin", "koloctl", "koloctl")
     if not (os.path.exists(kolod) and os.path.exists(koloctl)):
@@ -102,38 +103,99 @@ def test_timeline_of_a_job_on_two_nodes_is_one_file_per_node(tmp_path):
                                  f"--node_name=node{n}"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                for n, s in enumerate(sockets)]
-    ranks = []
     try:
         for s in sockets:
             deadline = time.monotonic() + 30
             while not os.path.exists(s) and time.monotonic() < deadline:
                 time.sleep(0.05)
-        coordinator = _peer_address(koloctl, sockets[0])
-        path = str(tmp_path / "trace.json")
-        for r in range(4):
-            env = dict(os.environ, KOLO_SOCKET=sockets[r // 2], KOLO_JOB_ID="two-nodes",
-                       KOLO_JOB_TOKEN="0123456789abcdef0123456789abcdef", KOLO_RANK=str(r),
-                       KOLO_SIZE="4", KOLO_LOCAL_RANK=str(r % 2), KOLO_LOCAL_SIZE="2",
-                       KOLO_COORDINATOR=coordinator)
-            ranks.append(subprocess.Popen(
-                [sys.executable, worker("timeline_worker.py"), "explicit", path], env=env,
-                text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
-        outputs = [p.communicate(timeout=180)[0] for p in ranks]
-        for r, p in enumerate(ranks):
-            assert p.returncode == 0, f"rank {r}:\n{outputs[r][-3000:]}"
-        for file, rows in ((path, [0, 1]), (path + ".node1", [2, 3])):
-            trace = read_trace(file)
-            assert sorted(trace.names_by_tid) == rows, (file, sorted(trace.names_by_tid))
-            trace.expect_tensors([f"timeline.{i}" for i in range(3)], rows)
-        written = sorted(n for n in os.listdir(tmp_path) if n.startswith("trace.json"))
-        assert written == ["trace.json", "trace.json.node1"], written
+        yield sockets, _peer_address(koloctl, sockets[0])
     finally:
-        for p in ranks:
-            if p.poll() is None:
-                p.kill()
         for d in daemons:
             d.terminate()
             d.wait(timeout=30)
+
+
+def _rank_env(sockets, coordinator, job_id, rank, size):
+    """The environment of `rank` of a job of `size` ranks, half on each node."""
+    per_node = size // 2
+    return dict(os.environ, KOLO_SOCKET=sockets[rank // per_node], KOLO_JOB_ID=job_id,
+                KOLO_JOB_TOKEN="0123456789abcdef0123456789abcdef", KOLO_RANK=str(rank),
+                KOLO_SIZE=str(size), KOLO_LOCAL_RANK=str(rank % per_node),
+                KOLO_LOCAL_SIZE=str(per_node), KOLO_COORDINATOR=coordinator)
+
+
+def _finish(ranks):
+    outputs = [p.communicate(timeout=180)[0] for p in ranks]
+    for r, p in enumerate(ranks):
+        assert p.returncode == 0, f"rank {r}:\n{outputs[r][-3000:]}"
+    return outputs
+
+
+def test_timeline_of_a_job_on_two_nodes_is_one_file_per_node(tmp_path):
+    """Two kolods on this machine stand for two nodes of 2 ranks each: rank 0
+    writes the path, rank 2 (the first of node 1) path.node1, each with the
+    rows of its node's ranks."""
+    ranks = []
+    with _two_nodes(tmp_path) as (sockets, coordinator):
+        try:
+            path = str(tmp_path / "trace.json")
+            for r in range(4):
+                ranks.append(subprocess.Popen(
+                    [sys.executable, worker("timeline_worker.py"), "explicit", path],
+                    env=_rank_env(sockets, coordinator, "two-nodes", r, 4),
+                    text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+            _finish(ranks)
+        finally:
+            for p in ranks:
+                if p.poll() is None:
+                    p.kill()
+    for file, rows in ((path, [0, 1]), (path + ".node1", [2, 3])):
+        trace = read_trace(file)
+        assert sorted(trace.names_by_tid) == rows, (file, sorted(trace.names_by_tid))
+        trace.expect_tensors([f"timeline.{i}" for i in range(3)], rows)
+    written = sorted(n for n in os.listdir(tmp_path) if n.startswith("trace.json"))
+    assert written == ["trace.json", "trace.json.node1"], written
+
+
+_REINIT = """
+import sys, time, torch, kolo.torch as hvd
+late = int(sys.argv[1])  # the rank that reaches each shutdown last
+hvd.init()
+R, N = hvd.rank(), hvd.size()
+for cycle in range(3):
+    out = hvd.allreduce(torch.full([3], float(R + 1)), op=hvd.Sum, name="reinit")
+    assert out.tolist() == [N * (N + 1) / 2] * 3, (cycle, out)
+    if R == late:
+        time.sleep(0.5)
+    hvd.shutdown()
+    assert not hvd.is_initialized()
+    hvd.init()
+    assert hvd.is_initialized() and (hvd.rank(), hvd.size()) == (R, N)
+out = hvd.allreduce(torch.full([3], float(R + 1)), op=hvd.Sum, name="reinit")
+assert out.tolist() == [N * (N + 1) / 2] * 3, out
+print("reinit ok")
+"""
+
+
+@pytest.mark.parametrize("late", [0, 1], ids=["coordinator_node_late", "member_node_late"])
+def test_shutdown_then_init_forms_a_job_on_two_nodes_again(tmp_path, late):
+    """shutdown() then init() on a job of one rank on each of two kolods: the
+    rank that attaches again first (on the coordinator's node or the
+    member's) starts the next incarnation, the other joins it."""
+    ranks = []
+    with _two_nodes(tmp_path) as (sockets, coordinator):
+        try:
+            for r in range(2):
+                ranks.append(subprocess.Popen(
+                    [sys.executable, "-c", _REINIT, str(late)],
+                    env=_rank_env(sockets, coordinator, f"reinit-{late}", r, 2),
+                    text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+            for out in _finish(ranks):
+                assert "reinit ok" in out, out[-2000:]
+        finally:
+            for p in ranks:
+                if p.poll() is None:
+                    p.kill()
 
 
 def test_one_rank_without_kolorun_and_imports_in_either_order(tmp_path):
