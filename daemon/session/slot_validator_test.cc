@@ -149,7 +149,7 @@ TEST_F(SlotValidatorTest, RejectsUnknownDtype) {
 TEST_F(SlotValidatorTest, RejectsUnknownReduceOp) {
   SubmitSlot s = AllreduceSlot();
   s.reduce_op = kNumReduceOps;
-  ExpectRejected(s, "unknown reduce op 5");
+  ExpectRejected(s, "unknown reduce op 6");
 }
 
 TEST_F(SlotValidatorTest, RejectsEmptyName) {

@@ -14,7 +14,7 @@ same collectives as TensorFlow ops.
 from kolo.errors import *  # noqa: F401,F403  (the KoloError hierarchy)
 from kolo.errors import KoloError  # noqa: F401
 from kolo._api import (  # noqa: F401
-    Average, Sum, Min, Max, Product, ReduceOp, Compression,
+    Average, Sum, Min, Max, Product, Adasum, ReduceOp, Compression,
     ProcessSet, global_process_set, Handle,
     init, shutdown, is_initialized, rank, size, local_rank, local_size,
     allreduce, allreduce_async, allreduce_, allreduce_async_, grouped_allreduce, grouped_allreduce_async,

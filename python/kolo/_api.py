@@ -44,23 +44,10 @@ class Compression:
     bf16 = _Codec("bf16", 2)
 
 
-class _Unsupported:
-    """A reduction op Kolo does not implement: using it raises
-    NotImplementedError with the reason."""
-
-    def __init__(self, name, why):
-        self.name, self.why = name, why
-
-    def __int__(self):
-        raise NotImplementedError(f"{self.name}: {self.why}")
-
-    def __repr__(self):
-        return self.name
-
-
-Adasum = _Unsupported(
-    "Adasum", "Kolo does not implement the Adasum reduction; use op=Average (the default) "
-    "or op=Sum")
+# Adaptive summation: the ranks' tensors combined pairwise in a tree, each
+# pair (a, b) as (1 - a.b/(2|a|^2)) a + (1 - a.b/(2|b|^2)) b, each tensor on
+# its own (floating-point host tensors).
+Adasum = ReduceOp.ADASUM
 
 
 # ---------------------------------------------------------------- lifecycle

@@ -40,6 +40,7 @@ class ReduceOp(enum.IntEnum):
     MIN = core.REDUCE_OPS["min"]
     MAX = core.REDUCE_OPS["max"]
     PRODUCT = core.REDUCE_OPS["product"]
+    ADASUM = core.REDUCE_OPS["adasum"]
 
 
 def op_code(op, average=None):

@@ -220,8 +220,9 @@ Spec SpecFor(uint64_t seed, uint64_t index, int slot, int size, int64_t max_elem
   s.zero_copy = next(2) == 0;
   s.salt = next(101);
   if (s.kind == Kind::kAllreduce) s.op = static_cast<ReduceOp>(next(kNumReduceOps));
-  // bool has no average: its or instead.
-  if (!ReducesWith(s.dtype, s.op)) s.op = ReduceOp::kMax;
+  // bool has no average: its or instead. Adasum is not elementwise (the
+  // values checked here are): its tests are its own.
+  if (!ReducesWith(s.dtype, s.op) || s.op == ReduceOp::kAdasum) s.op = ReduceOp::kMax;
   // Reducescatter averages only where the quotient needs no integer rounding rule.
   if (s.kind == Kind::kReducescatter && IsFloatingPoint(s.dtype) && next(2) == 0) {
     s.op = ReduceOp::kAverage;

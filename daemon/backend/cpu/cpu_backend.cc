@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "daemon/algorithms/adasum.h"
 #include "daemon/core/caller_memory.h"
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/reduce.h"
@@ -164,10 +165,56 @@ absl::Status BroadcastRange(const Response& r, const FusedMember& m, uint64_t fi
   return kernels::ScaleCopy(r.dtype, src, absl::MakeSpan(dsts), count, 1.0);
 }
 
+// Adasum of one member: the tree over its ranks' tensors (rank order), read
+// from and written to caller memory where a rank has it.
+absl::Status AdasumMember(const Response& r, const FusedMember& m) {
+  const size_t esize = DTypeSize(r.dtype);
+  const uint64_t bytes = m.set.requests.front().bytes;
+  std::vector<const Request*> ranks;
+  for (const Request& q : m.set.requests) ranks.push_back(&q);
+  std::sort(ranks.begin(), ranks.end(),
+            [](const Request* a, const Request* b) { return a->rank < b->rank; });
+  std::vector<std::vector<uint8_t>> read(ranks.size());
+  std::vector<const void*> inputs;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const Request& q = *ranks[i];
+    if (q.caller != nullptr) {
+      read[i].resize(bytes);
+      if (absl::Status s = q.caller->Read(q.caller_input, read[i].data(), bytes); !s.ok()) {
+        return CallerError(m, q, s);
+      }
+      inputs.push_back(read[i].data());
+    } else {
+      inputs.push_back(q.input);
+    }
+  }
+  std::vector<uint8_t> result(bytes);
+  if (absl::Status s = AdasumTree(r.dtype, inputs, result.data(), bytes / esize,
+                                  r.prescale * r.postscale);
+      !s.ok()) {
+    return s;
+  }
+  for (const Request& q : m.set.requests) {
+    if (q.caller != nullptr) {
+      if (absl::Status w = q.caller->Write(q.caller_output, result.data(), bytes); !w.ok()) {
+        return CallerError(m, q, w);
+      }
+    } else if (bytes > 0) {
+      std::memcpy(q.output, result.data(), bytes);
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 void CpuBackend::PlanAllreduce(const Response& r, FusedMember& m, std::vector<Task>* tasks) {
   const std::vector<Request>& reqs = m.set.requests;
+  if (r.op == ReduceOp::kAdasum) {
+    // The coefficients need the whole tensor: one task a member.
+    tasks->push_back([&m, &r]() { return AdasumMember(r, m); });
+    return;
+  }
   const size_t esize = DTypeSize(r.dtype);
   ReduceOp op = r.op;
   double postscale = r.postscale;

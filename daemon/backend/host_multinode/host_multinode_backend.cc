@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/types/span.h"
+#include "daemon/algorithms/adasum.h"
 #include "daemon/algorithms/allgather.h"
 #include "daemon/algorithms/allreduce.h"
 #include "daemon/algorithms/alltoall.h"
@@ -184,6 +185,11 @@ absl::Status HostMultinodeBackend::RunAsJoined(const Response& response, const S
   switch (response.kind) {
     case CollectiveKind::kAllreduce:
       if (DTypeSize(response.dtype) == 0) return absl::InternalError("unknown dtype in a plan");
+      if (response.op == ReduceOp::kAdasum) {
+        // Zeros, which leave the other nodes' tensors as they are.
+        return AdasumAmongNodes(response.dtype, plan::LayOut(step.joined_member_bytes).offsets,
+                                total, tag_base);
+      }
       return AllreduceFusionBuffer(response, total, tag_base);
     case CollectiveKind::kBroadcast: {
       const int root = response.root_rank;
@@ -201,27 +207,75 @@ absl::Status HostMultinodeBackend::RunAsJoined(const Response& response, const S
   }
 }
 
+absl::Status HostMultinodeBackend::AdasumAmongNodes(DType dtype,
+                                                    absl::Span<const uint64_t> offsets,
+                                                    uint64_t total, uint64_t tag_base) {
+  // Each member a tensor of its own (its alignment padding, zeros, with it).
+  const size_t esize = DTypeSize(dtype);
+  std::vector<size_t> ends;
+  for (size_t i = 0; i < offsets.size(); ++i) {
+    ends.push_back((i + 1 < offsets.size() ? offsets[i + 1] : total) / esize);
+  }
+  if (ends.empty()) ends.push_back(total / esize);
+  return AdasumAllreduce(*active_, fusion_buffer_.data(), total / esize, dtype, ends, tag_base,
+                         absl::Now() + kTransferDeadline);
+}
+
+absl::Status HostMultinodeBackend::RunAdasum(Response& response, uint64_t tag_base) {
+  const DType dtype = response.dtype;
+  const size_t esize = DTypeSize(dtype);
+  const uint64_t total = response.total_bytes;
+  if (fusion_buffer_.size() < total) fusion_buffer_.resize(total);
+  std::memset(fusion_buffer_.data(), 0, total);
+  std::vector<uint64_t> offsets;
+  // Each tensor's tree over this node's ranks (rank order), then the tree
+  // over the nodes.
+  for (const FusedMember& m : response.members) {
+    offsets.push_back(m.offset);
+    std::vector<const Request*> ranks;
+    for (const Request& r : m.set.requests) ranks.push_back(&r);
+    std::sort(ranks.begin(), ranks.end(),
+              [](const Request* a, const Request* b) { return a->rank < b->rank; });
+    std::vector<const void*> inputs;
+    for (const Request* r : ranks) inputs.push_back(r->input);
+    const uint64_t n = m.set.requests.front().bytes / esize;
+    if (n == 0 || inputs.empty()) continue;
+    if (absl::Status s = AdasumTree(dtype, inputs, fusion_buffer_.data() + m.offset, n);
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (absl::Status s = AdasumAmongNodes(dtype, offsets, total, tag_base); !s.ok()) return s;
+  return CopyOut(response, response.prescale * response.postscale);
+}
+
+absl::Status HostMultinodeBackend::CopyOut(const Response& response, double scale) {
+  const size_t esize = DTypeSize(response.dtype);
+  for (const FusedMember& m : response.members) {
+    const uint64_t n = m.set.requests.front().bytes / esize;
+    if (n == 0) continue;
+    std::vector<void*> dsts;
+    for (const Request& r : m.set.requests) dsts.push_back(r.output);
+    if (absl::Status s = kernels::ScaleCopy(response.dtype, fusion_buffer_.data() + m.offset,
+                                            absl::MakeSpan(dsts), n, scale);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status HostMultinodeBackend::RunAllreduce(Response& response, uint64_t tag_base) {
   const DType dtype = response.dtype;
   const size_t esize = DTypeSize(dtype);
   if (esize == 0) return absl::InternalError("unknown dtype in a plan");
+  if (response.op == ReduceOp::kAdasum) return RunAdasum(response, tag_base);
   bool in_place = response.compression == Compression::kNone;
   for (const FusedMember& m : response.members) in_place = in_place && m.set.joined == 0;
   if (!in_place) {
     double postscale = 1.0;
     if (absl::Status s = ReduceAmongNodes(response, tag_base, &postscale); !s.ok()) return s;
-    for (const FusedMember& m : response.members) {
-      const uint64_t n = m.set.requests.front().bytes / esize;
-      if (n == 0) continue;
-      std::vector<void*> dsts;
-      for (const Request& r : m.set.requests) dsts.push_back(r.output);
-      if (absl::Status s = kernels::ScaleCopy(dtype, fusion_buffer_.data() + m.offset,
-                                              absl::MakeSpan(dsts), n, postscale);
-          !s.ok()) {
-        return s;
-      }
-    }
-    return absl::OkStatus();
+    return CopyOut(response, postscale);
   }
   // In place: each tensor's local reduction goes into its first local rank's
   // output, the nodes reduce those outputs where they lie (a pieced buffer:

@@ -20,6 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "daemon/backend/backend.h"
 #include "daemon/transport/subset_transport.h"
 #include "daemon/transport/transport.h"
@@ -40,6 +41,16 @@ class HostMultinodeBackend final : public Backend {
   void SelectNodes(const StepContext& step);
   absl::Status RunAsJoined(const Response& response, const StepContext& step, uint64_t tag_base);
   absl::Status RunAllreduce(Response& response, uint64_t tag_base);
+  // op adasum: each tensor's tree over this node's ranks into the fusion
+  // buffer, then AdasumAmongNodes, then the result to every rank.
+  absl::Status RunAdasum(Response& response, uint64_t tag_base);
+  // Adasum of the fusion buffer's `total` bytes among the nodes, a tensor
+  // starting at each of `offsets`.
+  // Each member's result in the fusion buffer to every local rank's output,
+  // multiplied by `scale`.
+  absl::Status CopyOut(const Response& response, double scale);
+  absl::Status AdasumAmongNodes(DType dtype, absl::Span<const uint64_t> offsets, uint64_t total,
+                                uint64_t tag_base);
   absl::Status RunBroadcast(Response& response, uint64_t tag_base);
   absl::Status RunAllgather(Response& response, const std::vector<int64_t>& rows,
                             uint64_t tag_base);

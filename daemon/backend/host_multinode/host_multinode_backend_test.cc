@@ -4,12 +4,14 @@
 // makes every node do), and every rank's output checked.
 #include "daemon/backend/host_multinode/host_multinode_backend.h"
 
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/algorithms/adasum.h"
 #include "daemon/algorithms/collective_test_util.h"
 #include "daemon/exec/session_results.h"
 #include "daemon/plan/fusion_planner.h"
@@ -97,6 +99,53 @@ TEST_F(HostMultinodeBackendTest, FusedAllreduceAveragesEveryRanksTensors) {
   for (int r = 0; r < kSize; ++r) {
     EXPECT_EQ(a_out[r], std::vector<float>(7, 2.5f)) << "rank " << r;
     EXPECT_EQ(b_out[r], std::vector<float>(1000, 5.f)) << "rank " << r;
+  }
+  EXPECT_EQ(fabric_.outstanding(), 0u);
+}
+
+// Adasum of two fused tensors: each tensor's tree over each node's ranks,
+// then over the nodes, the same on every rank.
+TEST_F(HostMultinodeBackendTest, FusedAdasumCombinesEachTensorOverNodesAndRanks) {
+  const std::vector<size_t> sizes = {5, 3000};
+  std::vector<std::vector<std::vector<float>>> in(2, std::vector<std::vector<float>>(kSize)),
+      out(2, std::vector<std::vector<float>>(kSize));
+  for (size_t t = 0; t < 2; ++t) {
+    for (int r = 0; r < kSize; ++r) {
+      for (size_t i = 0; i < sizes[t]; ++i) {
+        in[t][r].push_back(std::sin(0.1f * i + r + 3 * t) + 0.2f * r);
+      }
+      out[t][r].assign(sizes[t], -1.f);
+    }
+  }
+  std::vector<Response> responses;
+  for (int n = 0; n < kNodes; ++n) {
+    std::vector<ReadySet> sets;
+    for (size_t t = 0; t < 2; ++t) {
+      sets.push_back(Set(n, absl::StrCat("t", t), CollectiveKind::kAllreduce,
+                         {static_cast<int64_t>(sizes[t])}, in[t], out[t]));
+      for (Request& q : sets.back().requests) q.op = ReduceOp::kAdasum;
+    }
+    std::vector<Response> fused = PlanFusion(std::move(sets), UINT64_MAX);
+    ASSERT_EQ(fused.size(), 1u);
+    responses.push_back(std::move(fused.front()));
+  }
+  for (const absl::Status& s : RunEverywhere(responses, StepContext{})) ASSERT_TRUE(s.ok()) << s;
+  for (size_t t = 0; t < 2; ++t) {
+    std::vector<std::vector<float>> per_node(kNodes, std::vector<float>(sizes[t]));
+    std::vector<const void*> nodes;
+    for (int n = 0; n < kNodes; ++n) {
+      const void* ranks[] = {in[t][2 * n].data(), in[t][2 * n + 1].data()};
+      ASSERT_TRUE(AdasumTree(DType::kFloat32, ranks, per_node[n].data(), sizes[t]).ok());
+      nodes.push_back(per_node[n].data());
+    }
+    std::vector<float> want(sizes[t]);
+    ASSERT_TRUE(AdasumTree(DType::kFloat32, nodes, want.data(), sizes[t]).ok());
+    for (int r = 0; r < kSize; ++r) {
+      EXPECT_EQ(out[t][r], out[t][0]) << "tensor " << t << " rank " << r;
+      for (size_t i = 0; i < sizes[t]; ++i) {
+        ASSERT_NEAR(out[t][r][i], want[i], 1e-5) << "tensor " << t << " element " << i;
+      }
+    }
   }
   EXPECT_EQ(fabric_.outstanding(), 0u);
 }
