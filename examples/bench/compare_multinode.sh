@@ -94,6 +94,9 @@ for nodes in 2 3; do
     echo "== ResNet-50 gradients (161 tensors, 102 MB) across 2 daemons"
     run_ranks 2 resnet bazel-bin/examples/bench/resnet50_grads --steps=10 --warmup=2 |
       tee "$dir/resnet.txt"
+    echo "== The same with op=Adasum across 2 daemons"
+    run_ranks 2 resnet_adasum bazel-bin/examples/bench/resnet50_grads --steps=10 --warmup=2 \
+      --op=adasum | tee "$dir/resnet_adasum.txt"
   fi
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   pids=()

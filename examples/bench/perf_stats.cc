@@ -58,9 +58,10 @@ absl::StatusOr<ReduceOp> ParseReduceOp(std::string_view name) {
   if (name == "min") return ReduceOp::kMin;
   if (name == "max") return ReduceOp::kMax;
   if (name == "prod" || name == "product") return ReduceOp::kProduct;
+  if (name == "adasum") return ReduceOp::kAdasum;
   return absl::InvalidArgumentError(absl::StrCat("unknown reduction \"",
                                                  absl::string_view(name.data(), name.size()),
-                                                 "\" (want sum, average, min, max or prod)"));
+                                                 "\" (want sum, average, min, max, prod or adasum)"));
 }
 
 float InputValue(ReduceOp op, int rank, uint64_t index) {

@@ -51,6 +51,7 @@ ABSL_FLAG(int, steps, 20, "Timed steps.");
 ABSL_FLAG(int, warmup, 3, "Untimed steps before timing.");
 ABSL_FLAG(bool, check, false, "After timing, run one step on known values and verify it.");
 ABSL_FLAG(bool, csv, false, "Print a CSV row instead of a table.");
+ABSL_FLAG(std::string, op, "average", "The reduction: average or adasum (or sum, min, max, prod).");
 ABSL_FLAG(bool, print_shapes, false, "Print the gradient table (backward order) and exit.");
 
 namespace kolo::bench {
@@ -61,6 +62,7 @@ struct BenchConfig {
   int warmup = 3;
   bool check = false;
   bool csv = false;
+  ReduceOp op = ReduceOp::kAverage;
 };
 
 absl::StatusOr<BenchConfig> ConfigFromFlags() {
@@ -69,6 +71,10 @@ absl::StatusOr<BenchConfig> ConfigFromFlags() {
   c.warmup = absl::GetFlag(FLAGS_warmup);
   c.check = absl::GetFlag(FLAGS_check);
   c.csv = absl::GetFlag(FLAGS_csv);
+  KOLO_ASSIGN_OR_RETURN(c.op, ParseReduceOp(absl::GetFlag(FLAGS_op)));
+  if (c.check && c.op != ReduceOp::kAverage) {
+    return absl::InvalidArgumentError("--check verifies --op=average only");
+  }
   if (c.steps < 1 || c.warmup < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("want --steps >= 1 and --warmup >= 0, got ", c.steps, " and ", c.warmup));
@@ -115,8 +121,9 @@ absl::StatusOr<GradientSet> AllocateGradients(Client& client,
 }
 
 // One step: every gradient submitted (in order), then every one waited for.
-absl::Status Step(Client& client, const GradientSet& set, std::vector<Handle>& handles) {
-  const AllreduceOptions options{.op = ReduceOp::kAverage};
+absl::Status Step(Client& client, const GradientSet& set, std::vector<Handle>& handles,
+                  ReduceOp op = ReduceOp::kAverage) {
+  const AllreduceOptions options{.op = op};
   handles.clear();
   for (size_t i = 0; i < set.buffers.size(); ++i) {
     const TensorView view = set.buffers[i].view();
@@ -207,7 +214,7 @@ absl::Status Run(Client& client, const ClientOptions& options, const BenchConfig
   std::vector<Handle> handles;
   handles.reserve(grads.size());
   for (int i = 0; i < config.warmup; ++i) {
-    KOLO_RETURN_IF_ERROR(Step(client, set, handles));
+    KOLO_RETURN_IF_ERROR(Step(client, set, handles, config.op));
   }
   // Counters are read with every rank between steps: no timed tensor can
   // complete before rank 0 has read and submitted.
@@ -223,7 +230,7 @@ absl::Status Run(Client& client, const ClientOptions& options, const BenchConfig
   stats.reserve(static_cast<size_t>(config.steps) + 1);
   for (int i = 0; i < config.steps; ++i) {
     const auto start = std::chrono::steady_clock::now();
-    KOLO_RETURN_IF_ERROR(Step(client, set, handles));
+    KOLO_RETURN_IF_ERROR(Step(client, set, handles, config.op));
     stats.push_back(static_cast<float>(
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
             .count()));
@@ -257,11 +264,12 @@ absl::Status Run(Client& client, const ClientOptions& options, const BenchConfig
   r.wrong = static_cast<int64_t>(stats.back());
   std::printf(
       "# kolo resnet50_grads: %d ranks, %zu tensors, %lld float32 values "
-      "(%llu B) per step, average, in place, SDK shared memory\n"
+      "(%llu B) per step, %s, in place, SDK shared memory\n"
       "# steps %d, warmup %d; step time: per step the max over ranks; "
       "kolod fusion threshold %llu B\n",
       r.ranks, grads.size(), static_cast<long long>(TotalElements(grads)),
-      static_cast<unsigned long long>(r.bytes), config.steps, config.warmup,
+      static_cast<unsigned long long>(r.bytes), ReduceOpName(config.op), config.steps,
+      config.warmup,
       static_cast<unsigned long long>(r.fusion_threshold_bytes));
   Print(r, config.csv);
   std::fflush(stdout);
