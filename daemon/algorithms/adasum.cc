@@ -70,12 +70,8 @@ std::vector<TensorPiece> PiecesOf(absl::Span<const size_t> ends, size_t lo, size
 }
 
 absl::Status CheckEnds(const Transport& transport, absl::Span<const size_t> ends, size_t count) {
-  size_t last = 0;
-  for (size_t e : ends) {
-    if (e < last) break;
-    last = e;
-  }
-  if (ends.empty() || last != count || ends.back() != count) {
+  if (ends.empty() || ends.back() != count ||
+      !std::is_sorted(ends.begin(), ends.end())) {
     return absl::InvalidArgumentError(
         absl::StrCat("adasum on node ", transport.node(),
                      ": tensor ends must ascend to the element count ", count));

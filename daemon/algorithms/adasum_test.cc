@@ -159,6 +159,11 @@ TEST(AdasumTest, RefusesWhatItCannotCombine) {
                                          bad_ends, kTagBase, absl::Now() + absl::Seconds(5));
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("tensor ends"), absl::string_view::npos) << s;
+  const std::vector<size_t> unsorted = {3, 1, 4};
+  EXPECT_EQ(AdasumAllreduce(fabric.endpoint(0), buf.data(), 4, DType::kFloat32, unsorted,
+                            kTagBase, absl::Now() + absl::Seconds(5))
+                .code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
