@@ -361,6 +361,42 @@ TEST_F(CoordinatorTest, AJoinedNodeTakesPartWithZerosUntilEveryNodeJoined) {
   EXPECT_EQ(b_->plans()[3].responses(0).joined_nodes_size(), 0);
 }
 
+// As in Horovod: a broadcast fails on the ranks that did not join while a
+// rank of its set has, whether the joined ranks are a whole node or some of
+// one node's ranks.
+TEST_F(CoordinatorTest, ABroadcastFailsWhileRanksHaveJoined) {
+  Join();
+  kolo::v1::TensorMeta bcast = Meta("params");
+  bcast.set_kind(2);  // broadcast
+  bcast.set_root_rank(2);
+  // One of node A's ranks joined: its report counts it.
+  kolo::v1::TensorMeta one_joined = bcast;
+  one_joined.set_joined(1);
+  c_.OnReady(ida_, ReadyOf({one_joined}));
+  c_.OnReady(idb_, ReadyOf({bcast}));
+  ASSERT_EQ(b_->plans().size(), 1u);
+  EXPECT_EQ(b_->plans()[0].responses(0).error_code(),
+            static_cast<int>(absl::StatusCode::kFailedPrecondition));
+  EXPECT_EQ(b_->plans()[0].responses(0).error_message(),
+            "broadcast \"params\": cannot run while 1 rank has joined (broadcast does not run "
+            "with joined ranks; only allreduce and barrier do)");
+  // Every rank of node A joined: node B's broadcast fails alone.
+  kolo::v1::TensorMeta joined = Meta("kolo.join");
+  joined.set_kind(7);  // join
+  joined.add_aux(1);
+  c_.OnReady(ida_, ReadyOf({joined}));
+  c_.OnReady(idb_, ReadyOf({bcast}));
+  ASSERT_EQ(b_->plans().size(), 2u);
+  EXPECT_TRUE(absl::StrContains(b_->plans()[1].responses(0).error_message(),
+                                "2 ranks have joined (broadcast does not run with joined ranks"))
+      << b_->plans()[1].responses(0).error_message();
+  // An allreduce still runs beside the joined node.
+  c_.OnReady(idb_, ReadyOf({Meta("grad")}));
+  ASSERT_EQ(b_->plans().size(), 3u);
+  EXPECT_EQ(b_->plans()[2].responses(0).error_code(), 0)
+      << b_->plans()[2].responses(0).error_message();
+}
+
 TEST_F(CoordinatorTest, AJoinedCountBeyondTheNodesRanksFailsTheName) {
   // A member's count of its joined ranks is bounded by the ranks it has: a
   // broken or hostile one fails that name on every node, and huge counts

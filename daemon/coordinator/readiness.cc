@@ -274,15 +274,6 @@ absl::Status Readiness::JoinedError(const Pending& p, const std::vector<int>& jo
         "has joined");
   }
   if (m.device()) return refuse("device tensors cannot run while every rank of a node has joined");
-  if (Traits(kind).rooted) {
-    const int root = m.root_rank();
-    bool root_joined = false;
-    for (int n : joined_nodes) {
-      const std::vector<int>& ranks = members_.OfNode(n).ranks;
-      root_joined = root_joined || std::binary_search(ranks.begin(), ranks.end(), root);
-    }
-    return plan::CheckRootNotJoined(m.name(), root, root_joined);
-  }
   return absl::OkStatus();
 }
 

@@ -72,8 +72,9 @@ struct StepContext {
   // The ranks of the response's process set, ascending; null: every rank.
   std::shared_ptr<const std::vector<int>> set_ranks;
   // Across nodes, when every rank of this node has joined: the response has
-  // no members here, and this node takes part with zeros (allreduce) or as
-  // a relay (broadcast) over a buffer laid out from these member sizes.
+  // no members here, and this node takes part with zeros (allreduce) over
+  // a buffer laid out from these member sizes, or in a barrier (no other
+  // kind runs while ranks have joined).
   bool joined_here = false;
   std::vector<uint64_t> joined_member_bytes;
   // Allgather: every rank's first dimension, by global rank.

@@ -370,9 +370,10 @@ absl::Status Job::CheckRunnableLocked(const ReadySet& set) const {
     KOLO_RETURN_IF_ERROR(plan::CheckRunsWithJoined(first.kind, set.name, joined));
   }
   const CollectiveTraits& traits = Traits(first.kind);
+  // A broadcast whose root joined was refused above, as every broadcast
+  // with joined ranks is.
   if (traits.rooted) {
-    KOLO_RETURN_IF_ERROR(plan::CheckRootInSet(set.name, first.root_rank, set.process_set, members));
-    return plan::CheckRootNotJoined(set.name, first.root_rank, joins_.joined(first.root_rank));
+    return plan::CheckRootInSet(set.name, first.root_rank, set.process_set, members);
   }
   if (traits.splits) {
     for (const Request& r : set.requests) {

@@ -14,20 +14,18 @@ absl::Status CheckRunsWithJoined(CollectiveKind kind, absl::string_view name,
                                  const JoinedRanks& joined) {
   if (joined.count == 0 || Traits(kind).runs_with_joined) return absl::OkStatus();
   std::string who;
-  if (!joined.ranks.empty()) {
+  if (joined.ranks.size() == 1) {
+    who = absl::StrCat("rank ", joined.ranks[0], " has");
+  } else if (!joined.ranks.empty()) {
     who = absl::StrCat("ranks ", FormatRankRanges(joined.ranks), " have");
   } else {
     who = absl::StrCat(joined.count, joined.count == 1 ? " rank has" : " ranks have");
   }
-  return absl::FailedPreconditionError(absl::StrCat(
-      CollectiveKindName(kind), " \"", name, "\": cannot run while ", who, " joined (only ",
-      KindsWith(&CollectiveTraits::runs_with_joined), " can)"));
-}
-
-absl::Status CheckRootNotJoined(absl::string_view name, int root_rank, bool root_joined) {
-  if (!root_joined) return absl::OkStatus();
+  const char* kind_name = CollectiveKindName(kind);
   return absl::FailedPreconditionError(
-      absl::StrCat("broadcast \"", name, "\": root rank ", root_rank, " has joined"));
+      absl::StrCat(kind_name, " \"", name, "\": cannot run while ", who, " joined (", kind_name,
+                   " does not run with joined ranks; only ",
+                   KindsWith(&CollectiveTraits::runs_with_joined), " do)"));
 }
 
 absl::Status CheckRootInSet(absl::string_view name, int root_rank, int process_set,

@@ -27,13 +27,11 @@ struct JoinedRanks {
 };
 
 // FAILED_PRECONDITION if `kind` cannot run while ranks of its set have
-// joined (only the kinds with runs_with_joined can).
+// joined (only the kinds with runs_with_joined can: allreduce and barrier;
+// a broadcast fails on the ranks that did not join, as in Horovod, whether
+// or not its root joined).
 absl::Status CheckRunsWithJoined(CollectiveKind kind, absl::string_view name,
                                  const JoinedRanks& joined);
-
-// FAILED_PRECONDITION if a broadcast's root rank has joined: it has nothing
-// to send.
-absl::Status CheckRootNotJoined(absl::string_view name, int root_rank, bool root_joined);
 
 // FAILED_PRECONDITION if a broadcast's root is not a member of its set
 // (`members` ascending).

@@ -19,19 +19,32 @@ TEST(RunnableTest, OnlyTheKindsThatRunWithJoinedRanksDo) {
 
 TEST(RunnableTest, OneMessageWhetherTheRanksOrOnlyTheirCountAreKnown) {
   EXPECT_EQ(CheckRunsWithJoined(CollectiveKind::kAllgather, "g", JoinedRanks{3, {0, 1, 2}}),
-            absl::FailedPreconditionError("allgather \"g\": cannot run while ranks 0-2 have "
-                                          "joined (only allreduce, broadcast and barrier can)"));
+            absl::FailedPreconditionError(
+                "allgather \"g\": cannot run while ranks 0-2 have joined (allgather does not run "
+                "with joined ranks; only allreduce and barrier do)"));
   EXPECT_EQ(CheckRunsWithJoined(CollectiveKind::kAlltoall, "a", JoinedRanks{1, {}}),
-            absl::FailedPreconditionError("alltoall \"a\": cannot run while 1 rank has joined "
-                                          "(only allreduce, broadcast and barrier can)"));
+            absl::FailedPreconditionError(
+                "alltoall \"a\": cannot run while 1 rank has joined (alltoall does not run with "
+                "joined ranks; only allreduce and barrier do)"));
   EXPECT_EQ(CheckRunsWithJoined(CollectiveKind::kAddProcessSet, "p", JoinedRanks{4, {}}).code(),
             absl::StatusCode::kFailedPrecondition);
 }
 
+// As in Horovod: a broadcast fails on the ranks that did not join while one
+// of its set has, whether the joined rank is its root or not.
+TEST(RunnableTest, ABroadcastDoesNotRunWithJoinedRanks) {
+  EXPECT_EQ(CheckRunsWithJoined(CollectiveKind::kBroadcast, "b", JoinedRanks{1, {0}}),
+            absl::FailedPreconditionError(
+                "broadcast \"b\": cannot run while rank 0 has joined (broadcast does not run "
+                "with joined ranks; only allreduce and barrier do)"));
+  EXPECT_EQ(CheckRunsWithJoined(CollectiveKind::kBroadcast, "b", JoinedRanks{2, {}}).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(CheckRunsWithJoined(CollectiveKind::kBroadcast, "b", JoinedRanks{}).ok());
+  EXPECT_TRUE(CheckRunsWithJoined(CollectiveKind::kAllreduce, "r", JoinedRanks{1, {0}}).ok());
+  EXPECT_TRUE(CheckRunsWithJoined(CollectiveKind::kBarrier, "w", JoinedRanks{1, {0}}).ok());
+}
+
 TEST(RunnableTest, BroadcastRoot) {
-  EXPECT_TRUE(CheckRootNotJoined("b", 2, false).ok());
-  EXPECT_EQ(CheckRootNotJoined("b", 2, true),
-            absl::FailedPreconditionError("broadcast \"b\": root rank 2 has joined"));
   EXPECT_TRUE(CheckRootInSet("b", 2, 1, {0, 2}).ok());
   EXPECT_EQ(CheckRootInSet("b", 1, 5, {0, 2}),
             absl::FailedPreconditionError("broadcast \"b\": root rank 1 is not in process set 5"));

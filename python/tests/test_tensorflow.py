@@ -28,7 +28,8 @@ CHECKS = [
     "horovod_return_values", "local_layers_stay_local", "tf1_hook_and_best_model_checkpoint",
     "timeline", "sparse_gradients_in_every_mode",
     "sparse_average_of_integer_values_and_indices",
-    "large_tensors_in_parts_late_peers_and_async_eager", "join",
+    "large_tensors_in_parts_late_peers_and_async_eager",
+    "join_then_broadcast_raises_on_the_ranks_that_did_not_join", "join",
 ]
 
 _runs = {}

@@ -39,7 +39,8 @@ CHECKS = [
     "distributed_optimizer_sparse_gradients", "broadcast_parameters_and_optimizer_state",
     "broadcast_state_options_and_objects_as_horovods_tests",
     "distributed_optimizer_without_names_and_unused_parameters",
-    "sync_batch_norm_matches_one_process", "timeline_restarts_at_a_new_path", "join_last",
+    "sync_batch_norm_matches_one_process", "timeline_restarts_at_a_new_path",
+    "join_then_broadcast_raises_on_the_ranks_that_did_not_join", "join_last",
     "shutdown_then_init_forms_the_job_again",
     "a_rank_shutting_down_mid_collective_fails_the_others_then_all_init_again",
 ]

@@ -191,14 +191,6 @@ absl::Status HostMultinodeBackend::RunAsJoined(const Response& response, const S
                                 total, tag_base);
       }
       return AllreduceFusionBuffer(response, total, tag_base);
-    case CollectiveKind::kBroadcast: {
-      const int root = response.root_rank;
-      const int root_node =
-          root >= 0 && root < static_cast<int>(node_of_.size()) ? node_of_[root] : -1;
-      if (root_node < 0) return absl::InternalError("broadcast root on no known node");
-      return TreeBroadcast(*active_, fusion_buffer_.data(), total, root_node, tag_base,
-                           absl::Now() + kTransferDeadline);
-    }
     case CollectiveKind::kBarrier:
       return absl::OkStatus();
     default:

@@ -48,8 +48,9 @@ struct CollectiveTraits {
   bool fuses = false;
   // May be submitted as one group of tensors negotiated together.
   bool groups = false;
-  // May run while ranks of its set have joined (they contribute nothing, or
-  // zeros to a reduction).
+  // May run while ranks of its set have joined (they contribute zeros to a
+  // reduction, nothing to a barrier). The others, broadcast among them as in
+  // Horovod, fail on the ranks that submitted them.
   bool runs_with_joined = false;
   // Runs on device (CUDA) memory through NCCL.
   bool device = false;
@@ -79,7 +80,6 @@ inline constexpr CollectiveTraits kCollectiveTraits[] = {
      .rooted = true,
      .in_place = true,
      .fuses = true,
-     .runs_with_joined = true,
      .device = true},
     {.kind = CollectiveKind::kAllgather,
      .name = "allgather",

@@ -72,12 +72,14 @@ TEST(CollectiveTraitsTest, TheKindsUsersKnow) {
   EXPECT_TRUE(Traits(CollectiveKind::kAlltoall).splits);
   EXPECT_TRUE(ReturnsResult(CollectiveKind::kReducescatter));
   EXPECT_FALSE(HasPerRankRows(CollectiveKind::kReducescatter));
-  // Only allreduce, broadcast and barrier may run while ranks have joined.
+  // Only allreduce and barrier may run while ranks have joined; a broadcast
+  // fails on the ranks that did not join, as in Horovod.
   std::set<std::string> with_joined;
   for (const CollectiveTraits& t : kCollectiveTraits) {
     if (t.runs_with_joined) with_joined.insert(t.name);
   }
-  EXPECT_EQ(with_joined, (std::set<std::string>{"allreduce", "broadcast", "barrier"}));
+  EXPECT_EQ(with_joined, (std::set<std::string>{"allreduce", "barrier"}));
+  EXPECT_EQ(KindsWith(&CollectiveTraits::runs_with_joined), "allreduce and barrier");
   EXPECT_TRUE(IsControl(CollectiveKind::kJoin));
   EXPECT_FALSE(IsSetChange(CollectiveKind::kJoin));
   EXPECT_TRUE(IsSetChange(CollectiveKind::kAddProcessSet));

@@ -893,6 +893,27 @@ def large_tensors_in_parts_late_peers_and_async_eager():
 
 
 @check
+def join_then_broadcast_raises_on_the_ranks_that_did_not_join():
+    # Horovod's test_horovod_join_broadcast: rank 0 joins, the others'
+    # broadcast raises on each of them, then they join too and the job goes on.
+    name = "tf.join.bcast"
+    if R != 0:
+        try:
+            hvd.broadcast(tf.fill([3], float(R)), root_rank=1, name=name)
+        except tf.errors.FailedPreconditionError as e:
+            expect(name in e.message and "broadcast does not run with joined ranks" in e.message
+                   and "rank 0 has joined" in e.message, e.message)
+        else:
+            raise AssertionError(f"broadcast with rank 0 joined did not raise on {R}")
+    last = hvd.join()
+    expect(int(last) != 0, f"join returned {int(last)}, the rank that joined first")
+    close(hvd.allreduce(tf.fill([2], float(R + 1)), op=hvd.Sum, name=f"{name}.after"),
+          np.full([2], N * (N + 1) // 2))
+    close(hvd.broadcast(tf.fill([2], float(R)), root_rank=1, name=f"{name}.again"),
+          np.full([2], 1.0))
+
+
+@check
 def join():
     if R != 0:
         close(hvd.allreduce(tf.ones([2]), op=hvd.Sum, name="tf.after.join"), np.full([2], N - 1))

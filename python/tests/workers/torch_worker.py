@@ -871,6 +871,32 @@ def timeline_restarts_at_a_new_path():
 
 
 @check
+def join_then_broadcast_raises_on_the_ranks_that_did_not_join():
+    # Horovod's test_horovod_join_broadcast: rank `joiner` joins, the others'
+    # broadcast raises on each of them, then they join too and the job goes
+    # on. Once with a root that did not join (Horovod's case), once with the
+    # joined rank as root.
+    for joiner, root in [(0, 1), (N - 1, N - 1)]:
+        name = f"torch.join.bcast.{joiner}.{root}"
+        if R != joiner:
+            try:
+                hvd.broadcast(torch.full([3], float(R)), root, name=name)
+            except hvd.KoloError as e:
+                msg = str(e)
+                expect(type(e).__name__ == "FailedPreconditionError", f"{type(e).__name__}: {msg}")
+                expect(name in msg and "broadcast does not run with joined ranks" in msg
+                       and f"rank {joiner} has joined" in msg, msg)
+            else:
+                raise AssertionError(f"broadcast with rank {joiner} joined did not raise on {R}")
+        last = hvd.join()
+        expect(last != joiner, f"join returned {last}, the rank that joined first")
+        close(hvd.allreduce(torch.full([2], float(R + 1)), op=hvd.Sum, name=f"{name}.after"),
+              torch.full([2], float(N * (N + 1) // 2)), what="allreduce after everyone joined")
+        close(hvd.broadcast(torch.full([2], float(R)), root, name=f"{name}.again"),
+              torch.full([2], float(root)), what="broadcast after everyone joined")
+
+
+@check
 def join_last():
     if R != 0:
         close(hvd.allreduce(torch.ones(2), op=hvd.Sum, name="torch.after.join"),
