@@ -1,6 +1,7 @@
 #include "client/client_impl.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
 #include <utility>
 
@@ -27,6 +28,19 @@ absl::StatusOr<std::unique_ptr<ClientImpl>> ClientImpl::Connect(const ClientOpti
   KOLO_RETURN_IF_ERROR(c->session_.Attach(c->queue_.segment(), c->queue_.header()));
   // After the attach: an elastic job's size is kolod's to say.
   c->names_.ResetProcessSets(c->options().size);
+  if (c->options().rank == 0) {
+    for (const std::string& note : c->options().env_notes) {
+      std::fprintf(stderr, "kolo: %s\n", note.c_str());
+    }
+    const ClientOptions::JobSettings& job = c->options().job;
+    if (job.autotune && !job.autotune_log.empty()) {
+      auto log = AutotuneLog::Start(
+          job.autotune_log, [s = &c->session_](uint32_t since) { return s->JobAutotune(since); },
+          absl::Milliseconds(200));
+      if (!log.ok()) return log.status();
+      c->autotune_log_ = *std::move(log);
+    }
+  }
   return c;
 }
 
@@ -36,6 +50,8 @@ ClientImpl::~ClientImpl() {
 }
 
 void ClientImpl::Close(bool rejoin) {
+  // The last samples come while the session is still there.
+  if (autotune_log_ != nullptr) autotune_log_->Stop();
   session_.Close(rejoin);
   sender_.Stop();
 }
@@ -98,8 +114,8 @@ absl::Status ClientImpl::Barrier(int process_set) {
 }
 
 absl::StatusOr<int> ClientImpl::Join() {
-  KOLO_ASSIGN_OR_RETURN(int64_t last, RunControl(CollectiveKind::kJoin, names_.NextJoin(),
-                                                 kGlobalProcessSet, {}));
+  KOLO_ASSIGN_OR_RETURN(
+      int64_t last, RunControl(CollectiveKind::kJoin, names_.NextJoin(), kGlobalProcessSet, {}));
   return static_cast<int>(last);
 }
 
@@ -117,8 +133,8 @@ absl::Status ClientImpl::RemoveProcessSet(int process_set) {
   if (process_set == kGlobalProcessSet) {
     return absl::InvalidArgumentError("the global process set cannot be removed");
   }
-  KOLO_RETURN_IF_ERROR(RunControl(CollectiveKind::kRemoveProcessSet,
-                                  names_.NextProcessSetRemove(), kGlobalProcessSet, {process_set})
+  KOLO_RETURN_IF_ERROR(RunControl(CollectiveKind::kRemoveProcessSet, names_.NextProcessSetRemove(),
+                                  kGlobalProcessSet, {process_set})
                            .status());
   names_.RemoveProcessSet(process_set);
   return absl::OkStatus();

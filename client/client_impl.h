@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "client/autotune_log.h"
 #include "client/naming.h"
 #include "client/part_sender.h"
 #include "client/session.h"
@@ -107,6 +108,8 @@ class ClientImpl {
   // Declared in the order each needs the ones before it (destroyed in
   // reverse: the pump stops before the queue it sends through goes).
   Session session_;
+  // Rank 0 of a job that autotunes with a log (HOROVOD_AUTOTUNE_LOG).
+  std::unique_ptr<AutotuneLog> autotune_log_;
   SubmissionQueue queue_;
   PartSender sender_;
   Naming names_;

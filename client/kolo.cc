@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "client/client_impl.h"
+#include "client/job_env.h"
 #include "client/job_token.h"
 #include "common/random_id.h"
 
@@ -174,6 +175,7 @@ absl::StatusOr<ClientOptions> ClientOptions::FromEnv() {
     }
     o.spin = absl::Microseconds(us);
   }
+  if (absl::Status s = ApplyJobEnvironment(&o); !s.ok()) return s;
   return o;
 }
 

@@ -89,6 +89,18 @@ kolo::v1::ClientMessage Session::Hello(uint64_t shm_bytes) {
     a->set_caller_memory_probe(std::string(
         reinterpret_cast<const char*>(caller_memory_probe_.data()), caller_memory_probe_.size()));
   }
+  const ClientOptions::JobSettings& job = options_.job;
+  kolo::v1::JobSettings* settings = a->mutable_settings();
+  if (job.fusion_threshold_bytes) settings->set_fusion_threshold_bytes(*job.fusion_threshold_bytes);
+  if (job.cache_capacity) settings->set_cache_capacity(*job.cache_capacity);
+  if (job.autotune) {
+    kolo::v1::AutotuneSettings* tune = settings->mutable_autotune();
+    tune->set_enabled(true);
+    tune->set_warmup_samples(job.autotune_warmup_samples);
+    tune->set_steps_per_sample(job.autotune_steps_per_sample);
+    tune->set_max_samples(job.autotune_max_samples);
+    tune->set_gaussian_process_noise(job.autotune_noise);
+  }
   if (options_.elastic.enabled) {
     auto* e = a->mutable_elastic();
     e->set_enabled(true);
@@ -105,6 +117,12 @@ absl::Status Session::Attached(const kolo::v1::AttachResponse& r) {
   session_id_ = r.session_id();
   caller_memory_ = r.caller_memory();
   tensor_parts_ = r.tensor_parts();
+  if (const std::optional<uint64_t>& asked = options_.job.fusion_threshold_bytes;
+      asked && *asked > r.fusion_threshold_bytes()) {
+    options_.env_notes.push_back(absl::StrCat(
+        "the fusion threshold of ", *asked, " bytes is above kolod's bound: the job fuses up to ",
+        r.fusion_threshold_bytes(), " bytes (kolod --fusion_threshold)"));
+  }
   if (!options_.elastic.enabled) return absl::OkStatus();
   // kolod numbered this rank when the epoch formed.
   if (r.size() < 1 || r.rank() < 0 || r.rank() >= r.size() || r.local_size() < 1 ||
@@ -186,6 +204,17 @@ absl::StatusOr<Client::ElasticStatus> Session::GetElasticStatus() const {
   out.current_epoch = resp.current_epoch();
   out.joiners_waiting = resp.joiners_waiting();
   return out;
+}
+
+absl::StatusOr<kolo::v1::JobAutotuneResponse> Session::JobAutotune(uint32_t since) const {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  kolo::v1::JobAutotuneRequest req;
+  req.set_session_id(session_id_);
+  req.set_since(since);
+  kolo::v1::JobAutotuneResponse resp;
+  if (grpc::Status s = stub_->JobAutotune(&ctx, req, &resp); !s.ok()) return FromGrpcStatus(s);
+  return resp;
 }
 
 absl::StatusOr<kolo::v1::JobTimelineResponse> Session::JobTimeline(

@@ -59,6 +59,8 @@ class Session {
   absl::StatusOr<Client::ElasticStatus> GetElasticStatus() const;
   absl::Status StartTimeline(uint64_t max_events);
   absl::StatusOr<TimelineTrace> StopTimeline();
+  // The job's fusion tuner on this kolod: its samples from index `since`.
+  absl::StatusOr<kolo::v1::JobAutotuneResponse> JobAutotune(uint32_t since) const;
 
  private:
   // The attach message: who this rank is, and what it offers.

@@ -29,26 +29,26 @@
 #include "daemon/backend/cpu/cpu_backend.h"
 #include "daemon/backend/cpu/worker_pool.h"
 #include "daemon/backend/device_backend.h"
+#include "daemon/core/caller_memory.h"
+#include "daemon/elastic/elastic_leader.h"
 #include "daemon/job/default_negotiators.h"
 #include "daemon/job/job_registry.h"
 #include "daemon/job/rendezvous_client.h"
-#include "daemon/elastic/elastic_leader.h"
-#include "daemon/wire/member_link.h"
-#include "daemon/wire/peer_service.h"
-#include "daemon/wire/peer_tls.h"
-#include "daemon/core/caller_memory.h"
+#include "daemon/observe/metrics.h"
+#include "daemon/observe/timeline.h"
 #include "daemon/session/handoff_server.h"
 #include "daemon/session/handoff_table.h"
 #include "daemon/session/node_service.h"
 #include "daemon/status/admin_service.h"
 #include "daemon/status/health_service.h"
-#include "daemon/observe/metrics.h"
 #include "daemon/status/metrics_http.h"
 #include "daemon/status/stall_inspector.h"
 #include "daemon/status/status_service.h"
-#include "daemon/observe/timeline.h"
 #include "daemon/status/viewer.h"
 #include "daemon/transport/ucx_transport.h"
+#include "daemon/wire/member_link.h"
+#include "daemon/wire/peer_service.h"
+#include "daemon/wire/peer_tls.h"
 #include "proto/kolo/v1/node.grpc.pb.h"
 #include "proto/kolo/v1/status.grpc.pb.h"
 #include "spdlog/spdlog.h"
@@ -292,13 +292,13 @@ absl::Status Daemon::MakeServices(const MultiNodeEnv& multi_node, const StallPol
   observers.timeline = timeline_.get();
   JobLimits job_limits;
   job_limits.max_pending_per_rank = config_.max_pending_per_rank;
+  job_limits.max_cache_capacity = config_.response_cache_capacity;
   ElasticLimits elastic_limits;
   elastic_limits.timeout = config_.elastic_timeout;
   elastic_limits.rejoin_grace = config_.elastic_rejoin_grace;
-  registry_ =
-      std::make_unique<JobRegistry>(backend_.get(), config_.fusion_threshold_bytes,
-                                    DefaultNegotiators(), observers, multi_node,
-                                    device_backends_.get(), job_limits, elastic_limits);
+  registry_ = std::make_unique<JobRegistry>(backend_.get(), config_.fusion_threshold_bytes,
+                                            DefaultNegotiators(), observers, multi_node,
+                                            device_backends_.get(), job_limits, elastic_limits);
   HandoffLimits handoff_limits;
   handoff_limits.ttl = config_.attach_timeout;
   handoff_limits.max_waiting = config_.max_sessions;
@@ -320,7 +320,6 @@ absl::Status Daemon::MakeServices(const MultiNodeEnv& multi_node, const StallPol
   }
   node_options.limits.spin = config_.spin;
   node_options.limits.max_segment_bytes = config_.max_segment_bytes;
-  node_options.fusion_threshold_bytes = config_.fusion_threshold_bytes;
   node_options.version = kVersion;
   node_service_ = std::make_unique<NodeService>(registry_.get(), handoffs_.get(), node_options);
   NodeService* node = node_service_.get();

@@ -1,5 +1,6 @@
 #include "daemon/coordinator/coordinator.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -16,6 +17,9 @@ Coordinator::Coordinator(std::string job_id, std::string token, int size,
                          CoordinatorOptions options)
     : job_id_(std::move(job_id)),
       token_(std::move(token)),
+      asked_settings_(options.asked_settings),
+      fusion_threshold_(options.fusion_threshold_bytes),
+      autotune_(options.autotune),
       lane_(std::make_shared<PlanLane>()),
       members_(job_id_, token_, size),
       sets_(size),
@@ -73,14 +77,39 @@ absl::StatusOr<int> Coordinator::AddMember(const kolo::v1::Hello& hello,
   if (aborted_) {
     return absl::AbortedError(absl::StrCat("job ", job_id_, " was aborted"));
   }
+  if (absl::Status same =
+          plan::SameAsked(asked_settings_, "the coordinator's node", hello.settings(),
+                          absl::StrCat("node ", hello.node().substr(0, 128)));
+      !same.ok()) {
+    return absl::Status(same.code(), absl::StrCat("job ", job_id_, ": ", same.message()));
+  }
   absl::StatusOr<int> member = members_.Admit(hello, std::move(sink));
   if (!member.ok()) return member.status();
+  if (hello.fusion_threshold_cap() > 0) {
+    fusion_cap_ = std::min<uint64_t>(fusion_cap_, hello.fusion_threshold_cap());
+  }
   if (members_.complete()) WelcomeLocked(&out);
   Deliver(l, &out);
   return member;
 }
 
+absl::StatusOr<plan::TunerReport> Coordinator::Autotune(uint32_t since) const {
+  absl::MutexLock l(&mu_);
+  if (tuner_ == nullptr) {
+    return absl::FailedPreconditionError(
+        autotune_.enabled
+            ? absl::StrCat("job ", job_id_, ": the tuner starts once every node has joined")
+            : "the job does not autotune (every rank sets HOROVOD_AUTOTUNE=1 or KOLO_AUTOTUNE=1)");
+  }
+  return tuner_->Report(since);
+}
+
 void Coordinator::WelcomeLocked(MemberOutbox* out) {
+  // The job fuses no more than any of its nodes' kolods allows.
+  const uint64_t bound = fusion_cap_ == UINT64_MAX ? fusion_threshold_ : fusion_cap_;
+  const uint64_t threshold = std::min(fusion_threshold_, bound);
+  if (autotune_.enabled) tuner_ = std::make_unique<plan::FusionTuner>(autotune_, threshold, bound);
+  planner_.UseFusion(threshold, tuner_.get());
   kolo::v1::Welcome welcome;
   // Without a key (no randomness to be had) the nodes negotiate over the
   // Peer plane only.

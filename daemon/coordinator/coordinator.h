@@ -80,6 +80,9 @@ class Coordinator {
   bool aborted() const;
   // Members still connected.
   int members() const;
+  // The job's fusion tuner, once every node said Hello, when the job
+  // autotunes (FAILED_PRECONDITION otherwise).
+  absl::StatusOr<plan::TunerReport> Autotune(uint32_t since) const;
 
  private:
   void WelcomeLocked(MemberOutbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -92,8 +95,14 @@ class Coordinator {
 
   const std::string job_id_;
   const std::string token_;
+  const kolo::v1::JobSettings asked_settings_;
+  const uint64_t fusion_threshold_;
+  const plan::AutotuneSettings autotune_;
 
   mutable absl::Mutex mu_;
+  // The smallest bound on the fusion threshold of the nodes so far.
+  uint64_t fusion_cap_ ABSL_GUARDED_BY(mu_) = UINT64_MAX;
+  std::unique_ptr<plan::FusionTuner> tuner_ ABSL_GUARDED_BY(mu_);
   absl::Mutex deliver_mu_ ABSL_ACQUIRED_AFTER(mu_);
   const std::shared_ptr<PlanLane> lane_;
   uint64_t plans_ ABSL_GUARDED_BY(mu_) = 0;  // sent so far; numbers the next

@@ -12,6 +12,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/plan/job_settings.h"
+#include "proto/kolo/v1/job_settings.pb.h"
 
 namespace kolo::daemon {
 
@@ -23,6 +25,11 @@ inline std::string PeerKey(int process_set, const std::string& name) {
 struct CoordinatorOptions {
   uint64_t fusion_threshold_bytes = uint64_t{64} << 20;
   uint32_t cache_capacity = 1024;
+  // The job's settings as its ranks asked for them: every node's Hello must
+  // carry the same. With autotuning on, the fusion threshold above is where
+  // the tuner starts.
+  kolo::v1::JobSettings asked_settings;
+  plan::AutotuneSettings autotune;
   // Makes the NCCL unique id of the job's device communicator (this
   // daemon's DeviceBackendFactory::NewCommId); unset: device tensors fail.
   std::function<absl::StatusOr<std::string>()> new_device_comm_id;

@@ -15,7 +15,9 @@
 namespace kolo::daemon {
 namespace {
 
-CollectiveKind KindOf(const kolo::v1::TensorMeta& m) { return static_cast<CollectiveKind>(m.kind()); }
+CollectiveKind KindOf(const kolo::v1::TensorMeta& m) {
+  return static_cast<CollectiveKind>(m.kind());
+}
 
 bool IsSetChange(const kolo::v1::TensorMeta& m) { return kolo::IsSetChange(KindOf(m)); }
 
@@ -36,10 +38,15 @@ kolo::v1::Plan Planner::Plan(const std::vector<ReadyName>& ready) {
     candidates.push_back({plan::DescOf(r.meta), r.joined_nodes});
   }
   std::vector<std::vector<size_t>> group_of(ready.size());
-  for (const plan::FusionGroup& g :
-       plan::GroupForFusion(candidates, options_.fusion_threshold_bytes)) {
+  const uint64_t threshold = tuner_ != nullptr ? tuner_->threshold() : fusion_threshold_;
+  const absl::Time now = tuner_ != nullptr ? absl::Now() : absl::InfinitePast();
+  for (const plan::FusionGroup& g : plan::GroupForFusion(candidates, threshold)) {
     std::vector<size_t>& names = group_of[fusable[g.members.front()]];
-    for (size_t m : g.members) names.push_back(fusable[m]);
+    for (size_t m : g.members) {
+      names.push_back(fusable[m]);
+      if (tuner_ != nullptr)
+        tuner_->Planned(ready[fusable[m]].meta.name(), candidates[m].desc.bytes, now);
+    }
   }
   // Step 2: responses in the order of their first name. A fusable name not
   // first in its group was planned with its group.
@@ -124,8 +131,8 @@ void Planner::AddMember(const kolo::v1::TensorMeta& meta, kolo::v1::PlannedRespo
   // An allgather's rows and an alltoall's splits change from step to step:
   // never a cache bit.
   if (HasPerRankRows(KindOf(meta)) || IsSetChange(meta)) return;
-  std::optional<uint32_t> id = cache_.Assign(key, meta, members_.nodes(),
-                                             members_.NodesOfSet(sets_, meta.process_set()));
+  std::optional<uint32_t> id =
+      cache_.Assign(key, meta, members_.nodes(), members_.NodesOfSet(sets_, meta.process_set()));
   if (!id.has_value()) return;  // the cache is full
   auto* a = plan->add_new_cache_ids();
   a->set_name(meta.name());
@@ -165,8 +172,8 @@ absl::StatusOr<int> Planner::ChangeSet(const kolo::v1::TensorMeta& meta, kolo::v
     // Its names still waiting fail on every node that has them.
     for (const kolo::v1::TensorMeta& waiting : readiness_.TakeWaitingOfSet(id)) {
       AddErrorResponse(
-          waiting,
-          absl::FailedPreconditionError(absl::StrCat("process set ", id, " was removed")), plan);
+          waiting, absl::FailedPreconditionError(absl::StrCat("process set ", id, " was removed")),
+          plan);
     }
     return 0;
   }

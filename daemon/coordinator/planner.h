@@ -22,6 +22,7 @@
 #include "daemon/coordinator/membership.h"
 #include "daemon/coordinator/readiness.h"
 #include "daemon/coordinator/response_cache.h"
+#include "daemon/plan/fusion_tuner.h"
 #include "daemon/plan/process_set_registry.h"
 #include "proto/kolo/v1/peer.pb.h"
 
@@ -36,6 +37,7 @@ class Planner {
       : job_id_(std::move(job_id)),
         size_(size),
         options_(options),
+        fusion_threshold_(options.fusion_threshold_bytes),
         members_(members),
         sets_(sets),
         cache_(cache),
@@ -43,6 +45,13 @@ class Planner {
 
   // The plan of `ready` (not empty), without its sequence number.
   kolo::v1::Plan Plan(const std::vector<ReadyName>& ready);
+  // Fuses up to `threshold` bytes from now on; with a `tuner` (owned by the
+  // coordinator, outliving this), up to its threshold, telling it each
+  // planned name.
+  void UseFusion(uint64_t threshold, plan::FusionTuner* tuner) {
+    fusion_threshold_ = threshold;
+    tuner_ = tuner;
+  }
 
  private:
   // Adds a response to `plan` that fails `meta`'s name with `error`.
@@ -75,6 +84,8 @@ class Planner {
   const std::string job_id_;
   const int size_;
   const CoordinatorOptions options_;
+  uint64_t fusion_threshold_;
+  plan::FusionTuner* tuner_ = nullptr;
   const Membership& members_;
   plan::ProcessSetRegistry& sets_;
   ResponseCache& cache_;

@@ -23,6 +23,9 @@ std::unique_ptr<Negotiator> MakeNegotiator(const NegotiatorParams& params, StepR
     options.peer_credentials = layout.env.peer_credentials;
     options.peer_timeout = layout.env.peer_timeout;
     options.transports = layout.env.transports;
+    options.asked_settings = layout.asked_settings;
+    options.settings = layout.settings;
+    options.fusion_threshold_cap = layout.fusion_threshold_cap;
     options.make_host_backend = [](Transport* transport, std::vector<int> node_of) {
       return std::unique_ptr<Backend>(
           std::make_unique<HostMultinodeBackend>(transport, std::move(node_of)));
@@ -33,6 +36,8 @@ std::unique_ptr<Negotiator> MakeNegotiator(const NegotiatorParams& params, StepR
   options.job_id = params.job_id;
   options.size = params.size;
   options.fusion_threshold_bytes = params.fusion_threshold_bytes;
+  options.autotune = layout.settings.autotune;
+  options.fusion_threshold_bound = layout.fusion_threshold_cap;
   options.host_backend = params.host_backend;
   if (DeviceBackendFactory* devices = params.device_backends; devices != nullptr) {
     options.new_device_comm_id = [devices] { return devices->NewCommId(); };

@@ -134,6 +134,14 @@ class Job final : public ExecutorEvents, public RequestSink {
 
   const std::string& id() const { return id_; }
   const std::string& token() const { return token_; }
+  // The job's settings as its first rank here asked for them, and the
+  // fusion threshold they put in force here.
+  const kolo::v1::JobSettings& asked_settings() const { return layout_.asked_settings; }
+  uint64_t fusion_threshold_bytes() const { return layout_.settings.fusion_threshold_bytes; }
+  // The job's fusion tuner (Negotiator::Autotune).
+  absl::StatusOr<plan::TunerReport> Autotune(uint32_t since) const {
+    return negotiator_->Autotune(since);
+  }
   // The job's own timeline: the phases of its collectives on this node
   // (only its ranks attached here), recorded beside the node's timeline of
   // JobObservers and started and stopped by the job's ranks through

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/time/time.h"
+#include "daemon/plan/job_settings.h"
 #include "daemon/transport/transport.h"
 
 namespace kolo::daemon {
@@ -40,6 +41,9 @@ struct JobLimits {
   // Names a rank submitted that wait for other ranks (RESOURCE_EXHAUSTED
   // beyond this).
   int max_pending_per_rank = 4096;
+  // The most names a job's coordinator may cache (kolod's
+  // --response_cache; a job may ask for fewer).
+  uint32_t max_cache_capacity = 1024;
 };
 
 // How the job is laid out: `local_size` of its ranks attach here (0: every
@@ -59,6 +63,13 @@ struct JobLayout {
   // epoch across nodes negotiates as "<job id>:e<epoch>", so that each epoch
   // has a coordinator of its own.
   std::string negotiation_id;
+  // The job's settings as its first rank asked for them (every other rank,
+  // and every node, must ask for the same), and as they are in force here
+  // (daemon/plan/job_settings.h); `fusion_threshold_cap` is this kolod's
+  // bound on the fusion threshold.
+  kolo::v1::JobSettings asked_settings;
+  plan::JobSettings settings;
+  uint64_t fusion_threshold_cap = uint64_t{64} << 20;
 };
 
 // Whether a job of `size` ranks laid out as `layout` spans nodes (then its

@@ -9,15 +9,28 @@
 namespace kolo::daemon {
 namespace {}  // namespace
 
-std::shared_ptr<Job> JobRegistry::MakeJob(const JoinRequest& request) const {
+absl::Status JobRegistry::SetSettings(const kolo::v1::JobSettings& asked, JobLayout* layout) const {
+  absl::StatusOr<plan::JobSettings> settings =
+      plan::Resolve(asked, plan::JobSettingsBounds{fusion_threshold_, limits_.max_cache_capacity});
+  if (!settings.ok()) return settings.status();
+  layout->asked_settings = asked;
+  layout->settings = *settings;
+  layout->fusion_threshold_cap = fusion_threshold_;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<Job>> JobRegistry::MakeJob(const JoinRequest& request) const {
   JobLayout layout;
   layout.local_size = request.local_size;
   layout.coordinator = request.coordinator;
   layout.env = multi_node_;
   layout.limits = limits_;
-  return std::make_shared<Job>(request.job_id, request.job_token, request.size, backend_,
-                               fusion_threshold_, negotiators_, observers_, std::move(layout),
-                               device_backends_);
+  if (absl::Status s = SetSettings(request.settings, &layout); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("job ", request.job_id, ": ", s.message()));
+  }
+  const uint64_t threshold = layout.settings.fusion_threshold_bytes;
+  return std::make_shared<Job>(request.job_id, request.job_token, request.size, backend_, threshold,
+                               negotiators_, observers_, std::move(layout), device_backends_);
 }
 
 absl::StatusOr<std::shared_ptr<Job>> JobRegistry::Join(const JoinRequest& request) {
@@ -33,7 +46,9 @@ absl::StatusOr<std::shared_ptr<Job>> JobRegistry::Join(const JoinRequest& reques
         return absl::UnavailableError(
             absl::StrCat("kolod is draining: it starts no new job (job ", request.job_id, ")"));
       }
-      job = MakeJob(request);
+      absl::StatusOr<std::shared_ptr<Job>> made = MakeJob(request);
+      if (!made.ok()) return made.status();
+      job = *std::move(made);
       jobs_[key] = job;
     } else {
       job = it->second;
@@ -68,10 +83,18 @@ absl::StatusOr<std::shared_ptr<Job>> JobRegistry::Join(const JoinRequest& reques
           return absl::UnavailableError(absl::StrCat(
               "kolod is draining: it starts no new job (job ", request.job_id, " ended)"));
         }
+        absl::StatusOr<std::shared_ptr<Job>> made = MakeJob(request);
+        if (!made.ok()) return made.status();
         previous = std::move(job);
-        job = MakeJob(request);
+        job = *std::move(made);
         fresh = true;
         jobs_[key] = job;
+      } else if (absl::Status same =
+                     plan::SameAsked(job->asked_settings(), "the job's first rank here",
+                                     request.settings, absl::StrCat("rank ", request.rank));
+                 !same.ok()) {
+        return absl::Status(same.code(),
+                            absl::StrCat("job ", request.job_id, ": ", same.message()));
       }
     }
     // Under mu_ so that a rank cannot join a job that is being dropped.
@@ -124,8 +147,13 @@ absl::StatusOr<ElasticSeat> JobRegistry::JoinElastic(const JoinRequest& request,
       }
       const std::string id = request.job_id;
       const std::string token = request.job_token;
-      auto make_job = [this, id, token](const EpochLayout& epoch) {
-        JobLayout layout;
+      // Every epoch runs with the settings the job's first rank asked for.
+      JobLayout settings;
+      if (absl::Status s = SetSettings(request.settings, &settings); !s.ok()) {
+        return absl::Status(s.code(), absl::StrCat("job ", request.job_id, ": ", s.message()));
+      }
+      auto make_job = [this, id, token, settings](const EpochLayout& epoch) {
+        JobLayout layout = settings;
         layout.local_size = epoch.local_size;
         layout.coordinator = epoch.coordinator;
         layout.env = multi_node_;
@@ -136,9 +164,9 @@ absl::StatusOr<ElasticSeat> JobRegistry::JoinElastic(const JoinRequest& request,
         if (!epoch.coordinator.empty()) {
           layout.negotiation_id = absl::StrCat(id, ":e", epoch.epoch);
         }
-        return std::make_shared<Job>(id, token, epoch.size, backend_, fusion_threshold_,
-                                     negotiators_, observers_, std::move(layout),
-                                     device_backends_);
+        const uint64_t threshold = layout.settings.fusion_threshold_bytes;
+        return std::make_shared<Job>(id, token, epoch.size, backend_, threshold, negotiators_,
+                                     observers_, std::move(layout), device_backends_);
       };
       std::optional<Spanning> spanning;
       JobLayout asked;

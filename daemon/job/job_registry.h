@@ -42,8 +42,9 @@ struct JoinRequest {
   int size = 0;
   std::string session_id;
   int64_t pid = 0;
-  int local_size = 0;       // 0: every rank is local
-  std::string coordinator;  // multi-node: the coordinator's peer address
+  int local_size = 0;              // 0: every rank is local
+  std::string coordinator;         // multi-node: the coordinator's peer address
+  kolo::v1::JobSettings settings;  // as the rank asks for them
 };
 
 class JobRegistry {
@@ -104,8 +105,11 @@ class JobRegistry {
   bool draining() const;
 
  private:
-  // A new job (incarnation) as `request` lays it out.
-  std::shared_ptr<Job> MakeJob(const JoinRequest& request) const;
+  // A new job (incarnation) as `request` lays it out; INVALID_ARGUMENT for
+  // settings kolod refuses.
+  absl::StatusOr<std::shared_ptr<Job>> MakeJob(const JoinRequest& request) const;
+  // `layout` with the job settings `asked` resolved under kolod's bounds.
+  absl::Status SetSettings(const kolo::v1::JobSettings& asked, JobLayout* layout) const;
 
   Backend* const backend_;
   const NegotiatorFactory negotiators_;

@@ -19,7 +19,17 @@ Response Single(ReadySet set) {
 }  // namespace
 
 LocalNegotiator::LocalNegotiator(LocalNegotiatorOptions options, StepRunner* runner)
-    : options_(std::move(options)), runner_(runner) {}
+    : options_(std::move(options)),
+      runner_(runner),
+      tuner_(options_.autotune.enabled ? std::make_unique<plan::FusionTuner>(
+                                             options_.autotune, options_.fusion_threshold_bytes,
+                                             options_.fusion_threshold_bound)
+                                       : nullptr) {}
+
+absl::StatusOr<plan::TunerReport> LocalNegotiator::Autotune(uint32_t since) const {
+  if (tuner_ == nullptr) return Negotiator::Autotune(since);
+  return tuner_->Report(since);
+}
 
 absl::Status LocalNegotiator::Start(std::vector<int> /*local_ranks*/) { return absl::OkStatus(); }
 
@@ -112,7 +122,15 @@ PlannedStep LocalNegotiator::ControlStep(ReadySet set) {
 
 void LocalNegotiator::AddFused(std::vector<ReadySet> agreed, std::vector<PlannedStep>* steps) {
   if (agreed.empty()) return;
-  for (Response& response : PlanFusion(std::move(agreed), options_.fusion_threshold_bytes)) {
+  const uint64_t threshold =
+      tuner_ != nullptr ? tuner_->threshold() : options_.fusion_threshold_bytes;
+  const absl::Time now = tuner_ != nullptr ? absl::Now() : absl::InfinitePast();
+  for (Response& response : PlanFusion(std::move(agreed), threshold)) {
+    if (tuner_ != nullptr) {
+      for (size_t m = 0; m < response.members.size(); ++m) {
+        tuner_->Planned(response.members[m].set.name, m == 0 ? response.total_bytes : 0, now);
+      }
+    }
     PlannedStep step;
     step.response = std::move(response);
     step.host_backend = options_.host_backend;

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,9 @@ struct LocalNegotiatorOptions {
   std::string job_id;
   int size = 0;
   uint64_t fusion_threshold_bytes = uint64_t{64} << 20;
+  // Autotuning: the tuner moves the threshold within [0, this bound].
+  plan::AutotuneSettings autotune;
+  uint64_t fusion_threshold_bound = uint64_t{64} << 20;
   Backend* host_backend = nullptr;  // the shared-memory CPU backend
   // Makes the NCCL unique id of the job's device communicator; unset: the
   // executor refuses device tensors.
@@ -46,6 +50,7 @@ class LocalNegotiator final : public Negotiator {
   bool joins_with_process_sets() const override { return true; }
   bool has_peers() const override { return false; }
   bool takes_caller_memory() const override { return true; }
+  absl::StatusOr<plan::TunerReport> Autotune(uint32_t since) const override;
 
  private:
   // Plans `batch` (in ready order) into steps; draining thread only.
@@ -56,6 +61,8 @@ class LocalNegotiator final : public Negotiator {
 
   const LocalNegotiatorOptions options_;
   StepRunner* const runner_;
+  // Set when the job autotunes; fed by the draining thread.
+  const std::unique_ptr<plan::FusionTuner> tuner_;
 
   absl::Mutex mu_;
   std::vector<ReadySet> ready_ ABSL_GUARDED_BY(mu_);

@@ -23,11 +23,13 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "daemon/backend/backend.h"
 #include "daemon/backend/device_comm_plan.h"
 #include "daemon/core/request.h"
 #include "daemon/plan/fusion_planner.h"
+#include "daemon/plan/fusion_tuner.h"
 
 namespace kolo::daemon {
 
@@ -115,6 +117,13 @@ class Negotiator {
   // Negotiation messages this node took over the data plane (a job across
   // nodes, once its transport connects); none for a job on one node.
   virtual uint64_t data_plane_messages() const { return 0; }
+  // The job's fusion tuner (daemon/plan/fusion_tuner.h): its samples from
+  // index `since`. FAILED_PRECONDITION where the job does not autotune, or
+  // plans elsewhere (a member node: the tuner runs on rank 0's kolod).
+  virtual absl::StatusOr<plan::TunerReport> Autotune(uint32_t /*since*/) const {
+    return absl::FailedPreconditionError(
+        "the job does not autotune (every rank sets HOROVOD_AUTOTUNE=1 or KOLO_AUTOTUNE=1)");
+  }
 };
 
 }  // namespace kolo::daemon

@@ -50,6 +50,19 @@ std::vector<ReadySet> SetsOf(Response& response) {
 PeerNegotiator::PeerNegotiator(PeerNegotiatorOptions options, StepRunner* runner)
     : options_(std::move(options)), runner_(runner) {}
 
+absl::StatusOr<plan::TunerReport> PeerNegotiator::Autotune(uint32_t since) const {
+  std::shared_ptr<Coordinator> coordinator;
+  {
+    absl::MutexLock l(&lane_mu_);
+    coordinator = coordinator_;
+  }
+  if (coordinator == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", options_.job_id, " plans on the kolod of its rank 0: its tuner runs there"));
+  }
+  return coordinator->Autotune(since);
+}
+
 absl::Status PeerNegotiator::Start(std::vector<int> local_ranks) {
   local_ranks_ = std::move(local_ranks);
   if (options_.transports == nullptr || !options_.make_host_backend) {
@@ -72,7 +85,8 @@ absl::Status PeerNegotiator::Start(std::vector<int> local_ranks) {
   std::string coordinator_name;
   if (local_coordinator) {
     std::shared_ptr<Coordinator> coordinator =
-        options_.coordinators->GetOrCreate(options_.job_id, options_.job_token, options_.size);
+        options_.coordinators->GetOrCreate(options_.job_id, options_.job_token, options_.size,
+                                           options_.asked_settings, options_.settings);
     {
       absl::MutexLock l(&lane_mu_);
       coordinator_ = coordinator;
@@ -93,6 +107,8 @@ absl::Status PeerNegotiator::Start(std::vector<int> local_ranks) {
   link.hello.set_size(options_.size);
   for (int r : local_ranks_) link.hello.add_ranks(r);
   link.hello.set_ucx_address(transport_->address());
+  *link.hello.mutable_settings() = options_.asked_settings;
+  link.hello.set_fusion_threshold_cap(options_.fusion_threshold_cap);
   link.peer_timeout = options_.peer_timeout;
   link.coordinator_name = coordinator_name;
   absl::StatusOr<std::thread> executor = StartThread(

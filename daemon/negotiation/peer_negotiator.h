@@ -35,12 +35,12 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "daemon/wire/member_link.h"
 #include "daemon/negotiation/negotiator.h"
-#include "daemon/wire/peer_service.h"
-#include "daemon/wire/peer_tls.h"
 #include "daemon/transport/sealed_lane.h"
 #include "daemon/transport/transport.h"
+#include "daemon/wire/member_link.h"
+#include "daemon/wire/peer_service.h"
+#include "daemon/wire/peer_tls.h"
 
 namespace kolo::daemon {
 
@@ -64,6 +64,12 @@ struct PeerNegotiatorOptions {
   // transport, given every rank's node index.
   std::function<std::unique_ptr<Backend>(Transport* transport, std::vector<int> node_of)>
       make_host_backend;
+  // The job's settings as its ranks here asked for them (sent in Hello), as
+  // in force here (the coordinator's, on rank 0's node), and this kolod's
+  // bound on the fusion threshold.
+  kolo::v1::JobSettings asked_settings;
+  plan::JobSettings settings;
+  uint64_t fusion_threshold_cap = uint64_t{64} << 20;
 };
 
 class PeerNegotiator final : public Negotiator, public LinkListener {
@@ -84,6 +90,8 @@ class PeerNegotiator final : public Negotiator, public LinkListener {
   bool joins_with_process_sets() const override { return false; }
   bool has_peers() const override { return true; }
   bool takes_caller_memory() const override { return false; }
+  // The coordinator's tuner, on rank 0's node.
+  absl::StatusOr<plan::TunerReport> Autotune(uint32_t since) const override;
   uint64_t data_plane_messages() const override {
     return lane_messages_.load(std::memory_order_relaxed);
   }
@@ -135,7 +143,7 @@ class PeerNegotiator final : public Negotiator, public LinkListener {
 
   // Who takes the lane's messages; outlives the transport, whose thread
   // delivers them. Cleared before the link and the coordinator's use end.
-  absl::Mutex lane_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  mutable absl::Mutex lane_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   bool lane_open_ ABSL_GUARDED_BY(lane_mu_) = false;
   std::shared_ptr<Coordinator> coordinator_ ABSL_GUARDED_BY(lane_mu_);  // when it is here
   MemberLink* lane_link_ ABSL_GUARDED_BY(lane_mu_) = nullptr;

@@ -215,7 +215,7 @@ grpc::Status NodeService::Attach(
                      e.max_size(), e.joiner(), e.previous_rank(), e.previous_epoch()};
     auto elastic_seat = registry_->JoinElastic(
         JoinRequest{caller.uid, req.job_id(), req.job_token(), req.rank(), req.size(), session_id,
-                    caller.pid, req.local_size(), req.coordinator()},
+                    caller.pid, req.local_size(), req.coordinator(), req.settings()},
         join, [context] { return context->IsCancelled(); });
     if (!elastic_seat.ok()) {
       spdlog::warn("elastic job {} (pid {}): attach refused: {}", req.job_id(), caller.pid,
@@ -241,7 +241,7 @@ grpc::Status NodeService::Attach(
   if (!elastic) {
     auto job = registry_->Join(JoinRequest{caller.uid, req.job_id(), req.job_token(), req.rank(),
                                            req.size(), identity.session_id, caller.pid,
-                                           req.local_size(), req.coordinator()});
+                                           req.local_size(), req.coordinator(), req.settings()});
     if (!job.ok()) {
       spdlog::warn("job {} rank {}: attach refused: {}", req.job_id(), req.rank(),
                    job.status().ToString());
@@ -302,7 +302,7 @@ grpc::Status NodeService::Attach(
   auto* attached = hello.mutable_attached();
   attached->set_session_id(identity.session_id);
   attached->set_shm_abi_version(abi::v1::kVersion);
-  attached->set_fusion_threshold_bytes(options_.fusion_threshold_bytes);
+  attached->set_fusion_threshold_bytes((*job)->fusion_threshold_bytes());
   attached->set_max_submit_capacity(options_.limits.max_submit_capacity);
   attached->set_daemon_version(options_.version);
   attached->set_caller_memory(caller_memory);
@@ -383,6 +383,31 @@ grpc::Status NodeService::ElasticStatus(grpc::ServerContext*,
   ElasticView view = registry_->Elastic(entry->uid, entry->job->id());
   response->set_current_epoch(view.epoch);
   response->set_joiners_waiting(view.joiners_waiting);
+  return grpc::Status::OK;
+}
+
+grpc::Status NodeService::JobAutotune(grpc::ServerContext*,
+                                      const kolo::v1::JobAutotuneRequest* request,
+                                      kolo::v1::JobAutotuneResponse* response) {
+  std::shared_ptr<Entry> entry = FindSession(request->session_id());
+  if (entry == nullptr) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        "job autotune: no session with that id is attached to this kolod");
+  }
+  absl::StatusOr<plan::TunerReport> report = entry->job->Autotune(request->since());
+  if (!report.ok()) return ToGrpcStatus(report.status());
+  for (const plan::TunerSample& s : report->samples) {
+    kolo::v1::AutotuneSample* out = response->add_samples();
+    out->set_index(s.index);
+    out->set_fusion_threshold_bytes(s.fusion_threshold_bytes);
+    out->set_score(s.score);
+    out->set_steps(s.steps);
+    out->set_seconds(s.seconds);
+    out->set_warmup(s.warmup);
+  }
+  response->set_fusion_threshold_bytes(report->fusion_threshold_bytes);
+  response->set_done(report->done);
+  response->set_total(report->total);
   return grpc::Status::OK;
 }
 

@@ -47,7 +47,6 @@ struct AttachPolicy {
 struct NodeServiceOptions {
   SessionLimits limits;
   AttachPolicy policy;
-  uint64_t fusion_threshold_bytes = 0;
   std::string version;
   // Offer one-node jobs' sessions access to their ranks' memory, for
   // callers whose uid is caller_memory_uid (kolod's own).
@@ -77,6 +76,9 @@ class NodeService final : public kolo::v1::Node::Service {
   grpc::Status ElasticStatus(grpc::ServerContext* context,
                              const kolo::v1::ElasticStatusRequest* request,
                              kolo::v1::ElasticStatusResponse* response) override;
+  grpc::Status JobAutotune(grpc::ServerContext* context,
+                           const kolo::v1::JobAutotuneRequest* request,
+                           kolo::v1::JobAutotuneResponse* response) override;
 
   int sessions() const;
 

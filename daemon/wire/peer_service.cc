@@ -189,11 +189,19 @@ std::shared_ptr<Coordinator> CoordinatorRegistry::FindLocked(const std::string& 
   return nullptr;
 }
 
-std::shared_ptr<Coordinator> CoordinatorRegistry::GetOrCreate(const std::string& job_id,
-                                                              const std::string& token, int size) {
+std::shared_ptr<Coordinator> CoordinatorRegistry::GetOrCreate(
+    const std::string& job_id, const std::string& token, int size,
+    const kolo::v1::JobSettings& asked, const std::optional<plan::JobSettings>& settings) {
   absl::MutexLock l(&mu_);
   if (std::shared_ptr<Coordinator> c = FindLocked(job_id, token)) return c;
-  auto c = std::make_shared<Coordinator>(job_id, token, size, options_);
+  CoordinatorOptions options = options_;
+  options.asked_settings = asked;
+  if (settings.has_value()) {
+    options.fusion_threshold_bytes = settings->fusion_threshold_bytes;
+    options.cache_capacity = settings->cache_capacity;
+    options.autotune = settings->autotune;
+  }
+  auto c = std::make_shared<Coordinator>(job_id, token, size, options);
   coordinators_[job_id].push_back(c);
   return c;
 }

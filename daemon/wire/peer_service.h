@@ -17,6 +17,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -68,8 +69,12 @@ class CoordinatorRegistry {
   // node chose. Coordinators are keyed by job id and token: a job id used
   // with another token (a squatter, or a stale job) never shares or
   // disturbs this one.
+  // A coordinator it makes plans with the job's `settings` in force on this
+  // node (the registry's own options where none are given), and admits
+  // only nodes whose ranks asked for `asked`.
   std::shared_ptr<Coordinator> GetOrCreate(const std::string& job_id, const std::string& token,
-                                           int size);
+                                           int size, const kolo::v1::JobSettings& asked = {},
+                                           const std::optional<plan::JobSettings>& settings = {});
   // The live coordinator of `job_id` whose token is `token` (compared in
   // constant time) once this daemon's job has made it, waiting up to
   // `timeout` (other nodes may start before rank 0's). PERMISSION_DENIED at

@@ -163,9 +163,10 @@ def _finish(why):
 
 
 def at_init(environ):
-    """Called by init: starts the timeline KOLO_TIMELINE names, if set and
+    """Called by init: starts the timeline KOLO_TIMELINE (else Horovod's
+    HOROVOD_TIMELINE) names, if set and
     none is recording yet (init may run twice)."""
-    path = environ.get(ENV)
+    path = environ.get(ENV) or environ.get("HOROVOD_TIMELINE")
     if not path:
         return
     with _recording.lock:

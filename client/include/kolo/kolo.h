@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -83,6 +84,29 @@ struct ClientOptions {
     int previous_rank = -1;  // set by Client::Reset
     uint64_t previous_epoch = 0;
   } elastic;
+
+  // The job's own settings: every rank of the job must set the same (kolod
+  // refuses a rank that asks for others). FromEnv reads them from KOLO_* or
+  // HOROVOD_* variables (docs/horovod_env.md).
+  struct JobSettings {
+    // Bytes fused into one response (0: no fusion); unset: kolod's
+    // --fusion_threshold, which also bounds it.
+    std::optional<uint64_t> fusion_threshold_bytes;
+    // Names the coordinator of a job across nodes caches; unset: kolod's.
+    std::optional<uint32_t> cache_capacity;
+    // kolod tunes the fusion threshold while the job runs (Bayesian
+    // optimisation over the first samples); rank 0 appends every sample
+    // to `autotune_log` (CSV) when set. Counts of 0 take kolod's defaults.
+    bool autotune = false;
+    std::string autotune_log;
+    uint32_t autotune_warmup_samples = 0;
+    uint32_t autotune_steps_per_sample = 0;
+    uint32_t autotune_max_samples = 0;
+    double autotune_noise = 0;
+  } job;
+  // Variables FromEnv read that change nothing here, each with why; rank 0
+  // prints them once when it connects.
+  std::vector<std::string> env_notes;
 
   static absl::StatusOr<ClientOptions> FromEnv();
 };
