@@ -1,6 +1,7 @@
 #include "client/kolorun/horovod_flags.h"
 
 #include <algorithm>
+#include <iterator>
 #include <optional>
 #include <utility>
 
@@ -41,6 +42,10 @@ constexpr absl::string_view kHorovodValueFlags[] = {
     "cycle_time_ms",
     "cache_capacity",
     "autotune_log_file",
+    "autotune_warmup_samples",
+    "autotune_steps_per_sample",
+    "autotune_bayes_opt_max_samples",
+    "autotune_gaussian_process_noise",
     "stall_check_warning_time_seconds",
     "stall_check_shutdown_time_seconds",
     "config_file",
@@ -60,14 +65,31 @@ absl::Status CheckSeconds(absl::string_view flag, const std::string& value) {
   return absl::OkStatus();
 }
 
-absl::Status CheckCount(absl::string_view flag, const std::string& value, int64_t max) {
+absl::Status CheckCount(absl::string_view flag, const std::string& value, int64_t max,
+                        int64_t min = 0) {
   int64_t n = 0;
-  if (!absl::SimpleAtoi(value, &n) || n < 0 || n > max) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, " wants a whole number in [0, ", max, "], got \"", value, "\""));
+  if (!absl::SimpleAtoi(value, &n) || n < min || n > max) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, " wants a whole number in [", min,
+                                                   ", ", max, "], got \"", value, "\""));
   }
   return absl::OkStatus();
 }
+
+// horovodrun's --autotune-* knobs that take a count: the variable each sets
+// (the SDK reads it, client/job_env.cc) and the range it takes there.
+struct AutotuneCount {
+  absl::string_view name;
+  absl::string_view variable;
+  int64_t min, max;
+};
+constexpr AutotuneCount kAutotuneCounts[] = {
+    {"autotune_warmup_samples", "KOLO_AUTOTUNE_WARMUP_SAMPLES", 0, 100},
+    {"autotune_steps_per_sample", "KOLO_AUTOTUNE_STEPS_PER_SAMPLE", 1, 10000},
+    {"autotune_bayes_opt_max_samples", "KOLO_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", 1, 1000},
+};
+
+// kolod's default --response_cache.
+constexpr int64_t kKolodResponseCache = 1024;
 
 // Horovod's log level (TRACE, DEBUG, INFO, WARNING, ERROR, FATAL) as kolod's.
 absl::StatusOr<std::string> KolodLogLevel(const std::string& value) {
@@ -118,7 +140,7 @@ absl::StatusOr<HorovodTranslation> TranslateHorovodFlags(
   size_t i = 0;
   if (!argv.empty()) out.argv.push_back(argv[i++]);
   bool autotune = false;
-  std::optional<std::string> autotune_log;
+  std::optional<std::string> autotune_knob;  // the first --autotune-* flag given
   for (; i < argv.size(); ++i) {
     const std::string& word = argv[i];
     absl::string_view rest = word;
@@ -155,6 +177,7 @@ absl::StatusOr<HorovodTranslation> TranslateHorovodFlags(
             "node's kolod, and only the kolods exchange data between nodes"));
       } else if (name == "autotune") {
         autotune = true;
+        out.env.push_back("KOLO_AUTOTUNE=1");
       } else if (name == "no_stall_check") {
         out.argv.push_back("--kolod_arg=--stall_warning_s=1000000000");
         out.argv.push_back("--kolod_arg=--stall_timeout_s=0");
@@ -231,21 +254,53 @@ absl::StatusOr<HorovodTranslation> TranslateHorovodFlags(
       out.env.push_back(absl::StrCat("KOLO_TIMELINE=", value));
     } else if (name == "fusion_threshold_mb") {
       if (absl::Status s = CheckCount("fusion-threshold-mb", value, 1 << 20); !s.ok()) return s;
-      out.argv.push_back(absl::StrCat("--kolod_arg=--fusion_threshold=", value, "M"));
-      out.notes.push_back(absl::StrCat("--fusion-threshold-mb ", value,
-                                       ": kolod --fusion_threshold=", value, "M", kPrivateOnly));
+      int64_t mb = 0;
+      (void)absl::SimpleAtoi(value, &mb);
+      const std::string bytes = absl::StrCat(mb << 20);
+      out.env.push_back(absl::StrCat("KOLO_FUSION_THRESHOLD=", bytes));
+      out.notes.push_back(absl::StrCat(
+          "--fusion-threshold-mb ", value, ": the job's fusion threshold (KOLO_FUSION_THRESHOLD=",
+          bytes, " for every rank), at most each kolod's --fusion_threshold (default 64M); the "
+          "private kolod kolorun starts reads the same variable as its bound, a kolod already "
+          "running keeps its own"));
     } else if (name == "cycle_time_ms") {
       out.notes.push_back(absl::StrCat(
           "--cycle-time-ms ", value,
           ": changes nothing here: Kolo has no cycle; kolod plans a collective as soon as every "
-          "rank has submitted it, fusing what is ready together"));
+          "rank has submitted it, fusing what is ready together (--autotune tunes the fusion "
+          "threshold instead)"));
     } else if (name == "cache_capacity") {
       if (absl::Status s = CheckCount("cache-capacity", value, 1 << 30); !s.ok()) return s;
-      out.argv.push_back(absl::StrCat("--kolod_arg=--response_cache=", value));
-      out.notes.push_back(absl::StrCat("--cache-capacity ", value, ": kolod --response_cache=",
-                                       value, kPrivateOnly));
+      out.env.push_back(absl::StrCat("KOLO_CACHE_CAPACITY=", value));
+      int64_t n = 0;
+      (void)absl::SimpleAtoi(value, &n);
+      const bool raise = n > kKolodResponseCache;
+      if (raise) out.argv.push_back(absl::StrCat("--kolod_arg=--response_cache=", value));
+      out.notes.push_back(absl::StrCat(
+          "--cache-capacity ", value, ": the job's response cache (KOLO_CACHE_CAPACITY=", value,
+          " for every rank), at most each kolod's --response_cache (default ",
+          kKolodResponseCache, ")",
+          raise ? absl::StrCat("; the private kolod kolorun starts gets --response_cache=", value,
+                               ", a kolod already running keeps its own")
+                : "; the private kolod kolorun starts keeps its default"));
     } else if (name == "autotune_log_file") {
-      autotune_log = value;
+      out.env.push_back(absl::StrCat("KOLO_AUTOTUNE_LOG=", value));
+      if (!autotune_knob) autotune_knob = "--autotune-log-file";
+    } else if (name == "autotune_gaussian_process_noise") {
+      double noise = 0;
+      if (!absl::SimpleAtod(value, &noise) || !(noise > 0) || noise > 100) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--autotune-gaussian-process-noise wants a number in (0, 100], got \"", value, "\""));
+      }
+      out.env.push_back(absl::StrCat("KOLO_AUTOTUNE_GAUSSIAN_PROCESS_NOISE=", value));
+      if (!autotune_knob) autotune_knob = "--autotune-gaussian-process-noise";
+    } else if (auto knob = std::find_if(std::begin(kAutotuneCounts), std::end(kAutotuneCounts),
+                                        [&](const AutotuneCount& k) { return k.name == name; });
+               knob != std::end(kAutotuneCounts)) {
+      const std::string flag = absl::StrReplaceAll(name, {{"_", "-"}});
+      if (absl::Status s = CheckCount(flag, value, knob->max, knob->min); !s.ok()) return s;
+      out.env.push_back(absl::StrCat(knob->variable, "=", value));
+      if (!autotune_knob) autotune_knob = "--" + flag;
     } else if (name == "stall_check_warning_time_seconds") {
       if (absl::Status s = CheckSeconds(name, value); !s.ok()) return s;
       out.argv.push_back(absl::StrCat("--kolod_arg=--stall_warning_s=", value));
@@ -262,13 +317,10 @@ absl::StatusOr<HorovodTranslation> TranslateHorovodFlags(
           "(installed by Kolo's Python package), which reads the file into these flags");
     }
   }
-  if (autotune || autotune_log.has_value()) {
-    out.notes.push_back(absl::StrCat(
-        autotune ? "--autotune" : "--autotune-log-file",
-        ": Kolo has no autotuner: the fusion threshold stays as set (--fusion-threshold-mb, "
-        "else kolod's 64M)",
-        autotune_log.has_value() ? absl::StrCat(", and nothing is written to ", *autotune_log)
-                                 : ""));
+  if (autotune_knob.has_value() && !autotune) {
+    out.notes.push_back(absl::StrCat(*autotune_knob,
+                                     ": the --autotune-* settings change nothing without "
+                                     "--autotune (KOLO_AUTOTUNE=1)"));
   }
   return out;
 }

@@ -3,13 +3,14 @@
 //
 //   kolorun -np 2 --fusion-threshold-mb 32 --timeline-filename /tmp/t.json
 //       -p 2222 python3 train.py --epochs 3
-//     argv:  {"kolorun", "-np", "2", "--kolod_arg=--fusion_threshold=32M",
-//             "--ssh_arg=-p", "--ssh_arg=2222", "--",
+//     argv:  {"kolorun", "-np", "2", "--ssh_arg=-p", "--ssh_arg=2222", "--",
 //             "python3", "train.py", "--epochs", "3"}
-//     env:   {"KOLO_TIMELINE=/tmp/t.json"}
+//     env:   {"KOLO_FUSION_THRESHOLD=33554432", "KOLO_TIMELINE=/tmp/t.json"}
 //
 // Each horovodrun flag is either mapped (to a kolorun flag, a flag of the
-// private kolod kolorun starts, or a KOLO_* variable the ranks read), or
+// private kolod kolorun starts, or a KOLO_* variable the ranks read: KOLO_*
+// rather than HOROVOD_*, since only KOLO_* variables reach ranks on other
+// hosts and a KOLO_* one wins over a HOROVOD_* one already set), or
 // accepted with a note saying why it changes nothing here, or refused with an
 // error; docs/horovodrun.md has the table. Flags that are not horovodrun's
 // pass unchanged. As with horovodrun, the command starts at the first word

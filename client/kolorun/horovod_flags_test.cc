@@ -76,22 +76,83 @@ TEST(HorovodFlagsTest, Hostfile) {
 }
 
 TEST(HorovodFlagsTest, DaemonSettingsGoToThePrivateKolod) {
-  auto t = Translate({"horovodrun", "--fusion-threshold-mb", "32", "--cache-capacity=2048",
-                      "--stall-check-warning-time-seconds", "30",
+  auto t = Translate({"horovodrun", "--stall-check-warning-time-seconds", "30",
                       "--stall-check-shutdown-time-seconds", "120", "--log-level", "WARNING",
                       "x"});
   ASSERT_TRUE(t.ok()) << t.status();
-  EXPECT_THAT(t->argv, ElementsAre("horovodrun", "--kolod_arg=--fusion_threshold=32M",
-                                   "--kolod_arg=--response_cache=2048",
-                                   "--kolod_arg=--stall_warning_s=30",
+  EXPECT_THAT(t->argv, ElementsAre("horovodrun", "--kolod_arg=--stall_warning_s=30",
                                    "--kolod_arg=--stall_timeout_s=120",
                                    "--kolod_arg=--log_level=warn", "--", "x"));
-  ASSERT_THAT(t->notes, SizeIs(5));
+  EXPECT_THAT(t->env, IsEmpty());
+  ASSERT_THAT(t->notes, SizeIs(3));
   for (const std::string& note : t->notes) EXPECT_THAT(note, HasSubstr("private kolod"));
-  EXPECT_FALSE(Translate({"horovodrun", "--fusion-threshold-mb", "-1", "x"}).ok());
-  EXPECT_FALSE(Translate({"horovodrun", "--cache-capacity", "many", "x"}).ok());
   EXPECT_FALSE(Translate({"horovodrun", "--stall-check-warning-time-seconds", "soon", "x"}).ok());
   EXPECT_FALSE(Translate({"horovodrun", "--log-level", "LOUD", "x"}).ok());
+}
+
+TEST(HorovodFlagsTest, FusionThresholdAndCacheCapacityAreTheJobsOwn) {
+  auto t = Translate({"horovodrun", "--fusion-threshold-mb", "32", "--cache-capacity=2048", "x"});
+  ASSERT_TRUE(t.ok()) << t.status();
+  // The private kolod reads KOLO_FUSION_THRESHOLD itself; its response cache
+  // is raised to the capacity asked, above its default 1024.
+  EXPECT_THAT(t->argv, ElementsAre("horovodrun", "--kolod_arg=--response_cache=2048", "--", "x"));
+  EXPECT_THAT(t->env, ElementsAre("KOLO_FUSION_THRESHOLD=33554432", "KOLO_CACHE_CAPACITY=2048"));
+  ASSERT_THAT(t->notes, SizeIs(2));
+  for (const std::string& note : t->notes) EXPECT_THAT(note, HasSubstr("private kolod"));
+  EXPECT_THAT(t->notes[1], HasSubstr("--response_cache=2048"));
+
+  auto small = Translate({"horovodrun", "--fusion-threshold-mb=0", "--cache-capacity", "16", "x"});
+  ASSERT_TRUE(small.ok()) << small.status();
+  EXPECT_THAT(small->argv, ElementsAre("horovodrun", "--", "x"));
+  EXPECT_THAT(small->env, ElementsAre("KOLO_FUSION_THRESHOLD=0", "KOLO_CACHE_CAPACITY=16"));
+
+  auto bad = Translate({"horovodrun", "--fusion-threshold-mb", "-1", "x"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("--fusion-threshold-mb"));
+  EXPECT_FALSE(Translate({"horovodrun", "--fusion-threshold-mb", "2.5", "x"}).ok());
+  EXPECT_FALSE(Translate({"horovodrun", "--cache-capacity", "many", "x"}).ok());
+}
+
+TEST(HorovodFlagsTest, AutotuneSettingsReachEveryRank) {
+  auto t = Translate({"horovodrun", "--autotune", "--autotune-log-file", "/l",
+                      "--autotune-warmup-samples", "0", "--autotune-steps-per-sample=20",
+                      "--autotune-bayes-opt-max-samples", "30",
+                      "--autotune-gaussian-process-noise", "0.5", "x"});
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_THAT(t->argv, ElementsAre("horovodrun", "--", "x"));
+  EXPECT_THAT(t->env, ElementsAre("KOLO_AUTOTUNE=1", "KOLO_AUTOTUNE_LOG=/l",
+                                  "KOLO_AUTOTUNE_WARMUP_SAMPLES=0",
+                                  "KOLO_AUTOTUNE_STEPS_PER_SAMPLE=20",
+                                  "KOLO_AUTOTUNE_BAYES_OPT_MAX_SAMPLES=30",
+                                  "KOLO_AUTOTUNE_GAUSSIAN_PROCESS_NOISE=0.5"));
+  EXPECT_THAT(t->notes, IsEmpty());
+
+  // A knob without --autotune: passed on, with one note.
+  auto alone = Translate({"horovodrun", "--autotune-log-file", "/l",
+                          "--autotune-warmup-samples", "3", "x"});
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  EXPECT_THAT(alone->env, ElementsAre("KOLO_AUTOTUNE_LOG=/l", "KOLO_AUTOTUNE_WARMUP_SAMPLES=3"));
+  ASSERT_THAT(alone->notes, SizeIs(1));
+  EXPECT_THAT(alone->notes[0], HasSubstr("without --autotune"));
+
+  for (const std::vector<std::string>& flag : std::vector<std::vector<std::string>>{
+           {"--autotune-warmup-samples", "101"},
+           {"--autotune-warmup-samples", "-1"},
+           {"--autotune-steps-per-sample", "0"},
+           {"--autotune-steps-per-sample", "10001"},
+           {"--autotune-bayes-opt-max-samples", "0"},
+           {"--autotune-bayes-opt-max-samples", "1001"},
+           {"--autotune-gaussian-process-noise", "0"},
+           {"--autotune-gaussian-process-noise", "100.5"},
+           {"--autotune-gaussian-process-noise", "nan"},
+           {"--autotune-gaussian-process-noise", "lots"},
+       }) {
+    auto r = Translate({"horovodrun", flag[0], flag[1], "x"});
+    ASSERT_FALSE(r.ok()) << flag[0] << " " << flag[1];
+    EXPECT_THAT(r.status().message(), HasSubstr(flag[0]));
+  }
+  EXPECT_TRUE(Translate({"horovodrun", "--autotune-gaussian-process-noise", "100", "x"}).ok());
+  EXPECT_FALSE(Translate({"horovodrun", "--autotune=1", "x"}).ok());
 }
 
 TEST(HorovodFlagsTest, LogLevels) {
@@ -134,8 +195,7 @@ TEST(HorovodFlagsTest, FlagsWithoutEquivalentEachPrintOneNote) {
       {"--cycle-time-ms", "5"},      {"--network-interface", "eth0"},
       {"--hierarchical-allreduce"},  {"--hierarchical-allgather"},
       {"--gloo"},                    {"--mpi"},
-      {"--timeline-mark-cycles"},    {"--autotune"},
-      {"--autotune-log-file", "/l"},
+      {"--timeline-mark-cycles"},
   };
   for (const auto& flags : cases) {
     std::vector<std::string> argv = {"horovodrun"};
@@ -147,11 +207,9 @@ TEST(HorovodFlagsTest, FlagsWithoutEquivalentEachPrintOneNote) {
     ASSERT_THAT(t->notes, SizeIs(1)) << flags[0];
     EXPECT_THAT(t->notes[0], HasSubstr(flags[0].substr(0, 10))) << flags[0];
   }
-  // --autotune with its log file: one note naming both.
-  auto t = Translate({"horovodrun", "--autotune", "--autotune-log-file", "/l", "x"});
+  auto t = Translate({"horovodrun", "--cycle-time-ms", "5", "x"});
   ASSERT_TRUE(t.ok());
-  ASSERT_THAT(t->notes, SizeIs(1));
-  EXPECT_THAT(t->notes[0], HasSubstr("/l"));
+  EXPECT_THAT(t->notes[0], HasSubstr("--autotune tunes the fusion threshold"));
   EXPECT_FALSE(Translate({"horovodrun", "--gloo=1", "x"}).ok());
 }
 

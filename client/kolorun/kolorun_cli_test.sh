@@ -163,18 +163,20 @@ expect_grep "needs the system kolod running on every host" "${tmp}/err" \
     "no kolod for a multi-host job"
 
 # horovodrun's flags: the command starts without --, a kolod setting reaches
-# the private kolod, the timeline path the ranks, and a flag without an
-# equivalent says so.
+# the private kolod, the timeline path and the job's settings the ranks, and a
+# flag without an equivalent says so.
 "${kolorun}" -np 2 --private_daemon --kolod "${fake}" \
-    --kolod_arg="--record=${tmp}/record" --fusion-threshold-mb 16 \
-    --timeline-filename "${tmp}/tl.json" --cycle-time-ms 5 --verbose \
-    /bin/sh -c 'echo timeline $KOLO_TIMELINE' --fusion-threshold-mb 1 \
-    >"${tmp}/out" 2>"${tmp}/err"
+    --kolod_arg="--record=${tmp}/record" --fusion-threshold-mb 16 --cache-capacity 4096 \
+    --timeline-filename "${tmp}/tl.json" --cycle-time-ms 5 --autotune --verbose \
+    /bin/sh -c 'echo timeline $KOLO_TIMELINE fusion $KOLO_FUSION_THRESHOLD tune $KOLO_AUTOTUNE' \
+    --fusion-threshold-mb 1 >"${tmp}/out" 2>"${tmp}/err"
 expect_rc 0 $? "horovodrun flags"
-expect_grep "[0] timeline ${tmp}/tl.json" "${tmp}/out" "--timeline-filename"
-expect_grep "--fusion_threshold=16M" "${tmp}/record" "--fusion-threshold-mb"
+expect_grep "[0] timeline ${tmp}/tl.json fusion 16777216 tune 1" "${tmp}/out" \
+    "--timeline-filename, --fusion-threshold-mb, --autotune"
+expect_grep "--response_cache=4096" "${tmp}/record" "--cache-capacity"
 expect_grep "--cycle-time-ms 5: changes nothing here" "${tmp}/err" "--cycle-time-ms"
-expect_grep "kolorun: running as: KOLO_TIMELINE=${tmp}/tl.json " "${tmp}/err" "--verbose"
+expect_grep "kolorun: running as: KOLO_FUSION_THRESHOLD=16777216 KOLO_CACHE_CAPACITY=4096 KOLO_TIMELINE=${tmp}/tl.json KOLO_AUTOTUNE=1 " \
+    "${tmp}/err" "--verbose"
 "${kolorun}" -np 2 --private_daemon --kolod "${fake}" --output-filename "${tmp}/o/p" \
     /bin/sh -c 'echo out $KOLO_RANK; echo err $KOLO_RANK >&2' >"${tmp}/out" 2>"${tmp}/err"
 expect_rc 0 $? "--output-filename"
