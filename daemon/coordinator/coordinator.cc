@@ -81,7 +81,12 @@ absl::StatusOr<int> Coordinator::AddMember(const kolo::v1::Hello& hello,
           plan::SameAsked(asked_settings_, "the coordinator's node", hello.settings(),
                           absl::StrCat("node ", hello.node().substr(0, 128)));
       !same.ok()) {
-    return absl::Status(same.code(), absl::StrCat("job ", job_id_, ": ", same.message()));
+    // The node holds ranks the job needs (it knows the token), so the job
+    // cannot form: it ends everywhere, saying why.
+    const absl::Status why(same.code(), absl::StrCat("job ", job_id_, ": ", same.message()));
+    AbortLocked(why, &out);
+    Deliver(l, &out);
+    return why;
   }
   absl::StatusOr<int> member = members_.Admit(hello, std::move(sink));
   if (!member.ok()) return member.status();

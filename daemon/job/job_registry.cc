@@ -36,7 +36,7 @@ absl::StatusOr<std::shared_ptr<Job>> JobRegistry::MakeJob(const JoinRequest& req
 absl::StatusOr<std::shared_ptr<Job>> JobRegistry::Join(const JoinRequest& request) {
   std::shared_ptr<Job> job;
   {
-    absl::MutexLock l(&mu_);
+    absl::ReleasableMutexLock l(&mu_);
     const Key key(request.uid, request.job_id);
     auto it = jobs_.find(key);
     bool fresh = it == jobs_.end();
@@ -93,8 +93,13 @@ absl::StatusOr<std::shared_ptr<Job>> JobRegistry::Join(const JoinRequest& reques
                      plan::SameAsked(job->asked_settings(), "the job's first rank here",
                                      request.settings, absl::StrCat("rank ", request.rank));
                  !same.ok()) {
-        return absl::Status(same.code(),
-                            absl::StrCat("job ", request.job_id, ": ", same.message()));
+        // The job cannot run without this rank: it ends for the ranks
+        // attached too, saying why.
+        const absl::Status why(same.code(),
+                               absl::StrCat("job ", request.job_id, ": ", same.message()));
+        l.Release();
+        job->Abort(why);
+        return why;
       }
     }
     // Under mu_ so that a rank cannot join a job that is being dropped.

@@ -1,5 +1,6 @@
 #include "daemon/plan/bayesian_optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -119,22 +120,15 @@ size_t BayesianOptimizer::Next() const {
 }
 
 size_t BayesianOptimizer::Best() const {
-  std::vector<double> sum(candidates_.size(), 0);
-  std::vector<int> count(candidates_.size(), 0);
-  for (size_t i = 0; i < observed_.size(); ++i) {
-    sum[observed_[i]] += scores_[i];
-    ++count[observed_[i]];
-  }
-  size_t best = 0;
+  // The model's mean, not the raw scores: one lucky sample of a candidate
+  // measured once counts for less than a candidate measured often.
+  size_t best = observed_.empty() ? 0 : observed_.front();
   double best_mean = -1e300;
-  bool any = false;
-  for (size_t c = 0; c < candidates_.size(); ++c) {
-    if (count[c] == 0) continue;
-    const double m = sum[c] / count[c];
-    if (!any || m > best_mean) {
-      best = c;
+  for (size_t o : observed_) {
+    const double m = At(o).mean;
+    if (m > best_mean + 1e-12) {
+      best = o;
       best_mean = m;
-      any = true;
     }
   }
   return best;

@@ -22,8 +22,9 @@ class BayesianOptimizer {
   void Observe(size_t candidate, double score);
   // The candidate to measure next.
   size_t Next() const;
-  // The observed candidate of the largest mean observed score (the first
-  // candidate when nothing was observed).
+  // The observed candidate where the model's mean is largest (the first
+  // candidate when nothing was observed): noisy samples are smoothed by
+  // their neighbours and by repeats.
   size_t Best() const;
 
   // The model at candidate `c`, in units of the scaled scores.

@@ -39,14 +39,21 @@ TEST(BayesianOptimizer, ExploresAwayFromASingleObservation) {
   EXPECT_GT(bo.At(0).stddev, bo.At(7).stddev);
 }
 
-TEST(BayesianOptimizer, BestIsTheLargestMeanObservedScore) {
-  BayesianOptimizer bo(Grid(4), 0.8);
+TEST(BayesianOptimizer, BestTrustsRepeatsOverOneLuckySample) {
+  BayesianOptimizer bo(Grid(12), 0.8);
   EXPECT_EQ(bo.Best(), 0u);
-  bo.Observe(1, 5.0);
-  bo.Observe(2, 9.0);
-  bo.Observe(2, 1.0);  // mean 5, not above 1's 5
-  bo.Observe(3, 4.0);
-  EXPECT_EQ(bo.Best(), 1u);
+  // Candidate 11 measured five times at about 10; candidate 0, far away,
+  // once at 10.4.
+  for (double s : {10.0, 9.8, 10.1, 9.9, 10.2}) bo.Observe(11, s);
+  bo.Observe(5, 6.0);
+  bo.Observe(0, 10.4);
+  EXPECT_EQ(bo.Best(), 11u);
+  // Without noise the model believes every sample: the lucky one wins.
+  BayesianOptimizer exact(Grid(12), 1e-6);
+  for (double s : {10.0, 9.8, 10.1, 9.9, 10.2}) exact.Observe(11, s);
+  exact.Observe(5, 6.0);
+  exact.Observe(0, 10.4);
+  EXPECT_EQ(exact.Best(), 0u);
 }
 
 TEST(BayesianOptimizer, SameObservationsSameChoice) {

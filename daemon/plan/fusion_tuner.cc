@@ -34,7 +34,8 @@ FusionTuner::FusionTuner(AutotuneSettings settings, uint64_t start, uint64_t bou
       candidates_(CandidatesOf(start, bound)),
       threshold_(std::min(start, bound)),
       optimizer_(PointsOf(candidates_.size()), settings.noise),
-      current_(IndexOf(candidates_, std::min(start, bound))) {}
+      start_index_(IndexOf(candidates_, std::min(start, bound))),
+      current_(start_index_) {}
 
 void FusionTuner::Planned(const std::string& name, uint64_t bytes, absl::Time now) {
   absl::MutexLock l(&mu_);
@@ -62,13 +63,27 @@ void FusionTuner::EndSample(absl::Time now) {
   samples_.push_back(s);
   bytes_ = 0;
   steps_ = 0;
-  if (!s.warmup) {
-    optimizer_.Observe(current_, s.score);
-    if (optimizer_.observations() >= settings_.max_samples) {
-      current_ = optimizer_.Best();
-      done_ = true;
+  if (confirm_left_ > 0) {
+    confirm_sum_[current_ == best_ ? 0 : 1] += s.score;
+    if (--confirm_left_ > 0) {
+      current_ = current_ == best_ ? start_index_ : best_;
     } else {
+      current_ = confirm_sum_[0] >= kConfirmMargin * confirm_sum_[1] ? best_ : start_index_;
+      done_ = true;
+    }
+  } else if (!s.warmup) {
+    optimizer_.Observe(current_, s.score);
+    if (optimizer_.observations() < settings_.max_samples) {
       current_ = optimizer_.Next();
+    } else {
+      best_ = optimizer_.Best();
+      if (best_ == start_index_) {
+        current_ = best_;
+        done_ = true;
+      } else {
+        confirm_left_ = 2 * kConfirmSamples;
+        current_ = best_;
+      }
     }
   }
   threshold_.store(candidates_[current_], std::memory_order_relaxed);

@@ -12,8 +12,13 @@
 //      sample measures the threshold the job started with, and Bayesian
 //      optimisation (bayesian_optimizer.h) picks each next one among 0 (no
 //      fusion) and the powers of two from 64 KiB to the job's bound.
-//   4. After `max_samples` the tuner keeps the threshold of the best mean
-//      score and measures no more.
+//   4. After `max_samples` the model's best sampled threshold (where its
+//      mean score is largest, so a lucky sample counts for less than
+//      repeats) is checked against the start: kConfirmSamples samples of
+//      each, taken in turns. The tuner keeps the best only if its mean there
+//      beats the start's by kConfirmMargin, else the start, and measures no
+//      more. (A tuned job is then at least as fast as an untuned one up to
+//      the noise of those samples.)
 //
 // Thread-safety: thread-safe; the planner's thread calls Planned, anyone
 // may read threshold() and Samples().
@@ -50,6 +55,9 @@ struct TunerReport {
 
 class FusionTuner {
  public:
+  static constexpr uint32_t kConfirmSamples = 3;
+  static constexpr double kConfirmMargin = 1.01;
+
   // Starts at `start` (at most `bound`), tuning within [0, bound].
   FusionTuner(AutotuneSettings settings, uint64_t start, uint64_t bound);
 
@@ -70,7 +78,12 @@ class FusionTuner {
 
   mutable absl::Mutex mu_;
   BayesianOptimizer optimizer_ ABSL_GUARDED_BY(mu_);
+  const size_t start_index_;
   size_t current_ ABSL_GUARDED_BY(mu_);  // candidate index in use
+  // Step 4: the model's best, the samples left, and each side's scores.
+  size_t best_ ABSL_GUARDED_BY(mu_) = 0;
+  uint32_t confirm_left_ ABSL_GUARDED_BY(mu_) = 0;
+  double confirm_sum_[2] ABSL_GUARDED_BY(mu_) = {0, 0};  // best, start
   std::vector<TunerSample> samples_ ABSL_GUARDED_BY(mu_);
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   // The sample being measured.

@@ -44,42 +44,8 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$dir"; }
 trap cleanup EXIT
 
-start_daemons() {  # count
-  # The Peer plane runs mutual TLS, as on a cluster (a test CA, loopback names).
-  tools/make_test_ca.sh "$dir/certs" $(seq -f 'node%g' 0 $(($1 - 1))) >&2
-  for n in $(seq 0 $(($1 - 1))); do
-    bazel-bin/daemon/kolod --socket "$dir/n$n.sock" --status_address= \
-      --peer_address=127.0.0.1:0 --peer_tls_ca="$dir/certs/ca.pem" \
-      --peer_tls_cert="$dir/certs/node$n.pem" --peer_tls_key="$dir/certs/node$n.key" \
-      --node_name="node$n" --log_level=warn >"$dir/n$n.log" 2>&1 &
-    pids+=($!)
-  done
-  for n in $(seq 0 $(($1 - 1))); do
-    for _ in $(seq 1 200); do [[ -S "$dir/n$n.sock" ]] && break; sleep 0.05; done
-  done
-}
-peer_of() {  # socket -> peer address of that daemon (it may still be starting)
-  local out
-  for _ in $(seq 1 50); do
-    out=$("$repo/bazel-bin/koloctl/koloctl" --socket "$1" --json status 2>/dev/null) && break
-    sleep 0.1
-  done
-  python3 -c 'import json,sys; print(json.load(sys.stdin)["node"]["config"]["peer_address"])' \
-    <<<"$out"
-}
-run_ranks() {  # nodes job binary args...
-  local nodes=$1 job=$2; shift 2
-  local coordinator; coordinator=$(peer_of "$dir/n0.sock")
-  local rp=()
-  for n in $(seq 0 $((nodes - 1))); do
-    KOLO_SOCKET="$dir/n$n.sock" KOLO_JOB_ID="$job" KOLO_JOB_TOKEN=$token KOLO_RANK=$n \
-      KOLO_SIZE=$nodes KOLO_LOCAL_RANK=0 KOLO_LOCAL_SIZE=1 KOLO_COORDINATOR="$coordinator" \
-      "$@" >"$dir/$job.$n.out" 2>&1 &
-    rp+=($!)
-  done
-  for p in "${rp[@]}"; do wait "$p"; done
-  cat "$dir/$job.0.out"
-}
+# start_daemons, peer_of and run_ranks.
+source "$repo/examples/bench/daemons_lib.sh"
 
 bazel build //koloctl:koloctl >&2
 for nodes in 2 3; do

@@ -65,7 +65,7 @@ def init_job(comm=None, process_sets=None):
     MPI communicator elsewhere) must be None: kolorun and kolod define the
     job.
 
-    KOLO_TIMELINE=<path> in the environment (horovod's HOROVOD_TIMELINE)
+    KOLO_TIMELINE=<path> (or Horovod's HOROVOD_TIMELINE) in the environment
     starts the job's timeline here; shutdown() or interpreter exit writes it
     to <path> (see kolo._timeline)."""
     if comm is not None and comm != []:

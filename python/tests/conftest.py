@@ -7,6 +7,7 @@ writes {check: "ok" | error text} per rank as JSON (workers/harness.py); the
 tests then assert one check each, so a few launches cover many cases.
 """
 
+import contextlib
 import json
 import os
 import re
@@ -131,3 +132,45 @@ def launch():
 
 def worker(name):
     return os.path.join(WORKERS, name)
+
+
+def peer_address(koloctl, socket):
+    out = subprocess.run([koloctl, "--socket", socket, "--json", "status"], text=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=30)
+    assert out.returncode == 0, out.stdout
+    return json.loads(out.stdout)["node"]["config"]["peer_address"]
+
+
+@contextlib.contextmanager
+def two_nodes(tmp_path):
+    """Two kolods on this machine joined by the Peer plane, standing for two
+    nodes; yields (their sockets, node 0's peer address)."""
+    kolod = os.path.join(REPO, "bazel-bin", "daemon", "kolod")
+    koloctl = os.path.join(REPO, "bazel-bin", "koloctl", "koloctl")
+    if not (os.path.exists(kolod) and os.path.exists(koloctl)):
+        pytest.skip("kolod or koloctl not built")
+    sockets = [str(tmp_path / f"node{n}.sock") for n in (0, 1)]
+    daemons = [subprocess.Popen([kolod, "--socket", s, "--peer_address=127.0.0.1:0",
+                                 "--peer_plaintext", "--status_address=127.0.0.1:0",
+                                 f"--node_name=node{n}"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+               for n, s in enumerate(sockets)]
+    try:
+        for s in sockets:
+            deadline = time.monotonic() + 30
+            while not os.path.exists(s) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        yield sockets, peer_address(koloctl, sockets[0])
+    finally:
+        for d in daemons:
+            d.terminate()
+            d.wait(timeout=30)
+
+
+def rank_env(sockets, coordinator, job_id, rank, size):
+    """The environment of `rank` of a job of `size` ranks, half on each node."""
+    per_node = size // 2
+    return dict(os.environ, KOLO_SOCKET=sockets[rank // per_node], KOLO_JOB_ID=job_id,
+                KOLO_JOB_TOKEN="0123456789abcdef0123456789abcdef", KOLO_RANK=str(rank),
+                KOLO_SIZE=str(size), KOLO_LOCAL_RANK=str(rank % per_node),
+                KOLO_LOCAL_SIZE=str(per_node), KOLO_COORDINATOR=coordinator)

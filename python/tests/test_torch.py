@@ -3,7 +3,6 @@ against a one-process computation, their gradients, every dtype, errors
 raised on every rank, process sets, DistributedOptimizer, parameter and
 optimizer-state broadcast and SyncBatchNorm."""
 
-import contextlib
 import json
 import os
 import subprocess
@@ -12,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import REPO, WORKERS, worker
+from conftest import REPO, WORKERS, rank_env, two_nodes, worker
 
 pytest.importorskip("torch")
 sys.path.insert(0, WORKERS)
@@ -83,48 +82,6 @@ def test_kolo_timeline_records_the_run_into_its_file(launch, tmp_path, ending):
     trace.expect_tensors([f"timeline.{i}" for i in range(3)], [0, 1])
 
 
-def _peer_address(koloctl, socket):
-    out = subprocess.run([koloctl, "--socket", socket, "--json", "status"], text=True,
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=30)
-    assert out.returncode == 0, out.stdout
-    return json.loads(out.stdout)["node"]["config"]["peer_address"]
-
-
-@contextlib.contextmanager
-def _two_nodes(tmp_path):
-    """Two kolods on this machine joined by the Peer plane, standing for two
-    nodes; yields (their sockets, node 0's peer address)."""
-    kolod = os.path.join(REPO, "bazel-bin", "daemon", "kolod")
-    koloctl = os.path.join(REPO, "bazel-bin", "koloctl", "koloctl")
-    if not (os.path.exists(kolod) and os.path.exists(koloctl)):
-        pytest.skip("kolod or koloctl not built")
-    sockets = [str(tmp_path / f"node{n}.sock") for n in (0, 1)]
-    daemons = [subprocess.Popen([kolod, "--socket", s, "--peer_address=127.0.0.1:0",
-                                 "--peer_plaintext", "--status_address=127.0.0.1:0",
-                                 f"--node_name=node{n}"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-               for n, s in enumerate(sockets)]
-    try:
-        for s in sockets:
-            deadline = time.monotonic() + 30
-            while not os.path.exists(s) and time.monotonic() < deadline:
-                time.sleep(0.05)
-        yield sockets, _peer_address(koloctl, sockets[0])
-    finally:
-        for d in daemons:
-            d.terminate()
-            d.wait(timeout=30)
-
-
-def _rank_env(sockets, coordinator, job_id, rank, size):
-    """The environment of `rank` of a job of `size` ranks, half on each node."""
-    per_node = size // 2
-    return dict(os.environ, KOLO_SOCKET=sockets[rank // per_node], KOLO_JOB_ID=job_id,
-                KOLO_JOB_TOKEN="0123456789abcdef0123456789abcdef", KOLO_RANK=str(rank),
-                KOLO_SIZE=str(size), KOLO_LOCAL_RANK=str(rank % per_node),
-                KOLO_LOCAL_SIZE=str(per_node), KOLO_COORDINATOR=coordinator)
-
-
 def _finish(ranks):
     outputs = [p.communicate(timeout=180)[0] for p in ranks]
     for r, p in enumerate(ranks):
@@ -137,13 +94,13 @@ def test_timeline_of_a_job_on_two_nodes_is_one_file_per_node(tmp_path):
     writes the path, rank 2 (the first of node 1) path.node1, each with the
     rows of its node's ranks."""
     ranks = []
-    with _two_nodes(tmp_path) as (sockets, coordinator):
+    with two_nodes(tmp_path) as (sockets, coordinator):
         try:
             path = str(tmp_path / "trace.json")
             for r in range(4):
                 ranks.append(subprocess.Popen(
                     [sys.executable, worker("timeline_worker.py"), "explicit", path],
-                    env=_rank_env(sockets, coordinator, "two-nodes", r, 4),
+                    env=rank_env(sockets, coordinator, "two-nodes", r, 4),
                     text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
             _finish(ranks)
         finally:
@@ -184,12 +141,12 @@ def test_shutdown_then_init_forms_a_job_on_two_nodes_again(tmp_path, late):
     rank that attaches again first (on the coordinator's node or the
     member's) starts the next incarnation, the other joins it."""
     ranks = []
-    with _two_nodes(tmp_path) as (sockets, coordinator):
+    with two_nodes(tmp_path) as (sockets, coordinator):
         try:
             for r in range(2):
                 ranks.append(subprocess.Popen(
                     [sys.executable, "-c", _REINIT, str(late)],
-                    env=_rank_env(sockets, coordinator, f"reinit-{late}", r, 2),
+                    env=rank_env(sockets, coordinator, f"reinit-{late}", r, 2),
                     text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
             for out in _finish(ranks):
                 assert "reinit ok" in out, out[-2000:]

@@ -23,7 +23,8 @@ from harness import check, run
 MODE = sys.argv[1]
 RANK = int(os.environ["KOLO_RANK"])
 LOG = os.path.join(os.environ["KOLO_TEST_OUT"], "autotune.csv")
-# Warm-up 1, 6 samples of 2 steps: the tuner is done after 1 + 2 * 7 steps.
+# Warm-up 1, 6 samples of 2 steps, and 6 more where the model's best is
+# checked against the start: the tuner is done after at most 1 + 2 * 13 steps.
 TUNE_ENV = {
     "HOROVOD_AUTOTUNE": "1",
     "HOROVOD_AUTOTUNE_LOG": LOG,
@@ -32,7 +33,7 @@ TUNE_ENV = {
     "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES": "6",
 }
 SIZES = [70000, 30000, 500000, 8, 1000, 250000]  # float32 elements of each name
-STEPS = 24
+STEPS = 32
 
 
 def expect(cond, msg):
@@ -91,8 +92,10 @@ if MODE == "tune":
         kept = [l for l in lines if l.startswith("# kept fusion_threshold_bytes=")]
         expect(len(kept) == 1, f"one kept line: {lines}")
         rows = list(csv.DictReader([l for l in lines if not l.startswith("#")]))
-        expect([int(r["sample"]) for r in rows] == list(range(7)), f"samples {rows}")
-        expect([r["warmup"] for r in rows] == ["1"] + ["0"] * 6, f"warmup flags {rows}")
+        expect(len(rows) in (7, 13), f"{len(rows)} samples: {rows}")
+        expect([int(r["sample"]) for r in rows] == list(range(len(rows))), f"samples {rows}")
+        expect([r["warmup"] for r in rows] == ["1"] + ["0"] * (len(rows) - 1),
+               f"warmup flags {rows}")
         start = int(rows[0]["fusion_threshold_bytes"])
         expect(int(rows[1]["fusion_threshold_bytes"]) == start,
                "the first sample measures the threshold the job started with")
@@ -105,8 +108,15 @@ if MODE == "tune":
             expect(float(r["score_bytes_per_second"]) > 0, f"row {r}")
             if r["warmup"] == "0":
                 means.setdefault(t, []).append(float(r["score_bytes_per_second"]))
-        best = max(means, key=lambda t: (sum(means[t]) / len(means[t]), -sorted(means).index(t)))
-        expect(int(kept[0].split("=")[1]) == best, f"kept {kept[0]}, best mean {best}: {means}")
+        kept_bytes = int(kept[0].split("=")[1])
+        expect(kept_bytes in means, f"kept {kept[0]}, not sampled: {means}")
+        if len(rows) == 13:
+            # The model's best and the start, in turns; the start is kept
+            # unless the other beat it there.
+            best = int(rows[7]["fusion_threshold_bytes"])
+            turns = [int(r["fusion_threshold_bytes"]) for r in rows[7:]]
+            expect(turns == [best, start] * 3, f"the check's samples {turns}")
+            expect(kept_bytes in (best, start), f"kept {kept_bytes}")
         expect(len(means) > 1, f"the tuner tried more than one threshold: {means}")
 
 elif MODE == "mismatch":
@@ -122,6 +132,15 @@ elif MODE == "mismatch":
                 os.path.exists(os.path.join(out, f"tried.{r}")) for r in range(size)):
             time.sleep(0.05)
         if init_error is None:
+            if size == 2:
+                # The job cannot run without the refused rank: it ended, saying why.
+                try:
+                    kolo.allreduce(np.ones(2), name="after")
+                    raise AssertionError("the job ran without the refused rank")
+                except AssertionError:
+                    raise
+                except Exception as e:  # noqa: BLE001 - the error is the check
+                    expect("fusion threshold (HOROVOD_FUSION_THRESHOLD)" in str(e), str(e))
             kolo.shutdown()
             return
         msg = str(init_error)
