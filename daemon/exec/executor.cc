@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/link_lost.h"
 #include "daemon/exec/completions.h"
 #include "spdlog/spdlog.h"
 
@@ -86,8 +87,9 @@ void Executor::RunJoined(PlannedStep& step) {
                        : step.host_backend->Execute(step.response, step.context);
   if (!s.ok()) {
     // The other nodes counted on this one's zeros: end the job.
-    events_->CannotContinue(absl::Status(s.code(), absl::StrCat("job ", options_.job_id, " on node ",
-                                                      options_.node_name, ": ", s.message())));
+    events_->CannotContinue(absl::Status(
+        s.code(),
+        absl::StrCat("job ", options_.job_id, " on node ", options_.node_name, ": ", s.message())));
   }
 }
 
@@ -174,8 +176,14 @@ absl::Status Executor::ExecuteResponse(Response& response, const StepContext& co
   absl::Status status = backend.ok() ? (*backend)->Execute(response, context) : backend.status();
   if (!status.ok()) {
     // A transfer cut short because the job ended: say why it ended (a
-    // rank died, a node was lost), not how the transfer failed.
-    if (absl::Status why = AbortStatus(); !why.ok()) status = why;
+    // rank died, a node was lost), not how the transfer failed. A broken
+    // link may be the first sign of a lost node: the job says what that
+    // means to it.
+    if (absl::Status why = AbortStatus(); !why.ok()) {
+      status = why;
+    } else if (IsLinkLost(status)) {
+      status = events_->LinkLost(status);
+    }
   }
   const absl::Time end = absl::Now();
   Outbox out;

@@ -48,6 +48,11 @@ class ExecutorEvents {
   virtual void CannotContinue(const absl::Status& why) = 0;
   // The job's negotiator learned that the other nodes ended the job.
   virtual void EndedByPeers(const absl::Status& why) = 0;
+  // A response failed because the link to another node broke
+  // (common/link_lost.h). Returns the status its requests fail with; an
+  // elastic job ends its epoch there, as the Peer plane's report of the lost
+  // node would.
+  virtual absl::Status LinkLost(const absl::Status& why) { return why; }
   // A response started on `backend` (stall reports name it while it runs).
   virtual void Started(const std::string& name, CollectiveKind kind, const std::string& backend,
                        absl::Time since) = 0;

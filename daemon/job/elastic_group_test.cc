@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/link_lost.h"
 #include "common/membership.h"
 #include "common/testing/wait_until.h"
 #include "daemon/backend/fake_backend.h"
@@ -135,6 +136,19 @@ TEST_F(ElasticGroupTest, OnlyWhatThePeersEndIsAMembershipChange) {
   more[0]->job->Abort(absl::AbortedError("aborted by the operator"));
   EXPECT_FALSE(IsMembershipChanged(more[0]->job->AbortStatus()))
       << "an operator's abort ends the job, it is not a reset";
+}
+
+TEST_F(ElasticGroupTest, ABrokenLinkToANodeIsAMembershipChangeOfAnElasticJob) {
+  auto group = MakeGroup();
+  auto seats = JoinAll(*group, {Initial(0, 2), Initial(1, 2)});
+  std::shared_ptr<Job> job = seats[0]->job;
+  // The data plane may see a lost node before the Peer plane reports it.
+  const absl::Status lost = absl::AbortedError(
+      absl::StrCat("UNAVAILABLE: ", LinkLostMessage(0, 1), ": Endpoint timeout (UCX -80)"));
+  const absl::Status failed_with = job->LinkLost(lost);
+  EXPECT_TRUE(IsMembershipChanged(failed_with)) << failed_with;
+  EXPECT_NE(failed_with.message().find("connection to node 1 failed"), std::string::npos);
+  EXPECT_EQ(job->AbortStatus(), failed_with);
 }
 
 TEST_F(ElasticGroupTest, AJoinerWaitsUntilTheRanksResetThenComesLast) {

@@ -12,8 +12,8 @@
 #include "common/rank_ranges.h"
 #include "common/scatter_rows.h"
 #include "common/status_macros.h"
-#include "daemon/exec/completions.h"
 #include "daemon/coordinator/abort_status.h"
+#include "daemon/exec/completions.h"
 #include "daemon/plan/runnable.h"
 #include "proto/kolo/abi/collective_traits.h"
 #include "spdlog/spdlog.h"
@@ -243,6 +243,14 @@ void Job::AbortFromPeers(const absl::Status& why) {
   Abort(IsPlannedMayFinish(why) ? PlannedMayFinish(changed) : changed);
 }
 
+absl::Status Job::LinkLost(const absl::Status& why) {
+  // Not elastic: the job ends when the Peer plane reports the node; until
+  // then the collective fails with how the link broke.
+  if (layout_.elastic_epoch == 0) return why;
+  AbortFromPeers(why);
+  return AbortStatus();
+}
+
 void Job::Abort(const absl::Status& status) {
   std::vector<Request> pending;
   {
@@ -317,9 +325,9 @@ absl::Status Job::AdmitLocked(const Request& r) const {
                                                       ", which is being removed"));
   }
   if (!std::binary_search(members->begin(), members->end(), r.rank)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(kind, " \"", r.name, "\": rank ", r.rank, " is not in process set ",
-                     r.process_set, " (ranks ", FormatRankRanges(*members), ")"));
+    return absl::FailedPreconditionError(absl::StrCat(kind, " \"", r.name, "\": rank ", r.rank,
+                                                      " is not in process set ", r.process_set,
+                                                      " (ranks ", FormatRankRanges(*members), ")"));
   }
   if (joins_.joined(r.rank)) {
     return absl::FailedPreconditionError(
@@ -513,7 +521,7 @@ void Job::Accept(Request request) {
 }
 
 void Job::Started(const std::string& name, CollectiveKind kind, const std::string& backend,
-                    absl::Time since) {
+                  absl::Time since) {
   absl::MutexLock l(&mu_);
   executing_name_ = name;
   executing_kind_ = kind;

@@ -181,6 +181,7 @@ class Job final : public ExecutorEvents, public RequestSink {
   void JoinCompleted(std::vector<ReadySet> sets, int last_joined) override;
   void CannotContinue(const absl::Status& why) override { Abort(why); }
   void EndedByPeers(const absl::Status& why) override { AbortFromPeers(why); }
+  absl::Status LinkLost(const absl::Status& why) override;
   void Started(const std::string& name, CollectiveKind kind, const std::string& backend,
                absl::Time since) override;
   void Finished(const std::vector<const ReadySet*>& sets, const absl::Status& status,

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/errno_status.h"
+#include "common/link_lost.h"
 #include "common/start_thread.h"
 #include "daemon/transport/ucx_status.h"
 #include "spdlog/spdlog.h"
@@ -573,9 +574,7 @@ void UcxTransport::HandleEndpointErrors() {
   // on. A crashed peer ends the job through the coordinator, which aborts
   // every node's transport.
   for (const auto& [peer, status] : errors) {
-    FailPeer(peer,
-             AbortedTransferStatus(UcsToStatus(
-                 status, absl::StrFormat("node %d: connection to node %d failed", node(), peer))));
+    FailPeer(peer, AbortedTransferStatus(UcsToStatus(status, LinkLostMessage(node(), peer))));
   }
 }
 
