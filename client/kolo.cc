@@ -9,6 +9,7 @@
 #include "client/client_impl.h"
 #include "client/job_env.h"
 #include "client/job_token.h"
+#include "client/launcher_env.h"
 #include "common/random_id.h"
 
 namespace kolo {
@@ -31,67 +32,26 @@ uint64_t ElementsOf(const std::vector<int64_t>& shape) {
 
 }  // namespace
 
-namespace {
-
-// Fills rank, size and local values from an MPI or Slurm launcher when
-// KOLO_RANK is not set.
-absl::Status ApplyLauncherEnvironment(ClientOptions* o) {
-  if (std::getenv("KOLO_RANK") != nullptr) return absl::OkStatus();
-  if (std::getenv("OMPI_COMM_WORLD_RANK") != nullptr) {
-    for (auto [name, field] :
-         {std::pair{"OMPI_COMM_WORLD_RANK", &o->rank}, std::pair{"OMPI_COMM_WORLD_SIZE", &o->size},
-          std::pair{"OMPI_COMM_WORLD_LOCAL_RANK", &o->local_rank},
-          std::pair{"OMPI_COMM_WORLD_LOCAL_SIZE", &o->local_size}}) {
-      if (absl::Status s = EnvInt(name, field); !s.ok()) return s;
-    }
-    if (const char* j = std::getenv("OMPI_MCA_ess_base_jobid"); j != nullptr && *j) {
-      o->job_id = absl::StrCat("ompi-", j);
-    }
-    return absl::OkStatus();
-  }
-  if (std::getenv("SLURM_PROCID") != nullptr) {
-    for (auto [name, field] :
-         {std::pair{"SLURM_PROCID", &o->rank}, std::pair{"SLURM_NTASKS", &o->size},
-          std::pair{"SLURM_LOCALID", &o->local_rank}}) {
-      if (absl::Status s = EnvInt(name, field); !s.ok()) return s;
-    }
-    // "2(x3),1": tasks on each node; this node's count is the leading one
-    // only when all are equal, so take the node's own SLURM_NTASKS_PER_NODE
-    // if set, else the first entry.
-    const char* per_node = std::getenv("SLURM_NTASKS_PER_NODE");
-    if (per_node == nullptr) per_node = std::getenv("SLURM_STEP_TASKS_PER_NODE");
-    if (per_node != nullptr) o->local_size = std::atoi(per_node);
-    if (const char* j = std::getenv("SLURM_JOB_ID"); j != nullptr && *j) {
-      const char* step = std::getenv("SLURM_STEP_ID");
-      o->job_id = absl::StrCat("slurm-", j, ".", step ? step : "0");
-    }
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
 absl::StatusOr<ClientOptions> ClientOptions::FromEnv() {
   ClientOptions o;
   if (const char* v = std::getenv("KOLO_SOCKET"); v != nullptr && *v) {
     o.socket_path = v;
   }
-  if (const char* v = std::getenv("KOLO_JOB_ID"); v != nullptr && *v) o.job_id = v;
   if (const char* v = std::getenv("KOLO_JOB_TOKEN"); v != nullptr) o.job_token = v;
   for (auto [name, field] :
        {std::pair{"KOLO_RANK", &o.rank}, std::pair{"KOLO_SIZE", &o.size},
         std::pair{"KOLO_LOCAL_RANK", &o.local_rank}, std::pair{"KOLO_LOCAL_SIZE", &o.local_size}}) {
     if (absl::Status s = EnvInt(name, field); !s.ok()) return s;
   }
-  bool from_launcher =
-      std::getenv("KOLO_RANK") == nullptr &&
-      (std::getenv("OMPI_COMM_WORLD_RANK") != nullptr || std::getenv("SLURM_PROCID") != nullptr);
-  if (absl::Status s = ApplyLauncherEnvironment(&o); !s.ok()) return s;
+  absl::StatusOr<bool> from_launcher = ApplyLauncherEnvironment(&o);
+  if (!from_launcher.ok()) return from_launcher.status();
   // Without local values, a job is one node.
-  if (!from_launcher) {
+  if (!*from_launcher) {
     if (std::getenv("KOLO_LOCAL_SIZE") == nullptr) o.local_size = o.size;
     if (std::getenv("KOLO_LOCAL_RANK") == nullptr) o.local_rank = o.rank;
   }
+  // Kolo's own variables win over the launcher's.
+  if (const char* v = std::getenv("KOLO_JOB_ID"); v != nullptr && *v) o.job_id = v;
   if (const char* v = std::getenv("KOLO_COORDINATOR"); v != nullptr && *v) {
     o.coordinator = v;
   }
