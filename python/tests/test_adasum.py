@@ -10,7 +10,7 @@ CHECKS = [
     "grouped_allreduce_combines_each_tensor_alone", "scale_factors_scale_the_result",
     "zero_tensor_on_a_rank_leaves_the_others", "process_set_combines_its_ranks_only",
     "integer_tensors_raise_on_every_rank", "torch_allreduce_and_optimizer",
-    "tensorflow_allreduce",
+    "torch_optimizer_combines_weight_changes", "tensorflow_allreduce",
 ]
 
 _runs = {}

@@ -5,6 +5,12 @@ parameter's gradient and submits that gradient's allreduce at once (kolod
 negotiates by name and fuses what is ready), so communication overlaps the
 rest of the backward pass; step() waits for the results and then applies the
 wrapped optimizer's update.
+
+With op=Adasum the gradients stay local, as in Horovod's torch optimizer:
+step() takes each rank's own step with the wrapped optimizer, allreduces
+each parameter's change of the weights (new - old) with Adasum, one named
+collective per parameter (or group), and sets the weights to old plus the
+combined change. The hooks then only count backward passes.
 """
 
 import contextlib
@@ -15,6 +21,7 @@ import torch
 from kolo import _shared
 from kolo._api import Average, ReduceOp, global_process_set
 from kolo._native import core
+from kolo.errors import InvalidArgumentError
 from kolo.torch import mpi_ops
 from kolo.torch.compression import Compression, prepare, prepare_group
 
@@ -43,6 +50,14 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self.gradient_predivide_factor = float(gradient_predivide_factor)
         self.sparse_as_dense = bool(sparse_as_dense)
         self.process_set = process_set
+        # op=Adasum combines the weights' change of each rank's own step.
+        self._adasum = self.op == ReduceOp.ADASUM
+        if self._adasum and compression not in (None, Compression.none):
+            raise InvalidArgumentError(
+                "DistributedOptimizer(op=Adasum) takes no compression: Adasum combines the "
+                "weights' change at full precision (use compression=Compression.none)")
+        self._in_step = False   # the wrapped step (and its closure) is running
+        self._deltas = {}       # id(p) -> p's change of weights in an Adasum step
 
         all_params = [p for group in self.param_groups for p in group["params"]]
         if named_parameters is not None:
@@ -118,15 +133,18 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         key = id(p)
 
         def hook(*_):
+            if self._in_step:  # a closure's backward inside the Adasum step
+                return
             entry = self._handles.get(key)
-            if entry is not None and entry[0] is not None and self._delay[key] <= 0:
+            if (entry is not None and (entry[0] is not None or self._adasum)
+                    and self._delay[key] <= 0):
                 raise AssertionError(
                     "gradients were computed more than backward_passes_per_step times "
                     "before step(): raise backward_passes_per_step to accumulate more "
                     "backward passes locally")
             self._delay[key] -= 1
             handle = ctx = None
-            if self._delay[key] == 0:
+            if self._delay[key] == 0 and not self._adasum:
                 if key in self._groups:
                     self._group_member_ready(p)
                     return
@@ -146,6 +164,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def _submit_group(self, gi, params):
         grads = []
         for p in params:
+            if self._adasum:
+                grads.append(self._deltas[id(p)])
+                continue
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
             grads.append(p.grad.to_dense() if p.grad.is_sparse else p.grad)
@@ -170,6 +191,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _allreduce_grad_async(self, p):
         name = self._names[id(p)]
+        if self._adasum:  # the change of p's weights, in its own tensor
+            delta = self._deltas[id(p)]
+            return mpi_ops._allreduce_start(delta, delta, name, int(self.op), 1.0, 1.0, 0,
+                                            self.process_set), None
         if p.grad is None:
             # No gradient this step (an unused parameter): other ranks may
             # have one, so a zero gradient takes part.
@@ -208,12 +233,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             buf.copy_(grad)
         return buf
 
-    def synchronize(self):
-        """Waits for every gradient's allreduce (submitting those backward did
-        not produce) and writes the results into the parameters' .grad."""
-        if not self._hook_handles:  # one rank, not elastic, or outside the set
-            self._synchronized = True
-            return
+    def _allreduce_all(self, errors):
+        """Submits every parameter's allreduce not yet submitted (a zero
+        gradient where backward produced none), waits for all of them and
+        yields (key, output, ctx, p) of each that finished; the others'
+        exceptions go to `errors`. The pass counts start over."""
         for p in self._params:
             if id(p) not in self._handles:
                 self._handles[id(p)] = (None, None, p)
@@ -226,15 +250,28 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             if handle is None:
                 handle, ctx = self._allreduce_grad_async(p)
                 self._handles[key] = (handle, ctx, p)
-        errors = []
         for key, (handle, ctx, p) in self._handles.items():
             try:
                 output = handle.wait()
-            except Exception as e:  # noqa: BLE001 - raised below, after all finished
+            except Exception as e:  # noqa: BLE001 - raised after all finished
                 errors.append(e)
                 continue
             finally:
                 self._delay[key] = self.backward_passes_per_step
+            yield key, output, ctx, p
+        self._handles.clear()
+        self._group_ready.clear()
+
+    def synchronize(self):
+        """Waits for every gradient's allreduce (submitting those backward did
+        not produce) and writes the results into the parameters' .grad.
+        With op=Adasum the gradients stay local and step() combines the
+        weights' change, so there is nothing to wait for here."""
+        if not self._hook_handles or self._adasum:  # one rank, not elastic, or outside the set
+            self._synchronized = True
+            return
+        errors = []
+        for _, output, ctx, p in self._allreduce_all(errors):
             if ctx is _SPARSE:
                 p.grad = output
                 continue
@@ -251,11 +288,32 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                     p.grad = result.to(p.grad.dtype).to_sparse().coalesce()
                 else:
                     p.grad.copy_(result)
-        self._handles.clear()
-        self._group_ready.clear()
         if errors:
             raise errors[0]
         self._synchronized = True
+
+    def _adasum_step(self, closure):
+        """Each rank's own step from its local gradients, then the weights
+        are set to old + Adasum(new - old) over the ranks."""
+        old = {id(p): p.detach().clone() for p in self._params}
+        self._in_step = True
+        try:
+            loss = super(self.__class__, self).step(closure)
+        finally:
+            self._in_step = False
+        errors = []
+        with torch.no_grad():
+            self._deltas = {id(p): p.detach() - old[id(p)] for p in self._params}
+            try:
+                for key, output, _, p in self._allreduce_all(errors):
+                    p.copy_(old[key] + output)
+            finally:
+                self._deltas = {}
+            if errors:  # every rank keeps the weights it had before the step
+                for p in self._params:
+                    p.copy_(old[id(p)])
+                raise errors[0]
+        return loss
 
     def set_backward_passes_per_step(self, passes):
         """Changes how many local backward passes each allreduce covers."""
@@ -278,7 +336,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     @contextlib.contextmanager
     def skip_synchronize(self):
         """Within it, step() does not synchronize (call synchronize() first,
-        e.g. to clip the averaged gradients)."""
+        e.g. to clip the averaged gradients). With op=Adasum the gradients
+        stay local either way and step() still combines the weights' change."""
         self._should_synchronize = False
         try:
             yield
@@ -286,6 +345,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._should_synchronize = True
 
     def step(self, closure=None):
+        if self._adasum:
+            self._synchronized = False
+            if not self._hook_handles:  # one rank, not elastic, or outside the set
+                return super(self.__class__, self).step(closure)
+            return self._adasum_step(closure)
         if self._should_synchronize:
             if self._synchronized:
                 warnings.warn("optimizer.step() was called after optimizer.synchronize() "
@@ -310,6 +374,8 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
                          process_set=global_process_set):
     """Wraps a torch.optim optimizer so each step applies gradients averaged
     (op=Average; Sum and the others too) over the ranks of `process_set`.
+    With op=Adasum each rank steps on its own gradients and the steps'
+    changes of the weights are combined by Adasum (no compression then).
 
     named_parameters: model.named_parameters(), naming each allreduce (needed
     when ranks could produce gradients in different orders).

@@ -155,6 +155,82 @@ def torch_allreduce_and_optimizer():
 
 
 @check
+def torch_optimizer_combines_weight_changes():
+    import torch
+    import kolo.torch as hvd
+
+    hvd.init()
+    data = [(torch.tensor(operand(r, (8, 3), seed=5)), torch.tensor(operand(r, (8, 2), seed=6)))
+            for r in range(N)]
+
+    def loss(model, r):
+        x, y = data[r]
+        return (model(x) - y).pow(2).mean()
+
+    cases = [("sgd_momentum", lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9), {}),
+             ("adam", lambda ps: torch.optim.Adam(ps, lr=0.05), {"num_groups": 1})]
+    for label, make, extra in cases:
+        torch.manual_seed(0)
+        model = torch.nn.Linear(3, 2).double()
+        start = [p.detach().clone() for p in model.parameters()]
+        opt = hvd.DistributedOptimizer(make(model.parameters()),
+                                       named_parameters=model.named_parameters(),
+                                       op=hvd.Adasum, **extra)
+        # Each rank's own optimizer from the same start, its change of the
+        # weights combined by the tree; and, to show the two differ, the
+        # gradients combined by the tree instead.
+        locals_ = []
+        for r in range(N):
+            m = torch.nn.Linear(3, 2).double()
+            locals_.append((m, make(m.parameters())))
+        grad_model = torch.nn.Linear(3, 2).double()
+        grad_opt = make(grad_model.parameters())
+        want = [s.clone() for s in start]
+        with torch.no_grad():
+            for p, s in zip(grad_model.parameters(), start):
+                p.copy_(s)
+        for step in range(3):
+            opt.zero_grad()
+            loss(model, R).backward()
+            opt.step()
+            deltas = []
+            grads = []
+            for r, (m, o) in enumerate(locals_):
+                with torch.no_grad():
+                    for p, w in zip(m.parameters(), want):
+                        p.copy_(w)
+                o.zero_grad()
+                loss(m, r).backward()
+                o.step()
+                deltas.append([(p.detach() - w).numpy() for p, w in zip(m.parameters(), want)])
+                grad_model.zero_grad()
+                loss(grad_model, r).backward()
+                grads.append([p.grad.clone().numpy() for p in grad_model.parameters()])
+            want = [w + torch.tensor(tree([d[i] for d in deltas])) for i, w in enumerate(want)]
+            grad_model.zero_grad()
+            for i, p in enumerate(grad_model.parameters()):
+                p.grad = torch.tensor(tree([g[i] for g in grads]))
+            grad_opt.step()
+            w = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+            ws = hvd.allgather(w.unsqueeze(0))
+            for r in range(N):
+                close(ws[r].numpy(), w.numpy(), 1e-12, f"{label} step {step}: rank {r}'s weights")
+            close(w.numpy(), torch.cat([t.reshape(-1) for t in want]).numpy(), 1e-9,
+                  f"{label} step {step}: the combined change of the weights")
+        by_grads = torch.cat([p.detach().reshape(-1) for p in grad_model.parameters()])
+        expect((by_grads - w).abs().max() > 1e-6,
+               f"{label}: combining the gradients gave the same weights, the check shows nothing")
+    try:
+        hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                 named_parameters=model.named_parameters(), op=hvd.Adasum,
+                                 compression=hvd.Compression.fp16)
+    except kolo.InvalidArgumentError as e:
+        expect("Adasum" in str(e) and "compression" in str(e), str(e))
+    else:
+        raise AssertionError("op=Adasum with fp16 compression did not raise")
+
+
+@check
 def tensorflow_allreduce():
     import tensorflow as tf
     import kolo.tensorflow as hvd
