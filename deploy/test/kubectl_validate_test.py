@@ -9,6 +9,8 @@ groups, so it cannot run without a cluster. What kubectl does offline:
      a pod template into its typed Go struct (the same code path a server's
      decoder uses): a field of the wrong type (a port as a string, a user as a
      name) fails here.
+     A Kubeflow PyTorchJob (a custom resource kubectl has no type for)
+     is checked through its replicas' pod templates, each decoded as a Pod.
   3. The typed object is compared with the input: a field the typed struct
      dropped is unknown to Kubernetes (a typo such as `hostPIDD`, a field at
      the wrong level). kubectl older than MIN_MINOR predates fields the
@@ -97,6 +99,20 @@ def strip_mark(obj, name):
             del c["env"]
 
 
+def replica_pods(obj):
+    """The pod templates of a PyTorchJob's replicas, each as a Pod."""
+    if obj.get("kind") != "PyTorchJob":
+        return []
+    pods = []
+    for role, replica in obj.get("spec", {}).get("pytorchReplicaSpecs", {}).items():
+        template = replica.get("template", {})
+        metadata = dict(template.get("metadata", {}))
+        metadata["name"] = f"{obj['metadata']['name']}-{role.lower()}"
+        pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
+                     "spec": template.get("spec", {})})
+    return pods
+
+
 def validate(path, env, minor, tmp):
     rc, out, err = kubectl(env, "annotate", "--local", "-f", path, f"{MARK}=yes", "-o", "json")
     if rc:
@@ -107,6 +123,7 @@ def validate(path, env, minor, tmp):
         obj, pos = decoder.raw_decode(out, pos)
         objects += obj["items"] if obj.get("kind") == "List" else [obj]
     print(f"ok: {path}: " + ", ".join(f"{o['kind']}/{o['metadata']['name']}" for o in objects))
+    objects = [pod for o in objects for pod in replica_pods(o)] + objects
     for i, obj in enumerate(objects):
         if obj["kind"] not in POD_TEMPLATE_KINDS:
             continue
