@@ -1,0 +1,132 @@
+"""kolo.ray.RayExecutor on a real Ray cluster on this machine: a head and one
+more node (ray.cluster_utils.Cluster), each given its own kolod by the
+executor (the nodes share one address, so the kolods' Peer plane runs on
+loopback in plaintext)."""
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import REPO, kolod_path
+
+ray = pytest.importorskip("ray")
+pytest.importorskip("torch")
+from ray.cluster_utils import Cluster  # noqa: E402
+
+from kolo.ray import RayExecutor  # noqa: E402
+
+# The workers cannot import this test module: its functions travel by value.
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    if not os.path.exists(kolod_path()):
+        pytest.skip("kolod not built")
+    # The Ray workers import kolo (and kolo.ray) from this checkout.
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [os.path.join(REPO, "python")] + [p for p in os.environ.get("PYTHONPATH", "").split(
+            os.pathsep) if p])
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
+    c.add_node(num_cpus=2)
+    ray.init(address=c.address, log_to_driver=False)
+    c.wait_for_nodes()
+    try:
+        yield c
+    finally:
+        ray.shutdown()
+        c.shutdown()
+
+
+def allreduce():
+    import torch
+    import kolo.torch as hvd
+    hvd.init()
+    out = hvd.allreduce(torch.full((4,), float(hvd.rank() + 1)), op=hvd.Sum, name="x")
+    return hvd.rank(), hvd.size(), hvd.local_rank(), hvd.local_size(), out.tolist()
+
+
+def train():
+    import torch
+    import kolo.torch as hvd
+    hvd.init()
+    torch.manual_seed(hvd.rank())
+    model = torch.nn.Linear(8, 2)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                   named_parameters=model.named_parameters())
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    gen = torch.Generator().manual_seed(100 + hvd.rank())
+    for _ in range(3):
+        x = torch.randn(16, 8, generator=gen)
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), x[:, :2]).backward()
+        opt.step()
+    return float(sum(p.double().sum() for p in model.parameters()))
+
+
+class Counter:
+    def __init__(self, start):
+        self.value = start
+
+    def bump(self):
+        import kolo
+        self.value += 1
+        return self.value, int(os.environ["KOLO_RANK"])
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def test_executor_two_hosts(cluster):
+    ex = RayExecutor(RayExecutor.create_settings(timeout_s=60), num_hosts=2,
+                     num_workers_per_host=1)
+    ex.start(executable_cls=Counter, executable_args=[10], extra_env_vars={"KOLO_TEST_X": "7"})
+    job = ex.job_id
+    try:
+        ranks = ex.run(allreduce)
+        assert [r[:4] for r in ranks] == [(0, 2, 0, 1), (1, 2, 0, 1)]
+        assert all(r[4] == [3.0] * 4 for r in ranks)
+        envs = ex.run(lambda: (os.environ["KOLO_JOB_ID"], os.environ["KOLO_TEST_X"],
+                               os.environ["KOLO_SOCKET"], "KOLO_COORDINATOR" in os.environ,
+                               os.getpid()))
+        assert all(e[0] == job and e[1] == "7" and e[3] for e in envs)
+        assert envs[0][2] != envs[1][2] and job in envs[0][2]
+        sums = ex.run(train)
+        assert sums[0] == sums[1]
+        assert ex.execute(lambda c: c.bump()) == [(11, 0), (11, 1)]
+        assert ex.execute_single(lambda c: c.bump()) == (12, 0)
+        refs = ex.run_remote(lambda a, b=0: a + b + int(os.environ["KOLO_RANK"]), [1], {"b": 2})
+        assert ray.get(refs) == [3, 4]
+        pids = [e[4] for e in envs]
+        kolods = subprocess.run(["pgrep", "-f", job], stdout=subprocess.PIPE, text=True).stdout
+        assert len(kolods.split()) == 2
+    finally:
+        ex.shutdown()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and (
+            any(_alive(p) for p in pids) or
+            subprocess.run(["pgrep", "-f", job], stdout=subprocess.PIPE).returncode == 0):
+        time.sleep(0.2)
+    assert not any(_alive(p) for p in pids)
+    assert subprocess.run(["pgrep", "-af", job], stdout=subprocess.PIPE,
+                          text=True).stdout == ""
+
+
+def test_executor_num_workers(cluster):
+    ex = RayExecutor(num_workers=2)
+    ex.start()
+    try:
+        ranks = ex.run(allreduce)
+        assert [r[1] for r in ranks] == [2, 2] and all(r[4] == [3.0] * 4 for r in ranks)
+        assert sorted(r[0] for r in ranks) == [0, 1]
+    finally:
+        ex.shutdown()
