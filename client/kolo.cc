@@ -9,7 +9,9 @@
 #include "client/client_impl.h"
 #include "client/job_env.h"
 #include "client/job_token.h"
+#include "client/kolod_locator.h"
 #include "client/launcher_env.h"
+#include "client/private_kolod.h"
 #include "common/random_id.h"
 
 namespace kolo {
@@ -43,10 +45,10 @@ absl::StatusOr<ClientOptions> ClientOptions::FromEnv() {
         std::pair{"KOLO_LOCAL_RANK", &o.local_rank}, std::pair{"KOLO_LOCAL_SIZE", &o.local_size}}) {
     if (absl::Status s = EnvInt(name, field); !s.ok()) return s;
   }
-  absl::StatusOr<bool> from_launcher = ApplyLauncherEnvironment(&o);
-  if (!from_launcher.ok()) return from_launcher.status();
+  absl::StatusOr<Launcher> launcher = ApplyLauncherEnvironment(&o);
+  if (!launcher.ok()) return launcher.status();
   // Without local values, a job is one node.
-  if (!*from_launcher) {
+  if (*launcher == Launcher::kNone) {
     if (std::getenv("KOLO_LOCAL_SIZE") == nullptr) o.local_size = o.size;
     if (std::getenv("KOLO_LOCAL_RANK") == nullptr) o.local_rank = o.rank;
   }
@@ -58,6 +60,15 @@ absl::StatusOr<ClientOptions> ClientOptions::FromEnv() {
   if (o.size < 1 || o.rank < 0 || o.rank >= o.size) {
     return absl::InvalidArgumentError(
         absl::StrCat("KOLO_RANK=", o.rank, " must lie in [0, KOLO_SIZE=", o.size, ")"));
+  }
+  // A torchrun job on one node with no kolod on the node's socket (and no
+  // KOLO_SOCKET naming one) gets a private kolod (client/private_kolod.h).
+  if (*launcher == Launcher::kTorchrun && o.size == o.local_size &&
+      std::getenv("KOLO_SOCKET") == nullptr && !SocketAccepts(o.socket_path)) {
+    absl::StatusOr<std::string> socket =
+        UsePrivateKolod({.job_id = o.job_id, .local_rank = o.local_rank});
+    if (!socket.ok()) return socket.status();
+    o.socket_path = *socket;
   }
   for (auto [name, field] : {std::pair{"KOLO_ELASTIC", &o.elastic.enabled},
                              std::pair{"KOLO_ELASTIC_JOINER", &o.elastic.joiner}}) {

@@ -100,20 +100,22 @@ absl::Status ApplyTorchrun(ClientOptions* o) {
 
 }  // namespace
 
-absl::StatusOr<bool> ApplyLauncherEnvironment(ClientOptions* o) {
-  if (std::getenv("KOLO_RANK") != nullptr) return false;
+absl::StatusOr<Launcher> ApplyLauncherEnvironment(ClientOptions* o) {
+  if (std::getenv("KOLO_RANK") != nullptr) return Launcher::kNone;
+  Launcher launcher = Launcher::kNone;
   absl::Status s;
   if (std::getenv("OMPI_COMM_WORLD_RANK") != nullptr) {
+    launcher = Launcher::kOpenMpi;
     s = ApplyOpenMpi(o);
   } else if (std::getenv("SLURM_PROCID") != nullptr) {
+    launcher = Launcher::kSlurm;
     s = ApplySlurm(o);
   } else if (std::getenv("RANK") != nullptr && std::getenv("WORLD_SIZE") != nullptr) {
+    launcher = Launcher::kTorchrun;
     s = ApplyTorchrun(o);
-  } else {
-    return false;
   }
   if (!s.ok()) return s;
-  return true;
+  return launcher;
 }
 
 }  // namespace kolo

@@ -25,9 +25,12 @@ namespace kolo {
 // kolod's default Peer port (kolod --peer_address).
 inline constexpr int kDefaultPeerPort = 7371;
 
+// The launcher whose variables were read.
+enum class Launcher { kNone, kOpenMpi, kSlurm, kTorchrun };
+
 // Fills `o` from a launcher's variables when KOLO_RANK is not set. Returns
-// whether a launcher's variables were read; INVALID_ARGUMENT naming the
-// variable for a value that is not a number.
-absl::StatusOr<bool> ApplyLauncherEnvironment(ClientOptions* o);
+// the launcher read (kNone: none, or KOLO_RANK is set); INVALID_ARGUMENT
+// naming the variable for a value that is not a number.
+absl::StatusOr<Launcher> ApplyLauncherEnvironment(ClientOptions* o);
 
 }  // namespace kolo

@@ -20,13 +20,15 @@ class TorchrunEnvTest : public ::testing::Test {
     token_file_ = std::string(tmp ? tmp : "/tmp") + "/torchrun_env_test_job_token";
     unlink(token_file_.c_str());
     setenv("KOLO_JOB_TOKEN_FILE", token_file_.c_str(), 1);
+    // A socket named: no private kolod for one-node jobs (private_kolod_test).
+    setenv("KOLO_SOCKET", "/nonexistent/kolod.sock", 1);
   }
   void TearDown() override { Clear(); }
   static void Clear() {
     for (const char* v :
          {"KOLO_RANK", "KOLO_SIZE", "KOLO_LOCAL_RANK", "KOLO_LOCAL_SIZE", "KOLO_COORDINATOR",
-          "KOLO_JOB_ID", "KOLO_JOB_TOKEN", "KOLO_JOB_TOKEN_FILE", "KOLO_PEER_PORT", "RANK",
-          "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
+          "KOLO_SOCKET", "KOLO_JOB_ID", "KOLO_JOB_TOKEN", "KOLO_JOB_TOKEN_FILE", "KOLO_PEER_PORT",
+          "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
           "MASTER_PORT", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT"}) {
       unsetenv(v);
     }

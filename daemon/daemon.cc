@@ -463,6 +463,8 @@ void Daemon::Shutdown() {
   unlink(config_.socket_path.c_str());
 }
 
+int Daemon::job_count() const { return registry_->size(); }
+
 void Daemon::Wait() {
   if (server_) server_->Wait();
 }

@@ -62,6 +62,8 @@ class Daemon {
   // host:port of the peer listener ("" if disabled), after binding.
   const std::string& peer_address() const { return peer_address_; }
   int metrics_port() const;
+  // Jobs this daemon has now (JobRegistry::size).
+  int job_count() const;
 
  private:
   explicit Daemon(const DaemonConfig& config);

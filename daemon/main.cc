@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <string>
 #include <tuple>
 
@@ -100,6 +101,9 @@ ABSL_FLAG(bool, caller_memory, true,
           "instead of copying them through shared memory");
 ABSL_FLAG(bool, allow_weak_job_tokens, false,
           "accept job tokens under 128 bits (32 characters); only for a node with one user");
+ABSL_FLAG(int, exit_when_idle_s, 0,
+          "exit once no job has been running for this many seconds, counted from the start "
+          "too (a private kolod of one job, started by kolorun or libkolo); 0: never");
 ABSL_FLAG(std::string, log_level, "",
           "trace, debug, info, warn, error (env KOLO_LOG_LEVEL; default info)");
 
@@ -260,9 +264,27 @@ int main(int argc, char** argv) {
   auto daemon = kolo::daemon::Daemon::Start(config);
   if (!daemon.ok()) return Fail(daemon.status().ToString());
 
+  const int idle_s = absl::GetFlag(FLAGS_exit_when_idle_s);
+  if (idle_s < 0) return Fail("--exit_when_idle_s wants a number of seconds >= 0");
   int sig = 0;
-  sigwait(&signals, &sig);
-  spdlog::info("signal {}: shutting down", sig);
+  if (idle_s == 0) {
+    sigwait(&signals, &sig);
+    spdlog::info("signal {}: shutting down", sig);
+  } else {
+    // Wakes once a second to look for jobs; the idle time restarts whenever
+    // one is running.
+    int idle = 0;
+    const timespec second{1, 0};
+    while ((sig = sigtimedwait(&signals, nullptr, &second)) < 0) {
+      idle = (*daemon)->job_count() > 0 ? 0 : idle + 1;
+      if (idle >= idle_s) break;
+    }
+    if (sig > 0) {
+      spdlog::info("signal {}: shutting down", sig);
+    } else {
+      spdlog::info("no job for {} s (--exit_when_idle_s): shutting down", idle_s);
+    }
+  }
   (*daemon)->Shutdown();
   daemon->reset();
   return 0;

@@ -273,10 +273,8 @@ absl::StatusOr<std::string> JobRunner::EnsureDaemon(const std::vector<RankPlacem
   const std::string socket = absl::StrCat(daemon_dir_->path(), "/kolod.sock");
 
   SpawnOptions spawn;
-  // A private daemon must not take the node's default status port: let the
-  // kernel pick one (it is shown by `koloctl --socket ... status`). Its
-  // job stays on this host, so it serves no Peer plane.
-  spawn.argv = {kolod, "--socket", socket, "--status_address=127.0.0.1:0", "--peer_address="};
+  // Its status port is shown by `koloctl --socket ... status`.
+  spawn.argv = PrivateKolodArgv(kolod, socket);
   spawn.argv.insert(spawn.argv.end(), options_.kolod_args.begin(), options_.kolod_args.end());
   for (const std::string& entry : options_.base_env) {
     if (!absl::StartsWith(entry, "KOLO_SOCKET=")) spawn.env.push_back(entry);

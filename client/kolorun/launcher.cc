@@ -31,11 +31,6 @@ constexpr std::array<const char*, 12> kRankVariables = {
     "KOLO_SIZE",    "KOLO_LOCAL_RANK",       "KOLO_LOCAL_SIZE",       "KOLO_COORDINATOR",
     "KOLO_ELASTIC", "KOLO_ELASTIC_MIN_SIZE", "KOLO_ELASTIC_MAX_SIZE", "KOLO_ELASTIC_JOINER"};
 
-bool IsExecutableFile(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
-}
-
 absl::Status ValidateCoordinator(const LaunchOptions& options) {
   if (options.peer_port < 1 || options.peer_port > 65535) {
     return absl::InvalidArgumentError(
@@ -55,35 +50,6 @@ absl::Status ValidateCoordinator(const LaunchOptions& options) {
 }
 
 }  // namespace
-
-absl::StatusOr<std::string> FindKolod(const KolodLocator& locator) {
-  if (!locator.flag_path.empty()) {
-    if (IsExecutableFile(locator.flag_path)) return locator.flag_path;
-    return absl::NotFoundError(
-        absl::StrCat("--kolod ", locator.flag_path, " is not an executable file"));
-  }
-  if (!locator.env_path.empty()) {
-    if (IsExecutableFile(locator.env_path)) return locator.env_path;
-    return absl::NotFoundError(
-        absl::StrCat("KOLO_KOLOD=", locator.env_path, " is not an executable file"));
-  }
-  std::vector<std::string> tried;
-  if (!locator.self_exe.empty()) {
-    const std::filesystem::path dir = std::filesystem::path(locator.self_exe).parent_path();
-    for (const std::filesystem::path& candidate :
-         {dir / "kolod", (dir / "../../daemon/kolod").lexically_normal()}) {
-      if (IsExecutableFile(candidate.string())) return candidate.string();
-      tried.push_back(candidate.string());
-    }
-  }
-  for (absl::string_view dir : absl::StrSplit(locator.path_env, ':')) {
-    const std::string candidate = absl::StrCat(dir.empty() ? "." : dir, "/kolod");
-    if (IsExecutableFile(candidate)) return candidate;
-  }
-  tried.push_back("kolod in PATH");
-  return absl::NotFoundError(absl::StrCat("cannot find kolod (tried ", absl::StrJoin(tried, ", "),
-                                          "); pass --kolod or set KOLO_KOLOD"));
-}
 
 absl::Status ValidateOptions(const LaunchOptions& options) {
   if (options.num_ranks < 1) {
@@ -193,20 +159,6 @@ std::vector<std::string> RankEnvironment(const std::vector<std::string>& base_en
     if (id.joiner) env.push_back("KOLO_ELASTIC_JOINER=1");
   }
   return env;
-}
-
-bool SocketAccepts(const std::string& path) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.empty() || path.size() >= sizeof(addr.sun_path)) return false;
-  path.copy(addr.sun_path, path.size());
-  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (!fd.valid()) return false;
-  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0) {
-    return true;
-  }
-  // A full backlog still means that someone listens there.
-  return errno == EAGAIN;
 }
 
 absl::StatusOr<int> RunJob(const LaunchOptions& options) {

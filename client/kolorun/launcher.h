@@ -68,6 +68,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "client/kolod_locator.h"
 #include "client/kolorun/elastic_options.h"
 #include "client/kolorun/hosts.h"
 
@@ -75,18 +76,9 @@ namespace kolo::kolorun {
 
 inline constexpr char kDefaultSocketPath[] = "/run/kolo/kolod.sock";
 
-// Where to look for kolod when a private one is needed, in this order:
-// `flag_path`, `env_path`, "kolod" beside `self_exe`, "../../daemon/kolod"
-// from `self_exe`'s directory (the bazel-bin layout), then each directory of
-// `path_env`. An explicit flag or env path must be executable: it is never
-// silently replaced by a later candidate.
-struct KolodLocator {
-  std::string flag_path;  // --kolod
-  std::string env_path;   // KOLO_KOLOD
-  std::string self_exe;   // kolorun's own executable (/proc/self/exe)
-  std::string path_env;   // PATH
-};
-absl::StatusOr<std::string> FindKolod(const KolodLocator& locator);
+using ::kolo::FindKolod;
+using ::kolo::KolodLocator;
+using ::kolo::SocketAccepts;
 
 struct LaunchOptions {
   int num_ranks = 0;
@@ -167,9 +159,6 @@ std::vector<std::string> RankEnvironment(const std::vector<std::string>& base_en
 std::vector<std::string> RankEnvironment(const std::vector<std::string>& base_env,
                                          const std::string& socket_path, const std::string& job_id,
                                          const std::string& job_token, int rank, int size);
-
-// True when something accepts connections on the Unix socket `path`.
-bool SocketAccepts(const std::string& path);
 
 // Runs the job to the end (steps 1-5 above) and returns the exit code
 // kolorun should exit with: 0 when every rank exited 0, else the first

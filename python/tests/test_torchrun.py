@@ -1,7 +1,9 @@
 """Ranks started by torchrun (not kolorun) attach to Kolo: libkolo reads
 torchrun's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE and
 TORCHELASTIC_RUN_ID, and the ranks without KOLO_JOB_TOKEN share the user's
-token file. One node (--standalone) against a kolod the test starts, and two
+token file. One node (--standalone) against a kolod the test starts, or
+with none, where local rank 0 starts a private kolod that exits after the job;
+and two
 "nodes" (two torchrun invocations, --nnodes 2, a rendezvous on loopback) over
 two kolods joined by the Peer plane."""
 
@@ -24,8 +26,12 @@ if not os.path.exists(TORCHRUN):
 
 
 def torchrun_env(tmp_path, socket, **extra):
+    """The environment of a torchrun agent; no KOLO_SOCKET when `socket` is
+    None."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("KOLO_")}
-    env.update(KOLO_SOCKET=socket, KOLO_JOB_TOKEN_FILE=str(tmp_path / "job_token"),
+    if socket is not None:
+        env["KOLO_SOCKET"] = socket
+    env.update(KOLO_JOB_TOKEN_FILE=str(tmp_path / "job_token"),
                PYTHONPATH=os.path.join(REPO, "python"), PYTHONUNBUFFERED="1",
                OMP_NUM_THREADS="1")
     env.update(extra)
@@ -71,6 +77,32 @@ def test_standalone_two_ranks_train_in_step(kolod, tmp_path):
     mode = os.stat(tmp_path / "job_token").st_mode
     assert stat.S_IMODE(mode) == 0o600
     assert len((tmp_path / "job_token").read_text().strip()) == 32
+
+
+def test_standalone_without_a_kolod_starts_a_private_one(tmp_path):
+    if not os.path.exists(kolod_path()):
+        pytest.skip("kolod not built")
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    # No kolod on the node's socket: the default one, which no kolod serves
+    # in a test (a node with a system kolod would serve the job instead).
+    env = torchrun_env(tmp_path, None, KOLO_KOLOD=kolod_path(), XDG_RUNTIME_DIR=str(runtime))
+    code, out = run([TORCHRUN, "--nproc-per-node", "2", "--standalone",
+                     worker("torchrun_worker.py")], env)
+    assert code == 0, out[-4000:]
+    assert sorted(re.findall(r"torchrun rank (\d)/2 ok", out)) == ["0", "1"], out[-4000:]
+    private = runtime / "kolo"
+    assert stat.S_IMODE(os.stat(private).st_mode) == 0o700
+    logs = list(private.glob("*.sock.log"))
+    assert len(logs) == 1, list(private.iterdir())
+    # The private kolod exits once the job's ranks are gone (its socket
+    # goes with it).
+    sock = str(logs[0])[:-len(".log")]
+    deadline = time.monotonic() + 30
+    while os.path.exists(sock) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not os.path.exists(sock), "the private kolod is still running:\n" + \
+        logs[0].read_text()[-2000:]
 
 
 @pytest.mark.skipif(not os.path.exists(fashion_mnist_file("train-images-idx3-ubyte.gz")),
