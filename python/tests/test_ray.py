@@ -3,6 +3,7 @@ more node (ray.cluster_utils.Cluster), each given its own kolod by the
 executor (the nodes share one address, so the kolods' Peer plane runs on
 loopback in plaintext)."""
 
+import json
 import os
 import subprocess
 import sys
@@ -130,3 +131,36 @@ def test_executor_num_workers(cluster):
         assert sorted(r[0] for r in ranks) == [0, 1]
     finally:
         ex.shutdown()
+
+
+def train_loop(config):
+    import json
+    import kolo.torch as hvd
+    checksum = train()
+    # Ray Train V2 keeps no metrics without a checkpoint: each rank writes its own.
+    with open(os.path.join(config["out"], f"rank{hvd.rank()}.json"), "w") as f:
+        json.dump([checksum, hvd.size(), os.environ["KOLO_JOB_ID"]], f)
+
+
+def test_ray_train_backend(cluster, tmp_path):
+    pytest.importorskip("pyarrow")
+    from ray.train import RunConfig, ScalingConfig
+    # Ray Train V2 (the default; ray.train.data_parallel_trainer's V1 trainer
+    # refuses to run under it).
+    from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
+    from kolo.ray import KoloConfig
+
+    trainer = DataParallelTrainer(train_loop, train_loop_config={"out": str(tmp_path)},
+                                  backend_config=KoloConfig(timeout_s=60),
+                                  scaling_config=ScalingConfig(num_workers=2),
+                                  run_config=RunConfig(storage_path=str(tmp_path)))
+    trainer.fit()
+    ranks = [json.load(open(tmp_path / f"rank{r}.json")) for r in (0, 1)]
+    assert ranks[0] == ranks[1] and ranks[0][1] == 2
+    job = ranks[0][2]
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and subprocess.run(
+            ["pgrep", "-f", job], stdout=subprocess.PIPE).returncode == 0:
+        time.sleep(0.2)
+    assert subprocess.run(["pgrep", "-af", job], stdout=subprocess.PIPE,
+                          text=True).stdout == ""

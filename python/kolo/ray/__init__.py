@@ -32,31 +32,16 @@ KOLO_COORDINATOR (the peer address of rank 0's kolod) when the job spans
 nodes, and start()'s extra_env_vars.
 """
 
-import dataclasses
-import ipaddress
 import os
-import secrets
 import uuid
 
 import ray
 from ray.util.placement_group import placement_group, remove_placement_group
-from ray.util.scheduling_strategies import (NodeAffinitySchedulingStrategy,
-                                            PlacementGroupSchedulingStrategy)
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from kolo.ray._daemon import KoloDaemon
+from kolo.ray._job import Settings, job_env, stop_daemons
 
-__all__ = ["RayExecutor", "Settings"]
-
-
-@dataclasses.dataclass
-class Settings:
-    """What RayExecutor.create_settings returns."""
-    timeout_s: float = 30.0              # placement, a kolod's start
-    placement_group_timeout_s: float = 100.0
-    peer_tls_ca: str = ""
-    peer_tls_cert: str = ""
-    peer_tls_key: str = ""
-    kolod_args: tuple = ()               # more flags for the kolods the executor starts
+__all__ = ["RayExecutor", "Settings", "KoloConfig"]
 
 
 @ray.remote
@@ -83,8 +68,11 @@ class _Worker:
         return fn(*(args or ()), **(kwargs or {}))
 
 
-def _one_machine(ips):
-    return len(set(ips)) == 1 or all(ipaddress.ip_address(ip).is_loopback for ip in ips)
+def __getattr__(name):
+    if name == "KoloConfig":   # needs ray[train]'s packages: imported on use
+        from kolo.ray.train import KoloConfig
+        return KoloConfig
+    raise AttributeError(name)
 
 
 class RayExecutor:
@@ -155,57 +143,14 @@ class RayExecutor:
                 self._pg, placement_group_bundle_index=b)).remote() for b in index]
         self.workers = workers
         nodes = ray.get([w.node.remote() for w in workers], timeout=self.settings.timeout_s)
-        order = []                      # node ids, first-seen order
-        for node_id, _ in nodes:
-            if node_id not in order:
-                order.append(node_id)
-        ips = {node_id: ip for node_id, ip in nodes}
+        order = list(dict.fromkeys(node_id for node_id, _ in nodes))
         by_rank = sorted(range(len(workers)),
                          key=lambda i: (order.index(nodes[i][0]), i))
         self.workers = [workers[i] for i in by_rank]
         nodes = [nodes[i] for i in by_rank]
 
-        s = self.settings
-        tls = (s.peer_tls_ca, s.peer_tls_cert, s.peer_tls_key)
-        local = _one_machine(list(ips.values()))
-        self._daemons = [KoloDaemon.options(
-            num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)
-        ).remote() for node_id in order]
-        sockets = ray.get([d.attach.remote() for d in self._daemons],
-                          timeout=s.timeout_s)
-        if not local and not all(tls) and any(sock is None for sock in sockets):
-            raise ValueError(
-                "the job spans machines and a node has no kolod: the kolods the executor "
-                "starts need peer_tls_ca, peer_tls_cert and peer_tls_key in the settings "
-                "(the Peer plane runs plaintext only when every node is on one machine)")
-        args = list(s.kolod_args)
-        if local:
-            args.append("--peer_plaintext")
-        else:
-            args += [f"--peer_tls_ca={tls[0]}", f"--peer_tls_cert={tls[1]}",
-                     f"--peer_tls_key={tls[2]}"]
-        started = ray.get(
-            [d.start.remote(self.job_id, "127.0.0.1" if local else ips[node_id], args,
-                            s.timeout_s) if sock is None else d.existing.remote()
-             for d, node_id, sock in zip(self._daemons, order, sockets)],
-            timeout=s.timeout_s + 30)
-        daemon_of = dict(zip(order, started))     # node id -> (socket, peer address)
-
-        size = len(self.workers)
-        token = secrets.token_hex(16)
-        local_sizes = {n: sum(1 for m, _ in nodes if m == n) for n in order}
-        seen = {n: 0 for n in order}
-        calls = []
-        for rank, (w, (node_id, _)) in enumerate(zip(self.workers, nodes)):
-            env = {"KOLO_SOCKET": daemon_of[node_id][0], "KOLO_JOB_ID": self.job_id,
-                   "KOLO_JOB_TOKEN": token, "KOLO_RANK": str(rank), "KOLO_SIZE": str(size),
-                   "KOLO_LOCAL_RANK": str(seen[node_id]),
-                   "KOLO_LOCAL_SIZE": str(local_sizes[node_id])}
-            seen[node_id] += 1
-            if len(order) > 1:
-                env["KOLO_COORDINATOR"] = daemon_of[order[0]][1]
-            env.update({str(k): str(v) for k, v in (extra_env_vars or {}).items()})
-            calls.append(w.update_env.remote(env))
+        self._daemons, envs = job_env(nodes, self.settings, self.job_id, extra_env_vars)
+        calls = [w.update_env.remote(env) for w, env in zip(self.workers, envs)]
         ray.get(calls)
         ray.get([w.start_executable.remote(executable_cls, executable_args, executable_kwargs)
                  for w in self.workers])
@@ -238,12 +183,9 @@ class RayExecutor:
         for w in self.workers:
             ray.kill(w)
         self.workers = []
-        stops = [d.stop.remote() for d in self._daemons]
         try:
-            ray.get(stops, timeout=60)
+            stop_daemons(self._daemons)
         finally:
-            for d in self._daemons:
-                ray.kill(d)
             self._daemons = []
             if self._pg is not None:
                 remove_placement_group(self._pg)
