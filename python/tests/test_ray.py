@@ -164,3 +164,11 @@ def test_ray_train_backend(cluster, tmp_path):
         time.sleep(0.2)
     assert subprocess.run(["pgrep", "-af", job], stdout=subprocess.PIPE,
                           text=True).stdout == ""
+
+
+def test_plaintext_only_on_one_machine():
+    from kolo.ray._job import _one_machine
+    assert _one_machine(["127.0.0.1", "127.0.0.2", "::1"])
+    assert _one_machine(["192.0.2.2", "192.0.2.2"])
+    assert not _one_machine(["192.0.2.2", "192.0.2.3"])
+    assert not _one_machine(["127.0.0.1", "192.0.2.3"])
