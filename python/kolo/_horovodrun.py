@@ -17,9 +17,10 @@ when this package runs from a Kolo checkout.
 
 import importlib.util
 import os
-import shutil
 import subprocess
 import sys
+
+from kolo._binaries import find_binary
 
 # Flags that take no value: horovodrun's and kolorun's own. Every other flag
 # without "=" takes the next word; the command starts at the first other word.
@@ -195,17 +196,7 @@ def translate(argv, read_file=None):
 
 
 def find_kolorun():
-    path = os.environ.get("KOLO_KOLORUN")
-    if path:
-        return path
-    path = shutil.which("kolorun")
-    if path:
-        return path
-    here = os.path.dirname(os.path.abspath(__file__))
-    built = os.path.join(here, "..", "..", "bazel-bin", "client", "kolorun", "kolorun")
-    if os.path.exists(built):
-        return os.path.normpath(built)
-    return None
+    return find_binary("KOLO_KOLORUN", "kolorun", "client", "kolorun", "kolorun")
 
 
 def frameworks():

@@ -13,15 +13,14 @@ import time
 
 import ray
 
+from kolo._binaries import find_binary
+
 _SYSTEM_SOCKET = "/run/kolo/kolod.sock"
-_CHECKOUT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 
 
 def _binary(env, name, *checkout_path):
-    """$env, else `name` on PATH, else the checkout's bazel-bin file."""
-    path = os.environ.get(env) or shutil.which(name) or os.path.join(_CHECKOUT, "bazel-bin",
-                                                                      *checkout_path)
-    if not os.path.exists(path):
+    path = find_binary(env, name, *checkout_path)
+    if path is None or not os.path.exists(path):
         raise FileNotFoundError(f"{name} not found (set {env}, put it on PATH, or build it)")
     return path
 
