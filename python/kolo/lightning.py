@@ -249,11 +249,8 @@ class KoloStrategy(ParallelStrategy):
         # The wrapped optimizers' gradient hooks go with them, so that a
         # later fit of the same module does not allreduce into them.
         for opt in self.optimizers:
-            for handle in getattr(opt, "_hook_handles", []):
-                if hasattr(handle, "remove"):
-                    handle.remove()
-            if hasattr(opt, "_hook_handles"):
-                opt._hook_handles = []
+            if hasattr(opt, "remove_hooks"):
+                opt.remove_hooks()
         super().teardown()
 
     def shutdown(self) -> None:

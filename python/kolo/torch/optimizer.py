@@ -129,6 +129,16 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 self._hook_handles.append(acc.register_hook(self._make_hook(p)))
                 self._hook_handles.append(acc)  # keeps the node alive
 
+    def remove_hooks(self):
+        """Takes this optimizer's gradient hooks off its parameters, so a
+        later backward pass of the same model no longer submits allreduces
+        (for a framework that wraps one model in a new optimizer per fit).
+        The optimizer then steps on local gradients only."""
+        for handle in self._hook_handles:
+            if hasattr(handle, "remove"):
+                handle.remove()
+        self._hook_handles = []
+
     def _make_hook(self, p):
         key = id(p)
 
