@@ -79,12 +79,12 @@ absl::StatusOr<ElasticSeat> ElasticGroup::Join(const ElasticJoin& join, absl::Ti
   }
 }
 
-void ElasticGroup::Left(uint64_t epoch, int rank, bool clean, bool rejoin,
-                        const absl::Status& why) {
+std::shared_ptr<Job> ElasticGroup::Left(uint64_t epoch, int rank, bool clean, bool rejoin,
+                                        const absl::Status& why) {
   absl::MutexLock l(&mu_);
-  if (epoch != epoch_) return;  // a rank of an epoch that was already replaced
+  if (epoch != epoch_) return nullptr;  // a rank of an epoch that was already replaced
   auto it = members_.find(rank);
-  if (it == members_.end()) return;
+  if (it == members_.end()) return nullptr;
   const absl::Time now = absl::Now();
   it->second.attached = false;
   if (clean && rejoin) {
@@ -105,6 +105,13 @@ void ElasticGroup::Left(uint64_t epoch, int rank, bool clean, bool rejoin,
   // Its last ranks finished or died: a joiner that comes now is refused
   // (across nodes the job may go on elsewhere; the leader decides).
   if (all_gone && !spanning_.has_value()) finished_ = true;
+  // The ended epoch's Job (its transport, threads and sockets across nodes)
+  // is needed no more once none of its ranks is attached here: the next
+  // epoch is a new Job. Kept, it would hold them until the group goes.
+  bool attached = false;
+  for (const auto& [r, m] : members_) attached = attached || m.attached;
+  if (ended_ && !attached && epoch_ == epoch) return std::move(current_);
+  return nullptr;
 }
 
 void ElasticGroup::EndEpochLocked(const std::string& reason) {

@@ -120,8 +120,12 @@ class ElasticGroup {
                                    const std::function<bool()>& cancelled);
 
   // Rank `rank` of epoch `epoch` left: cleanly, or it died with `why`.
-  // `rejoin`: it detached to attach again for the next epoch.
-  void Left(uint64_t epoch, int rank, bool clean, bool rejoin, const absl::Status& why);
+  // `rejoin`: it detached to attach again for the next epoch. Returns the
+  // ended epoch's Job once none of its ranks here is attached (the group
+  // holds it no longer; the caller drops it outside its locks, since its
+  // end joins the Job's threads), else null.
+  std::shared_ptr<Job> Left(uint64_t epoch, int rank, bool clean, bool rejoin,
+                            const absl::Status& why);
 
   // The epoch and the joiners waiting for the next one: this node's and
   // `remote_joiners` waiting on other nodes (at the leader).

@@ -112,11 +112,19 @@ TEST_F(ElasticGroupTest, AJoinerOfAJobWhoseRanksAllFinishedIsRefused) {
   auto group = MakeGroup();
   auto seats = JoinAll(*group, {Initial(0, 2), Initial(1, 2)});
   std::shared_ptr<Job> first = seats[0]->job;
+  seats.clear();
+  std::vector<std::shared_ptr<Job>> released;
   for (int r = 0; r < 2; ++r) {
     first->RankLeft(r, /*clean=*/true, absl::OkStatus());
-    group->Left(1, r, /*clean=*/true, /*rejoin=*/false, absl::OkStatus());
+    released.push_back(group->Left(1, r, /*clean=*/true, /*rejoin=*/false, absl::OkStatus()));
   }
   EXPECT_TRUE(group->Finished()) << "its ranks all left: a joiner now is refused at once";
+  // The ended epoch's Job is handed back once its last rank here left, and
+  // the group holds it no more (its threads and sockets go with it).
+  EXPECT_EQ(released[0], nullptr) << "rank 1 is still attached";
+  EXPECT_EQ(released[1], first);
+  released.clear();
+  EXPECT_EQ(first.use_count(), 1) << "only this test holds the ended epoch";
   auto late = JoinAll(*group, {Joiner(1)}, absl::Seconds(5));
   ASSERT_FALSE(late[0].ok());
   EXPECT_EQ(late[0].status().code(), absl::StatusCode::kFailedPrecondition) << late[0].status();

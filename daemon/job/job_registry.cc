@@ -215,6 +215,9 @@ absl::StatusOr<ElasticSeat> JobRegistry::JoinElastic(const JoinRequest& request,
 
 void JobRegistry::Leave(const std::shared_ptr<Job>& job, uid_t uid, int rank, bool clean,
                         const absl::Status& why, bool rejoin) {
+  // An elastic group's ended epoch, dropped after the lock (its end joins
+  // the job's threads).
+  std::shared_ptr<Job> ended_epoch;
   absl::MutexLock l(&mu_);
   const Key key(uid, job->id());
   if (job->RankLeft(rank, clean, why) == 0) {
@@ -226,7 +229,7 @@ void JobRegistry::Leave(const std::shared_ptr<Job>& job, uid_t uid, int rank, bo
     if (group != elastic_.end()) {
       // The group stays when its ranks are all gone (finished: it refuses
       // late joiners); the next elastic attach of another job drops it.
-      group->second->Left(job->elastic_epoch(), rank, clean, rejoin, why);
+      ended_epoch = group->second->Left(job->elastic_epoch(), rank, clean, rejoin, why);
     }
   }
 }

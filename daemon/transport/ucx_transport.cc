@@ -686,10 +686,12 @@ void UcxTransport::CheckStalls() {
     {
       absl::MutexLock lock(&mu_);
       if (abort_status_.ok()) {
+        // A link that moves nothing is a lost link (common/link_lost.h):
+        // an elastic job goes on without the node, as when it dies.
         abort_status_ = absl::AbortedError(absl::StrFormat(
-            "node %d: the data link to node %d stalled: %d transfers with it in flight and none "
-            "completed for %s",
-            node(), peer->node, peer->in_flight, absl::FormatDuration(now - peer->last_progress)));
+            "%s: the data link stalled: %d transfers with it in flight and none completed for %s",
+            LinkLostMessage(node(), peer->node), peer->in_flight,
+            absl::FormatDuration(now - peer->last_progress)));
       }
       abort = abort_status_;
     }

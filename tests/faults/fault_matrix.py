@@ -37,6 +37,10 @@ from fault_processes import (  # noqa: E402
     ADDR_A, ADDR_B, PEER_PORT, Job, Kolod, Namespaces, monotonic, wait_until,
 )
 
+# An elastic job's collectives that a membership change ended (common/membership.h).
+MEMBERSHIP_CHANGED = "^MEMBERSHIP_CHANGED: "
+ELASTIC_FAULTS = ("elastic: member kolod SIGKILL", "elastic: member kolod SIGSTOP",
+                  "elastic: member link cut", "elastic: UCX transfer stalls, heartbeats go on")
 RSS_TOLERANCE_KIB = 8 * 1024  # allocator caches and gRPC buffers settle at this scale
 # gRPC starts a few threads lazily (its timer threads, the first time a job is
 # aborted by a timeout): one more thread than before a row is not a leak; a
@@ -78,7 +82,7 @@ class Context:
 
     def job_name(self, what):
         self.jobs += 1
-        return f"fm-{self.jobs}-{what}"
+        return f"fm-{self.jobs}-{what.strip(':')}"
 
 
 def check_observers(row, ranks, t0, code, names, bound, timing):
@@ -158,8 +162,9 @@ class Matrix:
         if not self.next_job(daemons):
             raise RuntimeError("the first job on fresh daemons failed")
 
-    def next_job(self, daemons, steps=20):
-        job = Job(self.ctx, self.ctx.job_name("next"), daemons, 2, [f"--steps={steps}"])
+    def next_job(self, daemons, steps=20, env=None):
+        job = Job(self.ctx, self.ctx.job_name("next"), daemons, 2, [f"--steps={steps}"],
+                  extra_env=env)
         ok = job.wait_ended(job.ranks, 60)
         job.end()
         return ok and all(k.proc.returncode == 0 for k in job.ranks)
@@ -172,14 +177,14 @@ class Matrix:
 
     # --- the row skeleton ----------------------------------------------
     def run_row(self, row, daemons, victims, inject, observers_of, code, names, bound,
-                undo=None, job_args=(), after=None, t0_from=None):
+                undo=None, job_args=(), after=None, t0_from=None, job_env=None):
         """The common lifecycle; `inject(job)` faults, `observers_of(job)` are the
         ranks that must report `code` naming one of `names` within `bound`."""
         survivors = [d for d in daemons if d not in victims]
         before = {d.name: d.sample() for d in survivors}
         shm_before = shm_entries()
         job = Job(self.ctx, self.ctx.job_name(row.fault.split()[0]), daemons, 2,
-                  ["--steps=0"] + list(job_args))
+                  ["--steps=0"] + list(job_args), extra_env=job_env)
         try:
             if not job.wait_ready():
                 row.problems.append("job did not start")
@@ -198,9 +203,9 @@ class Matrix:
             if undo:
                 undo()
             job.end()
-        self.finish_row(row, daemons, survivors, before, shm_before)
+        self.finish_row(row, daemons, survivors, before, shm_before, job_env)
 
-    def finish_row(self, row, daemons, survivors, before, shm_before):
+    def finish_row(self, row, daemons, survivors, before, shm_before, job_env=None):
         row.alive = "yes" if all(d.alive() for d in survivors) else "NO"
         if row.alive != "yes":
             row.problems.append("a daemon that was not the victim died")
@@ -208,7 +213,7 @@ class Matrix:
         if row.leaks != "none":
             row.problems.append(f"leak: {row.leaks}")
         self.ensure(daemons)
-        row.next_job = "yes" if self.next_job(daemons) else "NO"
+        row.next_job = "yes" if self.next_job(daemons, env=job_env) else "NO"
         if row.next_job != "yes":
             row.problems.append("the next job failed")
 
@@ -326,7 +331,7 @@ class Matrix:
                           "trainer exit(3)", "member kolod SIGKILL", "member kolod SIGSTOP",
                           "coordinator kolod SIGKILL", "coordinator kolod SIGSTOP",
                           "coordinator link cut", "link 1% loss + 50 ms delay",
-                          "UCX transfer stalls, heartbeats go on"):
+                          "UCX transfer stalls, heartbeats go on") + ELASTIC_FAULTS:
                 row = Row(fault, where, "-")
                 row.skipped = self.ns_reason
                 self.rows.append(row)
@@ -354,6 +359,57 @@ class Matrix:
         self.rows.append(self.link_cut_row(pt))
         self.rows.append(self.netem_row())
         self.rows.append(self.ucx_stall_row())
+        self.elastic_rows(pt)
+
+    def elastic_rows(self, pt):
+        """The member node lost from an elastic job, each way a node can go: its
+        survivors' collectives fail with MEMBERSHIP_CHANGED (ABORTED with that
+        prefix), whichever plane (the Peer plane's loss report, or a UCX
+        transfer to the node) notices first. The ranks do not reset, so the
+        epoch that would follow never forms; the leader forgets the job once
+        they are gone (the leak check)."""
+        where = "2 nodes, elastic"
+        a, b = self.a, self.b
+        elastic = {"KOLO_ELASTIC": "1", "KOLO_ELASTIC_MIN_SIZE": "2"}
+        lost_b = [MEMBERSHIP_CHANGED + r".*(nodeB|\bnode 1\b|\branks? 2)"]
+        # The first elastic job makes what kolod keeps for the next ones (its
+        # bounded cache of Rendezvous channels): not a leak of the rows.
+        if not self.next_job([a, b], env=elastic):
+            raise RuntimeError("an elastic job on fresh daemons failed")
+        on_a = lambda job: job.ranks[:2]  # noqa: E731
+        row = Row("elastic: member kolod SIGKILL", where,
+                  f"ranks on nodeA: MEMBERSHIP_CHANGED naming nodeB, <= {pt:g} s")
+        self.run_row(row, [a, b], [b], lambda job: b.kill(), on_a, "ABORTED", lost_b, pt,
+                     job_env=elastic, job_args=["--floats=65536"])
+        self.rows.append(row)
+        row = Row("elastic: member kolod SIGSTOP", where,
+                  f"ranks on nodeA: MEMBERSHIP_CHANGED naming nodeB, <= {pt:g} s + 2 s")
+        self.run_row(row, [a, b], [b], lambda job: b.signal(signal.SIGSTOP), on_a, "ABORTED",
+                     lost_b, pt + 2, undo=lambda: b.signal(signal.SIGCONT), job_env=elastic)
+        self.rows.append(row)
+        ns = self.ns
+        row = Row("elastic: member link cut", where,
+                  f"ranks on nodeA: MEMBERSHIP_CHANGED naming nodeB, <= {pt:g} s + 2 s")
+
+        def up():
+            ns.run("ip", "-n", ns.b, "link", "set", ns.dev_b, "up")
+            wait_until(lambda: "LOWER_UP" in ns.run("ip", "-n", ns.b, "link", "show",
+                                                    ns.dev_b).stdout, 5)
+
+        self.run_row(row, [a, b], [],
+                     lambda job: ns.run("ip", "-n", ns.b, "link", "set", ns.dev_b, "down"),
+                     on_a, "ABORTED", lost_b, pt + 2, undo=up, job_env=elastic)
+        self.rows.append(row)
+        # The data link stalls while the Peer plane's heartbeats flow: the
+        # transport's stall watch ends the link, a loss of the node like any
+        # other (both sides see the other as lost).
+        bound = self.ctx.args.ucx_stall_bound_s
+        row = Row("elastic: UCX transfer stalls, heartbeats go on", where,
+                  f"all ranks: MEMBERSHIP_CHANGED naming a node or rank, <= {bound:g} s")
+        self.run_row(row, [a, b], [], self.stall_ucx, lambda job: job.ranks, "ABORTED",
+                     [MEMBERSHIP_CHANGED + r".*\b(node|ranks?) \d"], bound,
+                     undo=ns.clear_qdiscs, job_args=["--floats=262144"], job_env=elastic)
+        self.rows.append(row)
 
     def daemon_rows(self, a, b, pt):
         where = "2 nodes"
@@ -504,28 +560,29 @@ class Matrix:
         row = Row("UCX transfer stalls, heartbeats go on", "2 nodes",
                   f"all ranks: ABORTED/DEADLINE_EXCEEDED naming a node or rank, <= {bound:g} s; "
                   "kolod alive")
-        ns = self.ns
-
-        def stall(job):
-            for n, dev in ns.sides():
-                ns.tc(n, "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "10")
-                ns.tc(n, "class", "add", "dev", dev, "parent", "1:", "classid", "1:10", "htb",
-                      "rate", "1gbit")
-                ns.tc(n, "class", "add", "dev", dev, "parent", "1:", "classid", "1:20", "htb",
-                      "rate", "8bit", "ceil", "8bit")
-                for match in ("sport", "dport"):
-                    ns.tc(n, "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip",
-                          "prio", "1", "u32", "match", "ip", match, str(PEER_PORT), "0xffff",
-                          "flowid", "1:10")
-                ns.tc(n, "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio",
-                      "2", "u32", "match", "ip", "protocol", "6", "0xff", "flowid", "1:20")
-
         # 1 MiB per step, so every step moves data over UCX.
-        self.run_row(row, [self.a, self.b], [], stall, lambda job: job.ranks,
+        self.run_row(row, [self.a, self.b], [], self.stall_ucx, lambda job: job.ranks,
                      ("ABORTED", "DEADLINE_EXCEEDED"), ["node", "rank"], bound,
-                     undo=ns.clear_qdiscs,
+                     undo=self.ns.clear_qdiscs,
                      job_args=["--floats=262144"])
         return row
+
+    def stall_ucx(self, job=None):
+        """Every TCP packet that is not Peer-plane traffic goes to an htb class of
+        8 bit/s on both veths."""
+        ns = self.ns
+        for n, dev in ns.sides():
+            ns.tc(n, "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "10")
+            ns.tc(n, "class", "add", "dev", dev, "parent", "1:", "classid", "1:10", "htb",
+                  "rate", "1gbit")
+            ns.tc(n, "class", "add", "dev", dev, "parent", "1:", "classid", "1:20", "htb",
+                  "rate", "8bit", "ceil", "8bit")
+            for match in ("sport", "dport"):
+                ns.tc(n, "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip",
+                      "prio", "1", "u32", "match", "ip", match, str(PEER_PORT), "0xffff",
+                      "flowid", "1:10")
+            ns.tc(n, "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio",
+                  "2", "u32", "match", "ip", "protocol", "6", "0xff", "flowid", "1:20")
 
 
 def print_table(rows, out):
@@ -552,6 +609,8 @@ def main():
     p.add_argument("--kolod", required=True)
     p.add_argument("--rank", required=True, help="the fault_rank binary")
     p.add_argument("--single_node_only", action="store_true")
+    p.add_argument("--elastic_only", action="store_true",
+                   help="only the elastic rows across nodes (root)")
     p.add_argument("--no_timing", dest="timing", action="store_false",
                    help="report seconds but do not fail rows on them (loaded machines)")
     p.add_argument("--stall_timeout_s", type=float, default=3)
@@ -571,9 +630,15 @@ def main():
     ctx = Context(args)
     m = Matrix(ctx)
     try:
-        m.start_single()
-        m.single_node_rows()
-        if not args.single_node_only:
+        if args.elastic_only:
+            m.start_pair()
+            if m.ns_reason:
+                raise SystemExit(f"the elastic rows need network namespaces: {m.ns_reason}")
+            m.elastic_rows(args.peer_timeout_s)
+        else:
+            m.start_single()
+            m.single_node_rows()
+        if not args.single_node_only and not args.elastic_only:
             m.start_pair()
             m.cross_rows()
     finally:

@@ -192,7 +192,8 @@ class Rank:
 class Job:
     """The ranks of one job, spread over daemons (rank order follows `daemons`)."""
 
-    def __init__(self, ctx, name, daemons, ranks_per_daemon, args, mode="loop"):
+    def __init__(self, ctx, name, daemons, ranks_per_daemon, args, mode="loop", extra_env=None):
+        """`extra_env` goes to every rank's environment (an elastic job's KOLO_ELASTIC*)."""
         self.ranks = []
         size = len(daemons) * ranks_per_daemon
         coordinator = f"{daemons[0].peer}:{PEER_PORT}" if len(daemons) > 1 else ""
@@ -204,6 +205,7 @@ class Job:
                            KOLO_LOCAL_RANK=str(local), KOLO_LOCAL_SIZE=str(ranks_per_daemon))
                 if coordinator:
                     env["KOLO_COORDINATOR"] = coordinator
+                env.update(extra_env or {})
                 log = os.path.join(ctx.workdir, f"{name}.{r}.log")
                 cmd = (["ip", "netns", "exec", d.netns] if d.netns else []) + \
                       [ctx.rank_binary, mode] + list(args)
