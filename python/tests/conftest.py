@@ -174,3 +174,28 @@ def rank_env(sockets, coordinator, job_id, rank, size):
                 KOLO_JOB_TOKEN="0123456789abcdef0123456789abcdef", KOLO_RANK=str(rank),
                 KOLO_SIZE=str(size), KOLO_LOCAL_RANK=str(rank % per_node),
                 KOLO_LOCAL_SIZE=str(per_node), KOLO_COORDINATOR=coordinator)
+
+
+@contextlib.contextmanager
+def ray_cluster(head_cpus, *node_cpus):
+    """A Ray cluster of this machine's processes (ray.cluster_utils): a head
+    with `head_cpus` and one more node per `node_cpus`, whose workers import
+    kolo from this checkout; yields the cluster with `.nodes` (the added
+    ones), and shuts Ray down after."""
+    from ray.cluster_utils import Cluster
+    import ray
+    if not os.path.exists(kolod_path()):
+        pytest.skip("kolod not built")
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [os.path.join(REPO, "python")] + [p for p in os.environ.get("PYTHONPATH", "").split(
+            os.pathsep) if p])
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": head_cpus})
+    c.nodes = [c.add_node(num_cpus=n) for n in node_cpus]
+    ray.init(address=c.address, log_to_driver=False)
+    c.wait_for_nodes()
+    try:
+        yield c
+    finally:
+        ray.shutdown()
+        c.shutdown()

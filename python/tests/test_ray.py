@@ -11,11 +11,10 @@ import time
 
 import pytest
 
-from conftest import REPO, kolod_path
+from conftest import ray_cluster
 
 ray = pytest.importorskip("ray")
 pytest.importorskip("torch")
-from ray.cluster_utils import Cluster  # noqa: E402
 
 from kolo.ray import RayExecutor  # noqa: E402
 
@@ -25,22 +24,9 @@ ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 @pytest.fixture(scope="module")
 def cluster():
-    if not os.path.exists(kolod_path()):
-        pytest.skip("kolod not built")
-    # The Ray workers import kolo (and kolo.ray) from this checkout.
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        [os.path.join(REPO, "python")] + [p for p in os.environ.get("PYTHONPATH", "").split(
-            os.pathsep) if p])
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
-    c.add_node(num_cpus=2)
-    ray.init(address=c.address, log_to_driver=False)
-    c.wait_for_nodes()
-    try:
+    # Two nodes of 2 CPUs, each with its kolod once an executor starts.
+    with ray_cluster(2, 2) as c:
         yield c
-    finally:
-        ray.shutdown()
-        c.shutdown()
 
 
 def allreduce():

@@ -30,6 +30,9 @@ KOLO_JOB_ID (new at each start()), KOLO_JOB_TOKEN (128 random bits, passed to
 the actors only), KOLO_RANK, KOLO_SIZE, KOLO_LOCAL_RANK, KOLO_LOCAL_SIZE,
 KOLO_COORDINATOR (the peer address of rank 0's kolod) when the job spans
 nodes, and start()'s extra_env_vars.
+
+ElasticRayExecutor (kolo.ray.elastic) runs an elastic job the same way,
+replacing lost workers and adding workers as slots appear.
 """
 
 import os
@@ -40,8 +43,9 @@ from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from kolo.ray._job import Settings, job_env, stop_daemons
+from kolo.ray.elastic import ElasticRayExecutor
 
-__all__ = ["RayExecutor", "Settings", "KoloConfig"]
+__all__ = ["RayExecutor", "ElasticRayExecutor", "Settings", "KoloConfig"]
 
 
 @ray.remote
