@@ -36,8 +36,18 @@ inline constexpr size_t kHandoffTicketChars = 32;
 // The handoff socket that belongs to the gRPC socket `socket_path`.
 std::string HandoffSocketPath(absl::string_view socket_path);
 
+// A handoff that kolod refuses for load (RESOURCE_EXHAUSTED: too many in
+// progress, of the caller's uid or in total) or closes unanswered, or whose
+// connect finds a full backlog, is tried again with a backoff growing to
+// kHandoffMaxBackoff, for at most kHandoffRetryFor (and never past the
+// caller's timeout).
+inline constexpr absl::Duration kHandoffRetryFor = absl::Seconds(5);
+inline constexpr absl::Duration kHandoffMaxBackoff = absl::Milliseconds(250);
+
 // Hands `fd` (or, when it is -1, nothing but the caller's identity) to the
-// kolod whose handoff socket is `handoff_path`; returns the ticket.
+// kolod whose handoff socket is `handoff_path`; returns the ticket. Retries
+// as above; the error after the last try names the socket, how many tries
+// and the last refusal. `timeout` bounds the whole call.
 absl::StatusOr<std::string> HandOff(const std::string& handoff_path, int fd,
                                     absl::Duration timeout);
 

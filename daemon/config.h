@@ -50,6 +50,14 @@ struct DaemonConfig {
   // Names a rank may have submitted that are not yet planned.
   int max_pending_per_rank = 4096;
   absl::Duration attach_timeout = absl::Seconds(10);  // handoff and AttachRequest
+  // gRPC calls that present no credentials (a handoff ticket, the admin
+  // token; see daemon/status/call_credentials.h): how long one may stay open
+  // before kolod closes it, and how many one identity (a uid on the socket,
+  // a source address on the status port) may hold at once.
+  absl::Duration anonymous_call_deadline = absl::Seconds(5);
+  int max_anonymous_calls = 16;
+  // Calls of one source address (or of the admin token) on the status port.
+  int max_status_calls_per_address = 16;
   // Elastic jobs: how long an attach waits for its epoch, and how long a
   // rank that detached to reset is waited for.
   absl::Duration elastic_timeout = absl::Seconds(600);

@@ -9,12 +9,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <thread>
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/server_posix.h>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -36,10 +38,13 @@
 #include "daemon/job/rendezvous_client.h"
 #include "daemon/observe/metrics.h"
 #include "daemon/observe/timeline.h"
+#include "daemon/session/call_gate.h"
 #include "daemon/session/handoff_server.h"
 #include "daemon/session/handoff_table.h"
 #include "daemon/session/node_service.h"
+#include "daemon/session/unix_listener.h"
 #include "daemon/status/admin_service.h"
+#include "daemon/status/call_credentials.h"
 #include "daemon/status/health_service.h"
 #include "daemon/status/metrics_http.h"
 #include "daemon/status/stall_inspector.h"
@@ -60,6 +65,27 @@ namespace {
 constexpr absl::Duration kRendezvousDeadline = absl::Seconds(5);
 // Attaches in progress and status calls that may run beside the sessions.
 constexpr int kAttachHeadroomThreads = 128;
+// Calls and connections one uid may hold on the socket beyond its sessions
+// (attaches in progress, status calls, koloctl).
+constexpr int kHeadroomPerUid = 64;
+// The status port: its threads, the calls it admits in all, and the calls
+// without credentials of all source addresses together (what is left is
+// kept for calls with the admin token).
+constexpr int kStatusThreads = 128;
+constexpr int kStatusCalls = 96;
+constexpr int kStatusAnonymousCalls = 64;
+// Status-port connections: how long one may sit without a call, how long
+// one lives (then it is closed gracefully; clients reconnect), and how
+// often a silent peer is pinged to learn that it is gone.
+constexpr int kStatusIdleMs = 60 * 1000;
+constexpr int kStatusMaxAgeMs = 30 * 60 * 1000;
+constexpr int kStatusAgeGraceMs = 30 * 1000;
+constexpr int kStatusKeepaliveMs = 60 * 1000;
+constexpr int kStatusKeepaliveTimeoutMs = 20 * 1000;
+
+int ClampedMilliseconds(absl::Duration d) {
+  return static_cast<int>(std::clamp<int64_t>(absl::ToInt64Milliseconds(d), 1, INT32_MAX));
+}
 
 // A leftover socket file from a daemon that died is removed; a live one is
 // an error, so two daemons never share a path.
@@ -254,12 +280,13 @@ absl::Status Daemon::StartPeerService(MultiNodeEnv* multi_node) {
   };
   elastic_leaders_ = std::make_unique<ElasticLeaders>(leader_options);
   rendezvous_ = std::move(rendezvous);
-  peer_service_ = std::make_unique<PeerService>(coordinators_.get(), PeerServiceLimits{},
-                                                elastic_leaders_.get());
+  const PeerServiceLimits peer_limits;
+  peer_service_ =
+      std::make_unique<PeerService>(coordinators_.get(), peer_limits, elastic_leaders_.get());
   int selected = 0;
   grpc::ServerBuilder peer;
   peer.AddListeningPort(config_.peer_address, (*credentials)->Server(), &selected);
-  peer.SetMaxReceiveMessageSize(kMaxMemberMessageBytes);
+  ConfigurePeerServer(peer_limits, &peer);
   peer.RegisterService(peer_service_.get());
   peer_server_ = peer.BuildAndStart();
   if (peer_server_ == nullptr || selected == 0) {
@@ -387,49 +414,120 @@ absl::Status Daemon::StartServers() {
   // Health is kolod's own service, not gRPC's (see health_service.h).
   grpc::EnableDefaultHealthCheckService(false);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  if (absl::Status s = StartUnixServer(); !s.ok()) return s;
+  if (config_.status_address.empty()) return absl::OkStatus();
+  return StartStatusTcpServer();
+}
+
+// Shares before totals on the socket: each call is counted against its
+// uid's share (the uid's sessions plus headroom, consistent with
+// --max_sessions_per_uid) and a call without credentials also against the
+// uid's anonymous share, and closed after --anonymous_call_deadline_s; only
+// then do the totals (and gRPC's thread cap behind them) apply. No
+// keepalive or connection age here: an Attach stream lives for its job, and
+// a dead client's connection ends with its process.
+absl::Status Daemon::StartUnixServer() {
   health_unix_ = std::make_unique<HealthService>(std::vector<std::string>{
       kolo::v1::Node::service_full_name(), kolo::v1::Status::service_full_name(),
       kolo::v1::Admin::service_full_name()});
+  const int per_uid = config_.max_sessions_per_uid + kHeadroomPerUid;
+  const std::string per_uid_knob = absl::StrCat("--max_sessions_per_uid + ", kHeadroomPerUid);
+  CallGateOptions gate;
+  gate.where = "the Unix socket";
+  gate.identity = CallerIdentity::kUnixPeerUid;
+  gate.calls = ShareLimits{per_uid, config_.max_sessions + kAttachHeadroomThreads};
+  gate.calls_knob = per_uid_knob;
+  gate.anonymous_calls = ShareLimits{config_.max_anonymous_calls, kAttachHeadroomThreads};
+  gate.anonymous_knob = "--max_anonymous_calls";
+  gate.anonymous_deadline = config_.anonymous_call_deadline;
+  gate.presented = [rules = CallCredentialRules{admin_token_, handoffs_.get(), true}](
+                       const CallStart& call) { return JudgeCall(call, rules, absl::Now()); };
+  unix_gate_ = std::make_unique<CallGate>(std::move(gate));
+  // No listening port: UnixListener accepts, so that each connection's uid
+  // comes from the kernel, and hands it over.
   grpc::ServerBuilder builder;
-  builder.AddListeningPort("unix:" + config_.socket_path, grpc::InsecureServerCredentials());
   // Every attached session holds a stream (and a thread) for its lifetime;
   // the cap leaves room for attaches in progress and status calls, and a
   // call beyond it fails alone (RESOURCE_EXHAUSTED) instead of the daemon.
   grpc::ResourceQuota quota("kolod-unix");
   quota.SetMaxThreads(config_.max_sessions + 2 * kAttachHeadroomThreads);
   builder.SetResourceQuota(quota);
+  // One process may carry all its uid's sessions on one connection.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, per_uid);
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> gates;
+  gates.push_back(unix_gate_->Factory());
+  builder.experimental().SetInterceptorCreators(std::move(gates));
   builder.RegisterService(node_service_.get());
   builder.RegisterService(status_service_.get());
   builder.RegisterService(admin_service_.get());
   builder.RegisterService(health_unix_.get());
   server_ = builder.BuildAndStart();
   if (server_ == nullptr) {
-    return absl::UnavailableError(absl::StrCat("cannot serve on unix:", config_.socket_path,
+    return absl::UnavailableError(
+        absl::StrCat("cannot start the gRPC server for unix:", config_.socket_path));
+  }
+  UnixListenerOptions listen;
+  listen.path = config_.socket_path;
+  listen.connections = ShareLimits{per_uid, config_.max_sessions + 2 * kAttachHeadroomThreads};
+  listen.knob = per_uid_knob;
+  auto listener = UnixListener::Start(listen, [server = server_.get()](UniqueFd connection) {
+    grpc::AddInsecureChannelFromFd(server, connection.Release());
+  });
+  if (!listener.ok()) {
+    return absl::UnavailableError(absl::StrCat("cannot serve on unix:", config_.socket_path, ": ",
+                                               listener.status().message(),
                                                " (is its directory there and writable?)"));
   }
-  if (absl::Status s = ApplySocketAccess(config_.socket_path); !s.ok()) return s;
-  if (!config_.status_address.empty()) {
-    std::string host, port;
-    if (absl::Status s = SplitHostPort(config_.status_address, &host, &port); !s.ok()) {
-      return s;
-    }
-    int selected = 0;
-    grpc::ServerBuilder tcp;
-    tcp.AddListeningPort(config_.status_address, grpc::InsecureServerCredentials(), &selected);
-    tcp.RegisterService(status_service_.get());
-    tcp.RegisterService(admin_service_.get());
-    health_tcp_ = std::make_unique<HealthService>(std::vector<std::string>{
-        kolo::v1::Status::service_full_name(), kolo::v1::Admin::service_full_name()});
-    tcp.RegisterService(health_tcp_.get());
-    tcp_server_ = tcp.BuildAndStart();
-    if (tcp_server_ == nullptr || selected == 0) {
-      return absl::UnavailableError(
-          absl::StrCat("cannot serve status on ", config_.status_address,
-                       " (in use? set --status_address, or empty to disable)"));
-    }
-    status_address_ = absl::StrCat(
-        host.find(':') != std::string::npos ? absl::StrCat("[", host, "]") : host, ":", selected);
+  unix_listener_ = std::move(*listener);
+  return ApplySocketAccess(config_.socket_path);
+}
+
+// On the status port a caller is its source address, or the admin token;
+// calls without the token live --anonymous_call_deadline_s at most.
+absl::Status Daemon::StartStatusTcpServer() {
+  std::string host, port;
+  if (absl::Status s = SplitHostPort(config_.status_address, &host, &port); !s.ok()) return s;
+  CallGateOptions gate;
+  gate.where = "the status port";
+  gate.identity = CallerIdentity::kSourceAddress;
+  gate.calls = ShareLimits{config_.max_status_calls_per_address, kStatusCalls};
+  gate.calls_knob = "--max_status_calls_per_address";
+  gate.anonymous_calls = ShareLimits{config_.max_status_calls_per_address, kStatusAnonymousCalls};
+  gate.anonymous_knob = "--max_status_calls_per_address";
+  gate.anonymous_deadline = config_.anonymous_call_deadline;
+  gate.presented = [rules = CallCredentialRules{admin_token_, nullptr, false}](
+                       const CallStart& call) { return JudgeCall(call, rules, absl::Now()); };
+  tcp_gate_ = std::make_unique<CallGate>(std::move(gate));
+  int selected = 0;
+  grpc::ServerBuilder tcp;
+  tcp.AddListeningPort(config_.status_address, grpc::InsecureServerCredentials(), &selected);
+  grpc::ResourceQuota quota("kolod-status");
+  quota.SetMaxThreads(kStatusThreads);
+  tcp.SetResourceQuota(quota);
+  tcp.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, config_.max_status_calls_per_address);
+  tcp.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+                         ClampedMilliseconds(config_.anonymous_call_deadline));
+  tcp.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, kStatusIdleMs);
+  tcp.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS, kStatusMaxAgeMs);
+  tcp.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, kStatusAgeGraceMs);
+  tcp.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, kStatusKeepaliveMs);
+  tcp.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kStatusKeepaliveTimeoutMs);
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> gates;
+  gates.push_back(tcp_gate_->Factory());
+  tcp.experimental().SetInterceptorCreators(std::move(gates));
+  tcp.RegisterService(status_service_.get());
+  tcp.RegisterService(admin_service_.get());
+  health_tcp_ = std::make_unique<HealthService>(std::vector<std::string>{
+      kolo::v1::Status::service_full_name(), kolo::v1::Admin::service_full_name()});
+  tcp.RegisterService(health_tcp_.get());
+  tcp_server_ = tcp.BuildAndStart();
+  if (tcp_server_ == nullptr || selected == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve status on ", config_.status_address,
+                     " (in use? set --status_address, or empty to disable)"));
   }
+  status_address_ = absl::StrCat(
+      host.find(':') != std::string::npos ? absl::StrCat("[", host, "]") : host, ":", selected);
   return absl::OkStatus();
 }
 
@@ -452,6 +550,8 @@ void Daemon::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   (void)NotifyServiceManager("STOPPING=1");
+  // No new connection reaches server_ from here on.
+  unix_listener_.reset();
   if (health_unix_) health_unix_->StopServing();
   if (health_tcp_) health_tcp_->StopServing();
   if (tcp_server_) tcp_server_->Shutdown(std::chrono::system_clock::now());

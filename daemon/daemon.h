@@ -21,6 +21,8 @@ class Server;
 namespace kolo::daemon {
 
 class AdminService;
+class CallGate;
+class UnixListener;
 class CoordinatorRegistry;
 class ElasticLeaders;
 class RendezvousCaller;
@@ -80,6 +82,11 @@ class Daemon {
   absl::Status MakeServices(const MultiNodeEnv& multi_node, const StallPolicy& stall_policy);
   NodeFacts Facts(int workers, const std::string& token_file, const std::string& node_name) const;
   absl::Status StartServers();
+  // The steps of StartServers: Node, Status, Admin on the socket (accepted
+  // by UnixListener, each call counted by CallGate), and Status and Admin on
+  // the status TCP address.
+  absl::Status StartUnixServer();
+  absl::Status StartStatusTcpServer();
   // Gives the socket file at `path` the configured mode and group.
   absl::Status ApplySocketAccess(const std::string& path) const;
 
@@ -112,8 +119,13 @@ class Daemon {
   std::unique_ptr<HealthService> health_tcp_;
   std::unique_ptr<StallInspector> stall_inspector_;
   std::unique_ptr<MetricsHttpServer> metrics_http_;
+  // What each caller may hold on the socket and on the status port.
+  std::unique_ptr<CallGate> unix_gate_;
+  std::unique_ptr<CallGate> tcp_gate_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<grpc::Server> tcp_server_;
+  // Accepts on the socket and hands connections to server_ (stopped first).
+  std::unique_ptr<UnixListener> unix_listener_;
   std::unique_ptr<HandoffServer> handoff_server_;
   bool shut_down_ = false;
 };

@@ -5,7 +5,8 @@ set -uo pipefail
 out=$(daemon/kolod --help 2>&1)
 fail=0
 for want in "kolod --socket PATH" "--socket" "--peer_address" "--stall_timeout_s" \
-    "--transfer_timeout_s" "--metrics_address" "--max_sessions"; do
+    "--transfer_timeout_s" "--metrics_address" "--max_sessions" \
+    "--anonymous_call_deadline_s" "--max_anonymous_calls" "--max_status_calls_per_address"; do
   if ! grep -q -- "$want" <<<"$out"; then
     echo "kolod --help lacks \"$want\"" >&2
     fail=1

@@ -91,6 +91,15 @@ ABSL_FLAG(int, max_pending_per_rank, 4096,
           "tensors one rank may have submitted that are not yet planned");
 ABSL_FLAG(std::string, attach_timeout_s, "10",
           "seconds a client has to complete its handoff and its AttachRequest");
+ABSL_FLAG(std::string, anonymous_call_deadline_s, "5",
+          "seconds a gRPC call that presents no credentials (handoff ticket or admin token) "
+          "may stay open, whatever service it opened (reflection, health)");
+ABSL_FLAG(int, max_anonymous_calls, 16,
+          "gRPC calls without credentials one identity (a uid on the socket, a source address "
+          "on the status port) may hold at once");
+ABSL_FLAG(int, max_status_calls_per_address, 16,
+          "gRPC calls one source address (or the admin token) may hold at once on the status "
+          "port");
 ABSL_FLAG(std::string, elastic_timeout_s, "600",
           "elastic jobs: seconds an attaching rank waits for its membership epoch to form");
 ABSL_FLAG(std::string, elastic_rejoin_grace_s, "10",
@@ -210,7 +219,11 @@ int main(int argc, char** argv) {
         std::tuple{&FLAGS_max_sessions_per_uid, &config.max_sessions_per_uid,
                    "--max_sessions_per_uid"},
         std::tuple{&FLAGS_max_pending_per_rank, &config.max_pending_per_rank,
-                   "--max_pending_per_rank"}}) {
+                   "--max_pending_per_rank"},
+        std::tuple{&FLAGS_max_anonymous_calls, &config.max_anonymous_calls,
+                   "--max_anonymous_calls"},
+        std::tuple{&FLAGS_max_status_calls_per_address, &config.max_status_calls_per_address,
+                   "--max_status_calls_per_address"}}) {
     int v = absl::GetFlag(*flag);
     if (v < 1 || v > (1 << 20)) return Fail(std::string(name) + " must lie in [1, 1048576]");
     *field = v;
@@ -221,6 +234,13 @@ int main(int argc, char** argv) {
       return Fail("--attach_timeout_s wants a number of seconds > 0");
     }
     config.attach_timeout = *d;
+  }
+  {
+    auto d = kolo::daemon::ParseSeconds(absl::GetFlag(FLAGS_anonymous_call_deadline_s));
+    if (!d.ok() || *d <= absl::ZeroDuration()) {
+      return Fail("--anonymous_call_deadline_s wants a number of seconds > 0");
+    }
+    config.anonymous_call_deadline = *d;
   }
   for (auto [flag, field, name] :
        {std::tuple{&FLAGS_elastic_timeout_s, &config.elastic_timeout, "--elastic_timeout_s"},

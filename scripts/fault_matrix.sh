@@ -6,7 +6,7 @@
 # (e.g. --single_node_only, --peer_timeout_s=10, --keep).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-targets=(//daemon:kolod //tests/faults:fault_rank)
+targets=(//daemon:kolod //tests/faults:fault_rank //tests/faults:fault_attacker)
 # The lossy-link row where the kernel has no tc netem: iptables and an
 # NFQUEUE delayer (Debian: iptables, libnetfilter-queue-dev).
 nfq=()
@@ -15,7 +15,8 @@ if [[ -f /usr/include/libnetfilter_queue/libnetfilter_queue.h ]]; then
 fi
 bazel build --jobs="${KOLO_BUILD_JOBS:-2}" "${targets[@]}" ${KOLO_BAZEL_FLAGS:-}
 bin=$(bazel info bazel-bin 2>/dev/null)
-[[ ${#targets[@]} -eq 3 ]] && nfq=(--nfq_delay "$bin/tests/faults/nfq_delay")
+[[ ${#targets[@]} -eq 4 ]] && nfq=(--nfq_delay "$bin/tests/faults/nfq_delay")
 export PATH="$PATH:/usr/sbin:/sbin"
 exec python3 tests/faults/fault_matrix.py --kolod "$bin/daemon/kolod" \
-  --rank "$bin/tests/faults/fault_rank" "${nfq[@]}" "$@"
+  --rank "$bin/tests/faults/fault_rank" --attacker "$bin/tests/faults/fault_attacker" \
+  "${nfq[@]}" "$@"

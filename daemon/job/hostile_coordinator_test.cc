@@ -21,10 +21,10 @@
 #include "daemon/backend/fake_backend.h"
 #include "daemon/job/default_negotiators.h"
 #include "daemon/job/job.h"
-#include "daemon/wire/peer_service.h"
-#include "daemon/wire/peer_tls.h"
 #include "daemon/session/loopback_session.h"
 #include "daemon/transport/in_process_transport.h"
+#include "daemon/wire/peer_service.h"
+#include "daemon/wire/peer_tls.h"
 #include "gtest/gtest.h"
 #include "proto/kolo/v1/peer.grpc.pb.h"
 
@@ -45,6 +45,13 @@ class TamperingRelay final : public kolo::v1::Peer::Service {
     auto stub =
         kolo::v1::Peer::NewStub(grpc::CreateChannel(upstream_, grpc::InsecureChannelCredentials()));
     grpc::ClientContext up_context;
+    // The stream's job and token travel in its metadata (peer_protocol.h).
+    for (const char* key : {kJobIdKey, kJobTokenKey}) {
+      auto it = context->client_metadata().find(key);
+      if (it != context->client_metadata().end()) {
+        up_context.AddMetadata(key, std::string(it->second.data(), it->second.size()));
+      }
+    }
     auto up = stub->Negotiate(&up_context);
     std::thread down([&] {
       kolo::v1::CoordinatorMessage m;

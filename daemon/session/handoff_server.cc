@@ -17,6 +17,7 @@
 #include "common/handoff.h"
 #include "common/shared_segment.h"
 #include "common/start_thread.h"
+#include "daemon/session/shares.h"
 #include "spdlog/spdlog.h"
 
 namespace kolo::daemon {
@@ -79,13 +80,24 @@ HandoffServer::~HandoffServer() {
   unlink(options_.path.c_str());
 }
 
+namespace {
+
+// A connection in progress: accepted, not yet answered, and held in its
+// uid's share until it goes.
+struct Connection {
+  UniqueFd fd;
+  ProcessCredentials caller;
+  std::shared_ptr<const CallerMemory> memory;
+  absl::Time deadline;
+  Shares::Lease share;
+};
+
+}  // namespace
+
 void HandoffServer::Loop() {
-  struct Connection {
-    UniqueFd fd;
-    ProcessCredentials caller;
-    std::shared_ptr<const CallerMemory> memory;
-    absl::Time deadline;
-  };
+  // Declared before the connections, whose leases it must outlive.
+  Shares shares("handoffs in progress", "the handoff socket's share per uid",
+                ShareLimits{options_.max_connections_per_uid, options_.max_connections});
   std::list<Connection> open;
   std::vector<pollfd> fds;
   for (;;) {
@@ -131,19 +143,20 @@ void HandoffServer::Loop() {
       it = open.erase(it);
     }
     if (fds[1].revents == 0) continue;
-    for (;;) {
+    // At most one cap's worth per wake-up: a client that reconnects as fast
+    // as it is refused cannot keep this loop from the requests above.
+    for (int accepted = 0; accepted < options_.max_connections; ++accepted) {
       UniqueFd conn(accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
       if (!conn.valid()) break;
-      if (static_cast<int>(open.size()) >= options_.max_connections) {
-        (void)SendWithFd(conn.get(),
-                         HandoffErrorReply(absl::ResourceExhaustedError(
-                             "kolod has too many handoffs in progress; try again")),
-                         -1);
-        continue;
-      }
+      // Who connected, from the kernel, before anything is read.
       auto caller = CredentialsOf(conn.get());
       if (!caller.ok()) {
         (void)SendWithFd(conn.get(), HandoffErrorReply(caller.status()), -1);
+        continue;
+      }
+      absl::StatusOr<Shares::Lease> share = shares.Take(absl::StrCat("uid ", caller->uid));
+      if (!share.ok()) {
+        (void)SendWithFd(conn.get(), HandoffErrorReply(share.status()), -1);
         continue;
       }
       // Taken now, while the peer that connected is known to be alive.
@@ -151,7 +164,7 @@ void HandoffServer::Loop() {
           CallerMemory::OfSocketPeer(conn.get());
       open.push_back(Connection{std::move(conn), *caller,
                                 memory.ok() ? *std::move(memory) : nullptr,
-                                absl::Now() + options_.handshake_timeout});
+                                absl::Now() + options_.handshake_timeout, *std::move(share)});
     }
   }
 }

@@ -1,8 +1,10 @@
 // HandoffServer: serves the handoff socket (see common/handoff.h). One thread
 // polls the listening socket and every connection in progress; each
-// connection has a deadline and there is a cap on how many may be open, so a
+// connection has a deadline, and how many may be open is capped in total and
+// per uid (the kernel's SO_PEERCRED, read at accept before any byte), so a
 // client that connects and never writes costs one descriptor for a few
-// seconds and never delays anyone else.
+// seconds, and one user holding idle connections cannot keep another's
+// handoff out.
 //
 // Thread-safety: Start/stop from one thread; the table is thread-safe.
 #pragma once
@@ -20,7 +22,13 @@ namespace kolo::daemon {
 struct HandoffServerOptions {
   std::string path;  // the socket file; must not exist (the caller claims it)
   absl::Duration handshake_timeout = absl::Seconds(5);
+  // Connections in progress (accepted, not yet answered), per uid and in
+  // total (see shares.h); one over either is answered RESOURCE_EXHAUSTED
+  // and closed at once. The share is well below the total, so that
+  // max_connections / max_connections_per_uid users are always served side
+  // by side, however many connections each of them tries to hold.
   int max_connections = 256;
+  int max_connections_per_uid = 16;
 };
 
 class HandoffServer {

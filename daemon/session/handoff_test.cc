@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "common/handoff.h"
 #include "common/shared_segment.h"
 #include "common/short_temp_dir.h"
@@ -166,6 +167,88 @@ TEST(HandoffServerTest, IdleAndGarbageConnectionsDoNotBlockOthers) {
   ASSERT_TRUE(seg.ok());
   auto ticket = HandOff(options.path, seg->fd(), absl::Seconds(5));
   EXPECT_TRUE(ticket.ok()) << ticket.status();
+}
+
+// A connection to `path`, made and left idle.
+UniqueFd ConnectIdle(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  UniqueFd s(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  EXPECT_EQ(connect(s.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  return s;
+}
+
+// The reply that kolod sent on `fd` before it closed it, or "" when it is
+// still open (or closed without one).
+std::string ReplyBeforeClose(int fd) {
+  if (!HungUp(fd)) return "";
+  char buf[kMaxHandoffMessageBytes];
+  ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+  return n > 0 ? std::string(buf, n) : "";
+}
+
+TEST(HandoffServerTest, AConnectionOverItsUidsShareIsClosedAtOnce) {
+  HandoffTable table(HandoffLimits{});
+  HandoffServerOptions options;
+  options.path = TempSocket();
+  options.handshake_timeout = absl::Seconds(60);
+  options.max_connections = 8;
+  options.max_connections_per_uid = 2;
+  auto server = HandoffServer::Start(options, &table);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::vector<UniqueFd> idle;
+  for (int i = 0; i < 2; ++i) idle.push_back(ConnectIdle(options.path));
+  UniqueFd over = ConnectIdle(options.path);
+  std::string reply;
+  // Closed long before its handshake deadline, with the reason.
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        reply = ReplyBeforeClose(over.get());
+        return !reply.empty();
+      },
+      absl::Seconds(20)));
+  absl::Status refused = ParseHandoffReply(reply).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  EXPECT_TRUE(absl::StrContains(refused.message(), "its whole share")) << refused;
+  for (const UniqueFd& s : idle) EXPECT_FALSE(HungUp(s.get()));
+  // The client gives up after its retries, naming the socket.
+  auto ticket = HandOff(options.path, -1, absl::Milliseconds(300));
+  EXPECT_EQ(ticket.status().code(), absl::StatusCode::kResourceExhausted) << ticket.status();
+  EXPECT_TRUE(absl::StrContains(ticket.status().message(), options.path)) << ticket.status();
+  // Once one of the uid's connections goes, its share has room again.
+  idle.pop_back();
+  EXPECT_TRUE(HandOff(options.path, -1, absl::Seconds(5)).ok());
+}
+
+TEST(HandoffServerTest, TheClientRetriesARefusedHandoff) {
+  HandoffTable table(HandoffLimits{});
+  HandoffServerOptions options;
+  options.path = TempSocket();
+  // The idle connections that fill this uid's share expire well within the
+  // client's retries.
+  options.handshake_timeout = absl::Milliseconds(500);
+  options.max_connections_per_uid = 2;
+  auto server = HandoffServer::Start(options, &table);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::vector<UniqueFd> idle;
+  for (int i = 0; i < 2; ++i) idle.push_back(ConnectIdle(options.path));
+  // Refused (the share is full) until the idle ones expire.
+  UniqueFd probe = ConnectIdle(options.path);
+  ASSERT_TRUE(WaitUntil([&] { return HungUp(probe.get()); }, absl::Seconds(20)));
+  auto seg = SharedSegment::Create(1 << 16);
+  ASSERT_TRUE(seg.ok());
+  auto ticket = HandOff(options.path, seg->fd(), absl::Seconds(10));
+  ASSERT_TRUE(ticket.ok()) << ticket.status();
+  EXPECT_TRUE(table.Redeem(*ticket, absl::Now()).ok());
+  for (const UniqueFd& s : idle) EXPECT_TRUE(HungUp(s.get()));
+}
+
+TEST(HandoffClientTest, NoKolodFailsAtOnceNamingTheSocket) {
+  const std::string path = TempSocket();
+  auto ticket = HandOff(path, -1, absl::Seconds(30));
+  EXPECT_EQ(ticket.status().code(), absl::StatusCode::kNotFound) << ticket.status();
+  EXPECT_TRUE(absl::StrContains(ticket.status().message(), path)) << ticket.status();
 }
 
 }  // namespace

@@ -42,8 +42,11 @@ absl::StatusOr<Viewer> ViewerResolver::Resolve(const grpc::ServerContext& contex
   std::optional<std::string> ticket = Metadata(context, kHandoffMetadata);
   if (!ticket.has_value()) return viewer;
   // Identity tickets are issued only on the Unix socket's handoff; one that
-  // arrives over TCP is refused rather than trusted.
-  if (context.peer().rfind("unix:", 0) != 0) {
+  // arrives over TCP is refused rather than trusted. (kolod accepts on the
+  // socket itself and hands gRPC each connection, which it then names
+  // "fd:N".)
+  const std::string peer = context.peer();
+  if (peer.rfind("unix:", 0) != 0 && peer.rfind("fd:", 0) != 0) {
     return absl::PermissionDeniedError("identity tickets are accepted on kolod's Unix socket only");
   }
   auto caller = identities_->Identify(*ticket, absl::Now());

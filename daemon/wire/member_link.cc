@@ -2,13 +2,16 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <deque>
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/start_thread.h"
 #include "daemon/coordinator/abort_status.h"
+#include "proto/kolo/abi/types.h"
 #include "proto/kolo/v1/peer.grpc.pb.h"
 
 namespace kolo::daemon {
@@ -25,23 +28,101 @@ constexpr absl::Duration kHeldAbortWait = absl::Seconds(2);
 // How long closing the link waits for queued messages to go out.
 constexpr absl::Duration kFlushOnClose = absl::Seconds(1);
 
-// The coordinator is on another daemon: a gRPC stream.
+// How long a refused Hello waits before it is said again: doubling from
+// the first to the last.
+constexpr absl::Duration kFirstRetry = absl::Milliseconds(100);
+constexpr absl::Duration kLastRetry = absl::Seconds(2);
+
+// Whether `status`, with `context`'s trailing metadata, asks for the Hello
+// again (PeerService marks such refusals).
+bool RetryAsked(const grpc::Status& status, const grpc::ClientContext& context) {
+  if (status.ok()) return false;
+  const auto& trailers = context.GetServerTrailingMetadata();
+  return trailers.find(kRetryHelloKey) != trailers.end();
+}
+
+// The coordinator is on another daemon: a gRPC stream, reopened with the
+// same Hello while the coordinator's daemon asks for it (see ConnectPeer).
+// The messages sent since the Hello are said again on the new stream by the
+// next Send (the writer's, a heartbeat at the latest), so the reader never
+// blocks on a stream the coordinator does not read yet.
 class GrpcPeerChannel : public PeerChannel {
  public:
-  explicit GrpcPeerChannel(std::shared_ptr<grpc::Channel> channel)
-      : stub_(kolo::v1::Peer::NewStub(channel)) {
-    stream_ = stub_->Negotiate(&context_);
-  }
+  GrpcPeerChannel(std::shared_ptr<grpc::Channel> channel, absl::Duration join_wait)
+      : stub_(kolo::v1::Peer::NewStub(channel)), join_wait_(join_wait) {}
   ~GrpcPeerChannel() override { Close(); }
 
   absl::Status Send(const kolo::v1::MemberMessage& message) override {
-    absl::MutexLock l(&write_mu_);
-    if (!stream_->Write(message)) return absl::UnavailableError("peer stream closed");
-    return absl::OkStatus();
+    absl::MutexLock w(&write_mu_);
+    Attempt* attempt;
+    bool welcomed;
+    {
+      absl::MutexLock l(&mu_);
+      if (message.has_hello() && current_ == nullptr) {
+        // The stream opens with the Hello: its metadata names the job.
+        current_ = std::make_unique<Attempt>(stub_.get(), message.hello());
+        first_hello_ = absl::Now();
+        if (closed_) current_->context.TryCancel();
+      }
+      attempt = current_.get();
+      welcomed = welcomed_;
+    }
+    if (attempt == nullptr) return absl::FailedPreconditionError("no Hello said yet");
+    if (message.has_hello()) {
+      hello_ = message;
+      replay_.clear();
+      replay_sent_ = 0;
+      // The coordinator's daemon may refuse the stream from its metadata
+      // before the Hello is written: the reader then gets the refusal and
+      // its reason, which a failed write here would hide.
+      (void)Write(attempt, message);
+      return absl::OkStatus();
+    }
+    const bool kept =
+        !welcomed && !message.has_heartbeat() && replay_.size() < kMaxReplayedMessages;
+    if (kept) replay_.push_back(message);
+    // A reopened stream first gets what the refused one had.
+    for (; replay_sent_ < replay_.size(); ++replay_sent_) {
+      if (absl::Status s = Write(attempt, replay_[replay_sent_]); !s.ok()) return s;
+    }
+    if (welcomed) {
+      replay_.clear();  // no stream is reopened after the Welcome
+      replay_sent_ = 0;
+    }
+    return kept ? absl::OkStatus() : Write(attempt, message);
   }
   bool Receive(kolo::v1::CoordinatorMessage* message, std::string* why) override {
-    if (stream_->Read(message)) return true;
-    grpc::Status s = stream_->Finish();
+    Attempt* attempt;  // only this (the reader's) thread replaces it
+    {
+      absl::MutexLock l(&mu_);
+      attempt = current_.get();
+    }
+    if (attempt == nullptr) {
+      *why = "no Hello was said";
+      return false;
+    }
+    if (attempt->stream->Read(message)) {
+      if (message->has_welcome()) {
+        absl::MutexLock l(&mu_);
+        welcomed_ = true;
+      }
+      return true;
+    }
+    grpc::Status s = attempt->stream->Finish();
+    const bool retry = RetryAsked(s, attempt->context);
+    if (retry && Reopen()) {
+      message->Clear();
+      message->mutable_heartbeat();
+      return true;
+    }
+    if (retry) {
+      absl::MutexLock l(&mu_);
+      *why = absl::StrCat(
+          "said Hello for ",
+          absl::FormatDuration(absl::Trunc(absl::Now() - first_hello_, absl::Seconds(1))),
+          " without being joined: ", s.error_message());
+      return false;
+    }
     *why = s.ok() ? std::string("the coordinator ended the stream")
                   : absl::StrCat(s.error_code() == grpc::StatusCode::PERMISSION_DENIED
                                      ? "PERMISSION_DENIED: "
@@ -49,14 +130,77 @@ class GrpcPeerChannel : public PeerChannel {
                                  s.error_message());
     return false;
   }
-  void Close() override { context_.TryCancel(); }
+  void Close() override {
+    absl::MutexLock l(&mu_);
+    closed_ = true;
+    if (current_ != nullptr) current_->context.TryCancel();
+  }
 
  private:
+  // Messages other than heartbeats kept to say again (before the Welcome:
+  // a few reports at most).
+  static constexpr size_t kMaxReplayedMessages = 4096;
+
+  // One stream, for the job of `hello`.
+  struct Attempt {
+    Attempt(kolo::v1::Peer::Stub* stub, const kolo::v1::Hello& hello) {
+      context.AddMetadata(kJobIdKey, hello.job_id());
+      context.AddMetadata(kJobTokenKey, hello.job_token());
+      stream = stub->Negotiate(&context);
+    }
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReaderWriter<kolo::v1::MemberMessage, kolo::v1::CoordinatorMessage>>
+        stream;
+  };
+
+  static absl::Status Write(Attempt* attempt, const kolo::v1::MemberMessage& message) {
+    if (!attempt->stream->Write(message)) return absl::UnavailableError("peer stream closed");
+    return absl::OkStatus();
+  }
+
+  // After the backoff, a new stream that says the Hello again; false when
+  // the link closed, was welcomed or has waited long enough.
+  bool Reopen() {
+    {
+      absl::MutexLock l(&mu_);
+      if (closed_ || welcomed_ || absl::Now() + backoff_ - first_hello_ > join_wait_) {
+        return false;
+      }
+      mu_.AwaitWithTimeout(absl::Condition(&closed_), backoff_);
+      if (closed_) return false;
+      backoff_ = std::min(backoff_ * 2, kLastRetry);
+    }
+    // The writers are done with the old stream: it has finished.
+    absl::MutexLock w(&write_mu_);
+    if (!hello_.has_hello()) return false;
+    auto next = std::make_unique<Attempt>(stub_.get(), hello_.hello());
+    Attempt* attempt = next.get();
+    std::unique_ptr<Attempt> old;
+    {
+      absl::MutexLock l(&mu_);
+      if (closed_) next->context.TryCancel();
+      old = std::move(current_);
+      current_ = std::move(next);
+    }
+    replay_sent_ = 0;
+    (void)Write(attempt, hello_);  // on failure its Read ends too, saying why
+    return true;
+  }
+
   std::unique_ptr<kolo::v1::Peer::Stub> stub_;
-  grpc::ClientContext context_;
-  std::unique_ptr<grpc::ClientReaderWriter<kolo::v1::MemberMessage, kolo::v1::CoordinatorMessage>>
-      stream_;
-  absl::Mutex write_mu_;
+  const absl::Duration join_wait_;
+  // One writer at a time, and the stream is replaced only under it.
+  absl::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  kolo::v1::MemberMessage hello_ ABSL_GUARDED_BY(write_mu_);
+  // Sent since the Hello, until the Welcome; how many went on this stream.
+  std::vector<kolo::v1::MemberMessage> replay_ ABSL_GUARDED_BY(write_mu_);
+  size_t replay_sent_ ABSL_GUARDED_BY(write_mu_) = 0;
+  absl::Mutex mu_;
+  std::unique_ptr<Attempt> current_ ABSL_GUARDED_BY(mu_);
+  absl::Time first_hello_ ABSL_GUARDED_BY(mu_);
+  bool welcomed_ ABSL_GUARDED_BY(mu_) = false;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Duration backoff_ ABSL_GUARDED_BY(mu_) = kFirstRetry;
 };
 
 // The coordinator is in this daemon: direct calls, and a queue for its
@@ -142,7 +286,7 @@ class LocalPeerChannel : public PeerChannel {
 
 absl::StatusOr<std::unique_ptr<PeerChannel>> ConnectPeer(
     const std::string& address, absl::Duration timeout,
-    std::shared_ptr<grpc::ChannelCredentials> credentials) {
+    std::shared_ptr<grpc::ChannelCredentials> credentials, absl::Duration join_wait) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
@@ -158,7 +302,7 @@ absl::StatusOr<std::unique_ptr<PeerChannel>> ConnectPeer(
         "--peer_tls_ca, the coordinator's naming that address; or one runs --peer_plaintext "
         "and the other TLS)"));
   }
-  return std::unique_ptr<PeerChannel>(new GrpcPeerChannel(std::move(channel)));
+  return std::unique_ptr<PeerChannel>(new GrpcPeerChannel(std::move(channel), join_wait));
 }
 
 std::unique_ptr<PeerChannel> LocalPeer(std::shared_ptr<Coordinator> coordinator) {
@@ -252,13 +396,43 @@ void MemberLink::Abort(const absl::Status& why) {
   Enqueue(std::move(m));
 }
 
-std::optional<kolo::v1::MemberMessage> MemberLink::TakeReadyLocked() {
-  if (!ready_dirty_) return std::nullopt;
-  kolo::v1::MemberMessage m;
-  *m.mutable_ready() = std::move(ready_);
+std::vector<kolo::v1::MemberMessage> MemberLink::TakeReadyLocked() {
+  if (!ready_dirty_) return {};
+  kolo::v1::Ready ready = std::move(ready_);
   ready_.Clear();
   ready_dirty_ = false;
-  return m;
+  return SplitReady(std::move(ready));
+}
+
+std::vector<kolo::v1::MemberMessage> SplitReady(kolo::v1::Ready ready, size_t max_bytes) {
+  // What a field of a message adds around its body: a tag and a length.
+  constexpr size_t kFieldOverhead = 1 + 5;
+  std::vector<kolo::v1::MemberMessage> out;
+  if (ready.ByteSizeLong() + kFieldOverhead <= max_bytes) {
+    *out.emplace_back().mutable_ready() = std::move(ready);
+    return out;
+  }
+  std::vector<kolo::v1::TensorMeta> tensors(
+      std::make_move_iterator(ready.mutable_tensors()->begin()),
+      std::make_move_iterator(ready.mutable_tensors()->end()));
+  ready.clear_tensors();
+  std::stable_partition(tensors.begin(), tensors.end(), [](const kolo::v1::TensorMeta& m) {
+    return static_cast<CollectiveKind>(m.kind()) != CollectiveKind::kJoin;
+  });
+  // The first message: the bits and the layout, then tensors while they fit.
+  kolo::v1::Ready* current = out.emplace_back().mutable_ready();
+  *current = std::move(ready);
+  size_t bytes = current->ByteSizeLong() + kFieldOverhead;
+  for (kolo::v1::TensorMeta& t : tensors) {
+    const size_t adds = t.ByteSizeLong() + kFieldOverhead;
+    if (bytes + adds > max_bytes && (current->tensors_size() > 0 || bytes > kFieldOverhead)) {
+      current = out.emplace_back().mutable_ready();
+      bytes = kFieldOverhead;
+    }
+    *current->add_tensors() = std::move(t);
+    bytes += adds;
+  }
+  return out;
 }
 
 void MemberLink::UseLane(MessageLane* lane, int coordinator_node) {
@@ -288,19 +462,20 @@ bool MemberLink::SendOnLane(const kolo::v1::MemberMessage& message) {
 }
 
 void MemberLink::Flush() {
-  std::optional<kolo::v1::MemberMessage> m;
+  std::vector<kolo::v1::MemberMessage> reports;
   {
     absl::MutexLock l(&mu_);
     if (!FlushSendsLocked()) return;
-    m = TakeReadyLocked();
+    reports = TakeReadyLocked();
   }
-  if (!m) return;
-  if (channel_->immediate()) {
-    (void)channel_->Send(*m);
-    return;
+  for (kolo::v1::MemberMessage& m : reports) {
+    if (channel_->immediate()) {
+      (void)channel_->Send(m);
+      continue;
+    }
+    // Too large for the lane, or the lane is gone: the writer sends it.
+    if (!SendOnLane(m)) Enqueue(std::move(m));
   }
-  // Too large for the lane, or the lane is gone: the writer sends it.
-  if (!SendOnLane(*m)) Enqueue(std::move(*m));
 }
 
 void MemberLink::OnLaneMessage(absl::string_view message) {
@@ -389,9 +564,7 @@ void MemberLink::WriteLoop() {
       };
       mu_.AwaitWithDeadline(absl::Condition(&wake), next_beat);
       if (stop_ && outbox_.empty()) return;
-      if (std::optional<kolo::v1::MemberMessage> m = TakeReadyLocked()) {
-        batch.push_back(std::move(*m));
-      }
+      for (kolo::v1::MemberMessage& m : TakeReadyLocked()) batch.push_back(std::move(m));
       for (auto& m : outbox_) batch.push_back(std::move(m));
       outbox_.clear();
       writing_ = !batch.empty();

@@ -44,6 +44,7 @@
 #include "daemon/backend/device_comm_plan.h"
 #include "daemon/coordinator/coordinator.h"
 #include "daemon/transport/transport.h"
+#include "daemon/wire/peer_protocol.h"
 #include "proto/kolo/v1/peer.pb.h"
 
 namespace grpc {
@@ -97,15 +98,30 @@ class PeerChannel {
   virtual bool immediate() const { return false; }
 };
 
-// The largest message a member accepts from its coordinator (a plan: an
-// alltoall's split matrix has size^2 entries).
-inline constexpr int kMaxPeerMessageBytes = 256 << 20;
+// How long a member keeps saying Hello to a coordinator's daemon that
+// answers the job has not started there yet (its rank 0 has not attached),
+// or that this node's share of its streams is taken for now.
+inline constexpr absl::Duration kDefaultJoinWait = absl::Minutes(5);
 
 // A gRPC stream to a remote coordinator at `address` (host:port), over
-// `credentials` (mutual TLS or plaintext, see peer_tls.h).
+// `credentials` (mutual TLS or plaintext, see peer_tls.h). Until the
+// Welcome, a refusal the coordinator's daemon marks for retry (a job not
+// started there yet, a share taken; see PeerService) reopens the stream
+// after a backoff and says the same Hello again, with the messages sent
+// since (the refused stream read none of them), for up to `join_wait`;
+// meanwhile Receive yields a heartbeat per attempt, so the link counts the
+// coordinator as alive.
 absl::StatusOr<std::unique_ptr<PeerChannel>> ConnectPeer(
     const std::string& address, absl::Duration timeout,
-    std::shared_ptr<grpc::ChannelCredentials> credentials);
+    std::shared_ptr<grpc::ChannelCredentials> credentials,
+    absl::Duration join_wait = kDefaultJoinWait);
+
+// `ready` as messages under kMaxMemberMessageBytes (what the Peer server
+// takes): the cached bits and the device layout go in the first, tensors in
+// their order, joins (which the coordinator counts after a report's other
+// names) in the last. A tensor too large alone still goes alone.
+std::vector<kolo::v1::MemberMessage> SplitReady(kolo::v1::Ready ready,
+                                                size_t max_bytes = kMaxMemberMessageBytes);
 // A direct link to a coordinator in this process.
 std::unique_ptr<PeerChannel> LocalPeer(std::shared_ptr<Coordinator> coordinator);
 
@@ -151,8 +167,8 @@ class MemberLink {
   void ReadLoop();
   void WriteLoop();
   void Enqueue(kolo::v1::MemberMessage message);
-  // Takes the gathered Ready report, if any, as a message.
-  std::optional<kolo::v1::MemberMessage> TakeReadyLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes the gathered Ready report, if any, as messages (SplitReady).
+  std::vector<kolo::v1::MemberMessage> TakeReadyLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sends `message` over the lane; false if it has none or cannot take it.
   bool SendOnLane(const kolo::v1::MemberMessage& message);
   // Whether Flush sends the reports (not the writer).

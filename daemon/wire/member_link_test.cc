@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/testing/wait_until.h"
@@ -337,6 +338,72 @@ TEST_F(MemberLinkLaneTest, APlanFarAheadOfTheDueOneIsHeldOnlyBoundedly) {
   ASSERT_EQ(listener_.aborts.size(), 1u);
   EXPECT_NE(listener_.aborts[0].message().find("while plan 0 was due"), std::string::npos);
   EXPECT_TRUE(listener_.names.empty());
+}
+
+}  // namespace
+}  // namespace kolo::daemon
+
+namespace kolo::daemon {
+namespace {
+
+kolo::v1::TensorMeta Meta(const std::string& name, CollectiveKind kind) {
+  kolo::v1::TensorMeta m;
+  m.set_name(name);
+  m.set_kind(static_cast<uint32_t>(kind));
+  m.set_dtype(static_cast<uint32_t>(DType::kFloat32));
+  m.add_shape(1);
+  m.set_bytes(4);
+  return m;
+}
+
+TEST(SplitReadyTest, ABatchOfTenThousandNamesGoesInMessagesUnderTheBound) {
+  kolo::v1::Ready ready;
+  ready.set_cached_bits(std::string(128, '\xff'));
+  ready.mutable_devices()->add_ranks(0);
+  ready.mutable_devices()->add_devices(1);
+  *ready.add_tensors() = Meta("kolo.join", CollectiveKind::kJoin);
+  const std::string pad(190, 'p');  // names are at most 200 bytes
+  constexpr int kNames = 10000;
+  for (int i = 0; i < kNames; ++i) {
+    *ready.add_tensors() = Meta(absl::StrCat(pad, i), CollectiveKind::kAllreduce);
+  }
+  ASSERT_GT(ready.ByteSizeLong(), size_t{kMaxMemberMessageBytes});
+  std::vector<kolo::v1::MemberMessage> out = SplitReady(ready);
+  ASSERT_GT(out.size(), 1u);
+  int names = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    EXPECT_LE(out[i].ByteSizeLong(), size_t{kMaxMemberMessageBytes}) << i;
+    ASSERT_TRUE(out[i].has_ready());
+    EXPECT_EQ(out[i].ready().has_devices(), i == 0);
+    EXPECT_EQ(out[i].ready().cached_bits().empty(), i != 0);
+    const auto& tensors = out[i].ready().tensors();
+    for (int k = 0; k < tensors.size(); ++k) {
+      // The join goes last, after every other name of the batch.
+      const bool last = i + 1 == out.size() && k + 1 == tensors.size();
+      EXPECT_EQ(tensors[k].kind() == static_cast<uint32_t>(CollectiveKind::kJoin), last);
+      if (!last) {
+        EXPECT_EQ(tensors[k].name(), absl::StrCat(pad, names++));
+      }
+    }
+  }
+  EXPECT_EQ(names, kNames);
+}
+
+TEST(SplitReadyTest, ASmallBatchStaysOneMessageAndATooLargeTensorGoesAlone) {
+  kolo::v1::Ready small;
+  *small.add_tensors() = Meta("a", CollectiveKind::kAllreduce);
+  EXPECT_EQ(SplitReady(small).size(), 1u);
+  kolo::v1::Ready ready;
+  *ready.add_tensors() = Meta("before", CollectiveKind::kAllreduce);
+  kolo::v1::TensorMeta huge = Meta("huge", CollectiveKind::kAlltoall);
+  for (int i = 0; i < 1000; ++i) huge.add_splits(i);
+  *ready.add_tensors() = huge;
+  *ready.add_tensors() = Meta("after", CollectiveKind::kAllreduce);
+  std::vector<kolo::v1::MemberMessage> out = SplitReady(ready, /*max_bytes=*/512);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].ready().tensors(0).name(), "before");
+  EXPECT_EQ(out[1].ready().tensors(0).name(), "huge");
+  EXPECT_EQ(out[2].ready().tensors(0).name(), "after");
 }
 
 }  // namespace

@@ -1,16 +1,21 @@
 #include "daemon/wire/peer_service.h"
 
+#include <grpcpp/grpcpp.h>
+
 #include <algorithm>
 #include <deque>
 #include <map>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
+#include "common/secret_compare.h"
 #include "common/start_thread.h"
 #include "daemon/coordinator/abort_status.h"
+#include "daemon/wire/bounded_queue.h"
 #include "spdlog/spdlog.h"
 
 namespace kolo::daemon {
@@ -18,16 +23,18 @@ namespace {
 
 using PeerStream = grpc::ServerReaderWriter<kolo::v1::CoordinatorMessage, kolo::v1::MemberMessage>;
 
-// The coordinator's messages to one member's stream: a bounded queue that
-// the sink's own thread writes out, so a member that stops reading stalls
-// only its own writer. When the queue is full the member is cut off (its
-// stream cancelled); the handler then reports it lost, which aborts its job.
+// The coordinator's messages to one member's stream: a queue bounded in
+// messages and bytes that the sink's own thread writes out, so a member
+// that stops reading stalls only its own writer. When the queue is full the
+// member is cut off (its stream cancelled); the handler then reports it
+// lost, which aborts its job.
 class QueuedStreamSink : public MemberSink {
  public:
   // `context` and `stream` must stay valid until Close. Start the writer
   // before the first Send.
-  QueuedStreamSink(grpc::ServerContext* context, PeerStream* stream, size_t max_queued)
-      : context_(context), stream_(stream), max_queued_(max_queued) {}
+  QueuedStreamSink(grpc::ServerContext* context, PeerStream* stream, size_t max_queued,
+                   size_t max_queued_bytes)
+      : context_(context), stream_(stream), queue_(max_queued, max_queued_bytes) {}
   absl::Status StartWriter() {
     absl::StatusOr<std::thread> writer =
         StartThread("a member's coordinator stream", "kolo-coord-wr", [this] { WriteLoop(); });
@@ -38,14 +45,17 @@ class QueuedStreamSink : public MemberSink {
   ~QueuedStreamSink() override { Close(); }
 
   void Send(std::shared_ptr<const kolo::v1::CoordinatorMessage> message) override {
+    // One message goes to every member of a job: the first sink sizes it,
+    // the others read the size it cached (it is not changed once sent).
+    const int cached = message->GetCachedSize();
+    const size_t bytes = cached > 0 ? static_cast<size_t>(cached) : message->ByteSizeLong();
     absl::MutexLock l(&mu_);
     if (closed_ || broken_ || overflowed_ > 0) return;
-    if (queue_.size() >= max_queued_) {
+    if (!queue_.Push(std::move(message), bytes)) {
       overflowed_ = queue_.size();
+      overflowed_bytes_ = queue_.bytes();
       context_->TryCancel();  // ends the handler's Read; it reports the member lost
-      return;
     }
-    queue_.push_back(std::move(message));
   }
   // Stops the writer (cancelling a write the member does not take) and drops
   // what is queued; the stream is not touched afterwards. Idempotent.
@@ -59,10 +69,15 @@ class QueuedStreamSink : public MemberSink {
     }
     if (writer_.joinable()) writer_.join();
   }
-  // Messages queued when the member was cut off for not reading; 0 if not.
+  // Messages (and their bytes) queued when the member was cut off for not
+  // reading; 0 if not.
   size_t overflowed() const {
     absl::MutexLock l(&mu_);
     return overflowed_;
+  }
+  size_t overflowed_bytes() const {
+    absl::MutexLock l(&mu_);
+    return overflowed_bytes_;
   }
 
  private:
@@ -74,8 +89,7 @@ class QueuedStreamSink : public MemberSink {
         auto wake = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return closed_ || !queue_.empty(); };
         mu_.Await(absl::Condition(&wake));
         if (closed_) return;
-        message = std::move(queue_.front());
-        queue_.pop_front();
+        message = queue_.Pop();
         writing_ = true;
       }
       const bool ok = stream_->Write(*message);
@@ -90,13 +104,13 @@ class QueuedStreamSink : public MemberSink {
 
   grpc::ServerContext* const context_;
   PeerStream* const stream_;
-  const size_t max_queued_;
   mutable absl::Mutex mu_;
-  std::deque<std::shared_ptr<const kolo::v1::CoordinatorMessage>> queue_ ABSL_GUARDED_BY(mu_);
+  BoundedQueue<std::shared_ptr<const kolo::v1::CoordinatorMessage>> queue_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
   size_t overflowed_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t overflowed_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread writer_;  // last: started by StartWriter
 };
 
@@ -106,6 +120,52 @@ std::string PeerHost(const std::string& peer) {
   const size_t kind = peer.find(':');
   if (colon == std::string::npos || colon == kind) return peer;
   return peer.substr(0, colon);
+}
+
+// Who a stream's peer is, for its share of held Hellos and its failure
+// budget: its certificate's identity under TLS (cut short: untrusted until
+// the token is checked, though the CA signed it), else its host.
+std::string PeerIdentity(const grpc::ServerContext& context, const std::string& host) {
+  std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+  if (auth == nullptr || !auth->IsPeerAuthenticated()) return host;
+  constexpr size_t kMaxShown = 256;
+  std::string id = "certificate ";
+  for (const grpc::string_ref& name : auth->GetPeerIdentity()) {
+    if (id.size() > sizeof("certificate ") - 1) id += ",";
+    id.append(name.data(), name.size());
+    if (id.size() > kMaxShown) {
+      id.resize(kMaxShown);
+      break;
+    }
+  }
+  return id;
+}
+
+// The job and token of a stream's metadata (kJobIdKey, kJobTokenKey), or
+// why it has none.
+absl::StatusOr<StreamJob> JobOf(const grpc::ServerContext& context) {
+  const auto& metadata = context.client_metadata();
+  auto id = metadata.find(kJobIdKey);
+  auto token = metadata.find(kJobTokenKey);
+  if (id == metadata.end() || token == metadata.end() || id->second.empty()) {
+    return absl::UnauthenticatedError(absl::StrCat(
+        "a Negotiate stream names its job and token in its metadata (", kJobIdKey, ", ",
+        kJobTokenKey, "); a kolod that sends only Hello is older than this one: upgrade it"));
+  }
+  if (id->second.size() > kMaxJobIdBytes || token->second.size() > kMaxJobTokenBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a job id of ", id->second.size(), " bytes or a token of ", token->second.size(),
+        " bytes in the stream's metadata (at most ", kMaxJobIdBytes, " each)"));
+  }
+  return StreamJob{std::string(id->second.data(), id->second.size()),
+                   std::string(token->second.data(), token->second.size())};
+}
+
+// A refusal the member answers by saying Hello again (member_link.h).
+grpc::Status RetryHello(grpc::ServerContext* context, grpc::StatusCode code,
+                        const std::string& why) {
+  context->AddTrailingMetadata(kRetryHelloKey, "1");
+  return grpc::Status(code, why);
 }
 
 // A peer's Hello in messages: its node name, cut short (it is untrusted).
@@ -120,13 +180,18 @@ std::string NodeOf(const kolo::v1::Hello& hello) {
 // One stream's place in the per-peer and total counts, while it is held.
 class PeerService::StreamSlot {
  public:
-  StreamSlot(PeerService* service, std::string peer) : service_(service), peer_(std::move(peer)) {
+  // `admitted`: the stream named a running job with its token; `peer` then
+  // names the peer and the job, so that what others do from that peer
+  // (unknown jobs, wrong tokens) never fills its cap, and the total (for
+  // streams not yet known) does not apply.
+  StreamSlot(PeerService* service, std::string peer, bool admitted)
+      : service_(service), peer_(std::move(peer)) {
     absl::MutexLock l(&service_->mu_);
     int& mine = service_->streams_by_peer_[peer_];
     if (mine >= service_->limits_.max_streams_per_peer) {
       refused_ = absl::StrCat("peer ", peer_, " already holds ", mine,
                               " Peer streams (the limit per peer)");
-    } else if (service_->streams_ >= service_->limits_.max_streams) {
+    } else if (!admitted && service_->streams_ >= service_->limits_.max_streams) {
       refused_ = absl::StrCat("this kolod already serves ", service_->streams_,
                               " Peer streams (the limit)");
     }
@@ -154,6 +219,43 @@ class PeerService::StreamSlot {
   PeerService* const service_;
   const std::string peer_;
   std::string refused_;
+};
+
+// One stream's place among those held for jobs not started yet, per peer
+// identity and in total, while it is held.
+class PeerService::UnknownJobSlot {
+ public:
+  UnknownJobSlot(PeerService* service, std::string peer)
+      : service_(service), peer_(std::move(peer)) {
+    absl::MutexLock l(&service_->mu_);
+    int& mine = service_->unknown_by_peer_[peer_];
+    if (mine >= service_->limits_.max_unknown_job_streams_per_peer) {
+      if (mine == 0) service_->unknown_by_peer_.erase(peer_);
+      taken_ = false;
+      held_ = mine;
+      return;
+    }
+    ++mine;
+    ++service_->unknown_streams_;
+  }
+  ~UnknownJobSlot() {
+    if (!taken_) return;
+    absl::MutexLock l(&service_->mu_);
+    --service_->unknown_streams_;
+    auto it = service_->unknown_by_peer_.find(peer_);
+    if (--it->second == 0) service_->unknown_by_peer_.erase(it);
+  }
+  UnknownJobSlot(const UnknownJobSlot&) = delete;
+  UnknownJobSlot& operator=(const UnknownJobSlot&) = delete;
+
+  bool taken() const { return taken_; }
+  int held() const { return held_; }  // when not taken: how many the peer holds
+
+ private:
+  PeerService* const service_;
+  const std::string peer_;
+  bool taken_ = true;
+  int held_ = 0;
 };
 
 CoordinatorRegistry::CoordinatorRegistry(CoordinatorOptions options, absl::Duration heartbeat,
@@ -213,13 +315,7 @@ absl::StatusOr<std::shared_ptr<Coordinator>> CoordinatorRegistry::WaitFor(
   absl::MutexLock l(&mu_);
   // Some job of this id runs here: with this token it is joined, with
   // another the stream is refused at once and nothing of that job touched.
-  auto started = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    auto it = coordinators_.find(job_id);
-    if (it == coordinators_.end()) return false;
-    return std::any_of(it->second.begin(), it->second.end(),
-                       [](const std::shared_ptr<Coordinator>& c) { return !c->aborted(); });
-  };
-  auto live = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stop_ || started(); };
+  auto live = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stop_ || StartedLocked(job_id); };
   ++waiters_;
   struct Leave {
     int* waiters;
@@ -228,10 +324,10 @@ absl::StatusOr<std::shared_ptr<Coordinator>> CoordinatorRegistry::WaitFor(
   while (!live()) {
     const absl::Time now = absl::Now();
     if (now >= deadline) {
-      return absl::UnavailableError(absl::StrCat("job ", job_id,
-                                                 " did not start on the daemon "
-                                                 "of its rank 0 within ",
-                                                 absl::ToInt64Seconds(timeout), " s"));
+      return absl::NotFoundError(absl::StrCat("job ", job_id,
+                                              " has not started here (the kolod of its rank 0) "
+                                              "yet: not within ",
+                                              absl::FormatDuration(timeout), "; say Hello again"));
     }
     mu_.AwaitWithDeadline(absl::Condition(&live), std::min(deadline, now + heartbeat_));
     if (live()) break;
@@ -250,6 +346,24 @@ absl::StatusOr<std::shared_ptr<Coordinator>> CoordinatorRegistry::WaitFor(
         absl::StrCat("job ", job_id, ": wrong job token (the job runs here under another)"));
   }
   return c;
+}
+
+bool CoordinatorRegistry::StartedLocked(const std::string& job_id) const {
+  auto it = coordinators_.find(job_id);
+  if (it == coordinators_.end()) return false;
+  return std::any_of(it->second.begin(), it->second.end(),
+                     [](const std::shared_ptr<Coordinator>& c) { return !c->aborted(); });
+}
+
+std::shared_ptr<Coordinator> CoordinatorRegistry::Find(const std::string& job_id,
+                                                       const std::string& token) const {
+  absl::MutexLock l(&mu_);
+  return FindLocked(job_id, token);
+}
+
+bool CoordinatorRegistry::Started(const std::string& job_id) const {
+  absl::MutexLock l(&mu_);
+  return StartedLocked(job_id);
 }
 
 bool CoordinatorRegistry::AwaitWaiters(int n, absl::Duration timeout) const {
@@ -297,7 +411,8 @@ PeerService::PeerService(CoordinatorRegistry* registry, PeerServiceLimits limits
     : registry_(registry),
       elastic_leaders_(elastic_leaders),
       limits_(limits),
-      auth_watch_(std::make_unique<CallDeadlines>()) {}
+      auth_watch_(std::make_unique<CallDeadlines>()),
+      failures_(limits.failures) {}
 
 grpc::Status PeerService::Rendezvous(grpc::ServerContext* context,
                                      const kolo::v1::ElasticReport* report,
@@ -306,10 +421,22 @@ grpc::Status PeerService::Rendezvous(grpc::ServerContext* context,
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         "rendezvous: this kolod leads no elastic jobs");
   }
+  // gRPC has read the report whole by now (a unary request): a peer whose
+  // failure budget is spent costs no more than that.
+  const std::string identity = PeerIdentity(*context, PeerHost(context->peer()));
+  if (absl::Status spent = failures_.Check(identity, absl::Now()); !spent.ok()) {
+    return ToGrpcStatus(spent);
+  }
   absl::StatusOr<kolo::v1::ElasticFormed> out = elastic_leaders_->Report(*report);
   if (!out.ok()) {
-    spdlog::warn("elastic job {}: rendezvous from node {} ({}): {}", report->job_id(),
-                 report->node(), PeerHost(context->peer()), out.status().ToString());
+    const std::string why =
+        absl::StrCat("elastic job ", report->job_id(), ": rendezvous from node ",
+                     report->node().substr(0, 128), ": ", out.status().ToString());
+    if (absl::IsInvalidArgument(out.status()) || absl::IsPermissionDenied(out.status())) {
+      CountFailure(identity, why);
+    } else {
+      spdlog::warn("{} ({})", why, identity);
+    }
     return ToGrpcStatus(out.status());
   }
   *formed = *std::move(out);
@@ -323,8 +450,13 @@ int PeerService::streams() const {
   return streams_;
 }
 
+int PeerService::unknown_job_streams() const {
+  absl::MutexLock l(&mu_);
+  return unknown_streams_;
+}
+
 grpc::Status PeerService::ReadHello(grpc::ServerContext* context, PeerStream* stream,
-                                    kolo::v1::Hello* hello) {
+                                    const StreamJob& job, kolo::v1::Hello* hello) {
   const absl::StatusOr<uint64_t> watch =
       auth_watch_->Arm(context, absl::Now() + limits_.auth_deadline);
   if (!watch.ok()) return ToGrpcStatus(watch.status());
@@ -334,7 +466,7 @@ grpc::Status PeerService::ReadHello(grpc::ServerContext* context, PeerStream* st
     return grpc::Status(
         grpc::StatusCode::UNAUTHENTICATED,
         absl::StrCat("no Hello within ", absl::FormatDuration(limits_.auth_deadline),
-                     " of opening the stream"));
+                     " of the stream's job being found"));
   }
   if (!read) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "Negotiate must start with Hello");
@@ -351,44 +483,124 @@ grpc::Status PeerService::ReadHello(grpc::ServerContext* context, PeerStream* st
   if (hello->job_id().empty() || hello->size() < 1) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "Hello without job or size");
   }
+  if (hello->job_id() != job.id || !SecretsEqual(hello->job_token(), job.token)) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "the Hello names another job or token than the stream's metadata");
+  }
   return grpc::Status::OK;
 }
 
-// One member's stream:
-//   1. take a slot (per peer and in total), else RESOURCE_EXHAUSTED;
-//   2. read the Hello within the auth deadline, bounded in size;
-//   3. find the job's coordinator by job id and token (waiting, kept alive
-//      by heartbeats, for a job whose rank 0 has not attached yet), else
-//      PERMISSION_DENIED or UNAVAILABLE: nothing is held for a wrong token;
-//   4. join it, with a bounded queue for what the coordinator sends;
-//   5. relay the member's messages until its stream ends, then report it
-//      lost (naming a member cut off for not reading).
-grpc::Status PeerService::Negotiate(grpc::ServerContext* context, PeerStream* stream) {
-  const std::string peer = PeerHost(context->peer());
-  StreamSlot slot(this, peer);
-  if (!slot.refused().empty()) {
-    spdlog::warn("Peer stream from {} refused: {}", peer, slot.refused());
-    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, slot.refused());
+void PeerService::CountFailure(const std::string& identity, const std::string& why) {
+  spdlog::warn("Peer stream from {} refused: {}", identity, why);
+  if (failures_.RecordFailure(identity, absl::Now())) {
+    spdlog::warn(
+        "peer {} failed authentication more than {} times within {}: its streams are "
+        "refused for {}",
+        identity, limits_.failures.max_failures, absl::FormatDuration(limits_.failures.window),
+        absl::FormatDuration(limits_.failures.backoff));
   }
-  kolo::v1::Hello hello;
-  if (grpc::Status s = ReadHello(context, stream, &hello); !s.ok()) {
-    spdlog::warn("Peer stream from {} refused: {}", peer, s.error_message());
-    return s;
+}
+
+grpc::Status PeerService::FindCoordinator(grpc::ServerContext* context, PeerStream* stream,
+                                          const std::string& identity, const StreamJob& job,
+                                          std::shared_ptr<Coordinator>* coordinator) {
+  std::optional<UnknownJobSlot> held;
+  if (!registry_->Started(job.id)) {
+    held.emplace(this, identity);
+    if (!held->taken()) {
+      const std::string why = absl::StrCat("job ", job.id, " has not started here yet, and peer ",
+                                           identity, " already has ", held->held(),
+                                           " Hellos waiting for jobs that have not (the limit)");
+      // Not logged: a peer may ask again and again (the held ones are
+      // logged, and counted, when they expire).
+      return RetryHello(context, grpc::StatusCode::RESOURCE_EXHAUSTED, why);
+    }
   }
-  absl::StatusOr<std::shared_ptr<Coordinator>> found = registry_->WaitFor(
-      hello.job_id(), hello.job_token(), limits_.job_start_wait, [context, stream] {
+  absl::StatusOr<std::shared_ptr<Coordinator>> found =
+      registry_->WaitFor(job.id, job.token, limits_.unknown_job_wait, [context, stream] {
         if (context->IsCancelled()) return false;
         kolo::v1::CoordinatorMessage beat;
         beat.mutable_heartbeat();
         return stream->Write(beat);
       });
-  if (!found.ok()) {
-    spdlog::warn("job {}: node {} ({}) was not joined: {}", hello.job_id(), NodeOf(hello), peer,
-                 found.status().ToString());
-    return ToGrpcStatus(found.status());
+  if (found.ok()) {
+    *coordinator = *std::move(found);
+    return grpc::Status::OK;
   }
-  std::shared_ptr<Coordinator> coordinator = *std::move(found);
-  auto sink = std::make_shared<QueuedStreamSink>(context, stream, limits_.max_queued_messages);
+  const absl::Status& why = found.status();
+  const std::string shown =
+      absl::StrCat("job ", job.id, ": peer ", identity, " was not joined: ", why.ToString());
+  if (absl::IsNotFound(why) || absl::IsPermissionDenied(why)) {
+    CountFailure(identity, shown);
+  } else {
+    spdlog::warn("{}", shown);
+  }
+  if (absl::IsNotFound(why)) {
+    return RetryHello(context, grpc::StatusCode::NOT_FOUND, std::string(why.message()));
+  }
+  return ToGrpcStatus(why);
+}
+
+// One member's stream:
+//   1. take the job id and token from the stream's metadata (bounded by the
+//      server's metadata limit); nothing is read yet. A stream that names a
+//      job running here with its token skips 2 and 3's waiting;
+//   2. otherwise refuse a peer identity whose failure budget is spent, and
+//      take a slot (per peer address and in total), else
+//      RESOURCE_EXHAUSTED; no metadata is UNAUTHENTICATED;
+//   3. find the job's coordinator by job id and token, else
+//      PERMISSION_DENIED: nothing is held for a wrong token. A job that has
+//      not started here yet (its rank 0 has not attached) is waited for,
+//      kept alive by heartbeats, within the peer's share and for a few
+//      seconds, then answered NOT_FOUND for the member to say Hello again;
+//   4. only now read the first message: the Hello, within the auth deadline,
+//      bounded in size and naming the same job and token. gRPC 1.51 buffers
+//      a message whole before it applies the receive bound, so reading
+//      nothing before step 3 is what bounds a peer without the token to
+//      the stream's flow-control window. A failure in 2, 3 or 4 counts
+//      against the peer's budget;
+//   5. join it, with a bounded queue for what the coordinator sends;
+//   6. relay the member's messages until its stream ends, then report it
+//      lost (naming a member cut off for not reading).
+grpc::Status PeerService::Negotiate(grpc::ServerContext* context, PeerStream* stream) {
+  const std::string peer = PeerHost(context->peer());
+  const std::string identity = PeerIdentity(*context, peer);
+  // A stream that names a job running here with its token is admitted
+  // whatever else its peer identity did: in plaintext an identity is a
+  // host, and any local user there may spend its budget and shares, which
+  // must not lock that host's kolod out of its jobs.
+  absl::StatusOr<StreamJob> job = JobOf(*context);
+  std::shared_ptr<Coordinator> coordinator =
+      job.ok() ? registry_->Find(job->id, job->token) : nullptr;
+  const bool admitted = coordinator != nullptr;
+  if (!admitted) {
+    if (absl::Status spent = failures_.Check(identity, absl::Now()); !spent.ok()) {
+      // Not logged per stream: the refusal was, when it began.
+      return RetryHello(context, grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        std::string(spent.message()));
+    }
+  }
+  StreamSlot slot(this, admitted ? absl::StrCat(peer, " for job ", job->id) : peer, admitted);
+  if (!slot.refused().empty()) {
+    spdlog::warn("Peer stream from {} refused: {}", peer, slot.refused());
+    return RetryHello(context, grpc::StatusCode::RESOURCE_EXHAUSTED, slot.refused());
+  }
+  if (!job.ok()) {
+    CountFailure(identity, std::string(job.status().message()));
+    return ToGrpcStatus(job.status());
+  }
+  if (!admitted) {
+    if (grpc::Status s = FindCoordinator(context, stream, identity, *job, &coordinator); !s.ok()) {
+      return s;
+    }
+  }
+  kolo::v1::Hello hello;
+  if (grpc::Status s = ReadHello(context, stream, *job, &hello); !s.ok()) {
+    CountFailure(identity, s.error_message());
+    return s;
+  }
+  auto sink = std::make_shared<QueuedStreamSink>(context, stream, limits_.max_queued_messages,
+                                                 limits_.max_queued_bytes);
   if (absl::Status s = sink->StartWriter(); !s.ok()) {
     spdlog::warn("job {}: node {} refused: {}", hello.job_id(), NodeOf(hello), s.ToString());
     return ToGrpcStatus(s);
@@ -421,7 +633,8 @@ grpc::Status PeerService::Negotiate(grpc::ServerContext* context, PeerStream* st
   sink->Close();
   if (const size_t queued = sink->overflowed(); queued > 0) {
     const absl::Status why = absl::ResourceExhaustedError(
-        absl::StrCat("member ", NodeOf(hello), " stopped reading; ", queued, " messages queued"));
+        absl::StrCat("member ", NodeOf(hello), " stopped reading; ", queued, " messages queued (",
+                     sink->overflowed_bytes(), " bytes)"));
     spdlog::warn("job {}: {}", hello.job_id(), std::string(why.message()));
     coordinator->MemberLost(*id, why.ToString());
     return ToGrpcStatus(why);

@@ -5,12 +5,17 @@
 //
 // Untrusted traffic, before a stream has shown the job token, is bounded
 // (PeerServiceLimits): how many streams one peer address and all peers may
-// hold (more are answered RESOURCE_EXHAUSTED), how long the first message
-// may take to arrive (the stream is cancelled after it) and how large it may
-// be. Once a member joined, the coordinator's messages to it go through a
-// bounded queue with its own writer thread: a member that stops reading is
-// cut off with RESOURCE_EXHAUSTED and its job aborted, while the
-// coordinator's other members and jobs carry on.
+// hold (more are answered RESOURCE_EXHAUSTED); no message of a stream is
+// read before the job id and token in its metadata found the job (so what
+// a peer without the token can make this daemon buffer is its metadata and
+// one flow-control window per stream); how many Hellos for jobs not started
+// here one peer identity may have held, and for how long; how many failed
+// authentications a peer may have before it is refused at once for a while
+// (failure_budget.h); and how long the Hello may take once read. Once a
+// member joined, the coordinator's messages to it go through a queue
+// bounded in messages and bytes with its own writer thread: a member that
+// stops reading is cut off with RESOURCE_EXHAUSTED and its job aborted,
+// while the coordinator's other members and jobs carry on.
 //
 // Thread-safety: thread-safe.
 #pragma once
@@ -30,29 +35,52 @@
 #include "common/call_deadlines.h"
 #include "daemon/coordinator/coordinator.h"
 #include "daemon/elastic/elastic_leader.h"
+#include "daemon/wire/failure_budget.h"
+#include "daemon/wire/peer_protocol.h"
 #include "proto/kolo/v1/peer.grpc.pb.h"
+
+namespace grpc {
+class ServerBuilder;
+}
 
 namespace kolo::daemon {
 
 // Bounds on what a peer may make this daemon hold.
 struct PeerServiceLimits {
-  // The first message of a stream (Hello, with the job token) must arrive
-  // within this.
+  // The first message of a stream (Hello) must arrive within this of its
+  // job being found.
   absl::Duration auth_deadline = absl::Seconds(5);
-  // The largest first message (a Hello is small; the server's gRPC limit,
-  // kMaxMemberMessageBytes, is for the Ready reports of a joined member).
+  // The largest first message (a Hello is small). Every message the server
+  // takes is at most kMaxMemberMessageBytes (gRPC 1.51 applies that bound
+  // only once it holds the whole message: what keeps a peer without the
+  // token from making this daemon buffer a message is that none of its
+  // messages is read).
   size_t max_hello_bytes = 64 << 10;
-  // Streams at once, from one peer address and from all.
+  // Streams at once, from one peer address, over one connection and from
+  // all.
   int max_streams_per_peer = 64;
+  int max_streams_per_connection = 100;
   int max_streams = 1024;
-  // Messages queued to one member before it counts as no longer reading.
+  // What may wait for one member's writer before it counts as no longer
+  // reading: messages and bytes (two of the largest plans).
   size_t max_queued_messages = 4096;
-  // How long a member that came before the job's rank 0 waits for it.
-  absl::Duration job_start_wait = absl::Minutes(5);
+  size_t max_queued_bytes = size_t{2} * kMaxPeerMessageBytes;
+  // A Hello for a job that has not started here (a member that came before
+  // the job's rank 0 attached) is held this long, then answered NOT_FOUND
+  // ("not started here yet"; the member says Hello again, see member_link.h),
+  // and one peer identity may have this many held at once (more are
+  // answered RESOURCE_EXHAUSTED, and may retry too).
+  absl::Duration unknown_job_wait = absl::Seconds(10);
+  int max_unknown_job_streams_per_peer = 8;
+  // Failed authentications a peer identity may have (failure_budget.h).
+  FailureBudgetLimits failures;
 };
 
-// The largest message the Peer server accepts (a member's Ready report).
-inline constexpr int kMaxMemberMessageBytes = 64 << 20;
+// Sets the Peer server's bounds on `builder`: the largest message it
+// receives (kMaxMemberMessageBytes), small HTTP/2 flow-control windows (no
+// BDP probe), streams per connection, a thread cap above the stream caps,
+// the TLS handshake deadline and keepalive enforcement.
+void ConfigurePeerServer(const PeerServiceLimits& limits, grpc::ServerBuilder* builder);
 
 class CoordinatorRegistry {
  public:
@@ -80,11 +108,17 @@ class CoordinatorRegistry {
   // `timeout` (other nodes may start before rank 0's). PERMISSION_DENIED at
   // once when the job runs here under another token. While waiting,
   // `keepalive` runs every heartbeat; its false ends the wait (CANCELLED).
-  // UNAVAILABLE when there is none by then or the registry stops.
+  // NOT_FOUND when there is none by then; UNAVAILABLE when the registry
+  // stops.
   absl::StatusOr<std::shared_ptr<Coordinator>> WaitFor(const std::string& job_id,
                                                        const std::string& token,
                                                        absl::Duration timeout,
                                                        const std::function<bool()>& keepalive);
+  // Whether a live job `job_id` runs here (under any token).
+  bool Started(const std::string& job_id) const;
+  // The live coordinator of `job_id` whose token is `token`, or null; does
+  // not wait.
+  std::shared_ptr<Coordinator> Find(const std::string& job_id, const std::string& token) const;
   int size() const;
   // Blocks until at least `n` WaitFor calls are waiting (nodes that came
   // before rank 0's), or `timeout` passed; returns whether they are.
@@ -99,6 +133,7 @@ class CoordinatorRegistry {
   const absl::Duration heartbeat_;
   const absl::Duration peer_timeout_;
   mutable absl::Mutex mu_;
+  bool StartedLocked(const std::string& job_id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The live one of `job_id` and `token`, or null.
   std::shared_ptr<Coordinator> FindLocked(const std::string& job_id, const std::string& token) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -109,6 +144,12 @@ class CoordinatorRegistry {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   int waiters_ ABSL_GUARDED_BY(mu_) = 0;  // WaitFor calls waiting
   std::thread thread_;
+};
+
+// The job a Negotiate stream is for, from its metadata.
+struct StreamJob {
+  std::string id;
+  std::string token;
 };
 
 class PeerService final : public kolo::v1::Peer::Service {
@@ -128,16 +169,28 @@ class PeerService final : public kolo::v1::Peer::Service {
   grpc::Status Rendezvous(grpc::ServerContext* context, const kolo::v1::ElasticReport* report,
                           kolo::v1::ElasticFormed* formed) override;
 
-  // Streams open now (for tests and status).
+  // Streams open now, and those held for jobs not started yet (for tests
+  // and status).
   int streams() const;
+  int unknown_job_streams() const;
 
  private:
   class StreamSlot;
-  // Reads and checks the first message (Hello) within the auth deadline.
+  class UnknownJobSlot;
+  // Reads and checks the first message (Hello, for `job`) within the auth
+  // deadline.
   grpc::Status ReadHello(
       grpc::ServerContext* context,
       grpc::ServerReaderWriter<kolo::v1::CoordinatorMessage, kolo::v1::MemberMessage>* stream,
-      kolo::v1::Hello* hello);
+      const StreamJob& job, kolo::v1::Hello* hello);
+  // Step 3 of Negotiate: the coordinator of `job`.
+  grpc::Status FindCoordinator(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<kolo::v1::CoordinatorMessage, kolo::v1::MemberMessage>* stream,
+      const std::string& identity, const StreamJob& job, std::shared_ptr<Coordinator>* coordinator);
+  // Logs a stream of `identity` that failed authentication and counts it
+  // against its budget.
+  void CountFailure(const std::string& identity, const std::string& why);
 
   CoordinatorRegistry* const registry_;
   ElasticLeaders* const elastic_leaders_;
@@ -146,6 +199,10 @@ class PeerService final : public kolo::v1::Peer::Service {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, int> streams_by_peer_ ABSL_GUARDED_BY(mu_);
   int streams_ ABSL_GUARDED_BY(mu_) = 0;
+  // Streams held for jobs not started yet, by peer identity.
+  absl::flat_hash_map<std::string, int> unknown_by_peer_ ABSL_GUARDED_BY(mu_);
+  int unknown_streams_ ABSL_GUARDED_BY(mu_) = 0;
+  FailureBudget failures_;
 };
 
 }  // namespace kolo::daemon

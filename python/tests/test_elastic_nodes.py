@@ -11,6 +11,9 @@ each, Peer plane in plaintext on loopback): losing a node.
   the leader's successor (node 1 itself), which refuses to form an epoch with
   half the nodes and without the old leader (the quorum rule: the other half
   could be going on alone behind a partition), so they fail with that error.
+
+KOLO_REPEAT=N runs each test N times, e.g. 20 in a row beside a build:
+  KOLO_REPEAT=20 python -m pytest -q -x python/tests/test_elastic_nodes.py
 """
 
 import json
@@ -26,6 +29,16 @@ from conftest import REPO, WORKERS, kolod_path
 
 PEER_TIMEOUT_S = 3
 TOKEN = "0123456789abcdef0123456789abcdef"
+
+
+def pytest_generate_tests(metafunc):
+    """KOLO_REPEAT=N runs each test of this file N times (pytest-repeat is not
+    one of Kolo's test dependencies): the elastic promise is that they pass
+    every time, on a loaded machine too."""
+    repeat = int(os.environ.get("KOLO_REPEAT", "1"))
+    if repeat > 1:
+        metafunc.fixturenames.append("repeat_round")
+        metafunc.parametrize("repeat_round", range(repeat), ids=lambda i: f"round{i}")
 
 
 def _koloctl():

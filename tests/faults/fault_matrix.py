@@ -36,6 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fault_processes import (  # noqa: E402
     ADDR_A, ADDR_B, PEER_PORT, Job, Kolod, Namespaces, monotonic, wait_until,
 )
+from fault_sharing import cross_sharing_rows, single_node_sharing_rows  # noqa: E402
 
 # An elastic job's collectives that a membership change ended (common/membership.h).
 MEMBERSHIP_CHANGED = "^MEMBERSHIP_CHANGED: "
@@ -76,7 +77,9 @@ class Context:
         self.args = args
         self.kolod_binary = os.path.abspath(args.kolod)
         self.rank_binary = os.path.abspath(args.rank)
-        self.workdir = tempfile.mkdtemp(prefix="kolo-faults-")
+        # Under /tmp, not a test runner's private temporary folder: the
+        # sharing rows' other user must reach the sockets in it.
+        self.workdir = tempfile.mkdtemp(prefix="kolo-faults-", dir="/tmp")
         self.token = secrets.token_hex(16)
         self.jobs = 0
 
@@ -133,11 +136,16 @@ class Matrix:
         self.ns = None
         self.ns_reason = None
         self.a = self.b = None
+        self.shm_entries = shm_entries
 
     # --- daemons -------------------------------------------------------
     def start_single(self):
+        # Any local user may reach the socket: the sharing rows' attacker is
+        # another user (kolod's per-uid shares are what they test), and
+        # with fewer sessions its totals are within the attacker's reach.
         self.single = Kolod(self.ctx.kolod_binary, self.ctx.workdir, "node1",
-                            args=[f"--stall_timeout_s={self.ctx.args.stall_timeout_s}"])
+                            args=[f"--stall_timeout_s={self.ctx.args.stall_timeout_s}",
+                                  "--socket_mode=0666", "--max_sessions=64"])
         self.single.start()
         self.warm([self.single])
 
@@ -266,6 +274,7 @@ class Matrix:
                      t0_from=exit_time(1))
         self.rows.append(row)
         self.rows.append(self.no_drain_row())
+        self.rows += single_node_sharing_rows(self, Row)
         self.rows.append(self.restart_row())
 
     def no_drain_row(self):
@@ -335,6 +344,7 @@ class Matrix:
                 row = Row(fault, where, "-")
                 row.skipped = self.ns_reason
                 self.rows.append(row)
+            self.rows += cross_sharing_rows(self, Row)
             return
         a, b = self.a, self.b
         pt = self.ctx.args.peer_timeout_s
@@ -360,6 +370,7 @@ class Matrix:
         self.rows.append(self.netem_row())
         self.rows.append(self.ucx_stall_row())
         self.elastic_rows(pt)
+        self.rows += cross_sharing_rows(self, Row)
 
     def elastic_rows(self, pt):
         """The member node lost from an elastic job, each way a node can go: its
@@ -609,8 +620,8 @@ def main():
     p.add_argument("--kolod", required=True)
     p.add_argument("--rank", required=True, help="the fault_rank binary")
     p.add_argument("--single_node_only", action="store_true")
-    p.add_argument("--elastic_only", action="store_true",
-                   help="only the elastic rows across nodes (root)")
+    p.add_argument("--only", choices=("elastic", "sharing"),
+                   help="only the elastic rows across nodes, or only the sharing rows (root)")
     p.add_argument("--no_timing", dest="timing", action="store_false",
                    help="report seconds but do not fail rows on them (loaded machines)")
     p.add_argument("--stall_timeout_s", type=float, default=3)
@@ -620,6 +631,8 @@ def main():
                    help="kolod's --transfer_timeout_s across nodes (a stalled data link)")
     p.add_argument("--ucx_stall_bound_s", type=float, default=15)
     p.add_argument("--keep", action="store_true", help="keep the logs' folder")
+    p.add_argument("--attacker", default="",
+                   help="the fault_attacker binary, for the sharing rows (skipped without it)")
     p.add_argument("--nfq_delay", default="",
                    help="the nfq_delay helper, for loss and delay where tc netem is missing")
     p.add_argument("--shm_prefix", default="",
@@ -630,15 +643,21 @@ def main():
     ctx = Context(args)
     m = Matrix(ctx)
     try:
-        if args.elastic_only:
+        if args.only == "elastic":
             m.start_pair()
             if m.ns_reason:
                 raise SystemExit(f"the elastic rows need network namespaces: {m.ns_reason}")
             m.elastic_rows(args.peer_timeout_s)
+        elif args.only == "sharing":
+            m.start_single()
+            m.rows += single_node_sharing_rows(m, Row)
+            if not args.single_node_only:
+                m.start_pair()
+                m.rows += cross_sharing_rows(m, Row)
         else:
             m.start_single()
             m.single_node_rows()
-        if not args.single_node_only and not args.elastic_only:
+        if not args.single_node_only and not args.only:
             m.start_pair()
             m.cross_rows()
     finally:

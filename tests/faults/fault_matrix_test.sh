@@ -6,4 +6,5 @@
 # tests run beside this one, so only /dev/shm entries named kolo* count.
 set -euo pipefail
 exec python3 tests/faults/fault_matrix.py --kolod daemon/kolod \
-  --rank tests/faults/fault_rank --single_node_only --no_timing --shm_prefix=kolo
+  --rank tests/faults/fault_rank --attacker tests/faults/fault_attacker --single_node_only \
+  --no_timing --shm_prefix=kolo
