@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import ray_cluster
+from conftest import REPO, fashion_mnist_file, ray_cluster
 
 ray = pytest.importorskip("ray")
 pytest.importorskip("torch")
@@ -150,6 +150,70 @@ def test_ray_train_backend(cluster, tmp_path):
         time.sleep(0.2)
     assert subprocess.run(["pgrep", "-af", job], stdout=subprocess.PIPE,
                           text=True).stdout == ""
+
+
+def run_example(script, argv):
+    """What a user does to run an example program's training under
+    RayExecutor: the script itself, run in the worker as its __main__ (the
+    executor has set the worker's KOLO_* environment, so its hvd.init()
+    joins the job) with its command line in sys.argv. Returns the rank, the
+    size, the checksum the example reported and one computed here from the
+    model it trained."""
+    import hashlib
+    import runpy
+    import numpy as np
+    here = os.path.dirname(script)
+    sys.path.insert(0, here)  # as `python script`: its fashion_mnist_idx import
+    saved, sys.argv = sys.argv, [script, *argv]
+    try:
+        done = runpy.run_path(script, run_name="__main__")
+    finally:
+        sys.argv = saved
+        sys.path.remove(here)
+    model = done["model"]
+    if hasattr(model, "state_dict"):  # PyTorch
+        weights = [t.detach().cpu().numpy() for t in model.state_dict().values()]
+    else:  # Keras
+        weights = [v.numpy() for v in model.variables]
+    mine = hashlib.sha256()
+    for w in weights:
+        mine.update(np.ascontiguousarray(w).tobytes())
+    return (done["rank"], done["size"], done["digest"].hexdigest(), mine.hexdigest(),
+            float(done["test_acc"]))
+
+
+def run_example_on_two_hosts(name, argv, workers_per_host):
+    data = fashion_mnist_file("train-images-idx3-ubyte.gz")
+    if not os.path.exists(data):
+        pytest.skip("dataset-fashion-mnist not installed")
+    argv = [*argv, "--data-dir", os.path.dirname(data)]
+    ex = RayExecutor(RayExecutor.create_settings(timeout_s=120), num_hosts=2,
+                     num_workers_per_host=workers_per_host)
+    ex.start(extra_env_vars={"OMP_NUM_THREADS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"})
+    try:
+        ranks = ex.run(run_example, args=[os.path.join(REPO, "examples", name), argv])
+    finally:
+        ex.shutdown()
+    size = 2 * workers_per_host
+    assert [r[:2] for r in ranks] == [(r, size) for r in range(size)]
+    # Every worker ends with the same weights, and the example's own report
+    # agrees with them.
+    assert len({r[2] for r in ranks}) == 1 and len({r[3] for r in ranks}) == 1, ranks
+    assert all(r[2] == r[3] for r in ranks), ranks
+    assert ranks[0][4] > 0.5, f"test accuracy too low: {ranks}"
+
+
+@pytest.mark.parametrize("workers_per_host", [1, 2])
+def test_torch_mnist_example_on_two_hosts(cluster, workers_per_host):
+    run_example_on_two_hosts("torch_mnist.py", ["--epochs", "1", "--samples", "4096"],
+                             workers_per_host)
+
+
+@pytest.mark.parametrize("workers_per_host", [1, 2])
+def test_keras_mnist_example_on_two_hosts(cluster, workers_per_host):
+    pytest.importorskip("tensorflow")
+    run_example_on_two_hosts("keras_mnist.py", ["--epochs", "1", "--samples", "4096"],
+                             workers_per_host)
 
 
 def test_plaintext_only_on_one_machine():
