@@ -27,22 +27,11 @@
 namespace kolo::testing {
 namespace {
 
-constexpr uid_t kMallory = 65534;
+constexpr uid_t kMallory = kOtherUser;
 // How many handoff connections mallory keeps open (or tries to).
 constexpr int kHeld = 200;
 // kolod's default share of one uid (HandoffServerOptions).
 constexpr int kShare = 16;
-
-// Whether this process may become another user (root outside a user
-// namespace that maps only itself).
-bool CanBecomeAnotherUser() {
-  if (geteuid() != 0) return false;
-  pid_t child = fork();
-  if (child == 0) _exit(setgid(kMallory) == 0 && setuid(kMallory) == 0 ? 0 : 1);
-  int status = 0;
-  return child > 0 && waitpid(child, &status, 0) == child && WIFEXITED(status) &&
-         WEXITSTATUS(status) == 0;
-}
 
 // How many entries /proc/<pid>/<what> has (its descriptors, its threads).
 int CountEntries(pid_t pid, const char* what) {

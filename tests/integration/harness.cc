@@ -241,4 +241,13 @@ bool Ranks::WaitForOutput(int rank, const std::string& text, absl::Duration time
   return false;
 }
 
+bool CanBecomeAnotherUser() {
+  if (geteuid() != 0) return false;
+  pid_t child = fork();
+  if (child == 0) _exit(setgid(kOtherUser) == 0 && setuid(kOtherUser) == 0 ? 0 : 1);
+  int status = 0;
+  return child > 0 && waitpid(child, &status, 0) == child && WIFEXITED(status) &&
+         WEXITSTATUS(status) == 0;
+}
+
 }  // namespace kolo::testing

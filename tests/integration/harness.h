@@ -25,6 +25,12 @@ inline constexpr char kTestJobToken[] = "0123456789abcdef0123456789abcdef";
 // removed with what it holds when the test program exits.
 std::string MakeTempDir();
 
+// The other local user of the tests that play one ("nobody").
+inline constexpr uid_t kOtherUser = 65534;
+// Whether this process may become kOtherUser (root outside a user namespace
+// that maps only itself); tests that need it skip otherwise.
+bool CanBecomeAnotherUser();
+
 class DaemonProcess {
  public:
   // Starts kolod on `socket_path` and waits until it accepts connections.
