@@ -54,6 +54,7 @@ python3 - <<'PY'
 # failure, and so does a build that never started.
 import os, re, xml.etree.ElementTree as ET
 passed = failed = skipped = 0
+failures = []  # what failed, named once each before the summary line
 targets = {}
 build_failed = False
 with open(os.environ["KOLO_TEST_LOG"], errors="replace") as log:
@@ -77,6 +78,7 @@ for target, verdict in targets.items():
                 counted = True
                 if case.find("failure") is not None or case.find("error") is not None:
                     failed += 1
+                    failures.append(f"{target} {case.get('name')}")
                 elif case.get("status") == "notrun" or case.find("skipped") is not None:
                     skipped += 1
                 else:
@@ -88,8 +90,10 @@ for target, verdict in targets.items():
             passed += 1
         else:
             failed += 1
+            failures.append(f"{target} ({verdict})")
 if build_failed and not targets:
     failed += 1
+    failures.append("bazel build (did not complete)")
 # pytest's JUnit report: its cases, or one failure when it wrote none.
 pyxml = os.environ.get("KOLO_PYTEST_XML")
 if pyxml:
@@ -97,12 +101,14 @@ if pyxml:
         for case in ET.parse(pyxml).getroot().iter("testcase"):
             if case.find("failure") is not None or case.find("error") is not None:
                 failed += 1
+                failures.append(f"pytest {case.get('classname')}::{case.get('name')}")
             elif case.find("skipped") is not None:
                 skipped += 1
             else:
                 passed += 1
     except (OSError, ET.ParseError):
         failed += 1
+        failures.append("pytest (no report)")
 # The layer check (one case), and the CI stages: one case per fuzz target ("//t  ok: ...") and per target
 # under ASan ("asan //t  PASSED"); a stage that failed without naming a
 # target (its build broke) counts as one failure.
@@ -118,6 +124,7 @@ if extra and os.path.exists(extra):
                     passed += 1
                 else:
                     failed += 1
+                    failures.append(f"fuzz {m.group(1)}")
                 continue
             m = re.match(r"^asan (//\S+)\s+(\(cached\) )?(PASSED|FLAKY|FAILED|TIMEOUT|NO STATUS|FAILED TO BUILD|INCOMPLETE)", line)
             if m:
@@ -126,6 +133,7 @@ if extra and os.path.exists(extra):
                     passed += 1
                 else:
                     failed += 1
+                    failures.append(f"asan {m.group(1)} ({m.group(3)})")
                 continue
             m = re.match(r"^layers (ok|FAILED)$", line)
             if m:
@@ -133,10 +141,14 @@ if extra and os.path.exists(extra):
                     passed += 1
                 else:
                     failed += 1
+                    failures.append("layers")
                 continue
             m = re.match(r"^EXTRA_STAGE_FAILED (\w+)", line)
             if m and m.group(1) not in named:
                 failed += 1
+                failures.append(f"{m.group(1)} stage (no target named)")
+for what in failures:
+    print(f"FAILED: {what}")
 line = f"{passed} passed, {failed} failed"
 if skipped:
     line += f", {skipped} skipped"
