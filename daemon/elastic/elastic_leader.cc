@@ -404,6 +404,52 @@ int ElasticLeader::JoinersWaiting(absl::Time now, const std::string& here) const
   return joiners;
 }
 
+uint64_t ExpectedElasticJobs::Add(const std::string& job_id, const std::string& token) {
+  absl::MutexLock l(&mu_);
+  const uint64_t serial = next_++;
+  jobs_[job_id].push_back(Entry{serial, token});
+  return serial;
+}
+
+void ExpectedElasticJobs::Remove(uint64_t serial) {
+  absl::MutexLock l(&mu_);
+  for (auto it = jobs_.begin(); it != jobs_.end(); ++it) {
+    std::vector<Entry>& list = it->second;
+    auto found = std::find_if(list.begin(), list.end(),
+                              [serial](const Entry& e) { return e.serial == serial; });
+    if (found == list.end()) continue;
+    list.erase(found);
+    if (list.empty()) jobs_.erase(it);
+    return;
+  }
+}
+
+bool ExpectedElasticJobs::Has(const std::string& job_id, const std::string& token) const {
+  absl::MutexLock l(&mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return false;
+  for (const Entry& e : it->second) {
+    if (SecretsEqual(e.token, token)) return true;
+  }
+  return false;
+}
+
+std::shared_ptr<ElasticLeaders::Expected> ElasticLeaders::Expect(const std::string& job_id,
+                                                                 const std::string& token) {
+  return std::make_shared<Expected>(expected_, expected_->Add(job_id, token));
+}
+
+bool ElasticLeaders::Knows(const std::string& job_id, const std::string& token) {
+  if (expected_->Has(job_id, token)) return true;
+  absl::MutexLock l(&mu_);
+  auto it = leaders_.find(job_id);
+  if (it == leaders_.end()) return false;
+  for (const auto& x : it->second) {
+    if (SecretsEqual(x->token(), token)) return true;
+  }
+  return false;
+}
+
 int ElasticLeaders::JoinersWaiting(const std::string& job_id, const std::string& token,
                                    const std::string& here) {
   absl::MutexLock l(&mu_);

@@ -117,10 +117,53 @@ class ElasticLeader {
   std::set<std::string> gone_ ABSL_GUARDED_BY(mu_);
 };
 
+// The jobs whose elastic group spans nodes from this daemon (any of them
+// may be asked to lead a formation), by job id and token.
+// Thread-safety: thread-safe.
+class ExpectedElasticJobs {
+ public:
+  // Adds one; returns its serial for Remove.
+  uint64_t Add(const std::string& job_id, const std::string& token);
+  void Remove(uint64_t serial);
+  bool Has(const std::string& job_id, const std::string& token) const;
+
+ private:
+  struct Entry {
+    uint64_t serial = 0;
+    std::string token;
+  };
+  mutable absl::Mutex mu_;
+  uint64_t next_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::flat_hash_map<std::string, std::vector<Entry>> jobs_ ABSL_GUARDED_BY(mu_);
+};
+
 // The leaders this daemon runs, by job id and token.
 class ElasticLeaders {
  public:
-  explicit ElasticLeaders(ElasticLeaderOptions options) : options_(std::move(options)) {}
+  explicit ElasticLeaders(ElasticLeaderOptions options)
+      : options_(std::move(options)), expected_(std::make_shared<ExpectedElasticJobs>()) {}
+
+  // Marks a job as one this daemon takes reports for while the returned
+  // handle lives (its elastic group here spans nodes). Peer.Rendezvous
+  // reads nothing of a call whose metadata names a job that is neither
+  // expected nor led here, so a peer that is no node of any elastic job
+  // costs no more than its call's headers.
+  class Expected {
+   public:
+    Expected(std::shared_ptr<ExpectedElasticJobs> jobs, uint64_t serial)
+        : jobs_(std::move(jobs)), serial_(serial) {}
+    ~Expected() { jobs_->Remove(serial_); }
+    Expected(const Expected&) = delete;
+    Expected& operator=(const Expected&) = delete;
+
+   private:
+    std::shared_ptr<ExpectedElasticJobs> jobs_;
+    uint64_t serial_;
+  };
+  std::shared_ptr<Expected> Expect(const std::string& job_id, const std::string& token);
+  // Whether a report naming (job_id, token) is read: the job is expected,
+  // or a leader for it runs here.
+  bool Knows(const std::string& job_id, const std::string& token);
 
   // Validates and takes one report (Peer.Rendezvous).
   absl::StatusOr<kolo::v1::ElasticFormed> Report(const kolo::v1::ElasticReport& report);
@@ -130,6 +173,8 @@ class ElasticLeaders {
 
  private:
   const ElasticLeaderOptions options_;
+  // Shared with the Expected handles, which may outlive this.
+  const std::shared_ptr<ExpectedElasticJobs> expected_;
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::vector<std::shared_ptr<ElasticLeader>>> leaders_
       ABSL_GUARDED_BY(mu_);

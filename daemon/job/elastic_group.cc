@@ -232,6 +232,9 @@ void ElasticGroup::MaybeReportLocked(absl::Time now) {
     const absl::StatusCode code = formed.status().code();
     // A slow answer is not a lost leader: ask it again.
     if (code == absl::StatusCode::kDeadlineExceeded) return;
+    // The daemon asked knows no such job yet (its ranks have not attached):
+    // ask again; the waiters' own deadline bounds it.
+    if (code == absl::StatusCode::kNotFound) return;
     const bool unreachable = code == absl::StatusCode::kUnavailable;
     if (unreachable && epoch_ == 0) return;  // the leader's daemon may not be up yet
     if (unreachable) {

@@ -92,6 +92,9 @@ struct Spanning {
   std::string address;  // this daemon's Peer address
   std::string leader;   // the first epoch's leader (KOLO_COORDINATOR)
   int local_size = 1;   // the first epoch's ranks on this node
+  // Held while the group lives: this daemon's Peer.Rendezvous takes the
+  // job's reports (elastic_leader.h). Null where none leads here.
+  std::shared_ptr<const void> expected;
 };
 
 struct ElasticView {

@@ -193,6 +193,9 @@ absl::StatusOr<ElasticSeat> JobRegistry::JoinElastic(const JoinRequest& request,
         }
         spanning = Spanning{multi_node_.rendezvous, multi_node_.node_name, multi_node_.peer_address,
                             request.coordinator, request.local_size};
+        if (multi_node_.elastic_leaders != nullptr) {
+          spanning->expected = multi_node_.elastic_leaders->Expect(id, token);
+        }
       }
       it = elastic_
                .emplace(key, std::make_shared<ElasticGroup>(id, token, std::move(make_job),

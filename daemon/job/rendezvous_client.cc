@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "daemon/wire/peer_protocol.h"
 #include "proto/kolo/v1/peer.grpc.pb.h"
 
 namespace kolo::daemon {
@@ -37,6 +38,10 @@ absl::StatusOr<kolo::v1::ElasticFormed> GrpcRendezvous::Call(
   auto stub = kolo::v1::Peer::NewStub(ChannelTo(address));
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + absl::ToChronoNanoseconds(deadline_));
+  // The job goes in the metadata too: the leader reads nothing of a call
+  // before it names a job the leader knows (peer_service.h).
+  context.AddMetadata(kJobIdKey, report.job_id());
+  context.AddMetadata(kJobTokenKey, report.job_token());
   kolo::v1::ElasticFormed formed;
   grpc::Status s = stub->Rendezvous(&context, report, &formed);
   if (!s.ok()) {

@@ -149,8 +149,8 @@ absl::StatusOr<StreamJob> JobOf(const grpc::ServerContext& context) {
   auto token = metadata.find(kJobTokenKey);
   if (id == metadata.end() || token == metadata.end() || id->second.empty()) {
     return absl::UnauthenticatedError(absl::StrCat(
-        "a Negotiate stream names its job and token in its metadata (", kJobIdKey, ", ",
-        kJobTokenKey, "); a kolod that sends only Hello is older than this one: upgrade it"));
+        "a Peer call (Negotiate, Rendezvous) names its job and token in its metadata (", kJobIdKey,
+        ", ", kJobTokenKey, "); a kolod that sends only Hello is older than this one: upgrade it"));
   }
   if (id->second.size() > kMaxJobIdBytes || token->second.size() > kMaxJobTokenBytes) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -414,24 +414,44 @@ PeerService::PeerService(CoordinatorRegistry* registry, PeerServiceLimits limits
       auth_watch_(std::make_unique<CallDeadlines>()),
       failures_(limits.failures) {}
 
-grpc::Status PeerService::Rendezvous(grpc::ServerContext* context,
-                                     const kolo::v1::ElasticReport* report,
-                                     kolo::v1::ElasticFormed* formed) {
+grpc::Status PeerService::StreamedRendezvous(
+    grpc::ServerContext* context,
+    grpc::ServerUnaryStreamer<kolo::v1::ElasticReport, kolo::v1::ElasticFormed>* stream) {
   if (elastic_leaders_ == nullptr) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         "rendezvous: this kolod leads no elastic jobs");
   }
-  // gRPC has read the report whole by now (a unary request): a peer whose
-  // failure budget is spent costs no more than that.
   const std::string identity = PeerIdentity(*context, PeerHost(context->peer()));
   if (absl::Status spent = failures_.Check(identity, absl::Now()); !spent.ok()) {
     return ToGrpcStatus(spent);
   }
-  absl::StatusOr<kolo::v1::ElasticFormed> out = elastic_leaders_->Report(*report);
+  absl::StatusOr<StreamJob> job = JobOf(*context);
+  if (!job.ok()) {
+    CountFailure(identity, absl::StrCat("rendezvous: ", job.status().message()));
+    return ToGrpcStatus(job.status());
+  }
+  if (!elastic_leaders_->Knows(job->id, job->token)) {
+    // Not counted against the budget: a node whose report comes before
+    // this daemon's own ranks attached asks again every half second.
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        absl::StrCat("rendezvous: no elastic job ", job->id.substr(0, 128),
+                                     " with that token spans nodes from this kolod (yet)"));
+  }
+  kolo::v1::ElasticReport report;
+  if (!stream->Read(&report)) {
+    return grpc::Status(grpc::StatusCode::CANCELLED,
+                        "rendezvous: the call ended before its report");
+  }
+  if (report.job_id() != job->id || !SecretsEqual(report.job_token(), job->token)) {
+    const std::string why = "rendezvous: the report names another job than its call's metadata";
+    CountFailure(identity, why);
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, why);
+  }
+  absl::StatusOr<kolo::v1::ElasticFormed> out = elastic_leaders_->Report(report);
   if (!out.ok()) {
     const std::string why =
-        absl::StrCat("elastic job ", report->job_id(), ": rendezvous from node ",
-                     report->node().substr(0, 128), ": ", out.status().ToString());
+        absl::StrCat("elastic job ", report.job_id(), ": rendezvous from node ",
+                     report.node().substr(0, 128), ": ", out.status().ToString());
     if (absl::IsInvalidArgument(out.status()) || absl::IsPermissionDenied(out.status())) {
       CountFailure(identity, why);
     } else {
@@ -439,7 +459,9 @@ grpc::Status PeerService::Rendezvous(grpc::ServerContext* context,
     }
     return ToGrpcStatus(out.status());
   }
-  *formed = *std::move(out);
+  if (!stream->Write(*out)) {
+    return grpc::Status(grpc::StatusCode::CANCELLED, "rendezvous: the caller went away");
+  }
   return grpc::Status::OK;
 }
 

@@ -152,7 +152,8 @@ struct StreamJob {
   std::string token;
 };
 
-class PeerService final : public kolo::v1::Peer::Service {
+class PeerService final
+    : public kolo::v1::Peer::WithStreamedUnaryMethod_Rendezvous<kolo::v1::Peer::Service> {
  public:
   // `registry` and `elastic_leaders` (null: Rendezvous is refused) must
   // outlive the service.
@@ -165,9 +166,14 @@ class PeerService final : public kolo::v1::Peer::Service {
                                                   kolo::v1::MemberMessage>* stream) override;
 
   // An elastic job's node reports its waiting ranks to the membership leader
-  // (elastic_leader.h); answers within about half a second.
-  grpc::Status Rendezvous(grpc::ServerContext* context, const kolo::v1::ElasticReport* report,
-                          kolo::v1::ElasticFormed* formed) override;
+  // (elastic_leader.h); answers within about half a second. A unary call,
+  // served as a stream so that nothing of it is read before its metadata
+  // (kJobIdKey, kJobTokenKey) names a job this daemon knows: a peer's
+  // spent failure budget, a call without them and one for a job unknown
+  // here (NOT_FOUND; the node asks again) cost only the call's headers.
+  grpc::Status StreamedRendezvous(
+      grpc::ServerContext* context,
+      grpc::ServerUnaryStreamer<kolo::v1::ElasticReport, kolo::v1::ElasticFormed>* stream) override;
 
   // Streams open now, and those held for jobs not started yet (for tests
   // and status).

@@ -77,12 +77,12 @@ struct Member {
 
 class PeerServiceTest : public ::testing::Test {
  protected:
-  void Start(PeerServiceLimits limits) {
+  void Start(PeerServiceLimits limits, ElasticLeaders* leaders = nullptr) {
     auto registry = CoordinatorRegistry::Start(CoordinatorOptions{}, absl::Milliseconds(100),
                                                absl::Seconds(10));
     ASSERT_TRUE(registry.ok()) << registry.status();
     registry_ = std::move(*registry);
-    service_ = std::make_unique<PeerService>(registry_.get(), limits);
+    service_ = std::make_unique<PeerService>(registry_.get(), limits, leaders);
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", Certs("a").Server(), &port);
@@ -279,6 +279,70 @@ TEST_F(PeerServiceTest, AStreamWithoutItsJobInTheMetadataIsRefusedUnread) {
   other->stream->Write(Hello("job-elsewhere", "tok", 1));
   ExpectEnded(*other, grpc::StatusCode::INVALID_ARGUMENT, "another job or token", false);
   ExpectATwoNodeJobIsPlanned("job-meta");
+}
+
+// A one-rank report of node b for `job`.
+kolo::v1::ElasticReport Report(const std::string& job, const std::string& token) {
+  kolo::v1::ElasticReport r;
+  r.set_job_id(job);
+  r.set_job_token(token);
+  r.set_node("nodeb");
+  r.set_address("127.0.0.1:1");
+  r.set_initial_size(1);
+  r.set_min_size(1);
+  r.set_max_size(1);
+  kolo::v1::ElasticCandidate* c = r.add_candidates();
+  c->set_id("session-1");
+  c->set_previous_rank(-1);
+  return r;
+}
+
+grpc::Status CallRendezvous(kolo::v1::Peer::Stub* stub, const kolo::v1::ElasticReport& report,
+                            const std::string& job, const std::string& token,
+                            kolo::v1::ElasticFormed* formed) {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  if (!job.empty()) {
+    context.AddMetadata(kJobIdKey, job);
+    context.AddMetadata(kJobTokenKey, token);
+  }
+  return stub->Rendezvous(&context, report, formed);
+}
+
+TEST_F(PeerServiceTest, ARendezvousIsReadOnlyOnceItsMetadataNamesAJobKnownHere) {
+  ElasticLeaders leaders(ElasticLeaderOptions{});
+  Start(PeerServiceLimits{}, &leaders);
+  // 4 MiB, over the server's receive bound: where kolod reads it, gRPC
+  // refuses it as too large; where kolod does not, the call ends first.
+  kolo::v1::ElasticReport big = Report("job-el", "tok");
+  big.set_reason(std::string(4 << 20, 'x'));
+  kolo::v1::ElasticFormed formed;
+  grpc::Status s = CallRendezvous(stub_.get(), big, "", "", &formed);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << s.error_message();
+  s = CallRendezvous(stub_.get(), big, "job-el", "tok", &formed);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();
+  EXPECT_TRUE(absl::StrContains(s.error_message(), "no elastic job job-el")) << s.error_message();
+  {
+    std::shared_ptr<ElasticLeaders::Expected> expected = leaders.Expect("job-el", "tok");
+    // The job is known now, but not with this token.
+    s = CallRendezvous(stub_.get(), big, "job-el", "other", &formed);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();
+    // With it, the report is read, and the bound refuses it.
+    s = CallRendezvous(stub_.get(), big, "job-el", "tok", &formed);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+    // A report that names another job than its metadata is refused.
+    s = CallRendezvous(stub_.get(), Report("job-other", "tok"), "job-el", "tok", &formed);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+    // The real report forms the job's first epoch: one rank, on node b.
+    s = CallRendezvous(stub_.get(), Report("job-el", "tok"), "job-el", "tok", &formed);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(formed.epoch(), 1u);
+    EXPECT_TRUE(leaders.Knows("job-el", "tok"));
+  }
+  // Its group gone, the job's leader still answers its nodes until idle.
+  EXPECT_TRUE(leaders.Knows("job-el", "tok"));
+  EXPECT_FALSE(leaders.Knows("job-never", "tok"));
+  ExpectATwoNodeJobIsPlanned("job-after-rendezvous");
 }
 
 TEST_F(PeerServiceTest, HellosForJobsNotStartedTakeAShareAndExpire) {
