@@ -56,6 +56,9 @@ struct DaemonConfig {
   // a source address on the status port) may hold at once.
   absl::Duration anonymous_call_deadline = absl::Seconds(5);
   int max_anonymous_calls = 16;
+  // Handoff connections in progress one uid may hold (the total is the
+  // attach headroom, 128).
+  int max_handoffs_per_uid = 16;
   // Calls of one source address (or of the admin token) on the status port.
   int max_status_calls_per_address = 16;
   // Elastic jobs: how long an attach waits for its epoch, and how long a

@@ -407,6 +407,7 @@ absl::Status Daemon::StartServers() {
   handoff.path = HandoffSocketPath(config_.socket_path);
   handoff.handshake_timeout = config_.attach_timeout;
   handoff.max_connections = kAttachHeadroomThreads;
+  handoff.max_connections_per_uid = std::min(config_.max_handoffs_per_uid, kAttachHeadroomThreads);
   auto handoff_server = HandoffServer::Start(handoff, handoffs_.get());
   if (!handoff_server.ok()) return handoff_server.status();
   handoff_server_ = std::move(*handoff_server);

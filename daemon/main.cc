@@ -97,6 +97,9 @@ ABSL_FLAG(std::string, anonymous_call_deadline_s, "5",
 ABSL_FLAG(int, max_anonymous_calls, 16,
           "gRPC calls without credentials one identity (a uid on the socket, a source address "
           "on the status port) may hold at once");
+ABSL_FLAG(int, max_handoffs_per_uid, 16,
+          "handoff connections in progress (accepted, not yet answered) one uid may hold at "
+          "once; the total is 128");
 ABSL_FLAG(int, max_status_calls_per_address, 16,
           "gRPC calls one source address (or the admin token) may hold at once on the status "
           "port");
@@ -222,6 +225,8 @@ int main(int argc, char** argv) {
                    "--max_pending_per_rank"},
         std::tuple{&FLAGS_max_anonymous_calls, &config.max_anonymous_calls,
                    "--max_anonymous_calls"},
+        std::tuple{&FLAGS_max_handoffs_per_uid, &config.max_handoffs_per_uid,
+                   "--max_handoffs_per_uid"},
         std::tuple{&FLAGS_max_status_calls_per_address, &config.max_status_calls_per_address,
                    "--max_status_calls_per_address"}}) {
     int v = absl::GetFlag(*flag);

@@ -30,8 +30,9 @@ namespace {
 constexpr uid_t kMallory = kOtherUser;
 // How many handoff connections mallory keeps open (or tries to).
 constexpr int kHeld = 200;
-// kolod's default share of one uid (HandoffServerOptions).
-constexpr int kShare = 16;
+// The share of one uid this test gives kolod (--max_handoffs_per_uid; 16
+// by default).
+constexpr int kShare = 8;
 
 // How many entries /proc/<pid>/<what> has (its descriptors, its threads).
 int CountEntries(pid_t pid, const char* what) {
@@ -93,7 +94,8 @@ TEST(HandoffSharesTest, OneUsersIdleConnectionsDoNotKeepAnothersJobOut) {
   if (!CanBecomeAnotherUser()) GTEST_SKIP() << "needs root to run a client as another user";
   const std::string dir = MakeTempDir();
   ASSERT_EQ(chmod(dir.c_str(), 0755), 0);
-  auto daemon = DaemonProcess::Start(dir + "/kolod.sock", {"--socket_mode=0666"});
+  auto daemon = DaemonProcess::Start(
+      dir + "/kolod.sock", {"--socket_mode=0666", absl::StrCat("--max_handoffs_per_uid=", kShare)});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   // Idle, once it has served a job (gRPC's threads are started).
   ExpectDaemonServesAJob(*daemon, "warm-up");
