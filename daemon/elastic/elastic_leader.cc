@@ -411,17 +411,15 @@ uint64_t ExpectedElasticJobs::Add(const std::string& job_id, const std::string& 
   return serial;
 }
 
-void ExpectedElasticJobs::Remove(uint64_t serial) {
+void ExpectedElasticJobs::Remove(const std::string& job_id, uint64_t serial) {
   absl::MutexLock l(&mu_);
-  for (auto it = jobs_.begin(); it != jobs_.end(); ++it) {
-    std::vector<Entry>& list = it->second;
-    auto found = std::find_if(list.begin(), list.end(),
-                              [serial](const Entry& e) { return e.serial == serial; });
-    if (found == list.end()) continue;
-    list.erase(found);
-    if (list.empty()) jobs_.erase(it);
-    return;
-  }
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return;
+  std::vector<Entry>& list = it->second;
+  list.erase(std::remove_if(list.begin(), list.end(),
+                            [serial](const Entry& e) { return e.serial == serial; }),
+             list.end());
+  if (list.empty()) jobs_.erase(it);
 }
 
 bool ExpectedElasticJobs::Has(const std::string& job_id, const std::string& token) const {
@@ -436,29 +434,30 @@ bool ExpectedElasticJobs::Has(const std::string& job_id, const std::string& toke
 
 std::shared_ptr<ElasticLeaders::Expected> ElasticLeaders::Expect(const std::string& job_id,
                                                                  const std::string& token) {
-  return std::make_shared<Expected>(expected_, expected_->Add(job_id, token));
+  return std::make_shared<Expected>(expected_, job_id, expected_->Add(job_id, token));
+}
+
+std::shared_ptr<ElasticLeader> ElasticLeaders::FindLocked(const std::string& job_id,
+                                                          const std::string& token) const {
+  auto it = leaders_.find(job_id);
+  if (it == leaders_.end()) return nullptr;
+  for (const auto& x : it->second) {
+    if (SecretsEqual(x->token(), token)) return x;
+  }
+  return nullptr;
 }
 
 bool ElasticLeaders::Knows(const std::string& job_id, const std::string& token) {
   if (expected_->Has(job_id, token)) return true;
   absl::MutexLock l(&mu_);
-  auto it = leaders_.find(job_id);
-  if (it == leaders_.end()) return false;
-  for (const auto& x : it->second) {
-    if (SecretsEqual(x->token(), token)) return true;
-  }
-  return false;
+  return FindLocked(job_id, token) != nullptr;
 }
 
 int ElasticLeaders::JoinersWaiting(const std::string& job_id, const std::string& token,
                                    const std::string& here) {
   absl::MutexLock l(&mu_);
-  auto it = leaders_.find(job_id);
-  if (it == leaders_.end()) return 0;
-  for (const auto& x : it->second) {
-    if (SecretsEqual(x->token(), token)) return x->JoinersWaiting(absl::Now(), here);
-  }
-  return 0;
+  std::shared_ptr<ElasticLeader> leader = FindLocked(job_id, token);
+  return leader == nullptr ? 0 : leader->JoinersWaiting(absl::Now(), here);
 }
 
 absl::StatusOr<kolo::v1::ElasticFormed> ElasticLeaders::Report(
@@ -484,17 +483,14 @@ absl::StatusOr<kolo::v1::ElasticFormed> ElasticLeaders::Report(
         ++it;
       }
     }
-    auto& list = leaders_[report.job_id()];
-    for (const auto& x : list) {
-      if (SecretsEqual(x->token(), report.job_token())) leader = x;
-    }
+    leader = FindLocked(report.job_id(), report.job_token());
     if (leader == nullptr) {
       if (jobs >= options_.max_jobs) {
         return absl::ResourceExhaustedError(
             absl::StrCat("rendezvous: this kolod leads ", jobs, " elastic jobs, its limit"));
       }
       leader = std::make_shared<ElasticLeader>(report.job_id(), report.job_token(), options_);
-      list.push_back(leader);
+      leaders_[report.job_id()].push_back(leader);
     }
   }
   return leader->Report(report);

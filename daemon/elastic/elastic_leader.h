@@ -124,7 +124,7 @@ class ExpectedElasticJobs {
  public:
   // Adds one; returns its serial for Remove.
   uint64_t Add(const std::string& job_id, const std::string& token);
-  void Remove(uint64_t serial);
+  void Remove(const std::string& job_id, uint64_t serial);
   bool Has(const std::string& job_id, const std::string& token) const;
 
  private:
@@ -150,14 +150,15 @@ class ElasticLeaders {
   // costs no more than its call's headers.
   class Expected {
    public:
-    Expected(std::shared_ptr<ExpectedElasticJobs> jobs, uint64_t serial)
-        : jobs_(std::move(jobs)), serial_(serial) {}
-    ~Expected() { jobs_->Remove(serial_); }
+    Expected(std::shared_ptr<ExpectedElasticJobs> jobs, std::string job_id, uint64_t serial)
+        : jobs_(std::move(jobs)), job_id_(std::move(job_id)), serial_(serial) {}
+    ~Expected() { jobs_->Remove(job_id_, serial_); }
     Expected(const Expected&) = delete;
     Expected& operator=(const Expected&) = delete;
 
    private:
     std::shared_ptr<ExpectedElasticJobs> jobs_;
+    std::string job_id_;
     uint64_t serial_;
   };
   std::shared_ptr<Expected> Expect(const std::string& job_id, const std::string& token);
@@ -172,6 +173,11 @@ class ElasticLeaders {
   int JoinersWaiting(const std::string& job_id, const std::string& token, const std::string& here);
 
  private:
+  // The leader of (job_id, token), or null.
+  std::shared_ptr<ElasticLeader> FindLocked(const std::string& job_id,
+                                            const std::string& token) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const ElasticLeaderOptions options_;
   // Shared with the Expected handles, which may outlive this.
   const std::shared_ptr<ExpectedElasticJobs> expected_;
