@@ -36,6 +36,9 @@ struct DaemonConfig {
   // Peer plane travel apart and cannot see a stalled data link). 0: never.
   absl::Duration transfer_timeout = absl::Seconds(60);  // KOLO_TRANSFER_TIMEOUT_S
   uint32_t response_cache_capacity = 1024;
+  // Cached names of a multi-node job coordinated here negotiate in direct
+  // rounds between the nodes (daemon/negotiation/ready_rounds.h).
+  bool direct_ready = true;
   absl::Duration stall_warning = absl::Seconds(60);     // KOLO_STALL_WARNING_S
   absl::Duration stall_timeout = absl::ZeroDuration();  // KOLO_STALL_TIMEOUT_S
   // Device tensors: how long joining a job's NCCL communicator may take,

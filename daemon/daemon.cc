@@ -266,6 +266,7 @@ absl::Status Daemon::StartPeerService(MultiNodeEnv* multi_node) {
   CoordinatorOptions coordinator_options;
   coordinator_options.fusion_threshold_bytes = config_.fusion_threshold_bytes;
   coordinator_options.cache_capacity = config_.response_cache_capacity;
+  coordinator_options.direct_ready = config_.direct_ready;
   coordinator_options.new_device_comm_id = [f = device_backends_.get()] { return f->NewCommId(); };
   auto coordinators =
       CoordinatorRegistry::Start(coordinator_options, absl::Seconds(1), config_.peer_timeout);

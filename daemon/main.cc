@@ -84,6 +84,9 @@ ABSL_FLAG(bool, peer_plaintext, false,
           "refused and a loopback one leaves multi-node jobs off");
 ABSL_FLAG(int, response_cache, 1024,
           "names a coordinator remembers as cache bits (multi-node jobs)");
+ABSL_FLAG(bool, direct_ready, true,
+          "multi-node jobs whose rank 0 is here: names every node has cached negotiate "
+          "directly between the nodes over the data plane, not through this kolod");
 ABSL_FLAG(int, max_job_ranks, 65536, "largest job (ranks in all) a client may attach to");
 ABSL_FLAG(int, max_sessions, 1024, "attached client processes this kolod serves at once");
 ABSL_FLAG(int, max_sessions_per_uid, 256, "attached client processes of one user at once");
@@ -196,6 +199,7 @@ int main(int argc, char** argv) {
   }
   if (absl::GetFlag(FLAGS_response_cache) < 0) return Fail("--response_cache must be >= 0");
   config.response_cache_capacity = static_cast<uint32_t>(absl::GetFlag(FLAGS_response_cache));
+  config.direct_ready = absl::GetFlag(FLAGS_direct_ready);
   for (auto [flag, field, name] :
        {std::tuple{&FLAGS_stall_warning_s, &config.stall_warning, "--stall_warning_s"},
         std::tuple{&FLAGS_stall_timeout_s, &config.stall_timeout, "--stall_timeout_s"},

@@ -20,6 +20,7 @@ Coordinator::Coordinator(std::string job_id, std::string token, int size,
       asked_settings_(options.asked_settings),
       fusion_threshold_(options.fusion_threshold_bytes),
       autotune_(options.autotune),
+      direct_ready_(options.direct_ready),
       lane_(std::make_shared<PlanLane>()),
       members_(job_id_, token_, size),
       sets_(size),
@@ -90,6 +91,7 @@ absl::StatusOr<int> Coordinator::AddMember(const kolo::v1::Hello& hello,
   }
   absl::StatusOr<int> member = members_.Admit(hello, std::move(sink));
   if (!member.ok()) return member.status();
+  all_direct_ = all_direct_ && hello.direct_ready();
   if (hello.fusion_threshold_cap() > 0) {
     fusion_cap_ = std::min<uint64_t>(fusion_cap_, hello.fusion_threshold_cap());
   }
@@ -126,6 +128,11 @@ void Coordinator::WelcomeLocked(MemberOutbox* out) {
         "Peer plane only: {}",
         job_id_, key.status().ToString());
   }
+  welcome.set_fusion_threshold(threshold);
+  // The tuner learns from the plans made here, so a job that autotunes
+  // keeps every name with the coordinator.
+  welcome.set_direct_ready(direct_ready_ && all_direct_ && !autotune_.enabled &&
+                           !welcome.lane_key().empty());
   members_.Welcome(&welcome);
   for (int n = 0; n < members_.nodes(); ++n) {
     auto msg = std::make_shared<kolo::v1::CoordinatorMessage>();

@@ -98,10 +98,13 @@ class Coordinator {
   const kolo::v1::JobSettings asked_settings_;
   const uint64_t fusion_threshold_;
   const plan::AutotuneSettings autotune_;
+  const bool direct_ready_;
 
   mutable absl::Mutex mu_;
   // The smallest bound on the fusion threshold of the nodes so far.
   uint64_t fusion_cap_ ABSL_GUARDED_BY(mu_) = UINT64_MAX;
+  // Whether every node so far can take part in direct rounds.
+  bool all_direct_ ABSL_GUARDED_BY(mu_) = true;
   std::unique_ptr<plan::FusionTuner> tuner_ ABSL_GUARDED_BY(mu_);
   absl::Mutex deliver_mu_ ABSL_ACQUIRED_AFTER(mu_);
   const std::shared_ptr<PlanLane> lane_;

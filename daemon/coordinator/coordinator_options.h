@@ -25,6 +25,10 @@ inline std::string PeerKey(int process_set, const std::string& name) {
 struct CoordinatorOptions {
   uint64_t fusion_threshold_bytes = uint64_t{64} << 20;
   uint32_t cache_capacity = 1024;
+  // Cached names negotiate in direct rounds between the nodes (see
+  // daemon/negotiation/ready_rounds.h) when the job has a data-plane key
+  // and does not autotune (the tuner learns from the plans made here).
+  bool direct_ready = true;
   // The job's settings as its ranks asked for them: every node's Hello must
   // carry the same. With autotuning on, the fusion threshold above is where
   // the tuner starts.

@@ -9,6 +9,7 @@
 #include "common/start_thread.h"
 #include "daemon/coordinator/abort_status.h"
 #include "daemon/negotiation/plan_check.h"
+#include "daemon/plan/fusion.h"
 #include "daemon/plan/tensor_meta.h"
 #include "proto/kolo/abi/collective_traits.h"
 #include "spdlog/spdlog.h"
@@ -18,6 +19,11 @@ namespace {
 
 // How long the responses already planned may go on after the job ended.
 constexpr absl::Duration kAbortGrace = absl::Seconds(5);
+
+// The first byte of a direct round's message over the lane. A serialized
+// MemberMessage or CoordinatorMessage never starts with it (no field has
+// number 0).
+constexpr char kRoundMark = '\0';
 
 // Where this node's ranks keep the device tensors of `set`.
 kolo::v1::DeviceLayout LayoutOf(const ReadySet& set) {
@@ -109,6 +115,7 @@ absl::Status PeerNegotiator::Start(std::vector<int> local_ranks) {
   link.hello.set_ucx_address(transport_->address());
   *link.hello.mutable_settings() = options_.asked_settings;
   link.hello.set_fusion_threshold_cap(options_.fusion_threshold_cap);
+  link.hello.set_direct_ready(transport_->message_lane() != nullptr);
   link.peer_timeout = options_.peer_timeout;
   link.coordinator_name = coordinator_name;
   absl::StatusOr<std::thread> executor = StartThread(
@@ -156,6 +163,10 @@ PeerNegotiator::~PeerNegotiator() {
   if (transport_ && busy) transport_->Abort(absl::CancelledError("the job ended on this node"));
   if (transport_aborter_.joinable()) transport_aborter_.join();
   if (executor_.joinable()) executor_.join();
+  {
+    absl::MutexLock l(&rounds_mu_);
+    rounds_lane_ = nullptr;  // nothing more goes out over the transport
+  }
   std::shared_ptr<Coordinator> coordinator;
   {
     // The transport's thread delivers nothing more to the link or the
@@ -189,21 +200,181 @@ void PeerNegotiator::UseLaneLocked() {
 }
 
 void PeerNegotiator::Progress() {
-  absl::ReaderMutexLock l(&lane_mu_);
-  if (flush_link_ != nullptr) flush_link_->Flush();
+  {
+    absl::ReaderMutexLock l(&lane_mu_);
+    if (flush_link_ != nullptr) flush_link_->Flush();
+  }
+  absl::MutexLock r(&rounds_mu_);
+  PumpRoundsLocked();
 }
 
 void PeerNegotiator::OnLaneMessage(int peer, absl::string_view message) {
-  absl::ReaderMutexLock l(&lane_mu_);
-  if (!lane_open_) return;
-  if (coordinator_ != nullptr) {
-    coordinator_->OnLaneMessage(peer, message);
-  } else if (peer == coordinator_node_ && lane_link_ != nullptr) {
-    lane_link_->OnLaneMessage(message);
-  } else {
+  if (!message.empty() && message.front() == kRoundMark) {
+    lane_messages_.fetch_add(1, std::memory_order_relaxed);
+    OnRoundMessage(peer, message.substr(1));
     return;
   }
-  lane_messages_.fetch_add(1, std::memory_order_relaxed);
+  bool to_coordinator = false;
+  {
+    absl::ReaderMutexLock l(&lane_mu_);
+    if (!lane_open_) return;
+    if (coordinator_ != nullptr) {
+      coordinator_->OnLaneMessage(peer, message);
+      to_coordinator = true;
+    } else if (peer == coordinator_node_ && lane_link_ != nullptr) {
+      lane_link_->OnLaneMessage(message);
+    } else {
+      return;
+    }
+    lane_messages_.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (to_coordinator) {
+    // The coordinator may have planned: its node's round says so.
+    absl::MutexLock r(&rounds_mu_);
+    PumpRoundsLocked();
+  }
+}
+
+void PeerNegotiator::OnRoundMessage(int peer, absl::string_view message) {
+  absl::Status broken;
+  {
+    absl::MutexLock r(&rounds_mu_);
+    if (rounds_ == nullptr) return;
+    kolo::v1::ReadyRound round;
+    if (!round.ParseFromArray(message.data(), static_cast<int>(message.size()))) {
+      broken = absl::InvalidArgumentError(
+          absl::StrCat("an unreadable message of ", message.size(), " bytes"));
+    } else {
+      broken = rounds_->Receive(peer, round);
+    }
+    if (broken.ok()) PumpRoundsLocked();
+  }
+  if (!broken.ok()) {
+    // It came sealed from a daemon of the job: the nodes' orders would
+    // diverge, so the job ends, saying why.
+    OnLinkAbort(absl::AbortedError(absl::StrCat("job ", options_.job_id, " on node ",
+                                                options_.node_name, ": node ", peer,
+                                                " broke the direct rounds: ", broken.message())));
+  }
+}
+
+void PeerNegotiator::PumpRoundsLocked() {
+  if (rounds_ == nullptr || rounds_lane_ == nullptr) return;
+  ReadyRounds::Output out = rounds_->Pump();
+  absl::Status failed;
+  for (const kolo::v1::ReadyRound& m : out.messages) {
+    auto bytes = std::make_shared<std::string>(1, kRoundMark);
+    m.AppendToString(bytes.get());
+    for (int n = 0; n < rounds_nodes_; ++n) {
+      if (n == rounds_self_) continue;
+      if (absl::Status s = rounds_lane_->SendMessage(n, bytes); !s.ok() && failed.ok()) failed = s;
+    }
+  }
+  {
+    absl::MutexLock l(&mu_);
+    for (ReadyRounds::Event& e : out.events) {
+      switch (e.kind) {
+        case ReadyRounds::Event::Kind::kReleasePlans:
+          for (; plans_ordered_ < e.plans; ++plans_ordered_) {
+            OrderItem slot;
+            slot.is_plan = true;
+            slot.index = plans_ordered_;
+            order_.push_back(std::move(slot));
+          }
+          break;
+        case ReadyRounds::Event::Kind::kRun: {
+          OrderItem item;
+          item.entries = DirectEntriesLocked(e.ids);
+          order_.push_back(std::move(item));
+          break;
+        }
+        case ReadyRounds::Event::Kind::kSpill:
+          for (uint32_t id : e.ids) {
+            auto it = direct_.find(id);
+            if (it == direct_.end()) continue;
+            auto parked = parked_.find(it->second.key);
+            // The executor thread reports it (see ExecuteLoop).
+            if (parked != parked_.end()) {
+              spilled_.push_back(plan::MetaOf(parked->second, options_.size));
+            }
+            direct_.erase(it);
+          }
+          break;
+        case ReadyRounds::Event::Kind::kOff:
+          // The coordinator plans everything from here, in its order.
+          gated_ = false;
+          break;
+      }
+    }
+    DrainOrderLocked();
+  }
+  if (!failed.ok()) {
+    // Only an aborted transport refuses: the job is ending already.
+    spdlog::warn("job {}: a direct round's message did not go out: {}", options_.job_id,
+                 failed.ToString());
+  }
+}
+
+std::vector<PlannedEntry> PeerNegotiator::DirectEntriesLocked(const std::vector<uint32_t>& ids) {
+  std::vector<std::string> keys;
+  std::vector<plan::FusionCandidate> candidates;
+  for (uint32_t id : ids) {
+    auto it = direct_.find(id);
+    if (it == direct_.end()) {
+      // Not in this node's state: the executor finds it not ready here and
+      // ends the job (the rounds never run a name a node lacks).
+      keys.push_back(absl::StrCat("0:<cache id ", id, ">"));
+      candidates.push_back({plan::TensorDesc{}, {}});
+      continue;
+    }
+    keys.push_back(it->second.key);
+    candidates.push_back({it->second.desc, {}});
+    direct_.erase(it);
+  }
+  std::vector<PlannedEntry> entries;
+  for (const plan::FusionGroup& g : plan::GroupForFusion(candidates, direct_threshold_)) {
+    PlannedEntry e;
+    for (size_t m : g.members) e.names.push_back(keys[m]);
+    entries.push_back(std::move(e));
+  }
+  return entries;
+}
+
+void PeerNegotiator::DrainOrderLocked() {
+  for (;;) {
+    if (!order_.empty()) {
+      OrderItem& head = order_.front();
+      if (head.is_plan) {
+        auto it = arrived_.find(head.index);
+        if (it == arrived_.end()) return;  // still on its way here
+        for (PlannedEntry& e : it->second) plan_.push_back(std::move(e));
+        arrived_.erase(it);
+        ++next_plan_;
+      } else {
+        for (PlannedEntry& e : head.entries) plan_.push_back(std::move(e));
+      }
+      order_.pop_front();
+      continue;
+    }
+    if (gated_) return;
+    auto it = arrived_.find(next_plan_);
+    if (it == arrived_.end()) return;
+    for (PlannedEntry& e : it->second) plan_.push_back(std::move(e));
+    arrived_.erase(it);
+    ++next_plan_;
+    plans_ordered_ = std::max(plans_ordered_, next_plan_);
+  }
+}
+
+void PeerNegotiator::ReportSpilled(std::vector<kolo::v1::TensorMeta> metas) {
+  MemberLink* link;
+  {
+    absl::MutexLock l(&mu_);
+    link = link_.get();
+  }
+  if (link == nullptr) return;
+  for (const kolo::v1::TensorMeta& meta : metas) link->ReportReady(meta);
+  Progress();
 }
 
 void PeerNegotiator::LocallyReady(ReadySet set) {
@@ -212,6 +383,7 @@ void PeerNegotiator::LocallyReady(ReadySet set) {
   if (meta.device()) devices = LayoutOf(set);
   MemberLink* link;
   {
+    absl::MutexLock r(&rounds_mu_);
     absl::MutexLock l(&mu_);
     // The job refuses a name in flight under the same lock it calls us
     // with; should one slip through all the same, it fails on its own and
@@ -225,11 +397,49 @@ void PeerNegotiator::LocallyReady(ReadySet set) {
       refused_.push_back({std::move(set), std::move(dup)});
       return;
     }
-    parked_.emplace(key, std::move(set));
-    if (!aborted_.ok()) return;
+    if (!aborted_.ok()) {
+      parked_.emplace(key, std::move(set));
+      return;
+    }
     link = link_.get();
+    const bool direct = TakeDirectLocked(set, meta, link);
+    parked_.emplace(key, std::move(set));
+    if (direct) return;  // the next Progress sends the round
   }
   if (link != nullptr) link->ReportReady(meta, devices ? &*devices : nullptr);
+}
+
+bool PeerNegotiator::TakeDirectLocked(const ReadySet& set, const kolo::v1::TensorMeta& meta,
+                                      MemberLink* link) {
+  if (rounds_ == nullptr || rounds_->off() || link == nullptr) return false;
+  const Request& first = set.requests.front();
+  if (first.kind == CollectiveKind::kJoin) {
+    // Every rank here joined: the coordinator counts this node out, so
+    // every node goes back to it (at the close of the next round).
+    rounds_->Leave();
+    return false;
+  }
+  // What may go in a round is a property of the name and its agreed
+  // metadata, the same on every node: process set 0, host memory, not a
+  // set change, not grouped (a group is planned as one by the coordinator).
+  if (set.process_set != 0 || meta.device() || IsControl(first.kind) || first.group_size > 1) {
+    return false;
+  }
+  bool same = false;
+  std::optional<uint32_t> id = link->CacheIdOf(meta, &same);
+  if (!id.has_value() || !rounds_->Takes(*id)) return false;
+  if (!same) {
+    // It changed here: it goes to the coordinator in full, and the next
+    // round takes it there on every node.
+    rounds_->Spill(*id);
+    spdlog::info(
+        "job {}: \"{}\" changed on node {}: it negotiates with the coordinator from now on",
+        options_.job_id, set.name, options_.node_name);
+    return false;
+  }
+  rounds_->AddReady(*id);
+  direct_[*id] = DirectName{PeerKey(set.process_set, set.name), plan::DescOf(meta)};
+  return true;
 }
 
 std::vector<WaitingName> PeerNegotiator::WaitingNames() {
@@ -324,6 +534,36 @@ void PeerNegotiator::OnWelcome(const kolo::v1::Welcome& welcome) {
       self_node_ = welcome.node_index();
     }
   }
+  if (welcome.direct_ready()) {
+    MessageLane* sealed;
+    {
+      absl::ReaderMutexLock lane(&lane_mu_);
+      sealed = sealed_lane_.get();
+    }
+    if (sealed == nullptr) {
+      // The other nodes leave cached names out of their reports: without
+      // the lane this node could not take part, and they would wait.
+      OnLinkAbort(absl::AbortedError(absl::StrCat(
+          "node ", options_.node_name,
+          ": the job negotiates cached names over the data plane, which this node cannot "
+          "use (see the warning before); start the coordinating kolod with "
+          "--direct_ready=false to keep them on the Peer plane")));
+      return;
+    }
+    absl::MutexLock r(&rounds_mu_);
+    rounds_lane_ = sealed;
+    rounds_ = std::make_unique<ReadyRounds>(welcome.nodes_size(), welcome.node_index(), node_of[0]);
+    rounds_nodes_ = welcome.nodes_size();
+    rounds_self_ = welcome.node_index();
+    direct_threshold_ = welcome.fusion_threshold();
+    {
+      absl::MutexLock l(&mu_);
+      gated_ = true;
+    }
+    spdlog::info(
+        "job {}: names every node has cached negotiate in direct rounds between the {} nodes",
+        options_.job_id, welcome.nodes_size());
+  }
   if (absl::Status s = transport_->Connect(addresses, welcome.node_index()); !s.ok()) {
     OnLinkAbort(absl::AbortedError(
         absl::StrCat("node ", options_.node_name, " could not reach the others: ", s.message())));
@@ -349,8 +589,19 @@ void PeerNegotiator::OnWelcome(const kolo::v1::Welcome& welcome) {
 }
 
 void PeerNegotiator::OnPlan(std::vector<PlannedEntry> plan) {
-  absl::MutexLock l(&mu_);
-  for (auto& e : plan) plan_.push_back(std::move(e));
+  // Plans come in order (the link numbers them).
+  absl::MutexLock r(&rounds_mu_);
+  uint64_t received;
+  {
+    absl::MutexLock l(&mu_);
+    arrived_.emplace(plans_in_++, std::move(plan));
+    received = plans_in_;
+    DrainOrderLocked();
+  }
+  if (rounds_ == nullptr) return;
+  // On the coordinator's node the next round releases it everywhere.
+  rounds_->PlansSeen(received);
+  PumpRoundsLocked();
 }
 
 void PeerNegotiator::OnLinkAbort(const absl::Status& why) {
@@ -374,11 +625,19 @@ void PeerNegotiator::ExecuteLoop() {
     {
       absl::MutexLock l(&mu_);
       auto ready = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        return stop_ || (welcomed_ && !plan_.empty()) || !refused_.empty() ||
+        return stop_ || (welcomed_ && !plan_.empty()) || !refused_.empty() || !spilled_.empty() ||
                (!aborted_.ok() && !parked_.empty());
       };
       mu_.Await(absl::Condition(&ready));
       if (stop_) return;
+      if (!spilled_.empty()) {
+        std::vector<kolo::v1::TensorMeta> spilled;
+        spilled.swap(spilled_);
+        mu_.Unlock();
+        ReportSpilled(std::move(spilled));
+        mu_.Lock();
+        continue;
+      }
       if (!refused_.empty()) {
         std::vector<std::pair<ReadySet, absl::Status>> refused;
         refused.swap(refused_);

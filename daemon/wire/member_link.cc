@@ -385,6 +385,14 @@ void MemberLink::ReportReady(const kolo::v1::TensorMeta& meta,
   ready_dirty_ = true;
 }
 
+std::optional<uint32_t> MemberLink::CacheIdOf(const kolo::v1::TensorMeta& meta, bool* same) {
+  absl::MutexLock l(&mu_);
+  auto it = cache_.find(PeerKey(meta.process_set(), meta.name()));
+  if (it == cache_.end() || it->second.first == kNoCacheId) return std::nullopt;
+  *same = it->second.second.SerializeAsString() == meta.SerializeAsString();
+  return it->second.first;
+}
+
 size_t MemberLink::remembered_names() {
   absl::MutexLock l(&mu_);
   return cache_.size();

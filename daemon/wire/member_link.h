@@ -157,6 +157,9 @@ class MemberLink {
   void Flush();
   // A message from the coordinator's node over the lane: a plan.
   void OnLaneMessage(absl::string_view message);
+  // The cache id the coordinator gave `meta`'s name, if it did; `same` says
+  // whether `meta` is what the id stands for (else the name changed).
+  std::optional<uint32_t> CacheIdOf(const kolo::v1::TensorMeta& meta, bool* same);
   // Names whose metadata the link keeps for the response cache (reported and
   // not yet planned, or given a cache id).
   size_t remembered_names();

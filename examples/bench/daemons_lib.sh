@@ -1,7 +1,8 @@
 # daemons_lib.sh: sourced by the benchmarks that run Kolo across daemons on
 # this machine (each daemon a "node" with its own socket and peer port).
 # The caller sets: repo (the checkout), dir (a scratch folder), token (the
-# job token), pids=() (the daemons started, for its cleanup).
+# job token), pids=() (the daemons started, for its cleanup), and may set
+# kolod_extra (more kolod flags, split on spaces).
 #   start_daemons COUNT            kolods n0..n(COUNT-1), mutual TLS between them
 #   peer_of SOCKET                 that daemon's peer address
 #   run_ranks NODES JOB CMD...     one rank of CMD per daemon; prints rank 0's output
@@ -14,7 +15,7 @@ start_daemons() {  # count
     bazel-bin/daemon/kolod --socket "$dir/n$n.sock" --status_address= \
       --peer_address=127.0.0.1:0 --peer_tls_ca="$dir/certs/ca.pem" \
       --peer_tls_cert="$dir/certs/node$n.pem" --peer_tls_key="$dir/certs/node$n.key" \
-      --node_name="node$n" --log_level=warn >"$dir/n$n.log" 2>&1 &
+      --node_name="node$n" --log_level=${kolod_log:-warn} ${kolod_extra:-} >"$dir/n$n.log" 2>&1 &
     pids+=($!)
   done
   for n in $(seq 0 $(($1 - 1))); do

@@ -3,6 +3,7 @@
 // withholds a tensor.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -44,6 +45,33 @@ void ScenarioMismatch(kolo::Client& c) {
                                      "big/after", ReduceOp::kSum);
     CHECK_OR_COUNT(after.ok() && one[0] == c.size(), "after the mismatches in parts: %s",
                    after.ToString().c_str());
+  }
+  {
+    // A name every node has cached (across nodes it then negotiates in
+    // direct rounds between them) changes shape on the last node: that node
+    // reports it to the coordinator, the others follow at the next round's
+    // close, every rank gets the mismatch, and the name goes on once agreed
+    // again. (On one node the last rank differs instead.)
+    const bool last_node = c.local_size() < c.size() ? c.rank() >= c.size() - c.local_size()
+                                                     : c.rank() == c.size() - 1;
+    std::vector<float> v(8, 1.0f);
+    auto step = [&](int64_t n) {
+      std::fill(v.begin(), v.end(), 1.0f);
+      return c.Allreduce(kolo::TensorView{v.data(), DType::kFloat32, {n}},
+                         kolo::TensorView{v.data(), DType::kFloat32, {n}}, "cached/w",
+                         ReduceOp::kSum);
+    };
+    for (int i = 0; i < 4; ++i) {
+      absl::Status s = step(4);
+      CHECK_OR_COUNT(s.ok() && v[0] == c.size(), "cached/w step %d: %s (%f)", i,
+                     s.ToString().c_str(), v[0]);
+    }
+    ExpectMismatch(c, step(last_node ? 8 : 4), "a cached name's shape");
+    for (int i = 0; i < 3; ++i) {
+      absl::Status s = step(4);
+      CHECK_OR_COUNT(s.ok() && v[0] == c.size() && v[3] == c.size(), "cached/w again %d: %s", i,
+                     s.ToString().c_str());
+    }
   }
   std::vector<float> buf(64, 1.0f);
   // Shape.
