@@ -129,11 +129,13 @@ void Coordinator::WelcomeLocked(MemberOutbox* out) {
         job_id_, key.status().ToString());
   }
   welcome.set_fusion_threshold(threshold);
-  // The tuner learns from the plans made here, so a job that autotunes
-  // keeps every name with the coordinator.
-  welcome.set_direct_ready(direct_ready_ && all_direct_ && !autotune_.enabled &&
-                           !welcome.lane_key().empty());
   members_.Welcome(&welcome);
+  // Direct rounds: not for a job that autotunes (the tuner learns from the
+  // plans made here), nor past kMaxDirectNodes (every node sends every
+  // other one its message of a round; the coordinator's one plan per member
+  // then costs less).
+  welcome.set_direct_ready(direct_ready_ && all_direct_ && !autotune_.enabled &&
+                           !welcome.lane_key().empty() && members_.nodes() <= kMaxDirectNodes);
   for (int n = 0; n < members_.nodes(); ++n) {
     auto msg = std::make_shared<kolo::v1::CoordinatorMessage>();
     *msg->mutable_welcome() = welcome;

@@ -22,6 +22,10 @@ inline std::string PeerKey(int process_set, const std::string& name) {
   return absl::StrCat(process_set, ":", name);
 }
 
+// The most nodes a job negotiates in direct rounds with (each node's round
+// goes to every other node; beyond this the coordinator plans everything).
+inline constexpr int kMaxDirectNodes = 32;
+
 struct CoordinatorOptions {
   uint64_t fusion_threshold_bytes = uint64_t{64} << 20;
   uint32_t cache_capacity = 1024;

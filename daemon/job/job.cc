@@ -605,9 +605,13 @@ std::vector<StallView> Job::Stalls(absl::Time now, absl::Duration warning) const
       const absl::Duration waiting = s.waiting;
       s.remote = true;
       s.submitted = local_ranks_;
-      for (int r = 0; r < size_; ++r) {
-        if (!std::binary_search(local_ranks_.begin(), local_ranks_.end(), r)) {
-          s.missing.push_back(r);
+      if (!p.missing_ranks.empty()) {
+        s.missing = p.missing_ranks;  // the nodes that have not said they have it
+      } else {
+        for (int r = 0; r < size_; ++r) {
+          if (!std::binary_search(local_ranks_.begin(), local_ranks_.end(), r)) {
+            s.missing.push_back(r);
+          }
         }
       }
       s.message = absl::StrFormat(

@@ -83,6 +83,9 @@ struct WaitingName {
   std::string name;
   CollectiveKind kind = CollectiveKind::kAllreduce;
   absl::Time first_submitted;
+  // Where the negotiator knows them (a name in direct rounds): the ranks of
+  // the nodes whose latest word lacked it. Empty: every rank elsewhere.
+  std::vector<int> missing_ranks;
 };
 
 class Negotiator {

@@ -443,10 +443,25 @@ bool PeerNegotiator::TakeDirectLocked(const ReadySet& set, const kolo::v1::Tenso
 }
 
 std::vector<WaitingName> PeerNegotiator::WaitingNames() {
+  absl::MutexLock r(&rounds_mu_);
+  // A name in a round: the nodes whose latest message lacked it.
+  absl::flat_hash_map<std::string, std::vector<int>> missing;
+  if (rounds_ != nullptr) {
+    for (const auto& [id, direct] : direct_) {
+      std::vector<int>& ranks = missing[direct.key];
+      for (int n : rounds_->NodesWithout(id)) {
+        if (n < 0 || n >= static_cast<int>(node_ranks_.size())) continue;
+        ranks.insert(ranks.end(), node_ranks_[n].begin(), node_ranks_[n].end());
+      }
+      std::sort(ranks.begin(), ranks.end());
+    }
+  }
   absl::MutexLock l(&mu_);
   std::vector<WaitingName> out;
   for (const auto& [key, set] : parked_) {
-    out.push_back(WaitingName{set.name, set.requests.front().kind, set.first_submitted});
+    WaitingName w{set.name, set.requests.front().kind, set.first_submitted, {}};
+    if (auto it = missing.find(key); it != missing.end()) w.missing_ranks = it->second;
+    out.push_back(std::move(w));
   }
   return out;
 }
@@ -555,6 +570,10 @@ void PeerNegotiator::OnWelcome(const kolo::v1::Welcome& welcome) {
     rounds_ = std::make_unique<ReadyRounds>(welcome.nodes_size(), welcome.node_index(), node_of[0]);
     rounds_nodes_ = welcome.nodes_size();
     rounds_self_ = welcome.node_index();
+    node_ranks_.clear();
+    for (const kolo::v1::NodeEntry& n : welcome.nodes()) {
+      node_ranks_.emplace_back(n.ranks().begin(), n.ranks().end());
+    }
     direct_threshold_ = welcome.fusion_threshold();
     {
       absl::MutexLock l(&mu_);

@@ -195,6 +195,7 @@ class PeerNegotiator final : public Negotiator, public LinkListener {
   MessageLane* rounds_lane_ ABSL_GUARDED_BY(rounds_mu_) = nullptr;  // the sealed lane
   int rounds_nodes_ ABSL_GUARDED_BY(rounds_mu_) = 0;
   int rounds_self_ ABSL_GUARDED_BY(rounds_mu_) = -1;
+  std::vector<std::vector<int>> node_ranks_ ABSL_GUARDED_BY(rounds_mu_);  // by node index
   uint64_t direct_threshold_ ABSL_GUARDED_BY(rounds_mu_) = 0;
   // The names in this node's round state, by cache id.
   absl::flat_hash_map<uint32_t, DirectName> direct_ ABSL_GUARDED_BY(rounds_mu_);
