@@ -26,6 +26,7 @@ const struct {
     {"rank_dies", rank::ScenarioRankDies},
     {"daemon_dies", rank::ScenarioDaemonDies},
     {"withhold", rank::ScenarioWithhold},
+    {"withhold_cached", rank::ScenarioWithholdCached},
     {"surface", rank::ScenarioSurface},
     {"join", rank::ScenarioJoin},
     {"hold", rank::ScenarioHold},

@@ -49,6 +49,7 @@ void ScenarioDuplicate(kolo::Client& c);
 void ScenarioRankDies(kolo::Client& c);
 void ScenarioDaemonDies(kolo::Client& c);
 void ScenarioWithhold(kolo::Client& c);
+void ScenarioWithholdCached(kolo::Client& c);
 // test_rank_surface.cc
 void ScenarioSurface(kolo::Client& c);
 void ScenarioJoin(kolo::Client& c);

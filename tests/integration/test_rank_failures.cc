@@ -252,4 +252,24 @@ void ScenarioWithhold(kolo::Client& c) {
   std::printf("ended: %s\n", s.ToString().c_str());
 }
 
+// Every rank allreduces "grad/w1" three times (every node then has it cached,
+// so across nodes it negotiates in direct rounds), then the last rank
+// withholds it and waits on another name instead.
+void ScenarioWithholdCached(kolo::Client& c) {
+  std::vector<float> buf(16, 1.0f);
+  kolo::TensorView v{buf.data(), DType::kFloat32, {16}};
+  for (int i = 0; i < 3; ++i) {
+    absl::Status s = c.Allreduce(v, v, "grad/w1", ReduceOp::kSum);
+    CHECK_OR_COUNT(s.ok(), "grad/w1 step %d: %s", i, s.ToString().c_str());
+  }
+  const bool withholder = c.rank() == c.size() - 1;
+  auto h = c.AllreduceAsync(v, v, withholder ? "other/tensor" : "grad/w1");
+  CHECK_OR_COUNT(h.ok(), "submit");
+  std::printf("%s\n", withholder ? "withholding" : "submitted");
+  std::fflush(stdout);
+  absl::Status s = c.Wait(*h);
+  CHECK_OR_COUNT(!s.ok(), "the withheld collective completed");
+  std::printf("ended: %s\n", s.ToString().c_str());
+}
+
 }  // namespace kolo::testing::rank

@@ -265,6 +265,43 @@ TEST_F(MultiNodeTest, AStallAcrossNodesIsReportedOnTheWaitingNode) {
   EXPECT_GE(over_data_plane, 1u);
 }
 
+// A name every node has cached negotiates in direct rounds between the
+// nodes, so a node waiting for it knows which node has not got it: the
+// stall names only the ranks of that node.
+TEST_F(MultiNodeTest, AStallInDirectRoundsNamesTheNodeThatLacksTheName) {
+  StartDaemons(3, {"--stall_warning_s=1"});
+  // Rank 2 (node 2) withholds the fourth "grad/w1".
+  auto nodes = StartJob("job-stall-cached", 1, {kTestRankPath, "withhold_cached"});
+  ASSERT_EQ(nodes.size(), 3u);
+  ASSERT_TRUE(nodes[2].WaitForOutput(0, "withholding", absl::Seconds(30)));
+  for (int n = 0; n < 2; ++n) {
+    auto stub = kolo::v1::Status::NewStub(grpc::CreateChannel("unix:" + daemons_[n]->socket_path(),
+                                                              grpc::InsecureChannelCredentials()));
+    std::string message;
+    std::vector<int> missing;
+    grpc::Status listed;
+    WaitUntil(
+        [&] {
+          grpc::ClientContext ctx;
+          ctx.AddMetadata(kHandoffMetadata, IdentityTicket(daemons_[n]->socket_path()));
+          kolo::v1::ListStallsResponse resp;
+          listed = stub->ListStalls(&ctx, {}, &resp);
+          if (!listed.ok()) return true;
+          for (const auto& st : resp.stalls()) {
+            if (st.name() == "grad/w1") {
+              message = st.message();
+              missing.assign(st.missing_ranks().begin(), st.missing_ranks().end());
+            }
+          }
+          return !message.empty();
+        },
+        absl::Seconds(20), absl::Milliseconds(50));
+    ASSERT_TRUE(listed.ok()) << listed.error_message();
+    EXPECT_EQ(missing, std::vector<int>{2}) << "node " << n << ": " << message;
+    EXPECT_TRUE(absl::StrContains(message, "for the other nodes (ranks 2 ")) << message;
+  }
+}
+
 TEST_F(MultiNodeTest, JoinWithUnevenBatchesAcrossNodes) {
   // Ranks run 2, 4, ... allreduces and join: a node whose ranks partly
   // joined reduces zeros for them; a node whose ranks all joined takes part
