@@ -235,13 +235,9 @@ void ScenarioDaemonDies(kolo::Client& c) {
   std::printf("saw: %s\n", s.ToString().c_str());
 }
 
-// The last rank withholds "grad/w1"; everyone else submits it and waits. Each
-// rank exits 0 once the job is ended from outside (an operator's abort or the
-// stall timeout) and prints the status it saw.
-void ScenarioWithhold(kolo::Client& c) {
-  CheckAllreduce(c, DType::kFloat32, ReduceOp::kSum, 16, true, "warmup");
-  std::vector<float> buf(16, 1.0f);
-  kolo::TensorView v{buf.data(), DType::kFloat32, {16}};
+// The last rank submits "other/tensor" where every other rank submits
+// "grad/w1" (in `v`), and each waits for its own: it never completes.
+static void WithholdFromLast(kolo::Client& c, kolo::TensorView v) {
   const bool withholder = c.rank() == c.size() - 1;
   auto h = c.AllreduceAsync(v, v, withholder ? "other/tensor" : "grad/w1");
   CHECK_OR_COUNT(h.ok(), "submit");
@@ -252,9 +248,18 @@ void ScenarioWithhold(kolo::Client& c) {
   std::printf("ended: %s\n", s.ToString().c_str());
 }
 
+// The last rank withholds "grad/w1"; everyone else submits it and waits. Each
+// rank exits 0 once the job is ended from outside (an operator's abort or the
+// stall timeout) and prints the status it saw.
+void ScenarioWithhold(kolo::Client& c) {
+  CheckAllreduce(c, DType::kFloat32, ReduceOp::kSum, 16, true, "warmup");
+  std::vector<float> buf(16, 1.0f);
+  WithholdFromLast(c, kolo::TensorView{buf.data(), DType::kFloat32, {16}});
+}
+
 // Every rank allreduces "grad/w1" three times (every node then has it cached,
 // so across nodes it negotiates in direct rounds), then the last rank
-// withholds it and waits on another name instead.
+// withholds it as above.
 void ScenarioWithholdCached(kolo::Client& c) {
   std::vector<float> buf(16, 1.0f);
   kolo::TensorView v{buf.data(), DType::kFloat32, {16}};
@@ -262,14 +267,7 @@ void ScenarioWithholdCached(kolo::Client& c) {
     absl::Status s = c.Allreduce(v, v, "grad/w1", ReduceOp::kSum);
     CHECK_OR_COUNT(s.ok(), "grad/w1 step %d: %s", i, s.ToString().c_str());
   }
-  const bool withholder = c.rank() == c.size() - 1;
-  auto h = c.AllreduceAsync(v, v, withholder ? "other/tensor" : "grad/w1");
-  CHECK_OR_COUNT(h.ok(), "submit");
-  std::printf("%s\n", withholder ? "withholding" : "submitted");
-  std::fflush(stdout);
-  absl::Status s = c.Wait(*h);
-  CHECK_OR_COUNT(!s.ok(), "the withheld collective completed");
-  std::printf("ended: %s\n", s.ToString().c_str());
+  WithholdFromLast(c, v);
 }
 
 }  // namespace kolo::testing::rank
