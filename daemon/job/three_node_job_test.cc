@@ -16,10 +16,10 @@
 #include "daemon/backend/fake_backend.h"
 #include "daemon/job/default_negotiators.h"
 #include "daemon/job/job.h"
-#include "daemon/wire/loopback_coordinator.h"
-#include "daemon/wire/peer_tls.h"
 #include "daemon/session/loopback_session.h"
 #include "daemon/transport/in_process_transport.h"
+#include "daemon/wire/loopback_coordinator.h"
+#include "daemon/wire/peer_tls.h"
 #include "gtest/gtest.h"
 
 namespace kolo::daemon {
@@ -38,7 +38,10 @@ struct Tensor {
   std::vector<float> output;
 };
 
-class ThreeNodeJobTest : public ::testing::Test {
+// Each test runs twice: the nodes negotiating over the Peer plane only, and
+// with data-plane lanes (as over UCX), where the steady state leaves the
+// stream and names every node has cached go in direct rounds.
+class ThreeNodeJobTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     coordinator_ = std::make_unique<LoopbackCoordinator>();
@@ -111,6 +114,22 @@ class ThreeNodeJobTest : public ::testing::Test {
     return got;
   }
 
+  // Waits (up to 20 s) for one completion of each of `ranks`; by rank.
+  std::vector<std::vector<ReceivedCompletion>> WaitForRanks(const std::vector<int>& ranks) {
+    std::vector<std::vector<ReceivedCompletion>> got(kSize);
+    WaitUntil(
+        [&] {
+          size_t n = 0;
+          for (int r : ranks) {
+            for (ReceivedCompletion& c : sessions_[r]->TakeCompletions()) got[r].push_back(c);
+            n += got[r].size();
+          }
+          return n >= ranks.size();
+        },
+        absl::Seconds(20));
+    return got;
+  }
+
   // One completion of every rank, by rank.
   std::vector<ReceivedCompletion> WaitForEveryRank() {
     std::vector<ReceivedCompletion> out;
@@ -127,7 +146,7 @@ class ThreeNodeJobTest : public ::testing::Test {
   }
 
   std::unique_ptr<LoopbackCoordinator> coordinator_;
-  InProcessFabric fabric_{kNodes};
+  InProcessFabric fabric_{kNodes, /*lanes=*/GetParam()};
   InProcessTransportFactory transports_{&fabric_};
   FakeBackend host_;  // one-node host backend: never used across nodes
   std::vector<std::unique_ptr<LoopbackSession>> sessions_;
@@ -135,7 +154,7 @@ class ThreeNodeJobTest : public ::testing::Test {
   uint64_t next_request_id_ = 1;
 };
 
-TEST_F(ThreeNodeJobTest, AllreduceOfFusedTensorsSumsAndAveragesOverEveryRank) {
+TEST_P(ThreeNodeJobTest, AllreduceOfFusedTensorsSumsAndAveragesOverEveryRank) {
   // Two tensors in one step (fused), one summed, one averaged, of odd sizes.
   const std::vector<int64_t> sizes = {5, 1031};
   std::vector<std::vector<Tensor>> t(2, std::vector<Tensor>(kSize));
@@ -170,7 +189,7 @@ TEST_F(ThreeNodeJobTest, AllreduceOfFusedTensorsSumsAndAveragesOverEveryRank) {
   }
 }
 
-TEST_F(ThreeNodeJobTest, BroadcastFromARankOfTheMiddleNode) {
+TEST_P(ThreeNodeJobTest, BroadcastFromARankOfTheMiddleNode) {
   constexpr int kRoot = 3;
   std::vector<Tensor> t(kSize);
   for (int r = 0; r < kSize; ++r) {
@@ -190,7 +209,7 @@ TEST_F(ThreeNodeJobTest, BroadcastFromARankOfTheMiddleNode) {
   }
 }
 
-TEST_F(ThreeNodeJobTest, AllgatherOfUnevenRowsIncludingAnEmptyRank) {
+TEST_P(ThreeNodeJobTest, AllgatherOfUnevenRowsIncludingAnEmptyRank) {
   // Rank r contributes r rows (rank 0 none) of 3 columns, valued 10r + row.
   std::vector<Tensor> t(kSize);
   for (int r = 0; r < kSize; ++r) {
@@ -210,7 +229,7 @@ TEST_F(ThreeNodeJobTest, AllgatherOfUnevenRowsIncludingAnEmptyRank) {
   }
 }
 
-TEST_F(ThreeNodeJobTest, ReducescatterGivesEachRankItsRowsOfTheSum) {
+TEST_P(ThreeNodeJobTest, ReducescatterGivesEachRankItsRowsOfTheSum) {
   // 8 rows of 2 among 6 ranks: ranks 0 and 1 get 2 rows, the others 1.
   constexpr int kRows = 8;
   std::vector<Tensor> t(kSize);
@@ -236,7 +255,7 @@ TEST_F(ThreeNodeJobTest, ReducescatterGivesEachRankItsRowsOfTheSum) {
   }
 }
 
-TEST_F(ThreeNodeJobTest, AlltoallWithUnevenSplitsAcrossNodes) {
+TEST_P(ThreeNodeJobTest, AlltoallWithUnevenSplitsAcrossNodes) {
   // Rank i sends (i + j) % 3 rows of one float to rank j, valued 100i + j.
   std::vector<Tensor> t(kSize);
   std::vector<std::vector<int64_t>> splits(kSize);
@@ -274,7 +293,7 @@ TEST_F(ThreeNodeJobTest, AlltoallWithUnevenSplitsAcrossNodes) {
   }
 }
 
-TEST_F(ThreeNodeJobTest, BarrierCompletesOnceEveryRankArrives) {
+TEST_P(ThreeNodeJobTest, BarrierCompletesOnceEveryRankArrives) {
   for (int r = 0; r < kSize; ++r) {
     job(r).Submit(MakeRequest(r, "sync", CollectiveKind::kBarrier, {}, nullptr, nullptr));
   }
@@ -283,7 +302,7 @@ TEST_F(ThreeNodeJobTest, BarrierCompletesOnceEveryRankArrives) {
   }
 }
 
-TEST_F(ThreeNodeJobTest, AProcessSetSpanningTwoNodesRunsWithoutTheThird) {
+TEST_P(ThreeNodeJobTest, AProcessSetSpanningTwoNodesRunsWithoutTheThird) {
   // The set {1, 4}: nodes A and C; node B hosts none of its ranks.
   std::vector<int64_t> ranks = {1, 4};
   for (int r = 0; r < kSize; ++r) {
@@ -320,7 +339,7 @@ TEST_F(ThreeNodeJobTest, AProcessSetSpanningTwoNodesRunsWithoutTheThird) {
   for (int r : {1, 4}) EXPECT_EQ(t[r].output, std::vector<float>(100, 5.f)) << "rank " << r;
 }
 
-TEST_F(ThreeNodeJobTest, NodesThatDisagreeFailTheTensorOnEveryRank) {
+TEST_P(ThreeNodeJobTest, NodesThatDisagreeFailTheTensorOnEveryRank) {
   // Node C's ranks send 5 elements where the others send 4.
   std::vector<Tensor> t(kSize);
   for (int r = 0; r < kSize; ++r) {
@@ -347,7 +366,7 @@ TEST_F(ThreeNodeJobTest, NodesThatDisagreeFailTheTensorOnEveryRank) {
   for (int r = 0; r < kSize; ++r) EXPECT_EQ(t[r].output, std::vector<float>(4, 2.f * kSize));
 }
 
-TEST_F(ThreeNodeJobTest, GroupedAllreduceRunsAsOneUnit) {
+TEST_P(ThreeNodeJobTest, GroupedAllreduceRunsAsOneUnit) {
   std::vector<std::vector<Tensor>> t(2, std::vector<Tensor>(kSize));
   for (int r = 0; r < kSize; ++r) {
     for (int i = 0; i < 2; ++i) {
@@ -372,7 +391,7 @@ TEST_F(ThreeNodeJobTest, GroupedAllreduceRunsAsOneUnit) {
   }
 }
 
-TEST_F(ThreeNodeJobTest, CompressedAllreduceTravelsAsHalfPrecision) {
+TEST_P(ThreeNodeJobTest, CompressedAllreduceTravelsAsHalfPrecision) {
   std::vector<Tensor> t(kSize);
   for (int r = 0; r < kSize; ++r) {
     t[r].input.assign(64, 0.25f * float(r + 1));
@@ -389,7 +408,7 @@ TEST_F(ThreeNodeJobTest, CompressedAllreduceTravelsAsHalfPrecision) {
   for (int r = 0; r < kSize; ++r) EXPECT_EQ(t[r].output, std::vector<float>(64, 5.25f));
 }
 
-TEST_F(ThreeNodeJobTest, ANodeWhoseRanksJoinedTakesPartWithZerosUntilEveryRankJoins) {
+TEST_P(ThreeNodeJobTest, ANodeWhoseRanksJoinedTakesPartWithZerosUntilEveryRankJoins) {
   // Node B's ranks (2, 3) join at once; the others allreduce once more, with
   // node B contributing zeros, then join too.
   for (int r : {2, 3}) {
@@ -403,17 +422,7 @@ TEST_F(ThreeNodeJobTest, ANodeWhoseRanksJoinedTakesPartWithZerosUntilEveryRankJo
     job(r).Submit(MakeRequest(r, "last/grad", CollectiveKind::kAllreduce, {8}, t[r].input.data(),
                               t[r].output.data()));
   }
-  std::vector<std::vector<ReceivedCompletion>> got(kSize);
-  WaitUntil(
-      [&] {
-        size_t n = 0;
-        for (int r : active) {
-          for (ReceivedCompletion& c : sessions_[r]->TakeCompletions()) got[r].push_back(c);
-          n += got[r].size();
-        }
-        return n >= active.size();
-      },
-      absl::Seconds(20));
+  std::vector<std::vector<ReceivedCompletion>> got = WaitForRanks(active);
   for (int r : active) {
     ASSERT_EQ(got[r].size(), 1u) << "rank " << r;
     EXPECT_EQ(got[r][0].code, absl::StatusCode::kOk) << got[r][0].message;
@@ -429,6 +438,83 @@ TEST_F(ThreeNodeJobTest, ANodeWhoseRanksJoinedTakesPartWithZerosUntilEveryRankJo
   }
   EXPECT_TRUE(joined[0].value == 1 || joined[0].value == 5) << joined[0].value;
 }
+
+// Steps of the same names, submitted in another order on every node: once
+// cached they agree in direct rounds (with lanes), every step sums right, a
+// name whose shape changes on one node fails on every rank and then goes on,
+// and a node whose ranks join ends the rounds without losing a step.
+TEST_P(ThreeNodeJobTest, RepeatedStepsAgreeInAnyOrderThenAChangeAndAJoin) {
+  constexpr int kNames = 5;
+  constexpr int kSteps = 12;
+  std::vector<std::vector<Tensor>> t(kNames, std::vector<Tensor>(kSize));
+  auto submit = [&](int r, int i, int64_t n) {
+    t[i][r].input.assign(static_cast<size_t>(n), float(r + 1));
+    t[i][r].output.assign(static_cast<size_t>(n), -1.f);
+    job(r).Submit(MakeRequest(r, absl::StrCat("step/", i), CollectiveKind::kAllreduce, {n},
+                              t[i][r].input.data(), t[i][r].output.data()));
+  };
+  const float ranks_sum = kSize * (kSize + 1) / 2.f;
+  for (int step = 0; step < kSteps; ++step) {
+    for (int r = 0; r < kSize; ++r) {
+      // Node n submits the names rotated by n + step.
+      const int node = r / kRanksPerNode;
+      for (int k = 0; k < kNames; ++k) {
+        const int i = (k + node + step) % kNames;
+        submit(r, i, 4 + i % 3);
+      }
+    }
+    const auto done = WaitFor(kNames);
+    for (int r = 0; r < kSize; ++r) {
+      for (const ReceivedCompletion& c : done[r])
+        ASSERT_EQ(c.code, absl::StatusCode::kOk) << c.message;
+      for (int i = 0; i < kNames; ++i) {
+        ASSERT_EQ(t[i][r].output[0], ranks_sum)
+            << "step " << step << " rank " << r << " name " << i;
+      }
+    }
+  }
+  // Node 2's ranks change the shape of step/0.
+  for (int r = 0; r < kSize; ++r) submit(r, 0, r >= 4 ? 9 : 4);
+  for (const ReceivedCompletion& c : WaitForEveryRank()) {
+    EXPECT_EQ(c.code, absl::StatusCode::kFailedPrecondition) << c.message;
+  }
+  for (int r = 0; r < kSize; ++r) submit(r, 0, 4);
+  for (int r = 0; r < kSize; ++r) submit(r, 1, 5);
+  const auto again = WaitFor(2);
+  for (int r = 0; r < kSize; ++r) {
+    for (const ReceivedCompletion& c : again[r]) ASSERT_EQ(c.code, absl::StatusCode::kOk);
+    EXPECT_EQ(t[0][r].output[0], ranks_sum);
+    EXPECT_EQ(t[1][r].output[0], ranks_sum);
+  }
+  // Node 1's ranks join; the others run step/2 once more (node 1 adds
+  // zeros), then join.
+  for (int r : {2, 3}) {
+    job(r).Submit(MakeRequest(r, "join", CollectiveKind::kJoin, {}, nullptr, nullptr));
+  }
+  const std::vector<int> active = {0, 1, 4, 5};
+  for (int r : active) submit(r, 2, 6);
+  std::vector<std::vector<ReceivedCompletion>> got = WaitForRanks(active);
+  for (int r : active) {
+    ASSERT_EQ(got[r].size(), 1u) << "rank " << r;
+    EXPECT_EQ(got[r][0].code, absl::StatusCode::kOk) << got[r][0].message;
+    EXPECT_EQ(t[2][r].output[0], 1.f + 2.f + 5.f + 6.f) << "rank " << r;
+  }
+  for (int r : active) {
+    job(r).Submit(MakeRequest(r, "join", CollectiveKind::kJoin, {}, nullptr, nullptr));
+  }
+  for (const ReceivedCompletion& c : WaitForEveryRank()) {
+    EXPECT_EQ(c.code, absl::StatusCode::kOk) << c.message;
+  }
+  // With lanes the steady state went over them.
+  if (GetParam()) {
+    EXPECT_GT(job(2).Snapshot().data_plane_negotiation, 0u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Negotiation, ThreeNodeJobTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "DataPlaneLanes" : "PeerPlaneOnly";
+                         });
 
 }  // namespace
 }  // namespace kolo::daemon

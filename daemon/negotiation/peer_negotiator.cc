@@ -19,6 +19,10 @@ namespace {
 
 // How long the responses already planned may go on after the job ended.
 constexpr absl::Duration kAbortGrace = absl::Seconds(5);
+// After a job ended because ranks finished, how long plans received but not
+// yet released by a direct round wait for the round message that releases
+// them (it travels over the data plane, the end over the Peer plane).
+constexpr absl::Duration kReleaseGrace = absl::Seconds(2);
 
 // The first byte of a direct round's message over the lane. A serialized
 // MemberMessage or CoordinatorMessage never starts with it (no field has
@@ -164,8 +168,11 @@ PeerNegotiator::~PeerNegotiator() {
   if (transport_aborter_.joinable()) transport_aborter_.join();
   if (executor_.joinable()) executor_.join();
   {
+    // Nothing more goes out over the transport, and what its thread still
+    // delivers is dropped.
     absl::MutexLock l(&rounds_mu_);
-    rounds_lane_ = nullptr;  // nothing more goes out over the transport
+    rounds_lane_ = nullptr;
+    rounds_.reset();
   }
   std::shared_ptr<Coordinator> coordinator;
   {
@@ -303,6 +310,10 @@ void PeerNegotiator::PumpRoundsLocked() {
         case ReadyRounds::Event::Kind::kOff:
           // The coordinator plans everything from here, in its order.
           gated_ = false;
+          spdlog::info(
+              "job {}: the direct rounds ended at round {} (a node's ranks all joined): "
+              "the coordinator plans every name from here",
+              options_.job_id, rounds_->round());
           break;
       }
     }
@@ -477,6 +488,7 @@ void PeerNegotiator::Abort(const absl::Status& why) {
     absl::MutexLock l(&mu_);
     if (!aborted_.ok()) return;
     aborted_ = why;
+    release_deadline_ = absl::Now() + kReleaseGrace;
     link = link_.get();
   }
   if (link != nullptr) link->Abort(why);
@@ -629,6 +641,7 @@ void PeerNegotiator::OnLinkAbort(const absl::Status& why) {
     absl::MutexLock l(&mu_);
     if (!aborted_.ok()) return;
     aborted_ = why;
+    release_deadline_ = absl::Now() + kReleaseGrace;
     link = link_.get();
   }
   spdlog::warn("job {}: {}", options_.job_id, std::string(why.message()));
@@ -643,11 +656,22 @@ void PeerNegotiator::ExecuteLoop() {
     PlannedEntry entry;
     {
       absl::MutexLock l(&mu_);
-      auto ready = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        return stop_ || (welcomed_ && !plan_.empty()) || !refused_.empty() || !spilled_.empty() ||
-               (!aborted_.ok() && !parked_.empty());
+      // Once the job ended because ranks finished, what was planned may
+      // still run: plans a direct round has not released yet wait a moment
+      // for the round message that places them.
+      auto releasing = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return IsPlannedMayFinish(aborted_) && (!arrived_.empty() || !order_.empty()) &&
+               absl::Now() < release_deadline_;
       };
-      mu_.Await(absl::Condition(&ready));
+      auto ready = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return stop_ || (welcomed_ && !plan_.empty()) || !refused_.empty() || !spilled_.empty() ||
+               (!aborted_.ok() && !parked_.empty() && !releasing());
+      };
+      if (releasing()) {
+        mu_.AwaitWithDeadline(absl::Condition(&ready), release_deadline_);
+      } else {
+        mu_.Await(absl::Condition(&ready));
+      }
       if (stop_) return;
       if (!spilled_.empty()) {
         std::vector<kolo::v1::TensorMeta> spilled;
@@ -672,7 +696,7 @@ void PeerNegotiator::ExecuteLoop() {
       if (!aborted_.ok() && !welcomed_) {
         plan_.clear();  // never connected to the others: nothing can run
       }
-      if (!aborted_.ok() && plan_.empty()) {
+      if (!aborted_.ok() && plan_.empty() && !releasing()) {
         // Fail what is parked: nothing will be planned any more.
         std::vector<ReadySet> left;
         for (auto& [name, set] : parked_) left.push_back(std::move(set));
@@ -686,6 +710,7 @@ void PeerNegotiator::ExecuteLoop() {
         mu_.Lock();
         continue;
       }
+      if (plan_.empty()) continue;  // still waiting for a release
       entry = std::move(plan_.front());
       plan_.pop_front();
       executing_ = true;

@@ -207,6 +207,7 @@ class PeerNegotiator final : public Negotiator, public LinkListener {
   bool welcomed_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status aborted_ ABSL_GUARDED_BY(mu_);
+  absl::Time release_deadline_ ABSL_GUARDED_BY(mu_);  // see kReleaseGrace
   bool executing_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_map<std::string, ReadySet> parked_ ABSL_GUARDED_BY(mu_);
   // Sets refused on arrival (a name already parked), failed by the executor

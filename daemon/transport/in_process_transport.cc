@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
+#include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -34,7 +37,8 @@ class InProcessFabric::Endpoint final : public Transport {
   const int node_;
 };
 
-InProcessFabric::InProcessFabric(int nodes) : states_(nodes) {
+InProcessFabric::InProcessFabric(int nodes, bool lanes)
+    : states_(nodes), lanes_(lanes), inboxes_(nodes, nullptr) {
   for (int i = 0; i < nodes; ++i) {
     endpoints_.push_back(std::make_unique<Endpoint>(this, i));
   }
@@ -43,6 +47,67 @@ InProcessFabric::InProcessFabric(int nodes) : states_(nodes) {
 InProcessFabric::~InProcessFabric() = default;
 
 Transport& InProcessFabric::endpoint(int i) { return *endpoints_.at(i); }
+
+// A job transport's incoming lane messages: queued from any thread, handed
+// to the handler in order on the inbox's own thread once started.
+class InProcessFabric::Inbox {
+ public:
+  ~Inbox() {
+    {
+      absl::MutexLock l(&mu_);
+      stop_ = true;
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+  void SetHandler(MessageLane::Handler handler) {
+    absl::MutexLock l(&mu_);
+    handler_ = std::move(handler);
+  }
+  void Start() {
+    absl::MutexLock l(&mu_);
+    if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
+  }
+  void Push(int from, std::shared_ptr<const std::string> message) {
+    absl::MutexLock l(&mu_);
+    queue_.emplace_back(from, std::move(message));
+  }
+
+ private:
+  void Loop() {
+    for (;;) {
+      std::pair<int, std::shared_ptr<const std::string>> next;
+      MessageLane::Handler handler;
+      {
+        absl::MutexLock l(&mu_);
+        auto due = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stop_ || !queue_.empty(); };
+        mu_.Await(absl::Condition(&due));
+        if (stop_) return;
+        next = std::move(queue_.front());
+        queue_.pop_front();
+        handler = handler_;
+      }
+      if (handler) handler(next.first, *next.second);
+    }
+  }
+
+  absl::Mutex mu_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  MessageLane::Handler handler_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::pair<int, std::shared_ptr<const std::string>>> queue_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;
+};
+
+void InProcessFabric::SetInbox(int node, Inbox* inbox) {
+  absl::MutexLock l(&inbox_mu_);
+  inboxes_.at(node) = inbox;
+}
+
+void InProcessFabric::DeliverMessage(int to, int from, std::shared_ptr<const std::string> message) {
+  absl::MutexLock l(&inbox_mu_);
+  if (to >= 0 && to < static_cast<int>(inboxes_.size()) && inboxes_[to] != nullptr) {
+    inboxes_[to]->Push(from, std::move(message));
+  }
+}
 
 size_t InProcessFabric::outstanding() const {
   absl::MutexLock lock(&mu_);
@@ -193,13 +258,41 @@ namespace {
 
 constexpr absl::string_view kAddressPrefix = "inproc:";
 
+// Lane messages are as small as UCX's.
+constexpr size_t kMaxLaneMessageBytes = 256 << 10;
+
 // One fabric node, numbered by the job's node indices once connected.
-class InProcessJobTransport final : public JobTransport {
+class InProcessJobTransport final : public JobTransport, public MessageLane {
  public:
   InProcessJobTransport(InProcessFabric* fabric, int fabric_node)
       : fabric_(fabric),
         fabric_node_(fabric_node),
-        address_(absl::StrCat(kAddressPrefix, fabric_node)) {}
+        address_(absl::StrCat(kAddressPrefix, fabric_node)) {
+    if (fabric_->lanes()) {
+      inbox_ = std::make_unique<InProcessFabric::Inbox>();
+      fabric_->SetInbox(fabric_node_, inbox_.get());
+    }
+  }
+  ~InProcessJobTransport() override {
+    if (inbox_ != nullptr) fabric_->SetInbox(fabric_node_, nullptr);
+  }
+
+  MessageLane* message_lane() override { return inbox_ != nullptr ? this : nullptr; }
+  void SetMessageHandler(Handler handler) override { inbox_->SetHandler(std::move(handler)); }
+  size_t max_message_bytes() const override { return kMaxLaneMessageBytes; }
+  absl::Status SendMessage(int peer, std::shared_ptr<const std::string> message) override {
+    if (self_ < 0) return absl::FailedPreconditionError("in-process transport: not connected");
+    if (absl::Status s = CheckPeer(peer); !s.ok()) return s;
+    if (message == nullptr || message->size() > kMaxLaneMessageBytes) {
+      return absl::InvalidArgumentError("in-process transport: a message over 256 KiB");
+    }
+    {
+      absl::MutexLock l(&mu_);
+      if (!aborted_.ok()) return aborted_;
+    }
+    fabric_->DeliverMessage(fabric_nodes_[peer], self_, std::move(message));
+    return absl::OkStatus();
+  }
 
   const std::string& address() const override { return address_; }
   absl::Status Connect(std::vector<std::string> addresses, int self) override {
@@ -220,6 +313,7 @@ class InProcessJobTransport final : public JobTransport {
     }
     fabric_nodes_ = std::move(nodes);
     self_ = self;
+    if (inbox_ != nullptr) inbox_->Start();
     return absl::OkStatus();
   }
   int node() const override { return self_; }
@@ -235,7 +329,13 @@ class InProcessJobTransport final : public JobTransport {
   absl::Status Wait(absl::Span<const Ticket> tickets, absl::Time deadline) override {
     return endpoint().Wait(tickets, deadline);
   }
-  void Abort(const absl::Status& why) override { endpoint().Abort(why); }
+  void Abort(const absl::Status& why) override {
+    {
+      absl::MutexLock l(&mu_);
+      if (aborted_.ok()) aborted_ = why.ok() ? absl::AbortedError("aborted") : why;
+    }
+    endpoint().Abort(why);
+  }
 
  private:
   Transport& endpoint() { return fabric_->endpoint(fabric_node_); }
@@ -252,6 +352,9 @@ class InProcessJobTransport final : public JobTransport {
   // Set by Connect, before any transfer.
   std::vector<int> fabric_nodes_;
   int self_ = -1;
+  std::unique_ptr<InProcessFabric::Inbox> inbox_;  // with lanes
+  absl::Mutex mu_;
+  absl::Status aborted_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -31,7 +32,10 @@ namespace kolo::daemon {
 
 class InProcessFabric {
  public:
-  explicit InProcessFabric(int nodes);
+  // With `lanes`, every job transport of the fabric has a message lane (as
+  // UCX's does): messages go whole and in order per peer, handed to the
+  // receiver's handler on a thread of its own once it connected.
+  explicit InProcessFabric(int nodes, bool lanes = false);
   InProcessFabric(const InProcessFabric&) = delete;
   InProcessFabric& operator=(const InProcessFabric&) = delete;
   ~InProcessFabric();
@@ -48,6 +52,13 @@ class InProcessFabric {
   // each is inside a collective, waiting on the wire), or until `deadline`.
   // Returns whether that happened. For tests that act mid-collective.
   bool AwaitInFlight(absl::Span<const int> nodes, absl::Time deadline) const;
+
+  bool lanes() const { return lanes_; }
+  // Lanes: where fabric node `node`'s messages go (null: nowhere, dropped).
+  class Inbox;
+  void SetInbox(int node, Inbox* inbox);
+  // Lanes: hands `message` from job node `from` to fabric node `to`.
+  void DeliverMessage(int to, int from, std::shared_ptr<const std::string> message);
 
  private:
   class Endpoint;
@@ -82,6 +93,9 @@ class InProcessFabric {
   absl::flat_hash_map<Key, std::deque<Op*>> unmatched_sends_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<Key, std::deque<Op*>> unmatched_recvs_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<Endpoint>> endpoints_;  // fixed after ctor
+  const bool lanes_;
+  absl::Mutex inbox_mu_;
+  std::vector<Inbox*> inboxes_ ABSL_GUARDED_BY(inbox_mu_);  // by fabric node
 };
 
 // The TransportFactory over an InProcessFabric: each Create() takes the next

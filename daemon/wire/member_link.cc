@@ -359,11 +359,12 @@ void MemberLink::Enqueue(kolo::v1::MemberMessage message) {
 void MemberLink::ReportReady(const kolo::v1::TensorMeta& meta,
                              const kolo::v1::DeviceLayout* devices) {
   absl::MutexLock l(&mu_);
-  if (devices != nullptr && !devices_sent_) {
-    // In the same message as (or one before) the first device tensor, so the
-    // coordinator has it when that tensor is ready everywhere.
+  if (devices != nullptr) {
+    // With every report that holds a device tensor: reports may overtake one
+    // another (the stream's before the lane was up, the lane's after), and
+    // the coordinator needs the layout when it plans the first device
+    // response, whichever report completes it.
     *ready_.mutable_devices() = *devices;
-    devices_sent_ = true;
   }
   const std::string key = PeerKey(meta.process_set(), meta.name());
   auto it = cache_.find(key);
@@ -427,18 +428,32 @@ std::vector<kolo::v1::MemberMessage> SplitReady(kolo::v1::Ready ready, size_t ma
   std::stable_partition(tensors.begin(), tensors.end(), [](const kolo::v1::TensorMeta& m) {
     return static_cast<CollectiveKind>(m.kind()) != CollectiveKind::kJoin;
   });
+  // Every part with a device tensor carries the layout (parts may travel
+  // apart: see ReportReady), so each later part keeps room for it.
+  const size_t layout_bytes =
+      ready.has_devices() ? ready.devices().ByteSizeLong() + kFieldOverhead : 0;
   // The first message: the bits and the layout, then tensors while they fit.
   kolo::v1::Ready* current = out.emplace_back().mutable_ready();
   *current = std::move(ready);
   size_t bytes = current->ByteSizeLong() + kFieldOverhead;
   for (kolo::v1::TensorMeta& t : tensors) {
     const size_t adds = t.ByteSizeLong() + kFieldOverhead;
-    if (bytes + adds > max_bytes && (current->tensors_size() > 0 || bytes > kFieldOverhead)) {
+    if (bytes + adds > max_bytes &&
+        (current->tensors_size() > 0 || bytes > kFieldOverhead + layout_bytes)) {
       current = out.emplace_back().mutable_ready();
-      bytes = kFieldOverhead;
+      bytes = kFieldOverhead + layout_bytes;
     }
     *current->add_tensors() = std::move(t);
     bytes += adds;
+  }
+  if (layout_bytes > 0) {
+    const kolo::v1::DeviceLayout layout = out.front().ready().devices();
+    for (kolo::v1::MemberMessage& m : out) {
+      kolo::v1::Ready* r = m.mutable_ready();
+      const bool device = std::any_of(r->tensors().begin(), r->tensors().end(),
+                                      [](const kolo::v1::TensorMeta& t) { return t.device(); });
+      if (device && !r->has_devices()) *r->mutable_devices() = layout;
+    }
   }
   return out;
 }

@@ -142,7 +142,7 @@ class MemberLink {
   ~MemberLink();
 
   // Reports a locally ready tensor. For a device tensor, `devices` is where
-  // this node's ranks keep theirs; the first one reported goes along.
+  // this node's ranks keep theirs; it goes along with the report.
   void ReportReady(const kolo::v1::TensorMeta& meta,
                    const kolo::v1::DeviceLayout* devices = nullptr);
   // Tells the coordinator the job is over (it relays to every node).
@@ -201,7 +201,6 @@ class MemberLink {
       ABSL_GUARDED_BY(mu_);
   std::vector<std::string> cache_names_ ABSL_GUARDED_BY(mu_);
   uint64_t plans_ ABSL_GUARDED_BY(mu_) = 0;  // received so far
-  bool devices_sent_ ABSL_GUARDED_BY(mu_) = false;
   // Ready reports not yet sent: tensors and cache bits.
   kolo::v1::Ready ready_ ABSL_GUARDED_BY(mu_);
   bool ready_dirty_ ABSL_GUARDED_BY(mu_) = false;

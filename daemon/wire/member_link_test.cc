@@ -389,6 +389,32 @@ TEST(SplitReadyTest, ABatchOfTenThousandNamesGoesInMessagesUnderTheBound) {
   EXPECT_EQ(names, kNames);
 }
 
+TEST(SplitReadyTest, EveryPartWithADeviceTensorCarriesTheLayout) {
+  kolo::v1::Ready ready;
+  for (int r = 0; r < 8; ++r) {
+    ready.mutable_devices()->add_ranks(r);
+    ready.mutable_devices()->add_devices(r);
+  }
+  const std::string pad(190, 'p');
+  for (int i = 0; i < 10000; ++i) {
+    kolo::v1::TensorMeta m = Meta(absl::StrCat(pad, i), CollectiveKind::kAllreduce);
+    m.set_device(i % 97 == 5);
+    *ready.add_tensors() = m;
+  }
+  std::vector<kolo::v1::MemberMessage> out = SplitReady(ready);
+  ASSERT_GT(out.size(), 2u);
+  for (size_t i = 0; i < out.size(); ++i) {
+    EXPECT_LE(out[i].ByteSizeLong(), size_t{kMaxMemberMessageBytes}) << i;
+    const auto& tensors = out[i].ready().tensors();
+    const bool device = std::any_of(tensors.begin(), tensors.end(),
+                                    [](const kolo::v1::TensorMeta& t) { return t.device(); });
+    if (device) {
+      EXPECT_TRUE(out[i].ready().has_devices()) << "part " << i;
+      EXPECT_EQ(out[i].ready().devices().ranks_size(), 8) << "part " << i;
+    }
+  }
+}
+
 TEST(SplitReadyTest, ASmallBatchStaysOneMessageAndATooLargeTensorGoesAlone) {
   kolo::v1::Ready small;
   *small.add_tensors() = Meta("a", CollectiveKind::kAllreduce);
