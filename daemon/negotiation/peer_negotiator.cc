@@ -281,14 +281,16 @@ void PeerNegotiator::PumpRoundsLocked() {
     absl::MutexLock l(&mu_);
     for (ReadyRounds::Event& e : out.events) {
       switch (e.kind) {
-        case ReadyRounds::Event::Kind::kReleasePlans:
-          for (; plans_ordered_ < e.plans; ++plans_ordered_) {
-            OrderItem slot;
-            slot.is_plan = true;
-            slot.index = plans_ordered_;
-            order_.push_back(std::move(slot));
-          }
+        case ReadyRounds::Event::Kind::kReleasePlans: {
+          // One item however many plans it releases (a count is the
+          // coordinator's node's word: a wrong one stalls the job, it
+          // allocates nothing).
+          OrderItem release;
+          release.is_plan = true;
+          release.index = e.plans;
+          order_.push_back(std::move(release));
           break;
+        }
         case ReadyRounds::Event::Kind::kRun: {
           OrderItem item;
           item.entries = DirectEntriesLocked(e.ids);
@@ -356,11 +358,15 @@ void PeerNegotiator::DrainOrderLocked() {
     if (!order_.empty()) {
       OrderItem& head = order_.front();
       if (head.is_plan) {
-        auto it = arrived_.find(head.index);
-        if (it == arrived_.end()) return;  // still on its way here
-        for (PlannedEntry& e : it->second) plan_.push_back(std::move(e));
-        arrived_.erase(it);
-        ++next_plan_;
+        // The coordinator's plans up to (not including) head.index.
+        if (next_plan_ < head.index) {
+          auto it = arrived_.find(next_plan_);
+          if (it == arrived_.end()) return;  // still on its way here
+          for (PlannedEntry& e : it->second) plan_.push_back(std::move(e));
+          arrived_.erase(it);
+          ++next_plan_;
+          continue;
+        }
       } else {
         for (PlannedEntry& e : head.entries) plan_.push_back(std::move(e));
       }
@@ -373,7 +379,6 @@ void PeerNegotiator::DrainOrderLocked() {
     for (PlannedEntry& e : it->second) plan_.push_back(std::move(e));
     arrived_.erase(it);
     ++next_plan_;
-    plans_ordered_ = std::max(plans_ordered_, next_plan_);
   }
 }
 

@@ -214,8 +214,9 @@ class PeerNegotiator final : public Negotiator, public LinkListener {
   // thread (LocallyReady runs under the job's lock and completes nothing).
   std::vector<std::pair<ReadySet, absl::Status>> refused_ ABSL_GUARDED_BY(mu_);
   std::deque<PlannedEntry> plan_ ABSL_GUARDED_BY(mu_);
-  // The order of what runs, ahead of plan_: a round's entries, or a slot for
-  // the coordinator's plan with that index (released by the rounds).
+  // The order of what runs, ahead of plan_: a round's entries, or the
+  // coordinator's plans up to (not including) `index`, as a round released
+  // them.
   struct OrderItem {
     bool is_plan = false;
     uint64_t index = 0;
@@ -224,9 +225,8 @@ class PeerNegotiator final : public Negotiator, public LinkListener {
   std::deque<OrderItem> order_ ABSL_GUARDED_BY(mu_);
   // The coordinator's plans received, by index, not yet in plan_.
   std::map<uint64_t, std::vector<PlannedEntry>> arrived_ ABSL_GUARDED_BY(mu_);
-  uint64_t plans_in_ ABSL_GUARDED_BY(mu_) = 0;       // received
-  uint64_t plans_ordered_ ABSL_GUARDED_BY(mu_) = 0;  // given a slot in order_
-  uint64_t next_plan_ ABSL_GUARDED_BY(mu_) = 0;      // the next to enter plan_
+  uint64_t plans_in_ ABSL_GUARDED_BY(mu_) = 0;   // received
+  uint64_t next_plan_ ABSL_GUARDED_BY(mu_) = 0;  // the next to enter plan_
   // Plans wait for the rounds to release them (while the rounds run).
   bool gated_ ABSL_GUARDED_BY(mu_) = false;
   // Names the rounds moved to the coordinator, for the executor to report.
