@@ -24,11 +24,6 @@ constexpr absl::Duration kAbortGrace = absl::Seconds(5);
 // them (it travels over the data plane, the end over the Peer plane).
 constexpr absl::Duration kReleaseGrace = absl::Seconds(2);
 
-// The first byte of a direct round's message over the lane. A serialized
-// MemberMessage or CoordinatorMessage never starts with it (no field has
-// number 0).
-constexpr char kRoundMark = '\0';
-
 // Where this node's ranks keep the device tensors of `set`.
 kolo::v1::DeviceLayout LayoutOf(const ReadySet& set) {
   kolo::v1::DeviceLayout layout;
@@ -171,7 +166,7 @@ PeerNegotiator::~PeerNegotiator() {
     // Nothing more goes out over the transport, and what its thread still
     // delivers is dropped.
     absl::MutexLock l(&rounds_mu_);
-    rounds_lane_ = nullptr;
+    rounds_on_.store(false, std::memory_order_release);
     rounds_.reset();
   }
   std::shared_ptr<Coordinator> coordinator;
@@ -211,12 +206,13 @@ void PeerNegotiator::Progress() {
     absl::ReaderMutexLock l(&lane_mu_);
     if (flush_link_ != nullptr) flush_link_->Flush();
   }
+  if (!rounds_on_.load(std::memory_order_acquire)) return;
   absl::MutexLock r(&rounds_mu_);
   PumpRoundsLocked();
 }
 
 void PeerNegotiator::OnLaneMessage(int peer, absl::string_view message) {
-  if (!message.empty() && message.front() == kRoundMark) {
+  if (DirectRounds::IsRoundMessage(message)) {
     lane_messages_.fetch_add(1, std::memory_order_relaxed);
     OnRoundMessage(peer, message.substr(1));
     return;
@@ -235,7 +231,7 @@ void PeerNegotiator::OnLaneMessage(int peer, absl::string_view message) {
     }
     lane_messages_.fetch_add(1, std::memory_order_relaxed);
   }
-  if (to_coordinator) {
+  if (to_coordinator && rounds_on_.load(std::memory_order_acquire)) {
     // The coordinator may have planned: its node's round says so.
     absl::MutexLock r(&rounds_mu_);
     PumpRoundsLocked();
@@ -247,13 +243,7 @@ void PeerNegotiator::OnRoundMessage(int peer, absl::string_view message) {
   {
     absl::MutexLock r(&rounds_mu_);
     if (rounds_ == nullptr) return;
-    kolo::v1::ReadyRound round;
-    if (!round.ParseFromArray(message.data(), static_cast<int>(message.size()))) {
-      broken = absl::InvalidArgumentError(
-          absl::StrCat("an unreadable message of ", message.size(), " bytes"));
-    } else {
-      broken = rounds_->Receive(peer, round);
-    }
+    broken = rounds_->Receive(peer, message);
     if (broken.ok()) PumpRoundsLocked();
   }
   if (!broken.ok()) {
@@ -266,120 +256,18 @@ void PeerNegotiator::OnRoundMessage(int peer, absl::string_view message) {
 }
 
 void PeerNegotiator::PumpRoundsLocked() {
-  if (rounds_ == nullptr || rounds_lane_ == nullptr) return;
-  ReadyRounds::Output out = rounds_->Pump();
-  absl::Status failed;
-  for (const kolo::v1::ReadyRound& m : out.messages) {
-    auto bytes = std::make_shared<std::string>(1, kRoundMark);
-    m.AppendToString(bytes.get());
-    for (int n = 0; n < rounds_nodes_; ++n) {
-      if (n == rounds_self_) continue;
-      if (absl::Status s = rounds_lane_->SendMessage(n, bytes); !s.ok() && failed.ok()) failed = s;
-    }
+  if (rounds_ == nullptr) return;
+  DirectRounds::Due due = rounds_->Pump();
+  absl::MutexLock l(&mu_);
+  for (RoundStep& step : due.steps) order_.Add(std::move(step));
+  for (const std::string& key : due.spilled) {
+    // The executor thread reports it (see ExecuteLoop).
+    auto parked = parked_.find(key);
+    if (parked != parked_.end()) spilled_.push_back(plan::MetaOf(parked->second, options_.size));
   }
-  {
-    absl::MutexLock l(&mu_);
-    for (ReadyRounds::Event& e : out.events) {
-      switch (e.kind) {
-        case ReadyRounds::Event::Kind::kReleasePlans: {
-          // One item however many plans it releases (a count is the
-          // coordinator's node's word: a wrong one stalls the job, it
-          // allocates nothing).
-          OrderItem release;
-          release.is_plan = true;
-          release.index = e.plans;
-          order_.push_back(std::move(release));
-          break;
-        }
-        case ReadyRounds::Event::Kind::kRun: {
-          OrderItem item;
-          item.entries = DirectEntriesLocked(e.ids);
-          order_.push_back(std::move(item));
-          break;
-        }
-        case ReadyRounds::Event::Kind::kSpill:
-          for (uint32_t id : e.ids) {
-            auto it = direct_.find(id);
-            if (it == direct_.end()) continue;
-            auto parked = parked_.find(it->second.key);
-            // The executor thread reports it (see ExecuteLoop).
-            if (parked != parked_.end()) {
-              spilled_.push_back(plan::MetaOf(parked->second, options_.size));
-            }
-            direct_.erase(it);
-          }
-          break;
-        case ReadyRounds::Event::Kind::kOff:
-          // The coordinator plans everything from here, in its order.
-          gated_ = false;
-          spdlog::info(
-              "job {}: the direct rounds ended at round {} (a node's ranks all joined): "
-              "the coordinator plans every name from here",
-              options_.job_id, rounds_->round());
-          break;
-      }
-    }
-    DrainOrderLocked();
-  }
-  if (!failed.ok()) {
-    // Only an aborted transport refuses: the job is ending already.
-    spdlog::warn("job {}: a direct round's message did not go out: {}", options_.job_id,
-                 failed.ToString());
-  }
-}
-
-std::vector<PlannedEntry> PeerNegotiator::DirectEntriesLocked(const std::vector<uint32_t>& ids) {
-  std::vector<std::string> keys;
-  std::vector<plan::FusionCandidate> candidates;
-  for (uint32_t id : ids) {
-    auto it = direct_.find(id);
-    if (it == direct_.end()) {
-      // Not in this node's state: the executor finds it not ready here and
-      // ends the job (the rounds never run a name a node lacks).
-      keys.push_back(absl::StrCat("0:<cache id ", id, ">"));
-      candidates.push_back({plan::TensorDesc{}, {}});
-      continue;
-    }
-    keys.push_back(it->second.key);
-    candidates.push_back({it->second.desc, {}});
-    direct_.erase(it);
-  }
-  std::vector<PlannedEntry> entries;
-  for (const plan::FusionGroup& g : plan::GroupForFusion(candidates, direct_threshold_)) {
-    PlannedEntry e;
-    for (size_t m : g.members) e.names.push_back(keys[m]);
-    entries.push_back(std::move(e));
-  }
-  return entries;
-}
-
-void PeerNegotiator::DrainOrderLocked() {
-  for (;;) {
-    if (!order_.empty()) {
-      OrderItem& head = order_.front();
-      if (head.is_plan) {
-        // The coordinator's plans up to (not including) head.index.
-        if (next_plan_ < head.index) {
-          auto it = arrived_.find(next_plan_);
-          if (it == arrived_.end()) return;  // still on its way here
-          for (PlannedEntry& e : it->second) plan_.push_back(std::move(e));
-          arrived_.erase(it);
-          ++next_plan_;
-          continue;
-        }
-      } else {
-        for (PlannedEntry& e : head.entries) plan_.push_back(std::move(e));
-      }
-      order_.pop_front();
-      continue;
-    }
-    if (gated_) return;
-    auto it = arrived_.find(next_plan_);
-    if (it == arrived_.end()) return;
-    for (PlannedEntry& e : it->second) plan_.push_back(std::move(e));
-    arrived_.erase(it);
-    ++next_plan_;
-  }
+  // The coordinator plans everything from here, in its order.
+  if (rounds_->off()) order_.Ungate();
+  order_.Drain(&plan_);
 }
 
 void PeerNegotiator::ReportSpilled(std::vector<kolo::v1::TensorMeta> metas) {
@@ -418,60 +306,18 @@ void PeerNegotiator::LocallyReady(ReadySet set) {
       return;
     }
     link = link_.get();
-    const bool direct = TakeDirectLocked(set, meta, link);
+    const bool direct = rounds_ != nullptr && link != nullptr && rounds_->Take(set, meta, *link);
     parked_.emplace(key, std::move(set));
     if (direct) return;  // the next Progress sends the round
   }
   if (link != nullptr) link->ReportReady(meta, devices ? &*devices : nullptr);
 }
 
-bool PeerNegotiator::TakeDirectLocked(const ReadySet& set, const kolo::v1::TensorMeta& meta,
-                                      MemberLink* link) {
-  if (rounds_ == nullptr || rounds_->off() || link == nullptr) return false;
-  const Request& first = set.requests.front();
-  if (first.kind == CollectiveKind::kJoin) {
-    // Every rank here joined: the coordinator counts this node out, so
-    // every node goes back to it (at the close of the next round).
-    rounds_->Leave();
-    return false;
-  }
-  // What may go in a round is a property of the name and its agreed
-  // metadata, the same on every node: process set 0, host memory, not a
-  // set change, not grouped (a group is planned as one by the coordinator).
-  if (set.process_set != 0 || meta.device() || IsControl(first.kind) || first.group_size > 1) {
-    return false;
-  }
-  bool same = false;
-  std::optional<uint32_t> id = link->CacheIdOf(meta, &same);
-  if (!id.has_value() || !rounds_->Takes(*id)) return false;
-  if (!same) {
-    // It changed here: it goes to the coordinator in full, and the next
-    // round takes it there on every node.
-    rounds_->Spill(*id);
-    spdlog::info(
-        "job {}: \"{}\" changed on node {}: it negotiates with the coordinator from now on",
-        options_.job_id, set.name, options_.node_name);
-    return false;
-  }
-  rounds_->AddReady(*id);
-  direct_[*id] = DirectName{PeerKey(set.process_set, set.name), plan::DescOf(meta)};
-  return true;
-}
-
 std::vector<WaitingName> PeerNegotiator::WaitingNames() {
   absl::MutexLock r(&rounds_mu_);
   // A name in a round: the nodes whose latest message lacked it.
   absl::flat_hash_map<std::string, std::vector<int>> missing;
-  if (rounds_ != nullptr) {
-    for (const auto& [id, direct] : direct_) {
-      std::vector<int>& ranks = missing[direct.key];
-      for (int n : rounds_->NodesWithout(id)) {
-        if (n < 0 || n >= static_cast<int>(node_ranks_.size())) continue;
-        ranks.insert(ranks.end(), node_ranks_[n].begin(), node_ranks_[n].end());
-      }
-      std::sort(ranks.begin(), ranks.end());
-    }
-  }
+  if (rounds_ != nullptr) missing = rounds_->MissingRanks();
   absl::MutexLock l(&mu_);
   std::vector<WaitingName> out;
   for (const auto& [key, set] : parked_) {
@@ -582,19 +428,22 @@ void PeerNegotiator::OnWelcome(const kolo::v1::Welcome& welcome) {
           "--direct_ready=false to keep them on the Peer plane")));
       return;
     }
-    absl::MutexLock r(&rounds_mu_);
-    rounds_lane_ = sealed;
-    rounds_ = std::make_unique<ReadyRounds>(welcome.nodes_size(), welcome.node_index(), node_of[0]);
-    rounds_nodes_ = welcome.nodes_size();
-    rounds_self_ = welcome.node_index();
-    node_ranks_.clear();
+    DirectRoundsOptions direct;
+    direct.job_id = options_.job_id;
+    direct.node_name = options_.node_name;
+    direct.lane = sealed;
+    direct.self = welcome.node_index();
+    direct.plans_node = node_of[0];
     for (const kolo::v1::NodeEntry& n : welcome.nodes()) {
-      node_ranks_.emplace_back(n.ranks().begin(), n.ranks().end());
+      direct.node_ranks.emplace_back(n.ranks().begin(), n.ranks().end());
     }
-    direct_threshold_ = welcome.fusion_threshold();
+    direct.fusion_threshold = welcome.fusion_threshold();
+    absl::MutexLock r(&rounds_mu_);
+    rounds_ = std::make_unique<DirectRounds>(std::move(direct));
+    rounds_on_.store(true, std::memory_order_release);
     {
       absl::MutexLock l(&mu_);
-      gated_ = true;
+      order_.Gate();
     }
     spdlog::info(
         "job {}: names every node has cached negotiate in direct rounds between the {} nodes",
@@ -630,9 +479,8 @@ void PeerNegotiator::OnPlan(std::vector<PlannedEntry> plan) {
   uint64_t received;
   {
     absl::MutexLock l(&mu_);
-    arrived_.emplace(plans_in_++, std::move(plan));
-    received = plans_in_;
-    DrainOrderLocked();
+    received = order_.AddPlan(std::move(plan));
+    order_.Drain(&plan_);
   }
   if (rounds_ == nullptr) return;
   // On the coordinator's node the next round releases it everywhere.
@@ -665,8 +513,7 @@ void PeerNegotiator::ExecuteLoop() {
       // still run: plans a direct round has not released yet wait a moment
       // for the round message that places them.
       auto releasing = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        return IsPlannedMayFinish(aborted_) && (!arrived_.empty() || !order_.empty()) &&
-               absl::Now() < release_deadline_;
+        return IsPlannedMayFinish(aborted_) && order_.pending() && absl::Now() < release_deadline_;
       };
       auto ready = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
         return stop_ || (welcomed_ && !plan_.empty()) || !refused_.empty() || !spilled_.empty() ||

@@ -8,12 +8,13 @@
 // tensors, the job's NCCL backend. A response of a process set that has no
 // rank here is skipped in step (its sequence number still advances).
 //
-// Direct rounds (ready_rounds.h): when the Welcome says so, a name every
-// node has cached (process set 0, host memory, not grouped) is not reported
-// to the coordinator; the nodes exchange ready bits over the data plane, and
-// what a round's close runs is planned here (cache-id order, fused by the
-// shared rule). The coordinator's plans wait, in their place in the order,
-// until the coordinator's node's round message releases them.
+// Direct rounds (ready_rounds.h, wired to the job by direct_rounds.h): when
+// the Welcome says so, a name every node has cached (process set 0, host
+// memory, not grouped) is not reported to the coordinator; the nodes
+// exchange ready bits over the data plane, and what a round's close runs is
+// planned here. The coordinator's plans wait, in their place in the order
+// (plan_order.h), until the coordinator's node's round message releases
+// them.
 //
 // Failure: a lost coordinator or peer aborts the job (StepRunner::AbortJob).
 // After the job ended here, the responses already planned still run while
@@ -42,9 +43,9 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "daemon/negotiation/direct_rounds.h"
 #include "daemon/negotiation/negotiator.h"
-#include "daemon/negotiation/ready_rounds.h"
-#include "daemon/plan/tensor_desc.h"
+#include "daemon/negotiation/plan_order.h"
 #include "daemon/transport/sealed_lane.h"
 #include "daemon/transport/transport.h"
 #include "daemon/wire/member_link.h"
@@ -148,18 +149,8 @@ class PeerNegotiator final : public Negotiator, public LinkListener {
 
   // A direct round's message from node `peer` (after its marker byte).
   void OnRoundMessage(int peer, absl::string_view message);
-  // Sends what the rounds have due and applies their events in order.
+  // Sends what the rounds have due and applies it, in order.
   void PumpRoundsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(rounds_mu_);
-  // Where a cached name goes: whether `set` (its metadata `meta`) went into
-  // a round here.
-  bool TakeDirectLocked(const ReadySet& set, const kolo::v1::TensorMeta& meta, MemberLink* link)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(rounds_mu_);
-  // The planned entries of the names `ids` that ran in a round (ascending),
-  // fused by the shared rule.
-  std::vector<PlannedEntry> DirectEntriesLocked(const std::vector<uint32_t>& ids)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(rounds_mu_, mu_);
-  // Moves what may run next, in order, from order_ and arrived_ to plan_.
-  void DrainOrderLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Reports spilled names to the coordinator (the executor thread).
   void ReportSpilled(std::vector<kolo::v1::TensorMeta> metas);
 
@@ -186,19 +177,11 @@ class PeerNegotiator final : public Negotiator, public LinkListener {
 
   // The direct rounds, made on a Welcome that asks for them (before
   // Connect: the transport's thread may deliver their messages from then).
-  struct DirectName {
-    std::string key;  // PeerKey of the name
-    plan::TensorDesc desc;
-  };
+  // rounds_on_ says they were made, so that a job without them takes no
+  // rounds lock per batch of submissions.
   mutable absl::Mutex rounds_mu_ ABSL_ACQUIRED_AFTER(lane_mu_) ABSL_ACQUIRED_BEFORE(mu_);
-  std::unique_ptr<ReadyRounds> rounds_ ABSL_GUARDED_BY(rounds_mu_);
-  MessageLane* rounds_lane_ ABSL_GUARDED_BY(rounds_mu_) = nullptr;  // the sealed lane
-  int rounds_nodes_ ABSL_GUARDED_BY(rounds_mu_) = 0;
-  int rounds_self_ ABSL_GUARDED_BY(rounds_mu_) = -1;
-  std::vector<std::vector<int>> node_ranks_ ABSL_GUARDED_BY(rounds_mu_);  // by node index
-  uint64_t direct_threshold_ ABSL_GUARDED_BY(rounds_mu_) = 0;
-  // The names in this node's round state, by cache id.
-  absl::flat_hash_map<uint32_t, DirectName> direct_ ABSL_GUARDED_BY(rounds_mu_);
+  std::unique_ptr<DirectRounds> rounds_ ABSL_GUARDED_BY(rounds_mu_);
+  std::atomic<bool> rounds_on_{false};
 
   std::unique_ptr<JobTransport> transport_;
   std::unique_ptr<MemberLink> link_;
@@ -214,21 +197,9 @@ class PeerNegotiator final : public Negotiator, public LinkListener {
   // thread (LocallyReady runs under the job's lock and completes nothing).
   std::vector<std::pair<ReadySet, absl::Status>> refused_ ABSL_GUARDED_BY(mu_);
   std::deque<PlannedEntry> plan_ ABSL_GUARDED_BY(mu_);
-  // The order of what runs, ahead of plan_: a round's entries, or the
-  // coordinator's plans up to (not including) `index`, as a round released
-  // them.
-  struct OrderItem {
-    bool is_plan = false;
-    uint64_t index = 0;
-    std::vector<PlannedEntry> entries;
-  };
-  std::deque<OrderItem> order_ ABSL_GUARDED_BY(mu_);
-  // The coordinator's plans received, by index, not yet in plan_.
-  std::map<uint64_t, std::vector<PlannedEntry>> arrived_ ABSL_GUARDED_BY(mu_);
-  uint64_t plans_in_ ABSL_GUARDED_BY(mu_) = 0;   // received
-  uint64_t next_plan_ ABSL_GUARDED_BY(mu_) = 0;  // the next to enter plan_
-  // Plans wait for the rounds to release them (while the rounds run).
-  bool gated_ ABSL_GUARDED_BY(mu_) = false;
+  // The coordinator's plans and the rounds' entries, merged in the order
+  // every node runs them; what may run moves to plan_.
+  PlanOrder order_ ABSL_GUARDED_BY(mu_);
   // Names the rounds moved to the coordinator, for the executor to report.
   std::vector<kolo::v1::TensorMeta> spilled_ ABSL_GUARDED_BY(mu_);
   // Made on the Welcome (with the rank-to-node map), before any plan runs.

@@ -36,14 +36,8 @@ dir=$(mktemp -d /tmp/kolo-direct-XXXXXX)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$dir"; }
 trap cleanup EXIT
-# start_daemons, peer_of and run_ranks.
+# start_daemons, run_ranks, stop_daemons, need_openmpi and mpi_loopback.
 source "$repo/examples/bench/daemons_lib.sh"
-
-stop_daemons() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  pids=()
-}
 
 one_mode() {  # round mode(true|false)
   local r=$1 mode=$2
@@ -68,21 +62,11 @@ for r in $(seq 1 "$rounds"); do
   else one_mode "$r" false; one_mode "$r" true; fi
 done
 
-if ! command -v mpicc >/dev/null || ! command -v mpirun >/dev/null; then
-  sudo_cmd=(); [[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
-  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -q openmpi-bin \
-    libopenmpi-dev >&2 || echo "NOTE: OpenMPI could not be installed; no MPI column" >&2
-fi
-if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
-  mpicc -O2 -o "$dir/mpi_allreduce_perf" examples/bench/mpi_allreduce_perf.c -lm
-  mpi() {  # processes args...
-    local np=$1; shift
-    mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl tcp,self \
-      --mca btl_tcp_if_include lo -np "$np" "$dir/mpi_allreduce_perf" "$@"
-  }
-  mpi 2 --min_bytes=8 --max_bytes=8 --iters="$iters" --warmup=50 >"$dir/mpi_lat2.txt" || true
-  mpi 3 --min_bytes=8 --max_bytes=8 --iters="$iters" --warmup=50 >"$dir/mpi_lat3.txt" || true
-  mpi 2 --min_bytes=65536 --max_bytes=1048576 --iters=200 --warmup=10 >"$dir/mpi_mid.txt" || true
+if need_openmpi; then
+  mpi_loopback 2 --min_bytes=8 --max_bytes=8 --iters="$iters" --warmup=50 >"$dir/mpi_lat2.txt" || true
+  mpi_loopback 3 --min_bytes=8 --max_bytes=8 --iters="$iters" --warmup=50 >"$dir/mpi_lat3.txt" || true
+  mpi_loopback 2 --min_bytes=65536 --max_bytes=1048576 --iters=200 --warmup=10 \
+    >"$dir/mpi_mid.txt" || true
 fi
 
 python3 - "$dir" "$rounds" <<'PY'

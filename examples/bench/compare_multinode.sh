@@ -34,18 +34,16 @@ done
 export UCX_TLS=tcp
 cd "$repo"
 bazel build //daemon:kolod //examples/bench:allreduce_perf //examples/bench:resnet50_grads >&2
-if ! command -v ucx_perftest >/dev/null; then
-  sudo_cmd=(); [[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
-  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -q ucx-utils >&2 ||
-    echo "NOTE: ucx-utils could not be installed; no link baseline" >&2
-fi
 dir=$(mktemp -d /tmp/kolo-multinode-XXXXXX)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$dir"; }
 trap cleanup EXIT
 
-# start_daemons, peer_of and run_ranks.
+# start_daemons, run_ranks, stop_daemons, need_command, need_openmpi and
+# mpi_loopback.
 source "$repo/examples/bench/daemons_lib.sh"
+need_command ucx_perftest ucx-utils ||
+  echo "NOTE: ucx-utils could not be installed; no link baseline" >&2
 
 bazel build //koloctl:koloctl >&2
 for nodes in 2 3; do
@@ -64,29 +62,18 @@ for nodes in 2 3; do
     run_ranks 2 resnet_adasum bazel-bin/examples/bench/resnet50_grads --steps=10 --warmup=2 \
       --op=adasum | tee "$dir/resnet_adasum.txt"
   fi
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  pids=()
-  sleep 0.5
+  stop_daemons
 done
 
-if ! command -v mpicc >/dev/null || ! command -v mpirun >/dev/null; then
-  sudo_cmd=(); [[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
-  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -q openmpi-bin \
-    libopenmpi-dev >&2 || echo "NOTE: OpenMPI could not be installed; no MPI column" >&2
-fi
-if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
-  mpicc -O2 -o "$dir/mpi_allreduce_perf" examples/bench/mpi_allreduce_perf.c -lm
+if need_openmpi; then
   for nodes in 2 3; do
     echo "== OpenMPI MPI_Allreduce over TCP on loopback, $nodes processes"
-    mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl tcp,self \
-      --mca btl_tcp_if_include lo -np "$nodes" "$dir/mpi_allreduce_perf" \
-      --min_bytes=1048576 --max_bytes="$max_bytes" --iters="$iters" --warmup=2 \
-      | tee "$dir/mpi$nodes.txt" || true
+    mpi_loopback "$nodes" --min_bytes=1048576 --max_bytes="$max_bytes" --iters="$iters" \
+      --warmup=2 | tee "$dir/mpi$nodes.txt" || true
   done
   echo "== OpenMPI 8-byte MPI_Allreduce over TCP on loopback, 2 processes (latency)"
-  mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl tcp,self \
-    --mca btl_tcp_if_include lo -np 2 "$dir/mpi_allreduce_perf" \
-    --min_bytes=8 --max_bytes=8 --iters=200 --warmup=10 | tee "$dir/mpi_lat2.txt" || true
+  mpi_loopback 2 --min_bytes=8 --max_bytes=8 --iters=200 --warmup=10 | tee "$dir/mpi_lat2.txt" ||
+    true
 fi
 
 # The "Final:" line's bandwidth column of a tag_bw client (MB/s, average).

@@ -6,6 +6,13 @@
 #   start_daemons COUNT            kolods n0..n(COUNT-1), mutual TLS between them
 #   peer_of SOCKET                 that daemon's peer address
 #   run_ranks NODES JOB CMD...     one rank of CMD per daemon; prints rank 0's output
+#   stop_daemons                   stops the daemons started, and waits for them
+#   need_command CMD PACKAGE...    installs the Debian packages when CMD is missing;
+#                                  false when it is still missing
+#   need_openmpi                   builds $dir/mpi_allreduce_perf; false, with a note,
+#                                  without OpenMPI
+#   mpi_loopback NP ARGS...        mpi_allreduce_perf ARGS in NP processes over TCP on
+#                                  loopback
 # Variables set in the caller's environment reach every rank.
 
 start_daemons() {  # count
@@ -45,3 +52,28 @@ run_ranks() {  # nodes job binary args...
   cat "$dir/$job.0.out"
 }
 
+stop_daemons() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  pids=()
+}
+need_command() {  # command package...
+  command -v "$1" >/dev/null && return 0
+  local cmd=$1; shift
+  local sudo_cmd=(); [[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -q "$@" >&2 || true
+  command -v "$cmd" >/dev/null
+}
+need_openmpi() {
+  if need_command mpicc openmpi-bin libopenmpi-dev && command -v mpirun >/dev/null; then
+    mpicc -O2 -o "$dir/mpi_allreduce_perf" "$repo/examples/bench/mpi_allreduce_perf.c" -lm
+    return 0
+  fi
+  echo "NOTE: OpenMPI could not be installed; no MPI column" >&2
+  return 1
+}
+mpi_loopback() {  # processes args...
+  local np=$1; shift
+  mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl tcp,self \
+    --mca btl_tcp_if_include lo -np "$np" "$dir/mpi_allreduce_perf" "$@"
+}
