@@ -18,6 +18,8 @@ namespace {
 
 // A stop renders and sends up to a few hundred megabytes of trace.
 constexpr absl::Duration kTimelineCallTimeout = absl::Seconds(120);
+// How long a detach waits for kolod to release the rank and end the stream.
+constexpr absl::Duration kDetachWait = absl::Seconds(2);
 
 }  // namespace
 
@@ -156,6 +158,7 @@ void Session::WatchStream() {
   }
   dead_status_ = std::move(why);
   dead_.store(true, std::memory_order_release);
+  stream_ended_.Notify();
   // Wake every waiter of this process; they find the session dead.
   header_->completion_ready.seq.fetch_add(1, std::memory_order_release);
   FutexWakeAll(&header_->completion_ready.seq);
@@ -185,7 +188,13 @@ void Session::Close(bool rejoin) {
     req.set_session_id(session_id_);
     req.set_rejoin(rejoin);
     kolo::v1::DetachResponse resp;
-    (void)stub_->Detach(&ctx, req, &resp);
+    // kolod ends the stream once it has released the rank, so that an
+    // init that follows at once finds the rank free; a kolod that does not
+    // answer in time is cut off.
+    if (stub_->Detach(&ctx, req, &resp).ok() && stream_ != nullptr && watcher_.joinable() &&
+        stream_->WritesDone()) {
+      (void)stream_ended_.WaitForNotificationWithTimeout(kDetachWait);
+    }
   }
   if (stream_ != nullptr) attach_context_.TryCancel();
   if (watcher_.joinable()) watcher_.join();

@@ -7,7 +7,8 @@
 // writes the options and what kolod offered; they are read-only after. The
 // watcher thread writes dead_status_ once and then publishes dead_ (release;
 // readers acquire), so no mutex guards it. close_mu_ serialises Close and is
-// held while it joins the watcher; no other lock is taken under it.
+// held while it waits for the stream's end and joins the watcher; no other
+// lock is taken under it.
 #pragma once
 
 #include <array>
@@ -23,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "common/shared_segment.h"
 #include "kolo/kolo.h"
 #include "proto/kolo/abi/shm_abi_v1.h"
@@ -87,6 +89,9 @@ class Session {
   bool tensor_parts_ = false;  // kolod takes tensors in parts (AttachResponse)
   std::array<uint8_t, 16> caller_memory_probe_{};
   std::thread watcher_;
+  // Notified when the watcher saw the stream end: after a detach, once
+  // kolod released this session's rank (see Close).
+  absl::Notification stream_ended_;
 
   absl::Mutex close_mu_;
   bool closed_ ABSL_GUARDED_BY(close_mu_) = false;
